@@ -1,0 +1,64 @@
+package api
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/usersync/usersync/models"
+)
+
+type role int
+
+const (
+	roleNone role = iota
+	roleAPI
+	roleAdmin
+)
+
+// keyring maps the SHA-256 of each key to its role, so that a lookup does
+// not compare secrets byte by byte.
+type keyring map[[32]byte]role
+
+func newKeyring(apiKeys, adminKeys []string) keyring {
+	k := keyring{}
+	for _, key := range apiKeys {
+		k[sha256.Sum256([]byte(key))] = roleAPI
+	}
+	for _, key := range adminKeys {
+		k[sha256.Sum256([]byte(key))] = roleAdmin
+	}
+	return k
+}
+
+const roleKey = "usersync.role"
+
+// requireKey admits requests whose bearer key has at least role min.
+func (s *server) requireKey(min role) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			auth := c.Request().Header.Get(echo.HeaderAuthorization)
+			scheme, key, ok := strings.Cut(auth, " ")
+			if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
+				return fmt.Errorf("%w: send an API key as \"Authorization: Bearer <key>\"", models.ErrUnauthorized)
+			}
+			r := s.keys[sha256.Sum256([]byte(strings.TrimSpace(key)))]
+			switch {
+			case r == roleNone:
+				return fmt.Errorf("%w: unknown API key", models.ErrUnauthorized)
+			case r < min:
+				return fmt.Errorf("%w: this needs an admin key", models.ErrForbidden)
+			}
+			c.Set(roleKey, r)
+			return next(c)
+		}
+	}
+}
+
+// isAdmin reports whether the request was made with an admin key.
+func isAdmin(c echo.Context) bool {
+	r, _ := c.Get(roleKey).(role)
+	return r == roleAdmin
+}

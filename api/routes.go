@@ -1,0 +1,18 @@
+package api
+
+import "github.com/labstack/echo/v4"
+
+// routes is the whole HTTP surface with its auth, at a glance.
+func (s *server) routes(e *echo.Echo) {
+	// Anyone.
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+
+	// Svix, signed with a webhook secret (checked in the handler, on the raw body).
+	e.POST("/webhooks/clerk", s.clerkWebhook)
+
+	// API or admin key; admin-only options are checked in the handlers.
+	v1 := e.Group("/v1", s.requireKey(roleAPI))
+	v1.GET("/users", s.listUsers)
+	v1.GET("/users/:userId", s.getUser)
+}

@@ -1,0 +1,103 @@
+// Package api is usersync's HTTP surface: the signed Clerk webhook, the
+// users API for the application, admin reads, and health checks. Handlers
+// return errors; errors.go turns them into statuses and JSON bodies.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/sync"
+)
+
+// Ingester stores and applies a verified user event.
+type Ingester interface {
+	Ingest(ctx context.Context, d sync.Delivery) (sync.Result, error)
+}
+
+// UserReader reads users.
+type UserReader interface {
+	Get(ctx context.Context, userID string) (models.User, error)
+	List(ctx context.Context, f models.UserFilter) (models.UserPage, error)
+}
+
+// Pinger checks that the database answers.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Config is what the server is built from.
+type Config struct {
+	Sync   Ingester
+	Users  UserReader
+	DB     Pinger
+	Logger *slog.Logger
+
+	// WebhookSecrets are the Svix signing secrets (whsec_...); any of them
+	// may sign a request, so that secrets can be rotated.
+	WebhookSecrets []string
+	// APIKeys may read active users; AdminKeys may read everything.
+	APIKeys   []string
+	AdminKeys []string
+
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+type server struct {
+	sync     Ingester
+	users    UserReader
+	db       Pinger
+	log      *slog.Logger
+	verifier *verifier
+	keys     keyring
+	now      func() time.Time
+}
+
+// New returns the HTTP handler of usersync. It fails when a webhook secret
+// cannot be decoded.
+func New(cfg Config) (*echo.Echo, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	v, err := newVerifier(cfg.WebhookSecrets, cfg.Now)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{
+		sync:     cfg.Sync,
+		users:    cfg.Users,
+		db:       cfg.DB,
+		log:      cfg.Logger,
+		verifier: v,
+		keys:     newKeyring(cfg.APIKeys, cfg.AdminKeys),
+		now:      cfg.Now,
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.RequestID())
+	e.Use(s.logRequests())
+	s.routes(e)
+	return e, nil
+}
+
+// logRequests logs one line per request: never the query (it may hold an
+// email) nor bodies.
+func (s *server) logRequests() echo.MiddlewareFunc {
+	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		HandleError: true, LogMethod: true, LogURIPath: true, LogStatus: true, LogLatency: true, LogRequestID: true,
+		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
+				slog.String("method", v.Method), slog.String("path", v.URIPath),
+				slog.Int("status", v.Status), slog.Duration("latency", v.Latency),
+				slog.String("request_id", v.RequestID))
+			return nil
+		},
+	})
+}

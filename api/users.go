@@ -1,0 +1,126 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/usersync/usersync/models"
+)
+
+// userJSON is a user as the API shows it.
+type userJSON struct {
+	UserID      string          `json:"userId"`
+	Email       string          `json:"email,omitempty"`
+	DisplayName string          `json:"displayName"`
+	Metadata    json.RawMessage `json:"metadata"`
+	CreatedAt   string          `json:"createdAt"`
+	UpdatedAt   string          `json:"updatedAt"`
+	DeletedAt   *string         `json:"deletedAt"`
+}
+
+// timeFormat is RFC 3339 in UTC with milliseconds, the engines' precision.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+func newUserJSON(u models.User) userJSON {
+	j := userJSON{
+		UserID:      u.UserID,
+		Email:       u.Email,
+		DisplayName: u.DisplayName,
+		Metadata:    u.Metadata,
+		CreatedAt:   formatTime(u.CreatedAt),
+		UpdatedAt:   formatTime(u.UpdatedAt),
+	}
+	if u.DeletedAt != nil {
+		d := formatTime(*u.DeletedAt)
+		j.DeletedAt = &d
+	}
+	return j
+}
+
+type listUsersRequest struct {
+	Limit          int    `query:"limit" validate:"min=1,max=200"`
+	Cursor         string `query:"cursor" validate:"max=64"`
+	Email          string `query:"email" validate:"max=512"`
+	IncludeDeleted bool   `query:"includeDeleted"`
+}
+
+type listUsersResponse struct {
+	Data       []userJSON `json:"data"`
+	NextCursor *string    `json:"nextCursor"`
+}
+
+// listUsers answers GET /v1/users.
+func (s *server) listUsers(c echo.Context) error {
+	req := listUsersRequest{Limit: 50}
+	if err := bindQuery(c, &req); err != nil {
+		return err
+	}
+	if req.IncludeDeleted && !isAdmin(c) {
+		return fmt.Errorf("%w: includeDeleted needs an admin key", models.ErrForbidden)
+	}
+	page, err := s.users.List(c.Request().Context(), models.UserFilter{
+		Email: req.Email, IncludeDeleted: req.IncludeDeleted, After: req.Cursor, Limit: req.Limit,
+	})
+	if err != nil {
+		return err
+	}
+	resp := listUsersResponse{Data: make([]userJSON, 0, len(page.Users))}
+	for _, u := range page.Users {
+		resp.Data = append(resp.Data, newUserJSON(u))
+	}
+	if page.NextCursor != "" {
+		resp.NextCursor = &page.NextCursor
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+type getUserRequest struct {
+	UserID         string `param:"userId" validate:"required,max=128"`
+	IncludeDeleted bool   `query:"includeDeleted"`
+}
+
+// getUser answers GET /v1/users/{userId}. A deleted user is not found unless
+// an admin asks for deleted users.
+func (s *server) getUser(c echo.Context) error {
+	var req getUserRequest
+	if err := bindQuery(c, &req); err != nil {
+		return err
+	}
+	if err := (&echo.DefaultBinder{}).BindPathParams(c, &req); err != nil {
+		return fmt.Errorf("%w: %v", models.ErrInvalid, err)
+	}
+	if req.IncludeDeleted && !isAdmin(c) {
+		return fmt.Errorf("%w: includeDeleted needs an admin key", models.ErrForbidden)
+	}
+	u, err := s.users.Get(c.Request().Context(), req.UserID)
+	if err != nil {
+		return err
+	}
+	if u.Deleted() && !req.IncludeDeleted {
+		return fmt.Errorf("user %s: %w", req.UserID, models.ErrNotFound)
+	}
+	return c.JSON(http.StatusOK, newUserJSON(u))
+}
+
+// bindQuery binds the query string into req and validates it.
+func bindQuery(c echo.Context, req any) error {
+	if err := (&echo.DefaultBinder{}).BindQueryParams(c, req); err != nil {
+		return fmt.Errorf("%w: query: %v", models.ErrInvalid, bindMessage(err))
+	}
+	return models.Validate(req)
+}
+
+func bindMessage(err error) string {
+	if he, ok := err.(*echo.HTTPError); ok {
+		if m, ok := he.Message.(string); ok {
+			return m
+		}
+	}
+	return err.Error()
+}

@@ -1,0 +1,131 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	svix "github.com/svix/svix-webhooks/go"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/sync"
+)
+
+// MaxWebhookBody is the largest webhook body accepted. Clerk's user events
+// are a few kilobytes.
+const MaxWebhookBody = 1 << 20
+
+// webhookTimeout bounds the work for one delivery; Svix gives up after 15 s.
+const webhookTimeout = 10 * time.Second
+
+// tolerance is how far a signed timestamp may be from the server's clock.
+const tolerance = 5 * time.Minute
+
+// verifier checks Svix signatures against every configured secret.
+type verifier struct {
+	hooks []*svix.Webhook
+	now   func() time.Time
+}
+
+func newVerifier(secrets []string, now func() time.Time) (*verifier, error) {
+	if len(secrets) == 0 {
+		return nil, errors.New("no webhook secret configured")
+	}
+	v := &verifier{now: now}
+	for i, s := range secrets {
+		wh, err := svix.NewWebhook(s)
+		if err != nil {
+			return nil, fmt.Errorf("webhook secret %d is not a whsec_ base64 secret: %w", i+1, err)
+		}
+		v.hooks = append(v.hooks, wh)
+	}
+	return v, nil
+}
+
+// svixHeaders returns the message id, timestamp and signatures, from the
+// svix-* headers or else the webhook-* ones (as the svix library reads them).
+func svixHeaders(h http.Header) (id, ts, sig string) {
+	id, ts, sig = h.Get("svix-id"), h.Get("svix-timestamp"), h.Get("svix-signature")
+	if id == "" || ts == "" || sig == "" {
+		id, ts, sig = h.Get("webhook-id"), h.Get("webhook-timestamp"), h.Get("webhook-signature")
+	}
+	return id, ts, sig
+}
+
+// verify checks body against the signature headers. Errors wrap
+// ErrInvalid (headers missing or malformed) or ErrUnauthorized.
+func (v *verifier) verify(body []byte, h http.Header) error {
+	id, ts, sig := svixHeaders(h)
+	if id == "" || ts == "" || sig == "" {
+		return fmt.Errorf("%w: svix-id, svix-timestamp and svix-signature headers are required", models.ErrInvalid)
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: svix-timestamp must be Unix seconds", models.ErrInvalid)
+	}
+	if d := v.now().Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
+		return fmt.Errorf("%w: svix-timestamp is more than 5 minutes from the server's time", models.ErrUnauthorized)
+	}
+	for _, wh := range v.hooks {
+		// The svix library checks the same tolerance against time.Now.
+		if wh.VerifyIgnoringTimestamp(body, h) == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no signature matches the body with any configured secret", models.ErrUnauthorized)
+}
+
+type webhookResponse struct {
+	Received  bool           `json:"received"`
+	EventID   string         `json:"eventId"`
+	Status    string         `json:"status"`
+	Outcome   models.Outcome `json:"outcome,omitempty"`
+	Duplicate bool           `json:"duplicate"`
+	Type      string         `json:"type,omitempty"`
+}
+
+// clerkWebhook receives one Svix delivery: it reads the raw body, verifies
+// it, and only then decodes it.
+func (s *server) clerkWebhook(c echo.Context) error {
+	req := c.Request()
+	if req.ContentLength > MaxWebhookBody {
+		return tooLarge()
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, MaxWebhookBody+1))
+	if err != nil {
+		return fmt.Errorf("%w: reading the body: %v", models.ErrInvalid, err)
+	}
+	if len(body) > MaxWebhookBody {
+		return tooLarge()
+	}
+	if err := s.verifier.verify(body, req.Header); err != nil {
+		return err
+	}
+	id, _, sig := svixHeaders(req.Header)
+	ev, err := models.DecodeEvent(body)
+	if err != nil {
+		return err
+	}
+	if !ev.IsUserEvent() {
+		return c.JSON(http.StatusOK, webhookResponse{Received: true, EventID: id, Status: "ignored", Type: ev.Type})
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), webhookTimeout)
+	defer cancel()
+	res, err := s.sync.Ingest(ctx, sync.Delivery{EventID: id, Signature: sig, Body: body, Event: ev})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, webhookResponse{
+		Received: true, EventID: id, Status: string(res.Status), Outcome: res.Outcome, Duplicate: res.Duplicate,
+	})
+}
+
+func tooLarge() error {
+	return echo.NewHTTPError(http.StatusRequestEntityTooLarge,
+		fmt.Sprintf("body is larger than %d bytes", MaxWebhookBody))
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+)
+
+// secret is a configuration value that must never reach a log.
+type secret string
+
+func (secret) LogValue() slog.Value { return slog.StringValue("REDACTED") }
+
+// config is usersync's configuration, from the environment; flags mirror
+// the variables that are not secrets.
+type config struct {
+	Addr      string
+	MongoURI  secret
+	Database  string
+	DataDir   string
+	LogLevel  slog.Level
+	LogFormat string
+
+	WebhookSecrets []secret
+	APIKeys        []secret
+	AdminKeys      []secret
+
+	ClerkSecretKey secret
+	ClerkAPIURL    string
+}
+
+// Embedded reports whether the embedded engine is used.
+func (c config) Embedded() bool { return c.MongoURI == "" }
+
+func loadConfig(args []string, getenv func(string) string, out io.Writer) (config, error) {
+	env := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	c := config{
+		MongoURI:       secret(env("MONGODB_URI", "")),
+		WebhookSecrets: split(getenv("CLERK_WEBHOOK_SECRET"), " "),
+		APIKeys:        split(getenv("USERSYNC_API_KEYS"), ","),
+		AdminKeys:      split(getenv("USERSYNC_ADMIN_KEYS"), ","),
+		ClerkSecretKey: secret(env("CLERK_SECRET_KEY", "")),
+	}
+	fs := flag.NewFlagSet("usersync", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&c.Addr, "addr", env("USERSYNC_ADDR", ":8080"), "listen address (USERSYNC_ADDR)")
+	fs.StringVar(&c.Database, "database", env("MONGODB_DATABASE", "usersync"), "database name (MONGODB_DATABASE)")
+	fs.StringVar(&c.DataDir, "data-dir", env("USERSYNC_DATA_DIR", "./data"), "embedded engine files and generated secrets (USERSYNC_DATA_DIR)")
+	level := fs.String("log-level", env("USERSYNC_LOG_LEVEL", "info"), "debug, info, warn or error (USERSYNC_LOG_LEVEL)")
+	fs.StringVar(&c.LogFormat, "log-format", env("USERSYNC_LOG_FORMAT", "json"), "json or text (USERSYNC_LOG_FORMAT)")
+	fs.StringVar(&c.ClerkAPIURL, "clerk-api-url", env("CLERK_API_URL", "https://api.clerk.com/v1"), "Clerk Backend API base (CLERK_API_URL)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
+		return config{}, fmt.Errorf("USERSYNC_LOG_LEVEL: %q is not debug, info, warn or error", *level)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		return config{}, fmt.Errorf("USERSYNC_LOG_FORMAT: %q is not json or text", c.LogFormat)
+	}
+	for _, s := range c.WebhookSecrets {
+		if !strings.HasPrefix(string(s), "whsec_") {
+			return config{}, errors.New("CLERK_WEBHOOK_SECRET: each secret must start with whsec_ (copy it from the Clerk dashboard)")
+		}
+	}
+	return c, nil
+}
+
+// requireSecrets fails, naming the variable, when a secret is missing. With
+// the embedded engine the missing ones are generated instead.
+func (c config) requireSecrets() error {
+	if len(c.WebhookSecrets) == 0 {
+		return errors.New("CLERK_WEBHOOK_SECRET is not set: set it to the endpoint's signing secret (whsec_...) from the Clerk dashboard")
+	}
+	if len(c.APIKeys) == 0 && len(c.AdminKeys) == 0 {
+		return errors.New("USERSYNC_API_KEYS and USERSYNC_ADMIN_KEYS are not set: set at least one key for the REST API")
+	}
+	return nil
+}
+
+func split(s, sep string) []secret {
+	var out []secret
+	for _, f := range strings.Split(s, sep) {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, secret(f))
+		}
+	}
+	return out
+}
+
+func strs(ss []secret) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
+}

@@ -1,0 +1,161 @@
+// Command usersync keeps an application's MongoDB copy of its Clerk users:
+// it receives Clerk's signed user webhooks, applies them in order, and
+// serves the users over a small REST API.
+//
+// Usage:
+//
+//	usersync [flags]     serve (the default)
+//
+// Configuration is read from the environment; see README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/repository"
+	"github.com/usersync/usersync/sync"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "usersync:", err)
+		os.Exit(1)
+	}
+}
+
+// shutdownTimeout bounds how long in-flight requests may finish on stop.
+const shutdownTimeout = 15 * time.Second
+
+// run runs usersync until ctx is cancelled.
+func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	if len(args) > 0 && args[0] == "serve" {
+		args = args[1:]
+	}
+	cfg, err := loadConfig(args, getenv, out)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, out)
+
+	store, closeStore, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+
+	if cfg.Embedded() {
+		if err := fillDevSecrets(&cfg, out); err != nil {
+			return err
+		}
+	} else if err := cfg.requireSecrets(); err != nil {
+		return err
+	}
+	return serve(ctx, cfg, store, log)
+}
+
+func newLogger(cfg config, out io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(out, opts))
+	}
+	return slog.New(slog.NewJSONHandler(out, opts))
+}
+
+// openStore connects to MongoDB, or starts the embedded engine, and makes
+// sure the indexes exist. closeStore disconnects and stops the engine.
+func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *repository.Store, closeStore func(), err error) {
+	uri := string(cfg.MongoURI)
+	var engine *repository.Embedded
+	if cfg.Embedded() {
+		dir := filepath.Join(cfg.DataDir, "db")
+		engine, err = repository.StartEmbedded(dir, "127.0.0.1:0", log)
+		if err != nil {
+			return nil, nil, err
+		}
+		uri = engine.URI()
+		log.Info("embedded engine started", slog.String("dir", dir), slog.String("addr", engine.Addr()))
+	}
+	stopEngine := func() {
+		if engine != nil {
+			engine.Stop()
+		}
+	}
+	store, err = repository.Open(ctx, uri, cfg.Database, repository.Options{})
+	if err != nil {
+		stopEngine()
+		return nil, nil, err
+	}
+	closeStore = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = store.Close(ctx) // before the engine, or it waits for the connections
+		stopEngine()
+	}
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := store.EnsureIndexes(ictx); err != nil {
+		closeStore()
+		return nil, nil, fmt.Errorf("prepare database %q: %w", cfg.Database, err)
+	}
+	return store, closeStore, nil
+}
+
+// serve runs the HTTP server until ctx is cancelled, then lets in-flight
+// requests finish.
+func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.Logger) error {
+	svc := sync.New(store.Events, store.Users, nil)
+	handler, err := api.New(api.Config{
+		Sync: svc, Users: store.Users, DB: store, Logger: log,
+		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
+	})
+	if err != nil {
+		return fmt.Errorf("CLERK_WEBHOOK_SECRET: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("USERSYNC_ADDR: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("listening", slog.String("addr", ln.Addr().String()),
+		slog.Bool("embedded", cfg.Embedded()), slog.String("database", cfg.Database))
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

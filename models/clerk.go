@@ -1,0 +1,334 @@
+package models
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-playground/validator/v10"
+)
+
+// MaxDisplayName is the longest display name, in characters (runes).
+const MaxDisplayName = 255
+
+// Clerk's user event types.
+const (
+	TypeUserCreated = "user.created"
+	TypeUserUpdated = "user.updated"
+	TypeUserDeleted = "user.deleted"
+)
+
+// ClerkEvent is the envelope of a Clerk webhook body. Only what usersync
+// needs is decoded; the body itself is kept as received.
+type ClerkEvent struct {
+	Type      string
+	Timestamp json.RawMessage // Unix ms (seconds accepted); checked when used
+	Data      json.RawMessage
+}
+
+// ClerkUser is the part of Clerk's user object that usersync keeps.
+type ClerkUser struct {
+	ID                    string          `json:"id" validate:"required,startswith=user_,max=128"`
+	UpdatedAt             int64           `json:"updated_at" validate:"required,gt=0"`
+	FirstName             *string         `json:"first_name"`
+	LastName              *string         `json:"last_name"`
+	Username              *string         `json:"username"`
+	PrimaryEmailAddressID *string         `json:"primary_email_address_id"`
+	EmailAddresses        []ClerkEmail    `json:"email_addresses"`
+	PrimaryPhoneNumberID  *string         `json:"primary_phone_number_id"`
+	PhoneNumbers          []ClerkPhone    `json:"phone_numbers"`
+	PublicMetadata        json.RawMessage `json:"public_metadata"`
+}
+
+// ClerkEmail is one entry of a Clerk user's email_addresses.
+type ClerkEmail struct {
+	ID           string `json:"id"`
+	EmailAddress string `json:"email_address" validate:"max=512"`
+}
+
+// ClerkPhone is one entry of a Clerk user's phone_numbers.
+type ClerkPhone struct {
+	ID          string `json:"id"`
+	PhoneNumber string `json:"phone_number" validate:"max=64"`
+}
+
+// clerkDeleted is the data of a user.deleted event.
+type clerkDeleted struct {
+	ID string `json:"id" validate:"required,startswith=user_,max=128"`
+}
+
+// DecodeEvent decodes the envelope of a webhook body. It fails, wrapping
+// ErrInvalid, only when the body is not a JSON object with a string "type".
+func DecodeEvent(body []byte) (ClerkEvent, error) {
+	var env struct {
+		Type      json.RawMessage `json:"type"`
+		Timestamp json.RawMessage `json:"timestamp"`
+		Data      json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || !isObject(body) {
+		return ClerkEvent{}, fmt.Errorf("%w: body is not a JSON object", ErrInvalid)
+	}
+	var typ string
+	if err := json.Unmarshal(env.Type, &typ); err != nil || typ == "" {
+		return ClerkEvent{}, fmt.Errorf("%w: body has no \"type\" string", ErrInvalid)
+	}
+	return ClerkEvent{Type: typ, Timestamp: env.Timestamp, Data: env.Data}, nil
+}
+
+// IsUserEvent reports whether usersync stores and applies this event.
+func (e ClerkEvent) IsUserEvent() bool {
+	switch e.Type {
+	case TypeUserCreated, TypeUserUpdated, TypeUserDeleted:
+		return true
+	}
+	return false
+}
+
+// EventType returns the short type of a user event ("" for other events).
+func (e ClerkEvent) EventType() EventType {
+	switch e.Type {
+	case TypeUserCreated:
+		return EventCreated
+	case TypeUserUpdated:
+		return EventUpdated
+	case TypeUserDeleted:
+		return EventDeleted
+	}
+	return ""
+}
+
+// UserID returns data.id when it is a string, even if the rest of the
+// payload is invalid, so that a failed event can still be found by user.
+func (e ClerkEvent) UserID() string {
+	var d struct {
+		ID any `json:"id"`
+	}
+	if json.Unmarshal(e.Data, &d) != nil {
+		return ""
+	}
+	id, _ := d.ID.(string)
+	return id
+}
+
+// Change validates the event's data and returns the user state it carries.
+// Its error wraps ErrInvalid: such an event can never be applied.
+func (e ClerkEvent) Change(eventID string) (Change, error) {
+	switch e.Type {
+	case TypeUserCreated, TypeUserUpdated:
+		var u ClerkUser
+		if err := decodeData(e.Data, &u); err != nil {
+			return Change{}, err
+		}
+		return u.change(eventID)
+	case TypeUserDeleted:
+		var d clerkDeleted
+		if err := decodeData(e.Data, &d); err != nil {
+			return Change{}, err
+		}
+		ts, err := clerkTime(e.Timestamp)
+		if err != nil {
+			return Change{}, fmt.Errorf("%w: timestamp %v", ErrInvalid, err)
+		}
+		return Change{UserID: d.ID, EventID: eventID, SourceTime: ts, Deleted: true}, nil
+	}
+	return Change{}, fmt.Errorf("%w: %q is not a user event", ErrInvalid, e.Type)
+}
+
+func decodeData(data json.RawMessage, v any) error {
+	if !isObject(data) {
+		return fmt.Errorf("%w: data must be an object", ErrInvalid)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("%w: data.%s must be a JSON %s", ErrInvalid, te.Field, jsonKind(te.Type.Kind().String()))
+		}
+		return fmt.Errorf("%w: data: %v", ErrInvalid, err)
+	}
+	return validateAs("data.", v)
+}
+
+func (u ClerkUser) change(eventID string) (Change, error) {
+	meta := bytes.TrimSpace(u.PublicMetadata)
+	switch {
+	case len(meta) == 0 || string(meta) == "null":
+		meta = []byte("{}")
+	case !isObject(meta):
+		return Change{}, fmt.Errorf("%w: data.public_metadata must be an object", ErrInvalid)
+	}
+	ts, err := clerkTime(json.RawMessage(fmt.Sprint(u.UpdatedAt)))
+	if err != nil {
+		return Change{}, fmt.Errorf("%w: data.updated_at %v", ErrInvalid, err)
+	}
+	email := u.PrimaryEmail()
+	return Change{
+		UserID:      u.ID,
+		EventID:     eventID,
+		SourceTime:  ts,
+		Email:       email,
+		DisplayName: u.DisplayName(email),
+		Metadata:    json.RawMessage(meta),
+	}, nil
+}
+
+// PrimaryEmail returns the lowercased address whose id is
+// primary_email_address_id, or "" when there is none.
+func (u ClerkUser) PrimaryEmail() string {
+	if u.PrimaryEmailAddressID == nil {
+		return ""
+	}
+	for _, e := range u.EmailAddresses {
+		if e.ID == *u.PrimaryEmailAddressID {
+			return strings.ToLower(strings.TrimSpace(e.EmailAddress))
+		}
+	}
+	return ""
+}
+
+// DisplayName returns the first of: first and last name, username, email,
+// primary phone, user id, cut to MaxDisplayName characters.
+func (u ClerkUser) DisplayName(email string) string {
+	name := strings.TrimSpace(strings.TrimSpace(deref(u.FirstName)) + " " + strings.TrimSpace(deref(u.LastName)))
+	for _, candidate := range []string{name, strings.TrimSpace(deref(u.Username)), email, u.primaryPhone(), u.ID} {
+		if candidate = truncate(candidate, MaxDisplayName); candidate != "" {
+			return candidate
+		}
+	}
+	return u.ID
+}
+
+func (u ClerkUser) primaryPhone() string {
+	if u.PrimaryPhoneNumberID == nil {
+		return ""
+	}
+	for _, p := range u.PhoneNumbers {
+		if p.ID == *u.PrimaryPhoneNumberID {
+			return strings.TrimSpace(p.PhoneNumber)
+		}
+	}
+	return ""
+}
+
+// truncate cuts s to at most n runes, never inside one, and trims the
+// space a cut may leave at the end.
+func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	i, count := 0, 0
+	for i = range s {
+		if count == n {
+			break
+		}
+		count++
+	}
+	return strings.TrimSpace(s[:i])
+}
+
+// clerkTime reads a Unix time in milliseconds; values below 10^12 are taken
+// as seconds, as some of Clerk's examples use them.
+func clerkTime(raw json.RawMessage) (time.Time, error) {
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err != nil || n == "" {
+		return time.Time{}, errors.New("must be a Unix time in milliseconds")
+	}
+	v, err := n.Int64()
+	if err != nil {
+		f, ferr := n.Float64()
+		if ferr != nil {
+			return time.Time{}, errors.New("must be a Unix time in milliseconds")
+		}
+		v = int64(f)
+	}
+	if v <= 0 || v > 1e15 {
+		return time.Time{}, errors.New("must be a positive Unix time in milliseconds")
+	}
+	if v < 1e12 {
+		return time.Unix(v, 0).UTC(), nil
+	}
+	return time.UnixMilli(v).UTC(), nil
+}
+
+func isObject(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && b[0] == '{'
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "int64", "int", "float64":
+		return "number"
+	case "slice":
+		return "array"
+	case "struct", "map":
+		return "object"
+	case "ptr":
+		return "string or null"
+	}
+	return goKind
+}
+
+// validate is the one validator instance of the process.
+var validate = func() *validator.Validate {
+	v := validator.New(validator.WithRequiredStructEnabled())
+	v.RegisterTagNameFunc(func(f reflect.StructField) string {
+		for _, key := range []string{"json", "query", "param"} {
+			if name, _, _ := strings.Cut(f.Tag.Get(key), ","); name != "" && name != "-" {
+				return name
+			}
+		}
+		return f.Name
+	})
+	return v
+}()
+
+// Validate checks v's validate tags. Its error wraps ErrInvalid and names
+// the first failing field by its JSON (or query) name.
+func Validate(v any) error { return validateAs("", v) }
+
+func validateAs(prefix string, v any) error {
+	err := validate.Struct(v)
+	var verrs validator.ValidationErrors
+	if !errors.As(err, &verrs) || len(verrs) == 0 {
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return nil
+	}
+	fe := verrs[0]
+	field := fe.Namespace()
+	if _, rest, ok := strings.Cut(field, "."); ok {
+		field = rest // drop the Go type name
+	}
+	var rule string
+	switch fe.Tag() {
+	case "required":
+		rule = "is required"
+	case "startswith":
+		rule = fmt.Sprintf("must start with %q", fe.Param())
+	case "max":
+		rule = "must be at most " + fe.Param()
+	case "min":
+		rule = "must be at least " + fe.Param()
+	case "gt":
+		rule = "must be greater than " + fe.Param()
+	case "oneof":
+		rule = "must be one of: " + fe.Param()
+	default:
+		rule = "must satisfy " + fe.Tag() + " " + fe.Param()
+	}
+	return fmt.Errorf("%w: %s%s %s", ErrInvalid, prefix, field, strings.TrimSpace(rule))
+}

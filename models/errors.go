@@ -1,0 +1,27 @@
+// Package models holds usersync's domain types: users, events and their
+// statuses, the Clerk webhook payload shapes, and the sentinel errors every
+// other package wraps.
+package models
+
+import "errors"
+
+// Sentinel errors. Stores and services wrap them with %w; the HTTP layer maps
+// them to statuses in one place (api/errors.go).
+var (
+	// ErrNotFound: the thing asked for does not exist (or is hidden).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a unique rule or a state rule forbids the change.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid: the request or payload can never be applied as it is.
+	ErrInvalid = errors.New("invalid")
+	// ErrUnauthorized: missing or wrong credentials or signature.
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrForbidden: valid credentials without the right to do this.
+	ErrForbidden = errors.New("forbidden")
+	// ErrUnavailable: the database cannot be reached; a retry may succeed.
+	ErrUnavailable = errors.New("database unavailable")
+	// ErrRetryLater: the event is valid but cannot be applied yet (for
+	// example its email is still held by another active user); a later
+	// delivery may succeed.
+	ErrRetryLater = errors.New("cannot be applied yet")
+)

@@ -1,0 +1,61 @@
+package models
+
+import "time"
+
+// EventStatus is where an event is in its life: stored on arrival, then
+// processed or failed.
+type EventStatus string
+
+// Event statuses.
+const (
+	StatusStored    EventStatus = "stored"
+	StatusProcessed EventStatus = "processed"
+	StatusFailed    EventStatus = "failed"
+)
+
+// Outcome says what processing an event did to its user.
+type Outcome string
+
+// Outcomes.
+const (
+	// OutcomeApplied: the event's state is the user's state now.
+	OutcomeApplied Outcome = "applied"
+	// OutcomeStale: a newer Clerk state was already stored.
+	OutcomeStale Outcome = "stale"
+	// OutcomeDeletedUser: the user was already deleted.
+	OutcomeDeletedUser Outcome = "deleted_user"
+)
+
+// EventType is the kind of user event: the Clerk type without "user.".
+type EventType string
+
+// Event types.
+const (
+	EventCreated EventType = "created"
+	EventUpdated EventType = "updated"
+	EventDeleted EventType = "deleted"
+)
+
+// SourceClerk is the source of every event usersync receives today.
+const SourceClerk = "clerk"
+
+// Event is one stored user event: the durable inbox entry for one Svix
+// message.
+type Event struct {
+	ID              string // the stored document's id
+	EventID         string // svix-id; the same on every retry
+	Type            string // Clerk type, e.g. "user.created"
+	EventType       EventType
+	UserID          string // "" when the payload has no usable data.id
+	RawBody         []byte // the exact bytes received
+	Source          string
+	Signature       string
+	SignatureValid  *bool
+	SourceTimestamp *time.Time // nil when the payload has no usable time
+	ReceivedAt      time.Time
+	ProcessedAt     *time.Time
+	Status          EventStatus
+	Outcome         Outcome
+	Attempts        int
+	Error           string
+}

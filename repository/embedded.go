@@ -1,0 +1,92 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	stdsync "sync"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+)
+
+// Embedded is the in-process engine: FerretDB 1.x with its SQLite backend,
+// listening on a loopback port, its files in one directory.
+type Embedded struct {
+	uri    string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// newMu serialises ferretdb.New, which writes a package-level variable.
+var newMu stdsync.Mutex
+
+// StartEmbedded starts the engine with its files under dir, listening on
+// addr ("127.0.0.1:0" picks a free port). Only errors of its own log reach
+// logger: FerretDB logs whole wire messages at lower levels.
+func StartEmbedded(dir, addr string, logger *slog.Logger) (*Embedded, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded engine dir: %w", err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded engine dir: %w", err)
+	}
+	if !strings.HasPrefix(addr, "127.") && !strings.HasPrefix(addr, "localhost:") && !strings.HasPrefix(addr, "[::1]:") {
+		return nil, fmt.Errorf("embedded engine address %q is not a loopback address", addr)
+	}
+	newMu.Lock()
+	f, err := ferretdb.New(&ferretdb.Config{
+		Listener:  ferretdb.ListenerConfig{TCP: addr},
+		Handler:   "sqlite",
+		SQLiteURL: "file:" + abs + "/",
+		Logger:    slog.New(minLevel{logger.Handler().WithAttrs([]slog.Attr{slog.String("component", "ferretdb")}), slog.LevelError}),
+	})
+	newMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("start embedded engine: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &Embedded{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		_ = f.Run(ctx) // returns when ctx is cancelled
+	}()
+	e.uri = f.MongoDBURI() // waits for the listener
+	return e, nil
+}
+
+// URI is the MongoDB URI of the engine.
+func (e *Embedded) URI() string { return e.uri }
+
+// Addr is the engine's host:port.
+func (e *Embedded) Addr() string {
+	return strings.TrimSuffix(strings.TrimPrefix(e.uri, "mongodb://"), "/")
+}
+
+// Stop closes the listener, the connections and the files, and waits.
+// Disconnect clients first, or it waits for their connections to time out.
+func (e *Embedded) Stop() {
+	e.cancel()
+	<-e.done
+}
+
+// minLevel passes on only the records at or above level.
+type minLevel struct {
+	slog.Handler
+	level slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.level && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.level}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.level}
+}

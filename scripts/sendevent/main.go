@@ -1,0 +1,93 @@
+// Command sendevent signs a Clerk webhook payload with a Svix secret and
+// posts it to a running usersync, as Clerk would.
+//
+//	go run ./scripts/sendevent [-url URL] [-secret whsec_...] [-id msg_...] FILE
+//
+// The secret defaults to $CLERK_WEBHOOK_SECRET, then to the one usersync
+// generated in ./data/secrets.json. Send the same -id twice to see a
+// duplicate delivery.
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	svix "github.com/svix/svix-webhooks/go"
+)
+
+func main() {
+	url := flag.String("url", "http://localhost:8080/webhooks/clerk", "webhook endpoint")
+	secret := flag.String("secret", os.Getenv("CLERK_WEBHOOK_SECRET"), "signing secret (whsec_...)")
+	dataDir := flag.String("data-dir", "./data", "where usersync keeps generated secrets")
+	id := flag.String("id", "", "svix-id (default: a new one)")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: sendevent [-url URL] [-secret whsec_...] [-id msg_...] FILE")
+		os.Exit(2)
+	}
+	if err := send(*url, *secret, *dataDir, *id, flag.Arg(0)); err != nil {
+		fmt.Fprintln(os.Stderr, "sendevent:", err)
+		os.Exit(1)
+	}
+}
+
+func send(url, secret, dataDir, id, file string) error {
+	body, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	if secret == "" {
+		b, err := os.ReadFile(filepath.Join(dataDir, "secrets.json"))
+		if err != nil {
+			return fmt.Errorf("no -secret or CLERK_WEBHOOK_SECRET, and %w", err)
+		}
+		var s struct{ WebhookSecret string }
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		secret = s.WebhookSecret
+	}
+	if id == "" {
+		b := make([]byte, 12)
+		_, _ = rand.Read(b)
+		id = "msg_" + hex.EncodeToString(b)
+	}
+	wh, err := svix.NewWebhook(secret)
+	if err != nil {
+		return fmt.Errorf("secret: %w", err)
+	}
+	now := time.Now()
+	sig, err := wh.Sign(id, now, body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("svix-id", id)
+	req.Header.Set("svix-timestamp", strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set("svix-signature", sig)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	fmt.Printf("%s %s\n%s\n", resp.Status, id, bytes.TrimSpace(out))
+	if resp.StatusCode >= 300 {
+		os.Exit(1)
+	}
+	return nil
+}
