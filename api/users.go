@@ -58,7 +58,7 @@ type listUsersResponse struct {
 // listUsers answers GET /v1/users.
 func (s *server) listUsers(c echo.Context) error {
 	req := listUsersRequest{Limit: 50}
-	if err := bindQuery(c, &req); err != nil {
+	if err := bind(c, &req); err != nil {
 		return err
 	}
 	if req.IncludeDeleted && !isAdmin(c) {
@@ -89,11 +89,8 @@ type getUserRequest struct {
 // an admin asks for deleted users.
 func (s *server) getUser(c echo.Context) error {
 	var req getUserRequest
-	if err := bindQuery(c, &req); err != nil {
+	if err := bind(c, &req); err != nil {
 		return err
-	}
-	if err := (&echo.DefaultBinder{}).BindPathParams(c, &req); err != nil {
-		return fmt.Errorf("%w: %v", models.ErrInvalid, err)
 	}
 	if req.IncludeDeleted && !isAdmin(c) {
 		return fmt.Errorf("%w: includeDeleted needs an admin key", models.ErrForbidden)
@@ -108,9 +105,13 @@ func (s *server) getUser(c echo.Context) error {
 	return c.JSON(http.StatusOK, newUserJSON(u))
 }
 
-// bindQuery binds the query string into req and validates it.
-func bindQuery(c echo.Context, req any) error {
-	if err := (&echo.DefaultBinder{}).BindQueryParams(c, req); err != nil {
+// bind binds the path and query parameters into req and validates it.
+func bind(c echo.Context, req any) error {
+	var b echo.DefaultBinder
+	if err := b.BindPathParams(c, req); err != nil {
+		return fmt.Errorf("%w: path: %v", models.ErrInvalid, bindMessage(err))
+	}
+	if err := b.BindQueryParams(c, req); err != nil {
 		return fmt.Errorf("%w: query: %v", models.ErrInvalid, bindMessage(err))
 	}
 	return models.Validate(req)

@@ -106,13 +106,14 @@ func (e ClerkEvent) EventType() EventType {
 // payload is invalid, so that a failed event can still be found by user.
 func (e ClerkEvent) UserID() string {
 	var d struct {
-		ID any `json:"id"`
+		ID string `json:"id"`
 	}
-	if json.Unmarshal(e.Data, &d) != nil {
+	if !isObject(e.Data) {
 		return ""
 	}
-	id, _ := d.ID.(string)
-	return id
+	// Decoded as Change decodes it; on a type error, whatever was read.
+	_ = json.Unmarshal(e.Data, &d)
+	return d.ID
 }
 
 // Change validates the event's data and returns the user state it carries.

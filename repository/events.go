@@ -115,11 +115,18 @@ func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Eve
 	// The payload is the body as a document, for reading the collection
 	// directly; a body that is not a JSON object is still kept raw.
 	d.Payload, _ = jsonToDoc(ev.RawBody)
-	_, err = e.coll.InsertOne(ctx, d)
+	err = translate(insertOne(ctx, e.coll, d))
+	if err != nil && d.Payload != nil &&
+		!errors.Is(err, models.ErrConflict) && !errors.Is(err, models.ErrUnavailable) {
+		// The engine refused the payload document (nesting too deep, say):
+		// the raw body alone still keeps the event.
+		d.Payload = nil
+		err = translate(insertOne(ctx, e.coll, d))
+	}
 	if err == nil {
 		return d.model(), true, nil
 	}
-	if err = translate(err); !errors.Is(err, models.ErrConflict) {
+	if !errors.Is(err, models.ErrConflict) {
 		return models.Event{}, false, fmt.Errorf("store event %s: %w", ev.EventID, err)
 	}
 	stored, err = e.find(ctx, bson.D{{Key: "_id", Value: d.ID}}, summary)
@@ -131,6 +138,11 @@ func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Eve
 		return models.Event{}, false, fmt.Errorf("read stored event %s: %w", ev.EventID, err)
 	}
 	return stored, false, nil
+}
+
+func insertOne(ctx context.Context, coll *mongo.Collection, doc any) error {
+	_, err := coll.InsertOne(ctx, doc)
+	return err
 }
 
 func (e *Events) find(ctx context.Context, filter, projection bson.D) (models.Event, error) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
@@ -40,6 +41,8 @@ type Options struct {
 	// ServerSelectionTimeout bounds how long an operation waits for a
 	// reachable server before failing with models.ErrUnavailable.
 	ServerSelectionTimeout time.Duration
+	// Monitor, if set, sees every command sent (tests count round trips).
+	Monitor *event.CommandMonitor
 }
 
 // Open connects to the database named dbName at uri. It does not wait for
@@ -52,6 +55,9 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		SetServerSelectionTimeout(o.ServerSelectionTimeout).
 		SetConnectTimeout(o.ServerSelectionTimeout).
 		SetAppName("usersync")
+	if o.Monitor != nil {
+		opts.SetMonitor(o.Monitor)
+	}
 	client, err := mongo.Connect(opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", redactURI(uri), err)

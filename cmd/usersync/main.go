@@ -49,14 +49,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, out)
-
-	store, closeStore, err := openStore(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer closeStore()
-
 	if cfg.Embedded() {
 		if err := fillDevSecrets(&cfg, out); err != nil {
 			return err
@@ -64,6 +56,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	} else if err := cfg.requireSecrets(); err != nil {
 		return err
 	}
+	log := newLogger(cfg, out)
+
+	store, closeStore, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
 	return serve(ctx, cfg, store, log)
 }
 

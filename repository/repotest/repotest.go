@@ -20,7 +20,6 @@ var (
 	once     stdsync.Once
 	shared   *repository.Embedded
 	dir      string
-	sharedID string
 	startErr error
 	dbs      atomic.Int64
 )
@@ -60,16 +59,20 @@ func URI(t testing.TB) string {
 // the test engine; the database is dropped when the test ends.
 func NewStore(t testing.TB) *repository.Store {
 	t.Helper()
-	return NewStoreAt(t, URI(t))
+	return NewStoreAt(t, URI(t), repository.Options{})
 }
 
-// NewStoreAt is NewStore on the engine at uri.
-func NewStoreAt(t testing.TB, uri string) *repository.Store {
+// NewStoreAt is NewStore on the engine at uri, with options o (the
+// server selection timeout defaults to 2 s).
+func NewStoreAt(t testing.TB, uri string, o repository.Options) *repository.Store {
 	t.Helper()
+	if o.ServerSelectionTimeout == 0 {
+		o.ServerSelectionTimeout = 2 * time.Second
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	name := fmt.Sprintf("usersync_test_%d_%d", os.Getpid(), dbs.Add(1))
-	s, err := repository.Open(ctx, uri, name, repository.Options{ServerSelectionTimeout: 2 * time.Second})
+	s, err := repository.Open(ctx, uri, name, o)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -133,3 +136,7 @@ func (en *Engine) Stop() {
 
 // Discard is a logger that writes nothing.
 func Discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// UsesMongoDB reports whether the tests run against MONGODB_URI rather
+// than the embedded engine.
+func UsesMongoDB() bool { return os.Getenv("MONGODB_URI") != "" }

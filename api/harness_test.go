@@ -1,0 +1,272 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	svix "github.com/svix/svix-webhooks/go"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/repository"
+	"github.com/usersync/usersync/repository/repotest"
+	"github.com/usersync/usersync/sync"
+)
+
+func TestMain(m *testing.M) { repotest.Main(m) }
+
+const (
+	testSecret   = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	otherSecret  = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+	testAPIKey   = "usk_test_api"
+	testAdminKey = "usk_test_admin"
+)
+
+// harness is a usersync server on the real router and a real engine.
+type harness struct {
+	t     *testing.T
+	store *repository.Store
+	url   string
+}
+
+type harnessOptions struct {
+	store     *repository.Store
+	secrets   []string
+	wrapUsers func(sync.UserStore) sync.UserStore
+}
+
+func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
+	t.Helper()
+	o := harnessOptions{secrets: []string{testSecret}}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.store == nil {
+		o.store = repotest.NewStore(t)
+	}
+	var users sync.UserStore = o.store.Users
+	if o.wrapUsers != nil {
+		users = o.wrapUsers(users)
+	}
+	e, err := api.New(api.Config{
+		Sync:           sync.New(o.store.Events, users, nil),
+		Users:          o.store.Users,
+		DB:             o.store,
+		Logger:         repotest.Discard(),
+		WebhookSecrets: o.secrets,
+		APIKeys:        []string{testAPIKey},
+		AdminKeys:      []string{testAdminKey},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	return &harness{t: t, store: o.store, url: srv.URL}
+}
+
+// response is what a request got back.
+type response struct {
+	Code int
+	Body []byte
+}
+
+// JSON decodes the body into a map.
+func (r response) JSON(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("body %q is not a JSON object: %v", r.Body, err)
+	}
+	return m
+}
+
+func (r response) String() string { return fmt.Sprintf("%d %s", r.Code, bytes.TrimSpace(r.Body)) }
+
+func (h *harness) do(req *http.Request) response {
+	h.t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return response{Code: resp.StatusCode, Body: b}
+}
+
+// sign returns Svix headers for body signed with secret at ts.
+func sign(t testing.TB, secret, id string, ts time.Time, body []byte) http.Header {
+	t.Helper()
+	wh, err := svix.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := wh.Sign(id, ts, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	h.Set("svix-id", id)
+	h.Set("svix-timestamp", strconv.FormatInt(ts.Unix(), 10))
+	h.Set("svix-signature", sig)
+	return h
+}
+
+// post sends body to the webhook with the given headers.
+func (h *harness) post(body []byte, hdr http.Header) response {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.url+"/webhooks/clerk", bytes.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return h.do(req)
+}
+
+// deliver signs body as Svix would now and posts it.
+func (h *harness) deliver(id string, body []byte) response {
+	h.t.Helper()
+	return h.post(body, sign(h.t, testSecret, id, time.Now(), body))
+}
+
+// mustDeliver delivers and fails the test unless the answer is 200.
+func (h *harness) mustDeliver(id string, body []byte) map[string]any {
+	h.t.Helper()
+	r := h.deliver(id, body)
+	if r.Code != http.StatusOK {
+		h.t.Fatalf("deliver %s: %s", id, r)
+	}
+	return r.JSON(h.t)
+}
+
+func (h *harness) get(path, key string) response {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, h.url+path, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	return h.do(req)
+}
+
+// user reads a user as an admin, deleted or not; nil when it is unknown.
+func (h *harness) user(userID string) map[string]any {
+	h.t.Helper()
+	r := h.get("/v1/users/"+userID+"?includeDeleted=true", testAdminKey)
+	if r.Code == http.StatusNotFound {
+		return nil
+	}
+	if r.Code != http.StatusOK {
+		h.t.Fatalf("get user %s: %s", userID, r)
+	}
+	return r.JSON(h.t)
+}
+
+// count counts documents of a collection matching filter.
+func (h *harness) count(coll string, filter bson.D) int64 {
+	h.t.Helper()
+	if filter == nil {
+		filter = bson.D{}
+	}
+	n, err := h.store.Database().Collection(coll).CountDocuments(context.Background(), filter)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// event reads the stored event with eventId id directly.
+func (h *harness) event(id string) bson.M {
+	h.t.Helper()
+	var m bson.M
+	err := h.store.Database().Collection(repository.EventsCollection).
+		FindOne(context.Background(), bson.D{{Key: "eventId", Value: id}}).Decode(&m)
+	if err != nil {
+		h.t.Fatalf("event %s: %v", id, err)
+	}
+	return m
+}
+
+// fixture reads a Clerk payload from models/testdata.
+func fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "models", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// clerkUser describes a user event body built from the user.updated fixture.
+type clerkUser struct {
+	ID        string
+	UpdatedAt int64 // Unix ms
+	Email     string
+	First     any // string or nil
+	Last      any
+	Meta      any
+}
+
+func userBody(t testing.TB, typ string, u clerkUser) []byte {
+	t.Helper()
+	var env map[string]any
+	if err := json.Unmarshal(fixture(t, "user.updated.json"), &env); err != nil {
+		t.Fatal(err)
+	}
+	env["type"] = typ
+	env["timestamp"] = u.UpdatedAt + 40
+	d := env["data"].(map[string]any)
+	d["id"] = u.ID
+	d["updated_at"] = u.UpdatedAt
+	d["first_name"], d["last_name"] = u.First, u.Last
+	d["email_addresses"] = []any{}
+	d["primary_email_address_id"] = nil
+	if u.Email != "" {
+		d["email_addresses"] = []any{map[string]any{"id": "idn_" + u.ID, "email_address": u.Email, "object": "email_address"}}
+		d["primary_email_address_id"] = "idn_" + u.ID
+	}
+	if u.Meta != nil {
+		d["public_metadata"] = u.Meta
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func deleteBody(t testing.TB, userID string, ts int64) []byte {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{
+		"object": "event", "type": "user.deleted", "timestamp": ts,
+		"data": map[string]any{"id": userID, "object": "user", "deleted": true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+var msgSeq atomic.Int64
+
+// newID returns a fresh svix-id.
+func newID() string { return fmt.Sprintf("msg_%d_%d", time.Now().UnixNano(), msgSeq.Add(1)) }

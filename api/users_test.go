@@ -1,0 +1,154 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+)
+
+func TestUsers_PaginationReturnsEveryActiveUserExactlyOnce(t *testing.T) {
+	h := newHarness(t)
+	const total, deleted, limit = 23, 4, 5
+	for i := range total {
+		h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: fmt.Sprintf("user_p%02d", i), UpdatedAt: t0, Email: fmt.Sprintf("p%02d@example.com", i)}))
+	}
+	for i := range deleted {
+		h.mustDeliver(newID(), deleteBody(t, fmt.Sprintf("user_p%02d", i*5), t0+1000))
+	}
+	list := func(key, query string) (seen map[string]int, pages int) {
+		seen = map[string]int{}
+		cursor := ""
+		for {
+			pages++
+			q := url.Values{"limit": {fmt.Sprint(limit)}}
+			if query != "" {
+				q.Set("includeDeleted", "true")
+			}
+			if cursor != "" {
+				q.Set("cursor", cursor)
+			}
+			r := h.get("/v1/users?"+q.Encode(), key)
+			if r.Code != http.StatusOK {
+				t.Fatalf("page %d: %s", pages, r)
+			}
+			body := r.JSON(t)
+			data := body["data"].([]any)
+			if len(data) > limit {
+				t.Fatalf("page %d has %d users, limit %d", pages, len(data), limit)
+			}
+			for _, u := range data {
+				u := u.(map[string]any)
+				seen[u["userId"].(string)]++
+				if query == "" && u["deletedAt"] != nil {
+					t.Errorf("deleted user %v listed without includeDeleted", u["userId"])
+				}
+			}
+			next, _ := body["nextCursor"].(string)
+			if next == "" {
+				return seen, pages
+			}
+			if pages > total {
+				t.Fatal("pagination does not end")
+			}
+			cursor = next
+		}
+	}
+	seen, pages := list(testAPIKey, "")
+	if len(seen) != total-deleted || pages < 3 {
+		t.Errorf("listed %d active users in %d pages, want %d in at least 3", len(seen), pages, total-deleted)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s listed %d times", id, n)
+		}
+	}
+	all, _ := list(testAdminKey, "includeDeleted")
+	if len(all) != total {
+		t.Errorf("includeDeleted listed %d users, want %d", len(all), total)
+	}
+}
+
+func TestUsers_EmailFilterFindsTheActiveUser(t *testing.T) {
+	h := newHarness(t)
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_f1", UpdatedAt: t0, Email: "Find.Me@Example.com"}))
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_f2", UpdatedAt: t0, Email: "other@example.com"}))
+	r := h.get("/v1/users?email="+url.QueryEscape("find.me@EXAMPLE.com"), testAPIKey)
+	data := r.JSON(t)["data"].([]any)
+	if len(data) != 1 || data[0].(map[string]any)["userId"] != "user_f1" {
+		t.Errorf("email filter = %s, want user_f1 alone", r)
+	}
+}
+
+func TestUsers_KeysAndAdminRights(t *testing.T) {
+	h := newHarness(t)
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_k", UpdatedAt: t0}))
+	h.mustDeliver(newID(), deleteBody(t, "user_k", t0+1))
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_active", UpdatedAt: t0}))
+	tests := []struct {
+		path, key string
+		want      int
+		code      string
+	}{
+		{"/v1/users", "", 401, "unauthorized"},
+		{"/v1/users", "nope", 401, "unauthorized"},
+		{"/v1/users", testAPIKey, 200, ""},
+		{"/v1/users?includeDeleted=true", testAPIKey, 403, "forbidden"},
+		{"/v1/users?includeDeleted=true", testAdminKey, 200, ""},
+		{"/v1/users/user_active", testAPIKey, 200, ""},
+		{"/v1/users/user_k", testAPIKey, 404, "not_found"},
+		{"/v1/users/user_k", testAdminKey, 404, "not_found"},
+		{"/v1/users/user_k?includeDeleted=true", testAPIKey, 403, "forbidden"},
+		{"/v1/users/user_k?includeDeleted=true", testAdminKey, 200, ""},
+		{"/v1/users/user_nobody", testAPIKey, 404, "not_found"},
+		{"/v1/users?limit=0", testAPIKey, 400, "invalid_request"},
+		{"/v1/users?limit=201", testAPIKey, 400, "invalid_request"},
+		{"/v1/users?limit=ten", testAPIKey, 400, "invalid_request"},
+		{"/v1/users?includeDeleted=maybe", testAdminKey, 400, "invalid_request"},
+		{"/v1/users?cursor=bogus", testAPIKey, 400, "invalid_request"},
+		{"/v1/nothing", testAPIKey, 404, "not_found"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path+" "+tc.key, func(t *testing.T) {
+			r := h.get(tc.path, tc.key)
+			if r.Code != tc.want {
+				t.Fatalf("GET %s = %s, want %d", tc.path, r, tc.want)
+			}
+			if tc.code == "" {
+				return
+			}
+			e, _ := r.JSON(t)["error"].(map[string]any)
+			if e == nil || e["code"] != tc.code || e["message"] == "" || e["requestId"] == "" {
+				t.Errorf("error body = %s, want code %q with a message and request id", r.Body, tc.code)
+			}
+		})
+	}
+}
+
+func TestUsers_ShapeIsTheDataModel(t *testing.T) {
+	h := newHarness(t)
+	h.mustDeliver(newID(), fixture(t, "user.created.multi-email.json"))
+	u := h.get("/v1/users/user_2SS3GNsVEHibIcFNY6OA4j9lef2", testAPIKey).JSON(t)
+	for _, k := range []string{"userId", "email", "displayName", "metadata", "createdAt", "updatedAt", "deletedAt"} {
+		if _, ok := u[k]; !ok {
+			t.Errorf("user has no %q: %v", k, u)
+		}
+	}
+	if len(u) != 7 {
+		t.Errorf("user has fields %v, want exactly the data model's", u)
+	}
+	for _, k := range []string{"createdAt", "updatedAt"} {
+		if s, _ := u[k].(string); len(s) != len("2006-01-02T15:04:05.000Z") || s[len(s)-1] != 'Z' {
+			t.Errorf("%s = %q, want RFC 3339 UTC with milliseconds", k, u[k])
+		}
+	}
+}
+
+func TestHealth_HealthzAndReadyz(t *testing.T) {
+	h := newHarness(t)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if r := h.get(path, ""); r.Code != http.StatusOK {
+			t.Errorf("GET %s = %s", path, r)
+		}
+	}
+}

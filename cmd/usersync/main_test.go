@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	stdsync "sync"
+	"testing"
+	"time"
+
+	svix "github.com/svix/svix-webhooks/go"
+
+	"github.com/usersync/usersync/repository/repotest"
+)
+
+func TestMain(m *testing.M) { repotest.Main(m) }
+
+// syncBuffer is an io.Writer that tests may read while run writes.
+type syncBuffer struct {
+	mu  stdsync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var listening = regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
+
+// start runs usersync with env until the test ends; it returns the base URL
+// and a function that stops it and returns run's error.
+func start(t *testing.T, env map[string]string) (string, *syncBuffer, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	errc := make(chan error, 1)
+	go func() { errc <- run(ctx, nil, func(k string) string { return env[k] }, out) }()
+	stop := stdsync.OnceValue(func() error {
+		cancel()
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(30 * time.Second):
+			return errors.New("run did not return within 30 s of cancel")
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := listening.FindStringSubmatch(out.String()); m != nil {
+			t.Cleanup(func() { _ = stop() })
+			return "http://" + m[1], out, stop
+		}
+		select {
+		case err := <-errc:
+			t.Fatalf("run returned early: %v\n%s", err, out)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	t.Fatalf("usersync did not start:\n%s", out)
+	return "", nil, nil
+}
+
+func TestRun_ServesWithNothingConfigured(t *testing.T) {
+	if repotest.UsesMongoDB() {
+		t.Skip("runs the embedded engine")
+	}
+	dir := t.TempDir()
+	env := map[string]string{"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": dir}
+	base, out, stop := start(t, env)
+
+	var secrets devSecrets
+	b, err := os.ReadFile(filepath.Join(dir, secretsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &secrets); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{secrets.WebhookSecret, secrets.APIKey, secrets.AdminKey} {
+		if s == "" || !strings.Contains(out.String(), s) {
+			t.Errorf("generated secret %q not printed at start-up:\n%s", s, out)
+		}
+	}
+
+	body, err := os.ReadFile(filepath.Join("..", "..", "models", "testdata", "user.created.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh, _ := svix.NewWebhook(secrets.WebhookSecret)
+	now := time.Now()
+	sig, _ := wh.Sign("msg_run", now, body)
+	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/clerk", bytes.NewReader(body))
+	req.Header.Set("svix-id", "msg_run")
+	req.Header.Set("svix-timestamp", strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set("svix-signature", sig)
+	if code, body := send(t, req); code != http.StatusOK {
+		t.Fatalf("webhook: %d %s", code, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("run after cancel = %v, want nil", err)
+	}
+	if !strings.Contains(out.String(), `"msg":"stopped"`) {
+		t.Errorf("no clean stop in the log:\n%s", out)
+	}
+
+	// Restarted on the same data dir: same secrets, same data.
+	base, out2, _ := start(t, env)
+	if !strings.Contains(out2.String(), secrets.APIKey) {
+		t.Errorf("restart did not reuse the generated keys:\n%s", out2)
+	}
+	req, _ = http.NewRequest(http.MethodGet, base+"/v1/users/user_29w83sxmDNGwOuEthce5gg56FcC", nil)
+	req.Header.Set("Authorization", "Bearer "+secrets.APIKey)
+	if code, body := send(t, req); code != http.StatusOK || !strings.Contains(body, "example@example.org") {
+		t.Errorf("user after restart: %d %s", code, body)
+	}
+}
+
+func send(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestRun_RefusesToStartWithoutWhatItNeeds(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"MongoDB without a webhook secret", map[string]string{"MONGODB_URI": "mongodb://127.0.0.1:1/", "USERSYNC_API_KEYS": "k"}, "CLERK_WEBHOOK_SECRET"},
+		{"MongoDB without keys", map[string]string{"MONGODB_URI": "mongodb://127.0.0.1:1/", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, "USERSYNC_API_KEYS"},
+		{"a secret that is not whsec_", map[string]string{"CLERK_WEBHOOK_SECRET": "hunter2"}, "CLERK_WEBHOOK_SECRET"},
+		{"an unknown log level", map[string]string{"USERSYNC_LOG_LEVEL": "loud"}, "USERSYNC_LOG_LEVEL"},
+		{"an unknown log format", map[string]string{"USERSYNC_LOG_FORMAT": "xml"}, "USERSYNC_LOG_FORMAT"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.env["USERSYNC_DATA_DIR"] = t.TempDir()
+			err := run(context.Background(), nil, func(k string) string { return tc.env[k] }, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("run = %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRun_NeverLogsSecrets(t *testing.T) {
+	if repotest.UsesMongoDB() {
+		t.Skip("runs the embedded engine")
+	}
+	env := map[string]string{
+		"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": t.TempDir(),
+		"CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		"USERSYNC_API_KEYS":    "usk_configured_api", "USERSYNC_ADMIN_KEYS": "usk_configured_admin",
+	}
+	_, out, stop := start(t, env)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "usk_configured_api", "usk_configured_admin"} {
+		if strings.Contains(out.String(), s) {
+			t.Errorf("configured secret %q appears in the output:\n%s", s, out)
+		}
+	}
+}
