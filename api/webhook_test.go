@@ -531,5 +531,3 @@ func TestWebhook_EngineDownMidRequestIsA5xxAndARetryHeals(t *testing.T) {
 		t.Errorf("readyz after the outage = %s, want 200", r)
 	}
 }
-
-
