@@ -176,33 +176,36 @@ func TestWebhook_DuplicateDeliveryChangesNothing(t *testing.T) {
 	}
 }
 
-// userWrites counts update commands on users that changed a document.
+// userWrites counts the insert and update commands on users that changed a
+// document.
 type userWrites struct {
 	mu      stdsync.Mutex
-	updates map[int64]bool
+	writes  map[int64]string // request id → command name
 	changed int
 }
 
 func (w *userWrites) monitor() *event.CommandMonitor {
-	w.updates = map[int64]bool{}
+	w.writes = map[int64]string{}
 	return &event.CommandMonitor{
 		Started: func(_ context.Context, e *event.CommandStartedEvent) {
-			if e.CommandName == "update" && e.Command.Lookup("update").StringValue() == repository.UsersCollection {
-				w.mu.Lock()
-				w.updates[e.RequestID] = true
-				w.mu.Unlock()
+			if name := e.CommandName; name == "insert" || name == "update" {
+				if coll, _ := e.Command.Lookup(name).StringValueOK(); coll == repository.UsersCollection {
+					w.mu.Lock()
+					w.writes[e.RequestID] = name
+					w.mu.Unlock()
+				}
 			}
 		},
 		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			if !w.updates[e.RequestID] {
-				return
-			}
-			n, _ := e.Reply.Lookup("nModified").AsInt64OK()
-			_, upserted := e.Reply.Lookup("upserted").ArrayOK()
-			if n > 0 || upserted {
-				w.changed++
+			n, _ := e.Reply.Lookup("n").AsInt64OK()
+			modified, _ := e.Reply.Lookup("nModified").AsInt64OK()
+			switch w.writes[e.RequestID] {
+			case "insert":
+				w.changed += int(n)
+			case "update":
+				w.changed += int(modified)
 			}
 		},
 	}

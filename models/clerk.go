@@ -125,7 +125,9 @@ func (e ClerkEvent) Change(eventID string) (Change, error) {
 		if err := decodeData(e.Data, &u); err != nil {
 			return Change{}, err
 		}
-		return u.change(eventID)
+		ch, err := u.change(eventID)
+		ch.New = e.Type == TypeUserCreated
+		return ch, err
 	case TypeUserDeleted:
 		var d clerkDeleted
 		if err := decodeData(e.Data, &d); err != nil {

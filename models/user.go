@@ -31,6 +31,7 @@ type Change struct {
 	EventID     string
 	SourceTime  time.Time // Clerk's time of this state; decides the order
 	Deleted     bool
+	New         bool // from user.created: the user is probably unknown yet
 	Email       string
 	DisplayName string
 	Metadata    json.RawMessage

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -16,7 +17,8 @@ import (
 
 // Events is the user_events collection: the durable inbox.
 type Events struct {
-	coll *mongo.Collection
+	coll        *mongo.Collection
+	payloadDocs bool
 }
 
 type eventDoc struct {
@@ -26,7 +28,7 @@ type eventDoc struct {
 	EventType       string        `bson:"eventType"`
 	UserID          string        `bson:"userId,omitempty"`
 	Payload         bson.D        `bson:"payload,omitempty"`
-	RawBody         []byte        `bson:"rawBody,omitempty"`
+	RawBody         any           `bson:"rawBody,omitempty"` // string, or binary if not UTF-8
 	Source          string        `bson:"source"`
 	Signature       string        `bson:"signature"`
 	SignatureValid  *bool         `bson:"signatureValid"`
@@ -53,7 +55,7 @@ func (d eventDoc) model() models.Event {
 		Type:            d.Type,
 		EventType:       models.EventType(d.EventType),
 		UserID:          d.UserID,
-		RawBody:         d.RawBody,
+		RawBody:         rawBytes(d.RawBody),
 		Source:          d.Source,
 		Signature:       d.Signature,
 		SignatureValid:  d.SignatureValid,
@@ -75,6 +77,30 @@ func (e *Events) ensureIndexes(ctx context.Context) error {
 		{Keys: bson.D{{Key: "status", Value: 1}, {Key: "receivedAt", Value: -1}}},
 		{Keys: bson.D{{Key: "userId", Value: 1}, {Key: "receivedAt", Value: -1}}},
 	})
+}
+
+// rawValue is how a body is stored: as a string when it is valid UTF-8
+// (JSON always is), so it reads as text; otherwise as binary.
+func rawValue(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return b
+}
+
+func rawBytes(v any) []byte {
+	switch t := v.(type) {
+	case string:
+		return []byte(t)
+	case bson.Binary:
+		return t.Data
+	case []byte:
+		return t
+	}
+	return nil
 }
 
 // docID returns the document id of an event. An event with an eventId gets
@@ -104,7 +130,7 @@ func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Eve
 		Type:            ev.Type,
 		EventType:       string(ev.EventType),
 		UserID:          ev.UserID,
-		RawBody:         ev.RawBody,
+		RawBody:         rawValue(ev.RawBody),
 		Source:          ev.Source,
 		Signature:       ev.Signature,
 		SignatureValid:  ev.SignatureValid,
@@ -112,9 +138,10 @@ func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Eve
 		ReceivedAt:      ev.ReceivedAt,
 		Status:          string(models.StatusStored),
 	}
-	// The payload is the body as a document, for reading the collection
-	// directly; a body that is not a JSON object is still kept raw.
-	d.Payload, _ = jsonToDoc(ev.RawBody)
+	if e.payloadDocs {
+		// A body that is not a JSON object is still kept raw.
+		d.Payload, _ = jsonToDoc(ev.RawBody)
+	}
 	err = translate(insertOne(ctx, e.coll, d))
 	if err != nil && d.Payload != nil &&
 		!errors.Is(err, models.ErrConflict) && !errors.Is(err, models.ErrUnavailable) {

@@ -86,3 +86,50 @@ func TestStore_EngineDownIsUnavailable(t *testing.T) {
 		t.Errorf("Ping after restart = %v", err)
 	}
 }
+
+func TestEventsRecord_StoresThePayloadAsADocumentAndTheBodyExactly(t *testing.T) {
+	ctx := context.Background()
+	for _, docs := range []bool{true, false} {
+		s := repotest.NewStore(t)
+		if !docs {
+			s = repotest.NewStoreAt(t, repotest.URI(t), repository.Options{})
+			s.Events = repository.NewEventsForTest(s, false)
+		}
+		body := `{"type":"user.created","data":{"id":"user_1","public_metadata":{"a.b":{"$c":1}}}}`
+		ev, _, err := s.Events.Record(ctx, newEvent("msg_p", body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw bson.Raw
+		oid, _ := bson.ObjectIDFromHex(ev.ID)
+		if err := s.Database().Collection(repository.EventsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: oid}}).Decode(&raw); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := raw.Lookup("rawBody").StringValueOK(); got != body {
+			t.Errorf("rawBody = %v, want the body as a string", raw.Lookup("rawBody"))
+		}
+		_, err = raw.LookupErr("payload")
+		hasPayload := err == nil
+		escaped, _ := raw.Lookup("payload", "data", "public_metadata", "a%2Eb", "%24c").AsInt64OK()
+		switch {
+		case docs && (!hasPayload || escaped != 1):
+			t.Errorf("payload documents on: payload = %v, want the body with escaped keys", raw.Lookup("payload"))
+		case !docs && hasPayload:
+			t.Errorf("payload documents off: payload stored: %v", raw.Lookup("payload"))
+		}
+	}
+}
+
+func TestEventsRecord_KeepsANonUTF8BodyAsBinary(t *testing.T) {
+	ctx := context.Background()
+	s := repotest.NewStore(t)
+	body := "{\"type\":\"user.created\",\"x\":\"\xff\xfe\"}"
+	ev, _, err := s.Events.Record(ctx, newEvent("msg_bin", body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Events.Get(ctx, ev.ID)
+	if err != nil || string(got.RawBody) != body {
+		t.Errorf("raw body = %q, %v; want %q", got.RawBody, err, body)
+	}
+}

@@ -43,6 +43,12 @@ type Options struct {
 	ServerSelectionTimeout time.Duration
 	// Monitor, if set, sees every command sent (tests count round trips).
 	Monitor *event.CommandMonitor
+	// PayloadDocuments stores each event's body as a document ("payload")
+	// beside its raw bytes ("rawBody"), for querying the collection
+	// directly. The embedded engine parses whole documents to find even one
+	// by _id, and a payload document makes that about six times slower, so
+	// usersync turns this off there.
+	PayloadDocuments bool
 }
 
 // Open connects to the database named dbName at uri. It does not wait for
@@ -67,7 +73,7 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		client: client,
 		db:     db,
 		Users:  &Users{coll: db.Collection(UsersCollection)},
-		Events: &Events{coll: db.Collection(EventsCollection)},
+		Events: &Events{coll: db.Collection(EventsCollection), payloadDocs: o.PayloadDocuments},
 	}, nil
 }
 

@@ -73,9 +73,13 @@ func (u *Users) ensureIndexes(ctx context.Context) error {
 // same user wins a race.
 const maxApplyTries = 3
 
-// Apply writes ch to its user with one conditional upsert: the write matches
-// only an active user whose stored state is older than ch (Clerk time, then
-// event id), or no user at all. It returns
+// Apply writes ch to its user if the user is unknown, or active with an
+// older stored state (Clerk time, then event id). Either of two writes does
+// it: a conditional update of an existing user, or the insert of a new one,
+// which the unique userId index refuses if the user exists. The one more
+// likely to succeed goes first (the insert for user.created), so the usual
+// case is one round trip; on the embedded engine an insert also avoids
+// reading the whole collection. Apply returns
 //   - OutcomeApplied when ch is now the user's state (also when this very
 //     event had been applied before);
 //   - OutcomeStale when a newer state is stored;
@@ -83,26 +87,32 @@ const maxApplyTries = 3
 //   - an error wrapping models.ErrConflict when ch's email is held by another
 //     active user, or models.ErrUnavailable when the database is down.
 func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
-	filter, update, err := applyWrite(ch, now)
+	w, err := newUserWrite(ch, now)
 	if err != nil {
 		return "", err
 	}
+	writes := []func(context.Context, *mongo.Collection) (bool, error){w.updateOld, w.insertNew}
+	if ch.New {
+		writes[0], writes[1] = writes[1], writes[0]
+	}
 	for try := 1; ; try++ {
-		_, err := u.coll.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
-		if err == nil {
-			return models.OutcomeApplied, nil
+		for _, write := range writes {
+			done, err := write(ctx, u.coll)
+			if err != nil {
+				return "", fmt.Errorf("apply event %s to user %s: %w", ch.EventID, ch.UserID, err)
+			}
+			if done {
+				return models.OutcomeApplied, nil
+			}
 		}
-		if err = translate(err); !errors.Is(err, models.ErrConflict) {
-			return "", fmt.Errorf("apply event %s to user %s: %w", ch.EventID, ch.UserID, err)
-		}
-		// The filter missed and the insert hit a unique index: the user is
-		// newer or deleted (userId taken), or the email is taken.
-		cur, gerr := u.state(ctx, ch.UserID)
+		// Neither write went through: the user is newer or deleted, or the
+		// email is held by another active user.
+		cur, err := u.state(ctx, ch.UserID)
 		switch {
-		case errors.Is(gerr, models.ErrNotFound):
+		case errors.Is(err, models.ErrNotFound):
 			// Users are never removed, so only the email can have clashed.
-		case gerr != nil:
-			return "", gerr
+		case err != nil:
+			return "", err
 		case cur.LastEventID == ch.EventID && (cur.DeletedAt != nil) == ch.Deleted:
 			return models.OutcomeApplied, nil // a retry of an applied event
 		case cur.DeletedAt != nil:
@@ -110,58 +120,90 @@ func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (mod
 		case !models.Newer(ch.SourceTime, ch.EventID, cur.SourceUpdatedAt, cur.LastEventID):
 			return models.OutcomeStale, nil
 		case try < maxApplyTries:
-			continue // a concurrent first write of this user won the race
+			continue // a concurrent write to this user won a race
 		}
 		return "", fmt.Errorf("user %s: email is held by another active user: %w", ch.UserID, models.ErrConflict)
 	}
 }
 
-// applyWrite builds the conditional upsert of Apply.
-func applyWrite(ch models.Change, now time.Time) (filter, update bson.D, err error) {
+// userWrite is ch as the two writes of Apply.
+type userWrite struct {
+	filter  bson.D  // an active user older than ch
+	changes bson.D  // that user as ch says
+	doc     userDoc // a new user as ch says
+}
+
+func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 	ts := ch.SourceTime.UTC()
-	filter = bson.D{
-		{Key: "userId", Value: ch.UserID},
-		{Key: "deletedAt", Value: nil},
+	w := userWrite{
+		filter: bson.D{
+			{Key: "userId", Value: ch.UserID},
+			{Key: "deletedAt", Value: nil},
+		},
+		doc: userDoc{
+			UserID: ch.UserID, CreatedAt: now, UpdatedAt: now,
+			SourceUpdatedAt: ts, LastEventID: ch.EventID,
+		},
 	}
 	if ch.Deleted {
 		// A delete wins over every state; it turns the user into a tombstone
 		// so that every order of delivery ends in the same document.
-		return filter, bson.D{
+		w.doc.DisplayName, w.doc.Metadata, w.doc.DeletedAt = ch.UserID, bson.D{}, &ts
+		w.changes = bson.D{
 			{Key: "$set", Value: bson.D{
 				{Key: "deletedAt", Value: ts},
-				{Key: "displayName", Value: ch.UserID},
-				{Key: "metadata", Value: bson.D{}},
+				{Key: "displayName", Value: w.doc.DisplayName},
+				{Key: "metadata", Value: w.doc.Metadata},
 				{Key: "sourceUpdatedAt", Value: ts},
 				{Key: "lastEventId", Value: ch.EventID},
 				{Key: "updatedAt", Value: now},
 			}},
 			{Key: "$unset", Value: bson.D{{Key: "email", Value: ""}}},
-			{Key: "$setOnInsert", Value: bson.D{{Key: "createdAt", Value: now}}},
-		}, nil
+		}
+		return w, nil
 	}
 	meta, err := jsonToDoc(ch.Metadata)
 	if err != nil {
-		return nil, nil, fmt.Errorf("user %s metadata: %w: %v", ch.UserID, models.ErrInvalid, err)
+		return userWrite{}, fmt.Errorf("user %s metadata: %w: %v", ch.UserID, models.ErrInvalid, err)
 	}
-	filter = append(filter, bson.E{Key: "$or", Value: bson.A{
+	w.doc.Email, w.doc.DisplayName, w.doc.Metadata = ch.Email, ch.DisplayName, meta
+	w.filter = append(w.filter, bson.E{Key: "$or", Value: bson.A{
 		bson.D{{Key: "sourceUpdatedAt", Value: bson.D{{Key: "$lt", Value: ts}}}},
 		bson.D{{Key: "sourceUpdatedAt", Value: ts}, {Key: "lastEventId", Value: bson.D{{Key: "$lt", Value: ch.EventID}}}},
 	}})
 	set := bson.D{
 		{Key: "displayName", Value: ch.DisplayName},
 		{Key: "metadata", Value: meta},
-		{Key: "deletedAt", Value: nil},
 		{Key: "sourceUpdatedAt", Value: ts},
 		{Key: "lastEventId", Value: ch.EventID},
 		{Key: "updatedAt", Value: now},
 	}
-	update = bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "createdAt", Value: now}}}}
 	if ch.Email != "" {
-		set = append(set, bson.E{Key: "email", Value: ch.Email})
+		w.changes = bson.D{{Key: "$set", Value: append(set, bson.E{Key: "email", Value: ch.Email})}}
 	} else {
-		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: "email", Value: ""}}})
+		w.changes = bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "email", Value: ""}}}}
 	}
-	return filter, append(update, bson.E{Key: "$set", Value: set}), nil
+	return w, nil
+}
+
+// updateOld applies the write to an existing active user with an older state.
+// done is false when there is none, or when the new email is taken.
+func (w userWrite) updateOld(ctx context.Context, coll *mongo.Collection) (done bool, err error) {
+	res, err := coll.UpdateOne(ctx, w.filter, w.changes)
+	if err = translate(err); errors.Is(err, models.ErrConflict) {
+		return false, nil
+	}
+	return err == nil && res.MatchedCount > 0, err
+}
+
+// insertNew writes a new user. done is false when the user exists, or when
+// the email is taken.
+func (w userWrite) insertNew(ctx context.Context, coll *mongo.Collection) (done bool, err error) {
+	err = translate(insertOne(ctx, coll, w.doc))
+	if errors.Is(err, models.ErrConflict) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // state reads what Apply needs to explain a missed write.

@@ -93,7 +93,7 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *reposi
 			engine.Stop()
 		}
 	}
-	store, err = repository.Open(ctx, uri, cfg.Database, repository.Options{})
+	store, err = repository.Open(ctx, uri, cfg.Database, repository.Options{PayloadDocuments: !cfg.Embedded()})
 	if err != nil {
 		stopEngine()
 		return nil, nil, err

@@ -23,10 +23,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	stdsync "sync"
 	"time"
 
 	svix "github.com/svix/svix-webhooks/go"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/usersync/usersync/api"
@@ -50,7 +52,8 @@ func main() {
 func run(sizeList string, requests int, uri string) error {
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if uri == "" {
+	external := uri != ""
+	if !external {
 		dir, err := os.MkdirTemp("", "usersync-scale-")
 		if err != nil {
 			return err
@@ -63,7 +66,9 @@ func run(sizeList string, requests int, uri string) error {
 		defer engine.Stop()
 		uri = engine.URI()
 	}
-	store, err := repository.Open(ctx, uri, fmt.Sprintf("usersync_scale_%d", time.Now().Unix()), repository.Options{})
+	var engineTime commandTimer
+	store, err := repository.Open(ctx, uri, fmt.Sprintf("usersync_scale_%d", time.Now().Unix()),
+		repository.Options{Monitor: engineTime.monitor(), PayloadDocuments: external}) // as usersync does
 	if err != nil {
 		return err
 	}
@@ -89,7 +94,7 @@ func run(sizeList string, requests int, uri string) error {
 	if err != nil {
 		return fmt.Errorf("run from the repository root: %w", err)
 	}
-	fmt.Printf("%-8s %-10s %8s %8s %8s %8s %8s\n", "size", "webhook", "p50", "p95", "p99", "max", "req/s")
+	fmt.Printf("%-8s %-10s %8s %8s %8s %8s %8s %10s %8s\n", "size", "webhook", "p50", "p95", "p99", "max", "req/s", "engine/req", "service")
 	seeded, seq := 0, 0
 	for _, f := range strings.Split(sizeList, ",") {
 		size, err := strconv.Atoi(strings.TrimSpace(f))
@@ -97,7 +102,7 @@ func run(sizeList string, requests int, uri string) error {
 			return fmt.Errorf("size %q: %w", f, err)
 		}
 		start := time.Now()
-		if err := seed(ctx, store.Database(), template, seeded, size); err != nil {
+		if err := seed(ctx, store.Database(), template, seeded, size, external); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "seeded %d users and events in %s\n", size-seeded, time.Since(start).Round(time.Millisecond))
@@ -121,6 +126,7 @@ func run(sizeList string, requests int, uri string) error {
 		}
 		for _, k := range kinds {
 			var lat []time.Duration
+			engineTime.reset()
 			began := time.Now()
 			for i := range requests {
 				id, body := k.body(i)
@@ -131,10 +137,16 @@ func run(sizeList string, requests int, uri string) error {
 				lat = append(lat, d)
 			}
 			total := time.Since(began)
+			var sum time.Duration
+			for _, d := range lat {
+				sum += d
+			}
+			engine := engineTime.total()
 			slices.Sort(lat)
-			fmt.Printf("%-8d %-10s %8s %8s %8s %8s %8.1f\n", size, k.name,
+			fmt.Printf("%-8d %-10s %8s %8s %8s %8s %8.1f %10s %7.1f%%\n", size, k.name,
 				pct(lat, 50), pct(lat, 95), pct(lat, 99), lat[len(lat)-1].Round(time.Millisecond),
-				float64(len(lat))/total.Seconds())
+				float64(len(lat))/total.Seconds(), (engine / time.Duration(len(lat))).Round(time.Microsecond),
+				100*float64(sum-engine)/float64(sum))
 		}
 	}
 	return nil
@@ -182,7 +194,7 @@ func userEvent(template []byte, typ, userID string, updatedAt int64) []byte {
 
 // seed inserts users [from, to) and as many processed events, shaped as
 // usersync writes them.
-func seed(ctx context.Context, db *mongo.Database, template []byte, from, to int) error {
+func seed(ctx context.Context, db *mongo.Database, template []byte, from, to int, payloadDocs bool) error {
 	const batch = 1000
 	now := time.Now().UTC()
 	for lo := from; lo < to; lo += batch {
@@ -196,16 +208,20 @@ func seed(ctx context.Context, db *mongo.Database, template []byte, from, to int
 				{Key: "sourceUpdatedAt", Value: time.UnixMilli(1000)}, {Key: "lastEventId", Value: "msg_seed_" + strconv.Itoa(i)},
 			})
 			body := userEvent(template, "user.updated", uid, 1000)
-			var payload bson.D
-			_ = bson.UnmarshalExtJSON(body, false, &payload)
-			events = append(events, bson.D{
+			ev := bson.D{
 				{Key: "eventId", Value: "msg_seed_" + strconv.Itoa(i)}, {Key: "type", Value: "user.updated"},
-				{Key: "eventType", Value: "updated"}, {Key: "userId", Value: uid}, {Key: "payload", Value: payload},
-				{Key: "rawBody", Value: body}, {Key: "source", Value: "clerk"}, {Key: "signature", Value: "v1,seed"},
+				{Key: "eventType", Value: "updated"}, {Key: "userId", Value: uid},
+				{Key: "rawBody", Value: string(body)}, {Key: "source", Value: "clerk"}, {Key: "signature", Value: "v1,seed"},
 				{Key: "signatureValid", Value: true}, {Key: "sourceTimestamp", Value: time.UnixMilli(1000)},
 				{Key: "receivedAt", Value: now}, {Key: "processedAt", Value: now}, {Key: "status", Value: "processed"},
 				{Key: "outcome", Value: "applied"}, {Key: "attempts", Value: 1},
-			})
+			}
+			if payloadDocs {
+				var payload bson.D
+				_ = bson.UnmarshalExtJSON(body, false, &payload)
+				ev = append(ev, bson.E{Key: "payload", Value: payload})
+			}
+			events = append(events, ev)
 		}
 		if _, err := db.Collection(repository.UsersCollection).InsertMany(ctx, users); err != nil {
 			return fmt.Errorf("seed users: %w", err)
@@ -215,4 +231,35 @@ func seed(ctx context.Context, db *mongo.Database, template []byte, from, to int
 		}
 	}
 	return nil
+}
+
+// commandTimer adds up the time the engine took to answer commands, as the
+// driver saw it: the rest of a webhook's latency is the service's own.
+type commandTimer struct {
+	mu  stdsync.Mutex
+	sum time.Duration
+}
+
+func (c *commandTimer) monitor() *event.CommandMonitor {
+	add := func(d time.Duration) {
+		c.mu.Lock()
+		c.sum += d
+		c.mu.Unlock()
+	}
+	return &event.CommandMonitor{
+		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) { add(e.Duration) },
+		Failed:    func(_ context.Context, e *event.CommandFailedEvent) { add(e.Duration) },
+	}
+}
+
+func (c *commandTimer) reset() {
+	c.mu.Lock()
+	c.sum = 0
+	c.mu.Unlock()
+}
+
+func (c *commandTimer) total() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sum
 }
