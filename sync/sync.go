@@ -45,11 +45,15 @@ func New(events EventStore, users UserStore, now func() time.Time) *Service {
 	return &Service{events: events, users: users, now: now}
 }
 
-// Delivery is one verified webhook request carrying a user event.
+// Delivery is one user event to store and apply: a verified webhook
+// request, or a state read from Clerk's API.
 type Delivery struct {
-	EventID   string // svix-id
-	Signature string // svix-signature, as received
-	Body      []byte // the exact bytes received and verified
+	EventID string // svix-id, or a deterministic id for unsigned sources
+	// Signature is the svix-signature header, as received and verified; ""
+	// for a state that did not come signed (backfill): signatureValid is
+	// then stored as null, "not checked".
+	Signature string
+	Body      []byte // the exact bytes received
 	Event     models.ClerkEvent
 }
 
@@ -73,7 +77,10 @@ const markTimeout = 5 * time.Second
 // succeed, models.ErrUnavailable when the database is down. An event is
 // durably stored before Ingest returns a nil error.
 func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
-	valid := true
+	var valid *bool
+	if d.Signature != "" {
+		valid = new(true)
+	}
 	ev := models.Event{
 		EventID:        d.EventID,
 		Type:           d.Event.Type,
@@ -82,7 +89,7 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 		RawBody:        d.Body,
 		Source:         models.SourceClerk,
 		Signature:      d.Signature,
-		SignatureValid: &valid,
+		SignatureValid: valid,
 		ReceivedAt:     s.now().UTC().Truncate(time.Millisecond),
 		Status:         models.StatusStored,
 	}

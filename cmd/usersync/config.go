@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 )
@@ -35,7 +34,9 @@ type config struct {
 // Embedded reports whether the embedded engine is used.
 func (c config) Embedded() bool { return c.MongoURI == "" }
 
-func loadConfig(args []string, getenv func(string) string, out io.Writer) (config, error) {
+// loadConfig reads the environment and the flags in args; extra, if set,
+// adds the flags of a subcommand.
+func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string, extra func(*flag.FlagSet)) (config, error) {
 	env := func(name, def string) string {
 		if v := strings.TrimSpace(getenv(name)); v != "" {
 			return v
@@ -49,14 +50,15 @@ func loadConfig(args []string, getenv func(string) string, out io.Writer) (confi
 		AdminKeys:      split(getenv("USERSYNC_ADMIN_KEYS"), ","),
 		ClerkSecretKey: secret(env("CLERK_SECRET_KEY", "")),
 	}
-	fs := flag.NewFlagSet("usersync", flag.ContinueOnError)
-	fs.SetOutput(out)
 	fs.StringVar(&c.Addr, "addr", env("USERSYNC_ADDR", ":8080"), "listen address (USERSYNC_ADDR)")
 	fs.StringVar(&c.Database, "database", env("MONGODB_DATABASE", "usersync"), "database name (MONGODB_DATABASE)")
 	fs.StringVar(&c.DataDir, "data-dir", env("USERSYNC_DATA_DIR", "./data"), "embedded engine files and generated secrets (USERSYNC_DATA_DIR)")
 	level := fs.String("log-level", env("USERSYNC_LOG_LEVEL", "info"), "debug, info, warn or error (USERSYNC_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("USERSYNC_LOG_FORMAT", "json"), "json or text (USERSYNC_LOG_FORMAT)")
 	fs.StringVar(&c.ClerkAPIURL, "clerk-api-url", env("CLERK_API_URL", "https://api.clerk.com/v1"), "Clerk Backend API base (CLERK_API_URL)")
+	if extra != nil {
+		extra(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}

@@ -12,6 +12,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,15 +42,42 @@ func main() {
 // shutdownTimeout bounds how long in-flight requests may finish on stop.
 const shutdownTimeout = 15 * time.Second
 
-// run runs usersync until ctx is cancelled.
+// run runs a usersync command: serve (the default) until ctx is
+// cancelled, or one of the operator commands.
 func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
-	if len(args) > 0 && args[0] == "serve" {
-		args = args[1:]
+	name := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
 	}
-	cfg, err := loadConfig(args, getenv, out)
+	cmd, ok := commands[name]
+	if !ok {
+		return fmt.Errorf("unknown command %q (commands: serve, replay, backfill)", name)
+	}
+	fs := flag.NewFlagSet("usersync "+name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	cfg, err := loadConfig(fs, args, getenv, cmd.flags)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
+	return cmd.run(ctx, cfg, out)
+}
+
+// command is a subcommand: flags adds its own flags, run runs it.
+type command struct {
+	flags func(fs *flag.FlagSet)
+	run   func(ctx context.Context, cfg config, out io.Writer) error
+}
+
+var commands = map[string]command{
+	"serve":    {run: runServe},
+	"backfill": {flags: backfillFlags, run: runBackfill},
+}
+
+// runServe serves the HTTP API until ctx is cancelled.
+func runServe(ctx context.Context, cfg config, out io.Writer) error {
 	if cfg.Embedded() {
 		if err := fillDevSecrets(&cfg, out); err != nil {
 			return err
@@ -79,10 +108,15 @@ func newLogger(cfg config, out io.Writer) *slog.Logger {
 func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *repository.Store, closeStore func(), err error) {
 	uri := string(cfg.MongoURI)
 	var engine *repository.Embedded
+	var unlock func()
 	if cfg.Embedded() {
 		dir := filepath.Join(cfg.DataDir, "db")
+		if unlock, err = lockDir(dir); err != nil {
+			return nil, nil, err
+		}
 		engine, err = repository.StartEmbedded(dir, "127.0.0.1:0", log)
 		if err != nil {
+			unlock()
 			return nil, nil, err
 		}
 		uri = engine.URI()
@@ -91,6 +125,7 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *reposi
 	stopEngine := func() {
 		if engine != nil {
 			engine.Stop()
+			unlock()
 		}
 	}
 	store, err = repository.Open(ctx, uri, cfg.Database, repository.Options{PayloadDocuments: !cfg.Embedded()})

@@ -185,3 +185,21 @@ func TestRun_NeverLogsSecrets(t *testing.T) {
 		}
 	}
 }
+
+func TestLockDir_OneProcessPerEmbeddedEngine(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lockDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockDir(dir); err == nil || !strings.Contains(err.Error(), "in use by another usersync process") {
+		t.Errorf("second lock = %v, want an error saying the engine is in use", err)
+	}
+	unlock()
+	again, err := lockDir(dir)
+	if err != nil {
+		t.Errorf("lock after unlock: %v", err)
+	} else {
+		again()
+	}
+}
