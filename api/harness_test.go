@@ -62,6 +62,7 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	e, err := api.New(api.Config{
 		Sync:           sync.New(o.store.Events, users, nil),
 		Users:          o.store.Users,
+		Events:         o.store.Events,
 		DB:             o.store,
 		Logger:         repotest.Discard(),
 		WebhookSecrets: o.secrets,

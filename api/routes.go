@@ -15,4 +15,11 @@ func (s *server) routes(e *echo.Echo) {
 	v1 := e.Group("/v1", s.requireKey(roleAPI))
 	v1.GET("/users", s.listUsers)
 	v1.GET("/users/:userId", s.getUser)
+
+	// Admin key: events hold whole payloads, private metadata included.
+	admin := e.Group("/v1/events", s.requireKey(roleAdmin))
+	admin.GET("", s.listEvents)
+	admin.GET("/stats", s.eventStats)
+	admin.GET("/:id", s.getEvent)
+	admin.POST("/:id/replay", s.replayEvent)
 }

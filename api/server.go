@@ -15,9 +15,18 @@ import (
 	"github.com/usersync/usersync/sync"
 )
 
-// Ingester stores and applies a verified user event.
+// Ingester stores and applies user events: new deliveries, and stored
+// events again (replay).
 type Ingester interface {
 	Ingest(ctx context.Context, d sync.Delivery) (sync.Result, error)
+	Process(ctx context.Context, ev models.Event) (sync.Result, error)
+}
+
+// EventReader reads the event log.
+type EventReader interface {
+	Get(ctx context.Context, id string) (models.Event, error)
+	List(ctx context.Context, f models.EventFilter) (models.EventPage, error)
+	Stats(ctx context.Context) (models.EventStats, error)
 }
 
 // UserReader reads users.
@@ -35,6 +44,7 @@ type Pinger interface {
 type Config struct {
 	Sync   Ingester
 	Users  UserReader
+	Events EventReader
 	DB     Pinger
 	Logger *slog.Logger
 
@@ -52,6 +62,7 @@ type Config struct {
 type server struct {
 	sync     Ingester
 	users    UserReader
+	events   EventReader
 	db       Pinger
 	log      *slog.Logger
 	verifier *verifier
@@ -72,6 +83,7 @@ func New(cfg Config) (*echo.Echo, error) {
 	s := &server{
 		sync:     cfg.Sync,
 		users:    cfg.Users,
+		events:   cfg.Events,
 		db:       cfg.DB,
 		log:      cfg.Logger,
 		verifier: v,

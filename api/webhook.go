@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -117,6 +118,7 @@ func (s *server) clerkWebhook(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(req.Context(), webhookTimeout)
 	defer cancel()
 	res, err := s.sync.Ingest(ctx, sync.Delivery{EventID: id, Signature: sig, Body: body, Event: ev})
+	s.logEvent(c, id, ev.UserID(), res.Status, res.Outcome, err)
 	if err != nil {
 		return err
 	}
@@ -128,4 +130,19 @@ func (s *server) clerkWebhook(c echo.Context) error {
 func tooLarge() error {
 	return echo.NewHTTPError(http.StatusRequestEntityTooLarge,
 		fmt.Sprintf("body is larger than %d bytes", MaxWebhookBody))
+}
+
+// logEvent logs what became of one event, with the request's id.
+func (s *server) logEvent(c echo.Context, eventID, userID string, status models.EventStatus, outcome models.Outcome, err error) {
+	attrs := []slog.Attr{
+		slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
+		slog.String("event_id", eventID), slog.String("user_id", userID),
+		slog.String("status", string(status)), slog.String("outcome", string(outcome)),
+	}
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("err", err.Error()))
+	}
+	s.log.LogAttrs(c.Request().Context(), level, "event", attrs...)
 }

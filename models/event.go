@@ -57,5 +57,32 @@ type Event struct {
 	Status          EventStatus
 	Outcome         Outcome
 	Attempts        int
-	Error           string
+	Error           string     // the last processing error, when failed
+	RetryAt         *time.Time // when the sweep retries a failed event; nil: never
+}
+
+// EventFilter selects events for the event log.
+type EventFilter struct {
+	Status    EventStatus // "" for any
+	EventType EventType   // "" for any
+	UserID    string      // "" for any
+	Since     time.Time   // received at or after; zero for any
+	Until     time.Time   // received before; zero for any
+	After     string      // cursor: list events after (older than) this one
+	Limit     int
+}
+
+// EventPage is one page of the event log, newest first.
+type EventPage struct {
+	Events     []Event
+	NextCursor string // "" on the last page
+}
+
+// EventStats counts events per status and per outcome.
+type EventStats struct {
+	ByStatus  map[EventStatus]int64
+	ByOutcome map[Outcome]int64
+	// GaveUp counts failed events that will not be retried by the sweep:
+	// invalid payloads, and events out of attempts. A replay still may.
+	GaveUp int64
 }

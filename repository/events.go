@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -39,6 +41,7 @@ type eventDoc struct {
 	Outcome         string        `bson:"outcome,omitempty"`
 	Attempts        int           `bson:"attempts"`
 	Error           string        `bson:"error,omitempty"`
+	RetryAt         *time.Time    `bson:"retryAt,omitempty"`
 }
 
 func (d eventDoc) model() models.Event {
@@ -66,6 +69,7 @@ func (d eventDoc) model() models.Event {
 		Outcome:         models.Outcome(d.Outcome),
 		Attempts:        d.Attempts,
 		Error:           d.Error,
+		RetryAt:         utc(d.RetryAt),
 	}
 }
 
@@ -184,18 +188,170 @@ func (e *Events) find(ctx context.Context, filter, projection bson.D) (models.Ev
 	return d.model(), nil
 }
 
-// Get returns the event with document id id, body included, or an error
-// wrapping models.ErrNotFound.
+// Get returns the event whose document id or eventId is id, body
+// included, or an error wrapping models.ErrNotFound.
 func (e *Events) Get(ctx context.Context, id string) (models.Event, error) {
-	oid, err := bson.ObjectIDFromHex(id)
-	if err != nil {
-		return models.Event{}, fmt.Errorf("event %s: %w", id, models.ErrNotFound)
+	filter := bson.D{{Key: "_id", Value: docID(id)}}
+	if oid, err := bson.ObjectIDFromHex(id); err == nil {
+		filter = bson.D{{Key: "_id", Value: oid}}
 	}
-	ev, err := e.find(ctx, bson.D{{Key: "_id", Value: oid}}, nil)
+	ev, err := e.find(ctx, filter, nil)
+	if errors.Is(err, models.ErrNotFound) && len(filter) == 1 && id != "" {
+		ev, err = e.find(ctx, bson.D{{Key: "eventId", Value: id}}, nil)
+	}
 	if err != nil {
 		return models.Event{}, fmt.Errorf("event %s: %w", id, err)
 	}
 	return ev, nil
+}
+
+// List returns one page of the event log, newest first (by receivedAt),
+// without bodies. A malformed cursor wraps models.ErrInvalid.
+func (e *Events) List(ctx context.Context, f models.EventFilter) (models.EventPage, error) {
+	filter := bson.D{}
+	if f.Status != "" {
+		filter = append(filter, bson.E{Key: "status", Value: f.Status})
+	}
+	if f.EventType != "" {
+		filter = append(filter, bson.E{Key: "eventType", Value: f.EventType})
+	}
+	if f.UserID != "" {
+		filter = append(filter, bson.E{Key: "userId", Value: f.UserID})
+	}
+	received := bson.D{}
+	if !f.Since.IsZero() {
+		received = append(received, bson.E{Key: "$gte", Value: f.Since})
+	}
+	if !f.Until.IsZero() {
+		received = append(received, bson.E{Key: "$lt", Value: f.Until})
+	}
+	if len(received) > 0 {
+		filter = append(filter, bson.E{Key: "receivedAt", Value: received})
+	}
+	if f.After != "" {
+		at, id, err := parseEventCursor(f.After)
+		if err != nil {
+			return models.EventPage{}, err
+		}
+		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
+			bson.D{{Key: "receivedAt", Value: bson.D{{Key: "$lt", Value: at}}}},
+			bson.D{{Key: "receivedAt", Value: at}, {Key: "_id", Value: bson.D{{Key: "$lt", Value: id}}}},
+		}})
+	}
+	docs, err := e.findAll(ctx, filter, options.Find().
+		SetSort(bson.D{{Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}).
+		SetLimit(int64(f.Limit)+1).
+		SetProjection(summary))
+	if err != nil {
+		return models.EventPage{}, fmt.Errorf("list events: %w", err)
+	}
+	var page models.EventPage
+	if len(docs) > f.Limit {
+		docs = docs[:f.Limit]
+		last := docs[len(docs)-1]
+		page.NextCursor = fmt.Sprintf("%d_%s", last.ReceivedAt.UnixMilli(), last.ID.Hex())
+	}
+	page.Events = make([]models.Event, 0, len(docs))
+	for _, d := range docs {
+		page.Events = append(page.Events, d.model())
+	}
+	return page, nil
+}
+
+func parseEventCursor(c string) (time.Time, bson.ObjectID, error) {
+	ms, hex, ok := strings.Cut(c, "_")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	id, herr := bson.ObjectIDFromHex(hex)
+	if !ok || err != nil || herr != nil {
+		return time.Time{}, bson.ObjectID{}, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+	}
+	return time.UnixMilli(n).UTC(), id, nil
+}
+
+func (e *Events) findAll(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder) ([]eventDoc, error) {
+	cur, err := e.coll.Find(ctx, filter, opts)
+	if err != nil {
+		return nil, translate(err)
+	}
+	var docs []eventDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, translate(err)
+	}
+	return docs, nil
+}
+
+// Stats counts events per status and per outcome. Each count is one
+// countDocuments: the engines share no grouping that both do the same way.
+func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
+	st := models.EventStats{ByStatus: map[models.EventStatus]int64{}, ByOutcome: map[models.Outcome]int64{}}
+	count := func(filter bson.D) (int64, error) {
+		n, err := e.coll.CountDocuments(ctx, filter)
+		if err != nil {
+			return 0, fmt.Errorf("count events: %w", translate(err))
+		}
+		return n, nil
+	}
+	var err error
+	for _, s := range []models.EventStatus{models.StatusStored, models.StatusProcessed, models.StatusFailed} {
+		if st.ByStatus[s], err = count(bson.D{{Key: "status", Value: s}}); err != nil {
+			return models.EventStats{}, err
+		}
+	}
+	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser} {
+		if st.ByOutcome[o], err = count(bson.D{{Key: "outcome", Value: o}}); err != nil {
+			return models.EventStats{}, err
+		}
+	}
+	st.GaveUp, err = count(bson.D{{Key: "status", Value: models.StatusFailed}, {Key: "retryAt", Value: nil}})
+	return st, err
+}
+
+// Due returns up to limit events that the recovery sweep should process:
+// stored ones received before stuckBefore (their delivery died between
+// steps) and failed ones whose retry time has come. They come in Clerk's
+// order, oldest state first, bodies included.
+func (e *Events) Due(ctx context.Context, stuckBefore, now time.Time, limit int) ([]models.Event, error) {
+	docs, err := e.findAll(ctx, bson.D{{Key: "$or", Value: bson.A{
+		bson.D{{Key: "status", Value: models.StatusStored}, {Key: "receivedAt", Value: bson.D{{Key: "$lt", Value: stuckBefore}}}},
+		bson.D{{Key: "status", Value: models.StatusFailed}, {Key: "retryAt", Value: bson.D{{Key: "$lte", Value: now}}}},
+	}}}, options.Find().
+		SetSort(bson.D{{Key: "sourceTimestamp", Value: 1}, {Key: "receivedAt", Value: 1}}).
+		SetLimit(int64(limit)))
+	if err != nil {
+		return nil, fmt.Errorf("find due events: %w", err)
+	}
+	evs := make([]models.Event, len(docs))
+	for i, d := range docs {
+		evs[i] = d.model()
+	}
+	return evs, nil
+}
+
+// DeleteProcessedBefore deletes up to limit processed events that were
+// processed before cutoff and returns how many it deleted. Stored and failed
+// events are never deleted.
+func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	docs, err := e.findAll(ctx, bson.D{
+		{Key: "status", Value: models.StatusProcessed},
+		{Key: "processedAt", Value: bson.D{{Key: "$lt", Value: cutoff}}},
+	}, options.Find().SetLimit(int64(limit)).SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil || len(docs) == 0 {
+		return 0, err
+	}
+	ids := make(bson.A, len(docs))
+	for i, d := range docs {
+		ids[i] = d.ID
+	}
+	// The status is checked again: an event can only become processed, but
+	// the filter states the rule where the delete happens.
+	res, err := e.coll.DeleteMany(ctx, bson.D{
+		{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}},
+		{Key: "status", Value: models.StatusProcessed},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete old events: %w", translate(err))
+	}
+	return int(res.DeletedCount), nil
 }
 
 // MarkProcessed records a successful attempt. Processing is idempotent, so
@@ -208,22 +364,29 @@ func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Ou
 			{Key: "outcome", Value: outcome},
 			{Key: "processedAt", Value: now},
 		}},
-		{Key: "$unset", Value: bson.D{{Key: "error", Value: ""}}},
+		{Key: "$unset", Value: bson.D{{Key: "error", Value: ""}, {Key: "retryAt", Value: ""}}},
 		{Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}},
 	})
 }
 
-// MarkFailed records a failed attempt with its error, unless the event has
-// been processed meanwhile (by a concurrent delivery): processed is final.
-func (e *Events) MarkFailed(ctx context.Context, id string, cause string) error {
+// MarkFailed records a failed attempt with its error and when the sweep
+// should retry it (nil: never), unless the event has been processed
+// meanwhile (by a concurrent delivery): processed is final.
+func (e *Events) MarkFailed(ctx context.Context, id string, cause string, retryAt *time.Time) error {
 	notProcessed := bson.E{Key: "status", Value: bson.D{{Key: "$ne", Value: models.StatusProcessed}}}
-	return e.mark(ctx, id, []bson.E{notProcessed}, bson.D{
+	update := bson.D{
 		{Key: "$set", Value: bson.D{
 			{Key: "status", Value: models.StatusFailed},
 			{Key: "error", Value: cause},
 		}},
 		{Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}},
-	})
+	}
+	if retryAt != nil {
+		update[0].Value = append(update[0].Value.(bson.D), bson.E{Key: "retryAt", Value: *retryAt})
+	} else {
+		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: "retryAt", Value: ""}}})
+	}
+	return e.mark(ctx, id, []bson.E{notProcessed}, update)
 }
 
 func (e *Events) mark(ctx context.Context, id string, cond []bson.E, update bson.D) error {

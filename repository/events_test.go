@@ -36,7 +36,7 @@ func TestEventsRecord_ARetryIsRecognised(t *testing.T) {
 		t.Fatalf("Record again = %+v, %v, %v; want the processed event", again, created, err)
 	}
 	// A failure reported late, by a concurrent delivery, does not undo it.
-	if err := s.Events.MarkFailed(ctx, first.ID, "late failure"); err != nil {
+	if err := s.Events.MarkFailed(ctx, first.ID, "late failure", nil); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Events.Get(ctx, first.ID)

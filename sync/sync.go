@@ -19,7 +19,7 @@ type EventStore interface {
 	// under its eventId with created=false.
 	Record(ctx context.Context, ev models.Event) (stored models.Event, created bool, err error)
 	MarkProcessed(ctx context.Context, id string, outcome models.Outcome, now time.Time) error
-	MarkFailed(ctx context.Context, id string, cause string) error
+	MarkFailed(ctx context.Context, id string, cause string, retryAt *time.Time) error
 }
 
 // UserStore is what the service needs of the users collection.
@@ -34,15 +34,46 @@ type Service struct {
 	events EventStore
 	users  UserStore
 	now    func() time.Time
+	retry  Backoff
 }
 
 // New returns a service over the given stores. now may be nil for
-// time.Now.
+// time.Now. Failed events are retried by the recovery sweep with
+// DefaultBackoff; see SetBackoff.
 func New(events EventStore, users UserStore, now func() time.Time) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{events: events, users: users, now: now}
+	return &Service{events: events, users: users, now: now, retry: DefaultBackoff}
+}
+
+// SetBackoff sets when the recovery sweep retries failed events.
+func (s *Service) SetBackoff(b Backoff) { s.retry = b }
+
+// Backoff says when a failed event is tried again: after First, doubling
+// with every attempt up to Max, until MaxAttempts attempts have been made.
+type Backoff struct {
+	First       time.Duration
+	Max         time.Duration
+	MaxAttempts int
+}
+
+// DefaultBackoff retries after 30 s, 1 min, 2 min… up to 1 h between
+// tries, 12 attempts in all (about 6 hours).
+var DefaultBackoff = Backoff{First: 30 * time.Second, Max: time.Hour, MaxAttempts: 12}
+
+// next returns when to try again after the given number of failed
+// attempts, or nil when the event has no attempts left.
+func (b Backoff) next(now time.Time, attempts int) *time.Time {
+	if attempts >= b.MaxAttempts {
+		return nil
+	}
+	d := b.First
+	for i := 1; i < attempts && d < b.Max; i++ {
+		d *= 2
+	}
+	at := now.Add(min(d, b.Max)).UTC()
+	return &at
 }
 
 // Delivery is one user event to store and apply: a verified webhook
@@ -106,7 +137,7 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 	if stored.Status == models.StatusProcessed {
 		return res, nil
 	}
-	return s.process(ctx, stored.ID, res, ch, invalid)
+	return s.process(ctx, stored, res, ch, invalid)
 }
 
 // Process processes a stored event again from its raw body, as a new
@@ -115,25 +146,25 @@ func (s *Service) Process(ctx context.Context, ev models.Event) (Result, error) 
 	res := Result{EventID: ev.EventID, Status: ev.Status, Outcome: ev.Outcome}
 	ce, err := models.DecodeEvent(ev.RawBody)
 	if err != nil {
-		return s.process(ctx, ev.ID, res, models.Change{}, err)
+		return s.process(ctx, ev, res, models.Change{}, err)
 	}
 	ch, invalid := ce.Change(ev.EventID)
-	return s.process(ctx, ev.ID, res, ch, invalid)
+	return s.process(ctx, ev, res, ch, invalid)
 }
 
-// process applies ch (or records why it cannot be) and marks event id.
-func (s *Service) process(ctx context.Context, id string, res Result, ch models.Change, invalid error) (Result, error) {
+// process applies ch (or records why it cannot be) and marks ev.
+func (s *Service) process(ctx context.Context, ev models.Event, res Result, ch models.Change, invalid error) (Result, error) {
 	if invalid != nil {
-		return s.fail(ctx, id, res, invalid)
+		return s.fail(ctx, ev, res, invalid)
 	}
 	outcome, err := s.users.Apply(ctx, ch, s.now().UTC())
 	if errors.Is(err, models.ErrConflict) {
 		err = fmt.Errorf("%w: %w", models.ErrRetryLater, err)
 	}
 	if err != nil {
-		return s.fail(ctx, id, res, err)
+		return s.fail(ctx, ev, res, err)
 	}
-	if err := s.events.MarkProcessed(ctx, id, outcome, s.now().UTC()); err != nil {
+	if err := s.events.MarkProcessed(ctx, ev.ID, outcome, s.now().UTC()); err != nil {
 		// The user is written; the event stays unmarked and a retry
 		// applies it again, which changes nothing.
 		return res, err
@@ -142,10 +173,16 @@ func (s *Service) process(ctx context.Context, id string, res Result, ch models.
 	return res, nil
 }
 
-func (s *Service) fail(ctx context.Context, id string, res Result, cause error) (Result, error) {
+// fail records a failed attempt. A payload that can never apply is not
+// retried by the sweep; anything else is, with backoff.
+func (s *Service) fail(ctx context.Context, ev models.Event, res Result, cause error) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 	defer cancel()
-	if err := s.events.MarkFailed(ctx, id, cause.Error()); err != nil {
+	var retryAt *time.Time
+	if !errors.Is(cause, models.ErrInvalid) {
+		retryAt = s.retry.next(s.now(), ev.Attempts+1)
+	}
+	if err := s.events.MarkFailed(ctx, ev.ID, cause.Error(), retryAt); err != nil {
 		// The event stays stored; the recovery sweep will find it.
 		return res, fmt.Errorf("%w (and recording the failure: %v)", cause, err)
 	}

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // secret is a configuration value that must never reach a log.
@@ -29,7 +31,16 @@ type config struct {
 
 	ClerkSecretKey secret
 	ClerkAPIURL    string
+
+	SweepInterval time.Duration // 0 turns the background sweep off
+	SweepGrace    time.Duration
+	MaxAttempts   int
+	Retention     time.Duration // 0 keeps processed events forever
 }
+
+// embeddedRetention is the default retention with the embedded engine,
+// whose queries grow with the collection (README: limits).
+const embeddedRetention = 7 * 24 * time.Hour
 
 // Embedded reports whether the embedded engine is used.
 func (c config) Embedded() bool { return c.MongoURI == "" }
@@ -56,6 +67,19 @@ func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string, ext
 	level := fs.String("log-level", env("USERSYNC_LOG_LEVEL", "info"), "debug, info, warn or error (USERSYNC_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("USERSYNC_LOG_FORMAT", "json"), "json or text (USERSYNC_LOG_FORMAT)")
 	fs.StringVar(&c.ClerkAPIURL, "clerk-api-url", env("CLERK_API_URL", "https://api.clerk.com/v1"), "Clerk Backend API base (CLERK_API_URL)")
+	durations := []struct {
+		name, flag, def, usage string
+		dst                    *time.Duration
+	}{
+		{"USERSYNC_SWEEP_INTERVAL", "sweep-interval", "30s", "how often the recovery sweep runs; 0 turns it off", &c.SweepInterval},
+		{"USERSYNC_SWEEP_GRACE", "sweep-grace", "1m", "how long a stored event is left to its delivery before the sweep takes it", &c.SweepGrace},
+		{"USERSYNC_RETENTION", "retention", "", "how long processed events are kept, e.g. 720h or 30d; 0 keeps them (default: forever with MongoDB, 7d embedded)", &c.Retention},
+	}
+	durText := make([]*string, len(durations))
+	for i, d := range durations {
+		durText[i] = fs.String(d.flag, env(d.name, d.def), d.usage+" ("+d.name+")")
+	}
+	maxAttempts := fs.String("max-attempts", env("USERSYNC_MAX_ATTEMPTS", "12"), "attempts before the sweep gives up on a failed event (USERSYNC_MAX_ATTEMPTS)")
 	if extra != nil {
 		extra(fs)
 	}
@@ -65,6 +89,21 @@ func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string, ext
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	for i, d := range durations {
+		v, err := parseDuration(*durText[i])
+		if err != nil {
+			return config{}, fmt.Errorf("%s: %w", d.name, err)
+		}
+		*d.dst = v
+	}
+	if *durText[2] == "" && c.Embedded() {
+		c.Retention = embeddedRetention
+	}
+	n, err := strconv.Atoi(*maxAttempts)
+	if err != nil || n < 1 {
+		return config{}, fmt.Errorf("USERSYNC_MAX_ATTEMPTS: %q is not a whole number of at least 1", *maxAttempts)
+	}
+	c.MaxAttempts = n
 	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return config{}, fmt.Errorf("USERSYNC_LOG_LEVEL: %q is not debug, info, warn or error", *level)
 	}
@@ -107,4 +146,24 @@ func strs(ss []secret) []string {
 		out[i] = string(s)
 	}
 	return out
+}
+
+// parseDuration reads a Go duration ("90s", "36h") or a number of days
+// ("30d"); "" and "0" are 0.
+func parseDuration(s string) (time.Duration, error) {
+	if s == "" || s == "0" {
+		return 0, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%q is not a duration such as 90s, 36h or 30d", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q is not a duration such as 90s, 36h or 30d", s)
+	}
+	return d, nil
 }

@@ -148,16 +148,38 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *reposi
 	return store, closeStore, nil
 }
 
-// serve runs the HTTP server until ctx is cancelled, then lets in-flight
-// requests finish.
-func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.Logger) error {
+// newService is the sync service with the configured retry policy.
+func newService(cfg config, store *repository.Store) *sync.Service {
 	svc := sync.New(store.Events, store.Users, nil)
+	b := sync.DefaultBackoff
+	b.MaxAttempts = cfg.MaxAttempts
+	svc.SetBackoff(b)
+	return svc
+}
+
+// serve runs the HTTP server and the recovery sweep until ctx is
+// cancelled, then lets in-flight requests finish.
+func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.Logger) error {
+	svc := newService(cfg, store)
 	handler, err := api.New(api.Config{
-		Sync: svc, Users: store.Users, DB: store, Logger: log,
+		Sync: svc, Users: store.Users, Events: store.Events, DB: store, Logger: log,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
 	})
 	if err != nil {
 		return fmt.Errorf("CLERK_WEBHOOK_SECRET: %w", err)
+	}
+	if cfg.SweepInterval > 0 {
+		rec := &sync.Recovery{
+			Service: svc, Store: store.Events, Log: log,
+			Grace: cfg.SweepGrace, Retention: cfg.Retention,
+		}
+		done := make(chan struct{})
+		rctx, stopRecovery := context.WithCancel(ctx)
+		go func() {
+			defer close(done)
+			rec.Run(rctx, cfg.SweepInterval)
+		}()
+		defer func() { stopRecovery(); <-done }()
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -174,7 +196,8 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening", slog.String("addr", ln.Addr().String()),
-		slog.Bool("embedded", cfg.Embedded()), slog.String("database", cfg.Database))
+		slog.Bool("embedded", cfg.Embedded()), slog.String("database", cfg.Database),
+		slog.Duration("sweep_interval", cfg.SweepInterval), slog.Duration("retention", cfg.Retention))
 
 	select {
 	case err := <-errc:

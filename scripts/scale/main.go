@@ -80,7 +80,7 @@ func run(sizeList string, requests int, uri string) error {
 		return err
 	}
 	handler, err := api.New(api.Config{
-		Sync: sync.New(store.Events, store.Users, nil), Users: store.Users, DB: store, Logger: quiet,
+		Sync: sync.New(store.Events, store.Users, nil), Users: store.Users, Events: store.Events, DB: store, Logger: quiet,
 		WebhookSecrets: []string{secret}, APIKeys: []string{"k"},
 	})
 	if err != nil {

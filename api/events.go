@@ -1,0 +1,190 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/usersync/usersync/models"
+)
+
+// eventJSON is an event as the admin API shows it.
+type eventJSON struct {
+	ID              string          `json:"id"`
+	EventID         string          `json:"eventId,omitempty"`
+	Type            string          `json:"type"`
+	EventType       string          `json:"eventType"`
+	UserID          string          `json:"userId,omitempty"`
+	Status          string          `json:"status"`
+	Outcome         string          `json:"outcome,omitempty"`
+	Attempts        int             `json:"attempts"`
+	Error           string          `json:"error,omitempty"`
+	RetryAt         *string         `json:"retryAt,omitempty"`
+	Source          string          `json:"source"`
+	SignatureValid  *bool           `json:"signatureValid"`
+	SourceTimestamp *string         `json:"sourceTimestamp"`
+	ReceivedAt      string          `json:"receivedAt"`
+	ProcessedAt     *string         `json:"processedAt"`
+	Signature       string          `json:"signature,omitempty"`
+	Payload         json.RawMessage `json:"payload,omitempty"`
+}
+
+func optTime(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := formatTime(*t)
+	return &s
+}
+
+// newEventJSON shows ev; withBody adds the signature and the payload, the
+// body exactly as received.
+func newEventJSON(ev models.Event, withBody bool) eventJSON {
+	j := eventJSON{
+		ID: ev.ID, EventID: ev.EventID, Type: ev.Type, EventType: string(ev.EventType), UserID: ev.UserID,
+		Status: string(ev.Status), Outcome: string(ev.Outcome), Attempts: ev.Attempts, Error: ev.Error,
+		RetryAt: optTime(ev.RetryAt), Source: ev.Source, SignatureValid: ev.SignatureValid,
+		SourceTimestamp: optTime(ev.SourceTimestamp), ReceivedAt: formatTime(ev.ReceivedAt),
+		ProcessedAt: optTime(ev.ProcessedAt),
+	}
+	if withBody {
+		j.Signature = ev.Signature
+		if json.Valid(ev.RawBody) {
+			j.Payload = ev.RawBody
+		} else {
+			b, _ := json.Marshal(string(ev.RawBody)) // stored events are JSON; never fail on one that is not
+			j.Payload = b
+		}
+	}
+	return j
+}
+
+type listEventsRequest struct {
+	Limit     int    `query:"limit" validate:"min=1,max=200"`
+	Cursor    string `query:"cursor" validate:"max=64"`
+	Status    string `query:"status" validate:"omitempty,oneof=stored processed failed"`
+	EventType string `query:"eventType" validate:"omitempty,oneof=created updated deleted"`
+	UserID    string `query:"userId" validate:"max=128"`
+	Since     string `query:"since"`
+	Until     string `query:"until"`
+}
+
+type listEventsResponse struct {
+	Data       []eventJSON `json:"data"`
+	NextCursor *string     `json:"nextCursor"`
+}
+
+// parseTime reads an RFC 3339 time from query parameter name.
+func parseTime(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %s must be an RFC 3339 time such as 2026-01-02T15:04:05Z", models.ErrInvalid, name)
+	}
+	return t.UTC(), nil
+}
+
+// listEvents answers GET /v1/events: the event log, newest first.
+func (s *server) listEvents(c echo.Context) error {
+	req := listEventsRequest{Limit: 50}
+	if err := bind(c, &req); err != nil {
+		return err
+	}
+	since, err := parseTime("since", req.Since)
+	if err != nil {
+		return err
+	}
+	until, err := parseTime("until", req.Until)
+	if err != nil {
+		return err
+	}
+	page, err := s.events.List(c.Request().Context(), models.EventFilter{
+		Status: models.EventStatus(req.Status), EventType: models.EventType(req.EventType), UserID: req.UserID,
+		Since: since, Until: until, After: req.Cursor, Limit: req.Limit,
+	})
+	if err != nil {
+		return err
+	}
+	resp := listEventsResponse{Data: make([]eventJSON, 0, len(page.Events))}
+	for _, ev := range page.Events {
+		resp.Data = append(resp.Data, newEventJSON(ev, false))
+	}
+	if page.NextCursor != "" {
+		resp.NextCursor = &page.NextCursor
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+type eventRequest struct {
+	ID string `param:"id" validate:"required,max=256"`
+}
+
+// getEvent answers GET /v1/events/{id}; id is the event's id or its eventId.
+func (s *server) getEvent(c echo.Context) error {
+	var req eventRequest
+	if err := bind(c, &req); err != nil {
+		return err
+	}
+	ev, err := s.events.Get(c.Request().Context(), req.ID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newEventJSON(ev, true))
+}
+
+type statsResponse struct {
+	Status  map[models.EventStatus]int64 `json:"status"`
+	Outcome map[models.Outcome]int64     `json:"outcome"`
+	GaveUp  int64                        `json:"gaveUp"`
+}
+
+// eventStats answers GET /v1/events/stats.
+func (s *server) eventStats(c echo.Context) error {
+	st, err := s.events.Stats(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, statsResponse{Status: st.ByStatus, Outcome: st.ByOutcome, GaveUp: st.GaveUp})
+}
+
+type replayResponse struct {
+	EventID string `json:"eventId"`
+	Status  string `json:"status"`
+	Outcome string `json:"outcome,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// replayEvent answers POST /v1/events/{id}/replay: it processes a stored or
+// failed event again through the webhook's code path. A processed event is
+// a conflict and stays as it is.
+func (s *server) replayEvent(c echo.Context) error {
+	var req eventRequest
+	if err := bind(c, &req); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	ev, err := s.events.Get(ctx, req.ID)
+	if err != nil {
+		return err
+	}
+	if ev.Status == models.StatusProcessed {
+		return fmt.Errorf("%w: event %s is already processed (outcome %s); replaying it would change nothing",
+			models.ErrConflict, req.ID, ev.Outcome)
+	}
+	res, err := s.sync.Process(ctx, ev)
+	if errors.Is(err, models.ErrUnavailable) {
+		return err
+	}
+	resp := replayResponse{EventID: ev.EventID, Status: string(res.Status), Outcome: string(res.Outcome)}
+	if err != nil {
+		resp.Error = err.Error() // the event's own failure: the replay itself worked
+	}
+	s.logEvent(c, ev.EventID, ev.UserID, res.Status, res.Outcome, err)
+	return c.JSON(http.StatusOK, resp)
+}

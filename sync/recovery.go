@@ -1,0 +1,156 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/usersync/usersync/models"
+)
+
+// RecoveryStore is what the recovery sweep and retention need of the inbox.
+type RecoveryStore interface {
+	// Due returns stored events received before stuckBefore and failed
+	// events whose retry time has come, oldest Clerk state first.
+	Due(ctx context.Context, stuckBefore, now time.Time, limit int) ([]models.Event, error)
+	// DeleteProcessedBefore deletes up to limit events processed before
+	// cutoff, never stored or failed ones.
+	DeleteProcessedBefore(ctx context.Context, cutoff time.Time, limit int) (int, error)
+}
+
+// Recovery is the background work on the inbox: the sweep that processes
+// events a crash or an outage left behind, and retention.
+//
+// It keeps no state of its own, so any number of instances may run it on
+// one database: two sweeps that pick the same event both apply it, which
+// changes the user once (processing is idempotent).
+type Recovery struct {
+	Service *Service
+	Store   RecoveryStore
+	Log     *slog.Logger
+
+	// Grace is how long a stored event is left to the delivery that stored
+	// it before the sweep takes it over.
+	Grace time.Duration
+	// Retention is how long processed events are kept; 0 keeps them forever.
+	Retention time.Duration
+	// Batch bounds the events one sweep or one delete handles at a time.
+	Batch int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Observe, if set, is told what each sweep and retention pass did.
+	Observe func(Report)
+}
+
+// Report is what one pass of the recovery work did.
+type Report struct {
+	Swept    map[models.EventStatus]int // events processed again, by their new status
+	Outcomes map[models.Outcome]int     // and what they did
+	Deleted  int                        // processed events removed by retention
+}
+
+func (r *Recovery) now() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
+}
+
+func (r *Recovery) batch() int {
+	if r.Batch <= 0 {
+		return 100
+	}
+	return r.Batch
+}
+
+// SweepOnce processes the events that are due, batch after batch, until
+// none is left or the database fails. It returns what it did.
+func (r *Recovery) SweepOnce(ctx context.Context) (Report, error) {
+	rep := Report{Swept: map[models.EventStatus]int{}, Outcomes: map[models.Outcome]int{}}
+	seen := map[string]bool{}
+	for {
+		now := r.now()
+		evs, err := r.Store.Due(ctx, now.Add(-r.Grace), now, r.batch())
+		if err != nil {
+			return rep, err
+		}
+		fresh := 0
+		for _, ev := range evs {
+			if seen[ev.ID] {
+				continue // still due (failed again with a retry time already passed)
+			}
+			seen[ev.ID] = true
+			fresh++
+			res, err := r.Service.Process(ctx, ev)
+			if errors.Is(err, models.ErrUnavailable) || ctx.Err() != nil {
+				return rep, err
+			}
+			rep.Swept[res.Status]++
+			if res.Outcome != "" && res.Status == models.StatusProcessed {
+				rep.Outcomes[res.Outcome]++
+			}
+			if r.Log != nil {
+				lvl := slog.LevelInfo
+				if err != nil {
+					lvl = slog.LevelWarn
+				}
+				r.Log.LogAttrs(ctx, lvl, "event swept", slog.String("event_id", ev.EventID),
+					slog.String("user_id", ev.UserID), slog.String("status", string(res.Status)),
+					slog.String("outcome", string(res.Outcome)), errAttr(err))
+			}
+		}
+		if len(evs) < r.batch() || fresh == 0 {
+			return rep, nil
+		}
+	}
+}
+
+// RetainOnce deletes processed events older than Retention, batch after
+// batch. It does nothing when Retention is 0.
+func (r *Recovery) RetainOnce(ctx context.Context) (int, error) {
+	if r.Retention <= 0 {
+		return 0, nil
+	}
+	cutoff := r.now().Add(-r.Retention)
+	total := 0
+	for {
+		n, err := r.Store.DeleteProcessedBefore(ctx, cutoff, r.batch())
+		total += n
+		if err != nil || n < r.batch() {
+			return total, err
+		}
+	}
+}
+
+// Run sweeps and applies retention every interval until ctx is done. The
+// first pass runs at once, which recovers what a crash left behind as soon
+// as the process is back.
+func (r *Recovery) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		rep, err := r.SweepOnce(ctx)
+		if err == nil {
+			rep.Deleted, err = r.RetainOnce(ctx)
+		}
+		if err != nil && ctx.Err() == nil && r.Log != nil {
+			r.Log.LogAttrs(ctx, slog.LevelWarn, "recovery pass failed", errAttr(err))
+		}
+		if r.Observe != nil {
+			r.Observe(rep)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func errAttr(err error) slog.Attr {
+	if err == nil {
+		return slog.Attr{}
+	}
+	return slog.String("err", err.Error())
+}
