@@ -178,6 +178,7 @@ func (s *server) replayEvent(c echo.Context) error {
 			models.ErrConflict, req.ID, ev.Outcome)
 	}
 	res, err := s.sync.Process(ctx, ev)
+	s.metrics.replayed.WithLabelValues(string(res.Status)).Inc()
 	if errors.Is(err, models.ErrUnavailable) {
 		return err
 	}

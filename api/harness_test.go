@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -41,6 +42,7 @@ type harness struct {
 }
 
 type harnessOptions struct {
+	logger    *slog.Logger
 	store     *repository.Store
 	secrets   []string
 	wrapUsers func(sync.UserStore) sync.UserStore
@@ -55,6 +57,9 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	if o.store == nil {
 		o.store = repotest.NewStore(t)
 	}
+	if o.logger == nil {
+		o.logger = repotest.Discard()
+	}
 	var users sync.UserStore = o.store.Users
 	if o.wrapUsers != nil {
 		users = o.wrapUsers(users)
@@ -64,7 +69,7 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 		Users:          o.store.Users,
 		Events:         o.store.Events,
 		DB:             o.store,
-		Logger:         repotest.Discard(),
+		Logger:         o.logger,
 		WebhookSecrets: o.secrets,
 		APIKeys:        []string{testAPIKey},
 		AdminKeys:      []string{testAdminKey},
@@ -79,8 +84,9 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 
 // response is what a request got back.
 type response struct {
-	Code int
-	Body []byte
+	Code   int
+	Body   []byte
+	Header http.Header
 }
 
 // JSON decodes the body into a map.
@@ -106,7 +112,7 @@ func (h *harness) do(req *http.Request) response {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return response{Code: resp.StatusCode, Body: b}
+	return response{Code: resp.StatusCode, Body: b, Header: resp.Header}
 }
 
 // sign returns Svix headers for body signed with secret at ts.

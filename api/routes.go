@@ -7,6 +7,8 @@ func (s *server) routes(e *echo.Echo) {
 	// Anyone.
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", s.metrics.handler())
+	e.GET("/openapi.json", s.openAPI)
 
 	// Svix, signed with a webhook secret (checked in the handler, on the raw body).
 	e.POST("/webhooks/clerk", s.clerkWebhook)

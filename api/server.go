@@ -55,6 +55,10 @@ type Config struct {
 	APIKeys   []string
 	AdminKeys []string
 
+	// Metrics, if set, are served at /metrics and updated by the server;
+	// nil makes a set of its own.
+	Metrics *Metrics
+
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -67,6 +71,7 @@ type server struct {
 	log      *slog.Logger
 	verifier *verifier
 	keys     keyring
+	metrics  *Metrics
 	now      func() time.Time
 }
 
@@ -75,6 +80,9 @@ type server struct {
 func New(cfg Config) (*echo.Echo, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(cfg.Events)
 	}
 	v, err := newVerifier(cfg.WebhookSecrets, cfg.Now)
 	if err != nil {
@@ -88,6 +96,7 @@ func New(cfg Config) (*echo.Echo, error) {
 		log:      cfg.Logger,
 		verifier: v,
 		keys:     newKeyring(cfg.APIKeys, cfg.AdminKeys),
+		metrics:  cfg.Metrics,
 		now:      cfg.Now,
 	}
 	e := echo.New()
@@ -95,6 +104,7 @@ func New(cfg Config) (*echo.Echo, error) {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
 	e.Use(s.logRequests())
+	e.Use(s.metrics.observe())
 	s.routes(e)
 	return e, nil
 }

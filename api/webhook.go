@@ -92,7 +92,9 @@ type webhookResponse struct {
 
 // clerkWebhook receives one Svix delivery: it reads the raw body, verifies
 // it, and only then decodes it.
-func (s *server) clerkWebhook(c echo.Context) error {
+func (s *server) clerkWebhook(c echo.Context) (err error) {
+	result := "rejected" // until the event is stored
+	defer func() { s.metrics.webhooks.WithLabelValues(result).Inc() }()
 	req := c.Request()
 	if req.ContentLength > MaxWebhookBody {
 		return tooLarge()
@@ -113,12 +115,25 @@ func (s *server) clerkWebhook(c echo.Context) error {
 		return err
 	}
 	if !ev.IsUserEvent() {
+		result = "ignored"
 		return c.JSON(http.StatusOK, webhookResponse{Received: true, EventID: id, Status: "ignored", Type: ev.Type})
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), webhookTimeout)
 	defer cancel()
+	start := time.Now()
 	res, err := s.sync.Ingest(ctx, sync.Delivery{EventID: id, Signature: sig, Body: body, Event: ev})
+	s.metrics.process.Observe(time.Since(start).Seconds())
 	s.logEvent(c, id, ev.UserID(), res.Status, res.Outcome, err)
+	switch {
+	case err == nil && res.Duplicate:
+		result = "duplicate"
+	case err == nil:
+		result = "processed"
+	case res.Status == models.StatusFailed:
+		result = "failed"
+	default:
+		result = "error"
+	}
 	if err != nil {
 		return err
 	}

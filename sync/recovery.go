@@ -48,6 +48,7 @@ type Report struct {
 	Swept    map[models.EventStatus]int // events processed again, by their new status
 	Outcomes map[models.Outcome]int     // and what they did
 	Deleted  int                        // processed events removed by retention
+	Err      error                      // why the pass stopped early, if it did
 }
 
 func (r *Recovery) now() time.Time {
@@ -137,6 +138,7 @@ func (r *Recovery) Run(ctx context.Context, interval time.Duration) {
 		if err != nil && ctx.Err() == nil && r.Log != nil {
 			r.Log.LogAttrs(ctx, slog.LevelWarn, "recovery pass failed", errAttr(err))
 		}
+		rep.Err = err
 		if r.Observe != nil {
 			r.Observe(rep)
 		}

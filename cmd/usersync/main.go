@@ -73,6 +73,7 @@ type command struct {
 
 var commands = map[string]command{
 	"serve":    {run: runServe},
+	"replay":   {flags: replayFlags, run: runReplay},
 	"backfill": {flags: backfillFlags, run: runBackfill},
 }
 
@@ -148,9 +149,13 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *reposi
 	return store, closeStore, nil
 }
 
+// wrapUsers stands between the service and the users store; tests use it
+// to stop the process between storing an event and applying it.
+var wrapUsers = func(u sync.UserStore) sync.UserStore { return u }
+
 // newService is the sync service with the configured retry policy.
 func newService(cfg config, store *repository.Store) *sync.Service {
-	svc := sync.New(store.Events, store.Users, nil)
+	svc := sync.New(store.Events, wrapUsers(store.Users), nil)
 	b := sync.DefaultBackoff
 	b.MaxAttempts = cfg.MaxAttempts
 	svc.SetBackoff(b)
@@ -161,8 +166,9 @@ func newService(cfg config, store *repository.Store) *sync.Service {
 // cancelled, then lets in-flight requests finish.
 func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.Logger) error {
 	svc := newService(cfg, store)
+	metrics := api.NewMetrics(store.Events)
 	handler, err := api.New(api.Config{
-		Sync: svc, Users: store.Users, Events: store.Events, DB: store, Logger: log,
+		Sync: svc, Users: store.Users, Events: store.Events, DB: store, Logger: log, Metrics: metrics,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
 	})
 	if err != nil {
@@ -171,7 +177,7 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 	if cfg.SweepInterval > 0 {
 		rec := &sync.Recovery{
 			Service: svc, Store: store.Events, Log: log,
-			Grace: cfg.SweepGrace, Retention: cfg.Retention,
+			Grace: cfg.SweepGrace, Retention: cfg.Retention, Observe: metrics.ObserveRecovery,
 		}
 		done := make(chan struct{})
 		rctx, stopRecovery := context.WithCancel(ctx)

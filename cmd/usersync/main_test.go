@@ -21,7 +21,12 @@ import (
 	"github.com/usersync/usersync/repository/repotest"
 )
 
-func TestMain(m *testing.M) { repotest.Main(m) }
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(child(mode))
+	}
+	repotest.Main(m)
+}
 
 // syncBuffer is an io.Writer that tests may read while run writes.
 type syncBuffer struct {

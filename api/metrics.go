@@ -1,0 +1,154 @@
+package api
+
+import (
+	"context"
+	"errors"
+	stdsync "sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/sync"
+)
+
+// StatsSource counts events per status, for the events gauge.
+type StatsSource interface {
+	Stats(ctx context.Context) (models.EventStats, error)
+}
+
+// Metrics are usersync's Prometheus metrics, served at /metrics.
+type Metrics struct {
+	reg       *prometheus.Registry
+	requests  *prometheus.HistogramVec
+	webhooks  *prometheus.CounterVec
+	process   prometheus.Histogram
+	swept     *prometheus.CounterVec
+	replayed  *prometheus.CounterVec
+	retention prometheus.Counter
+	engine    prometheus.Counter
+}
+
+// NewMetrics registers usersync's metrics. stats, if not nil, feeds the
+// usersync_events gauge; it is read at most every statsEvery.
+func NewMetrics(stats StatsSource) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "usersync_http_request_duration_seconds", Help: "HTTP requests by route, method and status code.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route", "method", "code"}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usersync_webhook_requests_total",
+			Help: "Webhook deliveries by result: processed, duplicate, ignored (not a user event), failed (stored, not applied), rejected (refused before storing), error (5xx).",
+		}, []string{"result"}),
+		process: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "usersync_event_processing_duration_seconds", Help: "Time to store and apply one webhook event.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usersync_sweep_events_total", Help: "Events processed again by the recovery sweep, by their new status.",
+		}, []string{"status"}),
+		replayed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usersync_replay_events_total", Help: "Events replayed through the admin API, by their new status.",
+		}, []string{"status"}),
+		retention: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "usersync_retention_deleted_events_total", Help: "Processed events deleted by retention.",
+		}),
+		engine: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "usersync_engine_errors_total", Help: "Operations that failed because the database did not answer.",
+		}),
+	}
+	m.reg.MustRegister(m.requests, m.webhooks, m.process, m.swept, m.replayed, m.retention, m.engine,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if stats != nil {
+		m.reg.MustRegister(&eventsCollector{stats: stats, desc: prometheus.NewDesc(
+			"usersync_events", "Stored events by status (read from the database at most every 15 s).",
+			[]string{"status"}, nil)})
+	}
+	return m
+}
+
+// ObserveRecovery records one pass of the recovery sweep and retention;
+// it is meant for sync.Recovery.Observe.
+func (m *Metrics) ObserveRecovery(r sync.Report) {
+	for status, n := range r.Swept {
+		m.swept.WithLabelValues(string(status)).Add(float64(n))
+	}
+	m.retention.Add(float64(r.Deleted))
+	if errors.Is(r.Err, models.ErrUnavailable) {
+		m.engine.Inc()
+	}
+}
+
+func (m *Metrics) handler() echo.HandlerFunc {
+	return echo.WrapHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+}
+
+// observe times every request by route.
+func (m *Metrics) observe() echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			err := next(c)
+			code := c.Response().Status
+			if err != nil {
+				code, _, _ = status(err)
+			}
+			route := c.Path()
+			if route == "" {
+				route = "unmatched"
+			}
+			m.requests.WithLabelValues(route, c.Request().Method, itoa(code)).Observe(time.Since(start).Seconds())
+			if errors.Is(err, models.ErrUnavailable) {
+				m.engine.Inc()
+			}
+			return err
+		}
+	}
+}
+
+func itoa(code int) string {
+	const digits = "0123456789"
+	if code < 100 || code > 999 {
+		return "0"
+	}
+	return string([]byte{digits[code/100], digits[code/10%10], digits[code%10]})
+}
+
+// eventsCollector reads event counts from the database when scraped, at
+// most every statsEvery: on the embedded engine each count reads the
+// whole collection.
+type eventsCollector struct {
+	stats StatsSource
+	desc  *prometheus.Desc
+
+	mu   stdsync.Mutex
+	at   time.Time
+	last models.EventStats
+}
+
+const statsEvery = 15 * time.Second
+
+func (c *eventsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at) > statsEvery {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := c.stats.Stats(ctx)
+		cancel()
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(c.desc, err)
+			return
+		}
+		c.at, c.last = time.Now(), st
+	}
+	for status, n := range c.last.ByStatus {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), string(status))
+	}
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	svix "github.com/svix/svix-webhooks/go"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository/repotest"
+	"github.com/usersync/usersync/sync"
+)
+
+// childEnv makes the test binary run usersync itself, as a child process.
+const childEnv = "USERSYNC_TEST_CHILD"
+
+// child runs usersync in this process. In mode "crash-before-apply" the
+// process kills itself (SIGKILL, no clean-up of any kind) when it is about
+// to write its first user: the event is stored, the user is not.
+func child(mode string) int {
+	if mode == "crash-before-apply" {
+		wrapUsers = func(u sync.UserStore) sync.UserStore { return killBeforeApply{u} }
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, nil, os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "usersync:", err)
+		return 1
+	}
+	return 0
+}
+
+type killBeforeApply struct{ sync.UserStore }
+
+func (killBeforeApply) Apply(context.Context, models.Change, time.Time) (models.Outcome, error) {
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // the signal is on its way
+}
+
+// startChild starts usersync as a child process and returns its base URL.
+func startChild(t *testing.T, mode string, env []string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), childEnv+"="+mode), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return cmd, "http://" + a
+	case <-time.After(30 * time.Second):
+		t.Fatalf("child did not start: %s", stderr.String())
+		return nil, ""
+	}
+}
+
+func TestRun_AKilledProcessLosesNoStoredEvent(t *testing.T) {
+	if repotest.UsesMongoDB() {
+		t.Skip("runs the embedded engine in child processes")
+	}
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	dir := t.TempDir()
+	env := []string{
+		"USERSYNC_ADDR=127.0.0.1:0", "USERSYNC_DATA_DIR=" + dir, "CLERK_WEBHOOK_SECRET=" + secret,
+		"USERSYNC_API_KEYS=k", "USERSYNC_ADMIN_KEYS=a", "MONGODB_URI=",
+		"USERSYNC_SWEEP_INTERVAL=200ms", "USERSYNC_SWEEP_GRACE=1s",
+	}
+	cmd, base := startChild(t, "crash-before-apply", env)
+
+	body, err := os.ReadFile(filepath.Join("..", "..", "models", "testdata", "user.created.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh, _ := svix.NewWebhook(secret)
+	now := time.Now()
+	sig, _ := wh.Sign("msg_crash", now, body)
+	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/clerk", bytes.NewReader(body))
+	req.Header.Set("svix-id", "msg_crash")
+	req.Header.Set("svix-timestamp", strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set("svix-signature", sig)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("the delivery got an answer, %d %s; want the process to die", resp.StatusCode, b)
+	}
+	err = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, want killed by SIGKILL", err)
+	}
+
+	// Restarted, with no second delivery from Clerk: the sweep applies the
+	// stored event once its grace period is over.
+	_, base = startChild(t, "serve", env)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, base+"/v1/events/msg_crash", nil)
+		req.Header.Set("Authorization", "Bearer a")
+		code, got := send(t, req)
+		var ev map[string]any
+		_ = json.Unmarshal([]byte(got), &ev)
+		if code == http.StatusOK && ev["status"] == "processed" {
+			if ev["outcome"] != "applied" || ev["attempts"] != 1.0 {
+				t.Errorf("recovered event = %s, want applied after 1 attempt", got)
+			}
+			break
+		}
+		if code != http.StatusOK {
+			t.Fatalf("the event was lost: %d %s", code, got)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stored event was not recovered: %s", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	req, _ = http.NewRequest(http.MethodGet, base+"/v1/users/user_29w83sxmDNGwOuEthce5gg56FcC", nil)
+	req.Header.Set("Authorization", "Bearer k")
+	if code, got := send(t, req); code != http.StatusOK {
+		t.Errorf("user after recovery: %d %s", code, got)
+	}
+}

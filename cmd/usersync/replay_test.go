@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
+	"github.com/usersync/usersync/repository/repotest"
+	"github.com/usersync/usersync/sync"
+)
+
+// replayEnv points usersync at a fresh database on the test engine and
+// returns the environment and a store on that database.
+func replayEnv(t *testing.T) (func(string) string, *repository.Store) {
+	t.Helper()
+	store := repotest.NewStore(t)
+	env := map[string]string{
+		"MONGODB_URI":      repotest.URI(t),
+		"MONGODB_DATABASE": store.Database().Name(),
+	}
+	return func(k string) string { return env[k] }, store
+}
+
+func deliver(t *testing.T, svc *sync.Service, id string, body string) (sync.Result, error) {
+	t.Helper()
+	ev, err := models.DecodeEvent([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc.Ingest(context.Background(), sync.Delivery{EventID: id, Signature: "v1,x", Body: []byte(body), Event: ev})
+}
+
+func userJSON(id string, updatedAt int, email string) string {
+	return fmt.Sprintf(`{"type":"user.updated","timestamp":%d,"data":{"id":%q,"updated_at":%d,"primary_email_address_id":"idn_1","email_addresses":[{"id":"idn_1","email_address":%q}]}}`,
+		updatedAt, id, updatedAt, email)
+}
+
+func TestReplay_ReprocessesFailedEventsInBulk(t *testing.T) {
+	ctx := context.Background()
+	getenv, store := replayEnv(t)
+	svc := sync.New(store.Events, store.Users, nil)
+	if _, err := deliver(t, svc, "msg_holder", userJSON("user_holder", 1000, "taken@example.com")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		res, err := deliver(t, svc, fmt.Sprintf("msg_blocked_%d", i), userJSON(fmt.Sprintf("user_b%d", i), 2000+i, "taken@example.com"))
+		if err == nil || res.Status != models.StatusFailed {
+			t.Fatalf("blocked delivery %d = %+v, %v; want failed", i, res, err)
+		}
+	}
+
+	var out bytes.Buffer
+	if err := run(ctx, []string{"replay", "-status", "failed", "-dry-run"}, getenv, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "dry run: 3 failed events would be replayed") || !strings.Contains(out.String(), "msg_blocked_0") {
+		t.Errorf("dry run printed:\n%s", out.String())
+	}
+	if st, _ := store.Events.Stats(ctx); st.ByStatus[models.StatusFailed] != 3 {
+		t.Fatalf("a dry run changed events: %+v", st)
+	}
+
+	// The holder lets the address go; a replay now applies the first
+	// blocked user (Clerk order) and fails the others again.
+	if _, err := deliver(t, svc, "msg_release", userJSON("user_holder", 1500, "other@example.com")); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"replay", "-status", "failed", "-since", "1h"}, getenv, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "replay: 3/3 events: processed 1 (applied 1, stale 0, deleted_user 0), failed 2"; !strings.Contains(out.String(), want) {
+		t.Errorf("replay printed:\n%s\nwant %q", out.String(), want)
+	}
+	if u, err := store.Users.Get(ctx, "user_b0"); err != nil || u.Email != "taken@example.com" {
+		t.Errorf("user_b0 = %+v, %v", u, err)
+	}
+
+	out.Reset()
+	if err := run(ctx, []string{"replay", "-status", "failed", "-since", time.Now().Add(time.Hour).Format(time.RFC3339)}, getenv, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "replay: 0/0 events") {
+		t.Errorf("replay since the future printed:\n%s", out.String())
+	}
+}
+
+func TestReplay_RefusesProcessedEvents(t *testing.T) {
+	getenv, _ := replayEnv(t)
+	err := run(context.Background(), []string{"replay", "-status", "processed"}, getenv, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "processed ones are final") {
+		t.Errorf("replay -status processed = %v, want a refusal", err)
+	}
+}
