@@ -21,6 +21,7 @@ import (
 type Events struct {
 	coll        *mongo.Collection
 	payloadDocs bool
+	locks       *keyLocks // per event; set for the embedded engine
 }
 
 type eventDoc struct {
@@ -395,6 +396,7 @@ func (e *Events) mark(ctx context.Context, id string, cond []bson.E, update bson
 		return fmt.Errorf("event %s: %w", id, models.ErrNotFound)
 	}
 	filter := append(bson.D{{Key: "_id", Value: oid}}, cond...)
+	defer e.locks.lock(id)()
 	_, err = e.coll.UpdateOne(ctx, filter, update)
 	if err != nil {
 		return fmt.Errorf("mark event %s: %w", id, translate(err))

@@ -49,6 +49,10 @@ type Options struct {
 	// by _id, and a payload document makes that about six times slower, so
 	// usersync turns this off there.
 	PayloadDocuments bool
+	// SerializeWrites makes this process's conditional writes to one user
+	// or one event take turns (see keyLocks). The embedded engine needs it;
+	// MongoDB does not, and several processes may share it.
+	SerializeWrites bool
 }
 
 // Open connects to the database named dbName at uri. It does not wait for
@@ -69,12 +73,16 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("connect to %s: %w", redactURI(uri), err)
 	}
 	db := client.Database(dbName)
-	return &Store{
+	s := &Store{
 		client: client,
 		db:     db,
 		Users:  &Users{coll: db.Collection(UsersCollection)},
 		Events: &Events{coll: db.Collection(EventsCollection), payloadDocs: o.PayloadDocuments},
-	}, nil
+	}
+	if o.SerializeWrites {
+		s.SerializeWrites()
+	}
+	return s, nil
 }
 
 // Close disconnects from the server.
@@ -89,6 +97,26 @@ func (s *Store) Ping(ctx context.Context) error {
 		return fmt.Errorf("ping: %w", translate(err))
 	}
 	return nil
+}
+
+// IsFerretDB reports whether the server is FerretDB (as the embedded
+// engine is), whose updates need SerializeWrites; see keyLocks.
+func (s *Store) IsFerretDB(ctx context.Context) (bool, error) {
+	var info bson.Raw
+	err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info)
+	if err != nil {
+		return false, fmt.Errorf("buildInfo: %w", translate(err))
+	}
+	_, err = info.LookupErr("ferretdbVersion")
+	return err == nil, nil
+}
+
+// SerializeWrites turns on what Options.SerializeWrites does, for a store
+// already open. Call it before the store is used.
+func (s *Store) SerializeWrites() {
+	if s.Users.locks == nil {
+		s.Users.locks, s.Events.locks = new(keyLocks), new(keyLocks)
+	}
 }
 
 // Drop removes the whole database. Tests use it to clean up.

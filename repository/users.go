@@ -16,7 +16,8 @@ import (
 
 // Users is the users collection.
 type Users struct {
-	coll *mongo.Collection
+	coll  *mongo.Collection
+	locks *keyLocks // per user; set for the embedded engine
 }
 
 // userDoc is a users document. Email is present only while the user is
@@ -91,6 +92,7 @@ func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (mod
 	if err != nil {
 		return "", err
 	}
+	defer u.locks.lock(ch.UserID)()
 	writes := []func(context.Context, *mongo.Collection) (bool, error){w.updateOld, w.insertNew}
 	if ch.New {
 		writes[0], writes[1] = writes[1], writes[0]

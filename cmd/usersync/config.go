@@ -45,9 +45,9 @@ const embeddedRetention = 7 * 24 * time.Hour
 // Embedded reports whether the embedded engine is used.
 func (c config) Embedded() bool { return c.MongoURI == "" }
 
-// loadConfig reads the environment and the flags in args; extra, if set,
-// adds the flags of a subcommand.
-func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string, extra func(*flag.FlagSet)) (config, error) {
+// loadConfig reads the environment and the flags in args into a config;
+// fs may hold a subcommand's flags already.
+func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (config, error) {
 	env := func(name, def string) string {
 		if v := strings.TrimSpace(getenv(name)); v != "" {
 			return v
@@ -80,9 +80,6 @@ func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string, ext
 		durText[i] = fs.String(d.flag, env(d.name, d.def), d.usage+" ("+d.name+")")
 	}
 	maxAttempts := fs.String("max-attempts", env("USERSYNC_MAX_ATTEMPTS", "12"), "attempts before the sweep gives up on a failed event (USERSYNC_MAX_ATTEMPTS)")
-	if extra != nil {
-		extra(fs)
-	}
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}

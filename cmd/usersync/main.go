@@ -55,26 +55,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	}
 	fs := flag.NewFlagSet("usersync "+name, flag.ContinueOnError)
 	fs.SetOutput(out)
-	cfg, err := loadConfig(fs, args, getenv, cmd.flags)
+	runCmd := cmd(fs)
+	cfg, err := loadConfig(fs, args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	return cmd.run(ctx, cfg, out)
+	return runCmd(ctx, cfg, out)
 }
 
-// command is a subcommand: flags adds its own flags, run runs it.
-type command struct {
-	flags func(fs *flag.FlagSet)
-	run   func(ctx context.Context, cfg config, out io.Writer) error
-}
+// command declares a subcommand's own flags on fs and returns the function
+// that runs it once fs is parsed.
+type command func(fs *flag.FlagSet) func(ctx context.Context, cfg config, out io.Writer) error
 
 var commands = map[string]command{
-	"serve":    {run: runServe},
-	"replay":   {flags: replayFlags, run: runReplay},
-	"backfill": {flags: backfillFlags, run: runBackfill},
+	"serve":    func(*flag.FlagSet) func(context.Context, config, io.Writer) error { return runServe },
+	"replay":   replayCommand,
+	"backfill": backfillCommand,
 }
 
 // runServe serves the HTTP API until ctx is cancelled.
@@ -129,7 +128,10 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *reposi
 			unlock()
 		}
 	}
-	store, err = repository.Open(ctx, uri, cfg.Database, repository.Options{PayloadDocuments: !cfg.Embedded()})
+	store, err = repository.Open(ctx, uri, cfg.Database, repository.Options{
+		PayloadDocuments: !cfg.Embedded(),
+		SerializeWrites:  cfg.Embedded(),
+	})
 	if err != nil {
 		stopEngine()
 		return nil, nil, err
@@ -145,6 +147,19 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *reposi
 	if err := store.EnsureIndexes(ictx); err != nil {
 		closeStore()
 		return nil, nil, fmt.Errorf("prepare database %q: %w", cfg.Database, err)
+	}
+	if !cfg.Embedded() {
+		ferret, err := store.IsFerretDB(ictx)
+		if err != nil {
+			closeStore()
+			return nil, nil, err
+		}
+		if ferret {
+			// FerretDB's updates are not atomic: this process takes turns
+			// itself, which holds only while it is the only instance.
+			store.SerializeWrites()
+			log.Warn("MONGODB_URI is a FerretDB server: run a single usersync instance against it")
+		}
 	}
 	return store, closeStore, nil
 }

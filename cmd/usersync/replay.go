@@ -20,12 +20,13 @@ type replayOptions struct {
 	dryRun bool
 }
 
-var replayOpts replayOptions
-
-func replayFlags(fs *flag.FlagSet) {
-	fs.StringVar(&replayOpts.status, "status", "failed", "replay the events with this status: failed or stored")
-	fs.StringVar(&replayOpts.since, "since", "", "only events received since this RFC 3339 time, or this long ago (e.g. 24h, 7d)")
-	fs.BoolVar(&replayOpts.dryRun, "dry-run", false, "list what would be replayed, change nothing")
+// replayCommand is `usersync replay`.
+func replayCommand(fs *flag.FlagSet) func(context.Context, config, io.Writer) error {
+	var opts replayOptions
+	fs.StringVar(&opts.status, "status", "failed", "replay the events with this status: failed or stored")
+	fs.StringVar(&opts.since, "since", "", "only events received since this RFC 3339 time, or this long ago (e.g. 24h, 7d)")
+	fs.BoolVar(&opts.dryRun, "dry-run", false, "list what would be replayed, change nothing")
+	return func(ctx context.Context, cfg config, out io.Writer) error { return runReplay(ctx, cfg, opts, out) }
 }
 
 // replayProgressEvery is how many events go between two progress lines.
@@ -33,8 +34,7 @@ const replayProgressEvery = 100
 
 // runReplay processes every stored or failed event again, in Clerk's order,
 // through the same code as a webhook delivery.
-func runReplay(ctx context.Context, cfg config, out io.Writer) error {
-	opts := replayOpts
+func runReplay(ctx context.Context, cfg config, opts replayOptions, out io.Writer) error {
 	if opts.status != string(models.StatusFailed) && opts.status != string(models.StatusStored) {
 		return fmt.Errorf("-status %q: replay takes failed or stored events (processed ones are final)", opts.status)
 	}

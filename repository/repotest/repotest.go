@@ -63,13 +63,15 @@ func NewStore(t testing.TB) *repository.Store {
 }
 
 // NewStoreAt is NewStore on the engine at uri, with options o (the
-// server selection timeout defaults to 2 s; payload documents are on).
+// server selection timeout defaults to 2 s; payload documents are on, and
+// writes are serialised on the embedded engine, as usersync does).
 func NewStoreAt(t testing.TB, uri string, o repository.Options) *repository.Store {
 	t.Helper()
 	if o.ServerSelectionTimeout == 0 {
 		o.ServerSelectionTimeout = 2 * time.Second
 	}
 	o.PayloadDocuments = true // the production (MongoDB) setting
+	o.SerializeWrites = !UsesMongoDB()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	name := fmt.Sprintf("usersync_test_%d_%d", os.Getpid(), dbs.Add(1))

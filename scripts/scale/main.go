@@ -68,7 +68,7 @@ func run(sizeList string, requests int, uri string) error {
 	}
 	var engineTime commandTimer
 	store, err := repository.Open(ctx, uri, fmt.Sprintf("usersync_scale_%d", time.Now().Unix()),
-		repository.Options{Monitor: engineTime.monitor(), PayloadDocuments: external}) // as usersync does
+		repository.Options{Monitor: engineTime.monitor(), PayloadDocuments: external, SerializeWrites: !external}) // as usersync does
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,110 @@
+package api_test
+
+// The benchmark drives the real router (package api_test) rather than the
+// handler's unexported pieces: what a delivery costs in process is the
+// whole path a request takes (Echo routing, request id, logging, metrics,
+// raw-body read, Svix verification, envelope decode, the sync service's
+// validation and decision, the JSON answer), and the unexported pieces
+// change more often than the route does. Only the engine is left out, by
+// stores that answer at once.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/sync"
+)
+
+// instantEvents is an event inbox that stores nothing and answers at once:
+// every delivery is new.
+type instantEvents struct{}
+
+func (instantEvents) Record(_ context.Context, ev models.Event) (models.Event, bool, error) {
+	ev.ID = "65f000000000000000000001"
+	return ev, true, nil
+}
+
+func (instantEvents) MarkProcessed(context.Context, string, models.Outcome, time.Time) error {
+	return nil
+}
+
+func (instantEvents) MarkFailed(context.Context, string, string, *time.Time) error { return nil }
+
+// instantUsers applies every change at once.
+type instantUsers struct{}
+
+func (instantUsers) Apply(context.Context, models.Change, time.Time) (models.Outcome, error) {
+	return models.OutcomeApplied, nil
+}
+
+// instantIngester answers every delivery as processed without looking at it.
+type instantIngester struct{}
+
+func (instantIngester) Ingest(_ context.Context, d sync.Delivery) (sync.Result, error) {
+	return sync.Result{EventID: d.EventID, Status: models.StatusProcessed, Outcome: models.OutcomeApplied}, nil
+}
+
+func (instantIngester) Process(_ context.Context, ev models.Event) (sync.Result, error) {
+	return sync.Result{EventID: ev.EventID, Status: models.StatusProcessed, Outcome: models.OutcomeApplied}, nil
+}
+
+// BenchmarkWebhook_InProcess measures one signed ~2 KB user.updated
+// delivery through the router, without the engine:
+//   - "sync" runs the real sync service over stores that answer at once:
+//     verification, decode, validation and the decision;
+//   - "ingester-only" hands the verified, decoded event to an ingester that
+//     answers at once, which leaves validation and the decision out.
+func BenchmarkWebhook_InProcess(b *testing.B) {
+	// Clerk's user.updated as Svix posts it: compact JSON, about 2 KB.
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, fixture(b, "user.updated.json")); err != nil {
+		b.Fatal(err)
+	}
+	body := compact.Bytes()
+	signedAt := time.Now()
+	hdr := sign(b, testSecret, "msg_2SS3GP5uCLsVbWT7oYxXBzHtBvP", signedAt, body)
+	hdr.Set("Content-Type", "application/json")
+
+	for _, tc := range []struct {
+		name string
+		sync api.Ingester
+	}{
+		{"sync", sync.New(instantEvents{}, instantUsers{}, nil)},
+		{"ingester-only", instantIngester{}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			e, err := api.New(api.Config{
+				Sync:           tc.sync,
+				Logger:         slog.New(slog.NewJSONHandler(io.Discard, nil)), // formats as in production
+				WebhookSecrets: []string{testSecret},
+				APIKeys:        []string{testAPIKey},
+				// The server's clock stays at the signing time, so that a long
+				// run never leaves the 5-minute tolerance.
+				Now: func() time.Time { return signedAt },
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, "/webhooks/clerk", bytes.NewReader(body))
+				req.Header = hdr
+				rec := httptest.NewRecorder()
+				e.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					b.Fatalf("webhook answered %d: %s", rec.Code, rec.Body)
+				}
+			}
+		})
+	}
+}

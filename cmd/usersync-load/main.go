@@ -1,0 +1,171 @@
+// Command usersync-load puts a running usersync under load and then checks
+// what it kept. It sends Svix-signed Clerk user events, as Clerk would: new
+// users, in-order updates, duplicate deliveries, and bursts of updates in
+// shuffled order sent at once; it reads users and list pages with an API
+// key meanwhile; it prints throughput and latency percentiles per kind of
+// operation; and it checks through the REST API that every user ends in the
+// newest state that usersync acknowledged, and that no user it never sent
+// exists.
+//
+//	go run ./cmd/usersync-load [-url http://127.0.0.1:8080] [-users 100] [-updates 3]
+//	    [-duplicates 0.1] [-shuffled 0.25] [-reads 200] [-concurrency 8] [-timeout 2m] [-seed N]
+//
+// Run it from the repository root: events are built from
+// models/testdata/user.updated.json (see -template). The webhook secret
+// defaults to $CLERK_WEBHOOK_SECRET and the API key to the first of
+// $USERSYNC_API_KEYS, else both come from the secrets usersync generated in
+// its data dir (./data/secrets.json).
+//
+// It talks to loopback addresses only, bounds every loop in count and time,
+// and stops by itself. The exit status is 1 when the end-state check fails.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	switch {
+	case err == nil:
+	case errors.Is(err, errCheckFailed):
+		os.Exit(1) // the report says why
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "usersync-load:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "usersync-load:", err)
+		os.Exit(1)
+	}
+}
+
+var (
+	errCheckFailed = errors.New("end-state check failed")
+	errUsage       = errors.New("usage")
+)
+
+// run parses args, runs the load and prints its report to out. Its error
+// wraps errCheckFailed when the run's end state is wrong, and errUsage when
+// the flags are.
+func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	fs := flag.NewFlagSet("usersync-load", flag.ContinueOnError)
+	fs.SetOutput(out)
+	var (
+		cfg      Config
+		dataDir  string
+		template string
+		seed     int64
+	)
+	dataDirDefault := getenv("USERSYNC_DATA_DIR")
+	if dataDirDefault == "" {
+		dataDirDefault = "./data"
+	}
+	fs.StringVar(&cfg.URL, "url", "http://127.0.0.1:8080", "base URL of usersync (loopback only)")
+	fs.StringVar(&cfg.Secret, "secret", "", "webhook signing secret (default $CLERK_WEBHOOK_SECRET, else webhookSecret of DATA_DIR/secrets.json)")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "key for the users API (default the first of $USERSYNC_API_KEYS, else apiKey of DATA_DIR/secrets.json)")
+	fs.StringVar(&dataDir, "data-dir", dataDirDefault, "usersync's data dir, where it keeps generated development secrets")
+	fs.StringVar(&template, "template", filepath.Join("models", "testdata", "user.updated.json"), "Clerk user event to build events from")
+	fs.IntVar(&cfg.Users, "users", 100, "new users in the run")
+	fs.IntVar(&cfg.Updates, "updates", 3, "user.updated events per user")
+	fs.Float64Var(&cfg.Duplicates, "duplicates", 0.1, "fraction of events delivered twice (same svix-id, signed again)")
+	fs.Float64Var(&cfg.Shuffled, "shuffled", 0.25, "fraction of users whose updates are sent at once in shuffled order")
+	fs.IntVar(&cfg.Reads, "reads", 200, "API reads during the updates: single users and list pages, half each")
+	fs.IntVar(&cfg.PageSize, "page-size", 50, "limit of each list page read")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 8, "requests in flight at most")
+	fs.IntVar(&cfg.Attempts, "attempts", 4, "attempts per delivery: one, then retries after a 5xx or a transport error")
+	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "bound of the whole run; the last quarter is kept for the check")
+	fs.Int64Var(&seed, "seed", 0, "seed of the mix; 0 picks one (printed, to run the same mix again)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	cfg.Seed = seed
+	if err := fillSecrets(&cfg, getenv, dataDir); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(template)
+	if err != nil {
+		return fmt.Errorf("read the event template (run from the repository root, or pass -template): %w", err)
+	}
+	cfg.Template = b
+
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	rep.Print(out)
+	if !rep.OK() {
+		return errCheckFailed
+	}
+	return nil
+}
+
+// fillSecrets sets the secret and API key that cfg lacks from the
+// environment, then from the secrets usersync generated in dataDir.
+func fillSecrets(cfg *Config, getenv func(string) string, dataDir string) error {
+	if cfg.Secret == "" {
+		cfg.Secret = first(getenv("CLERK_WEBHOOK_SECRET"), " ")
+	}
+	if cfg.APIKey == "" {
+		cfg.APIKey = first(getenv("USERSYNC_API_KEYS"), ",")
+	}
+	if cfg.Secret != "" && cfg.APIKey != "" {
+		return nil
+	}
+	path := filepath.Join(dataDir, "secrets.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("no -secret/-api-key, CLERK_WEBHOOK_SECRET/USERSYNC_API_KEYS unset, and %w", err)
+	}
+	var s struct {
+		WebhookSecret string `json:"webhookSecret"`
+		APIKey        string `json:"apiKey"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if cfg.Secret == "" {
+		cfg.Secret = s.WebhookSecret
+	}
+	if cfg.APIKey == "" {
+		cfg.APIKey = s.APIKey
+	}
+	switch {
+	case cfg.Secret == "":
+		return fmt.Errorf("no webhook secret: pass -secret or set CLERK_WEBHOOK_SECRET (%s has none)", path)
+	case cfg.APIKey == "":
+		return fmt.Errorf("no API key: pass -api-key or set USERSYNC_API_KEYS (%s has none)", path)
+	}
+	return nil
+}
+
+// first returns the first non-empty field of s split by sep.
+func first(s, sep string) string {
+	for _, f := range strings.Split(s, sep) {
+		if f = strings.TrimSpace(f); f != "" {
+			return f
+		}
+	}
+	return ""
+}
