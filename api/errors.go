@@ -76,7 +76,12 @@ func (s *server) handleError(err error, c echo.Context) {
 	}
 	code, name, msg := status(err)
 	reqID := c.Response().Header().Get(echo.HeaderXRequestID)
-	if code >= 500 {
+	if code >= 500 && c.Request().Context().Err() != nil {
+		// The client went away (Svix's 15 s, a closed connection): not a
+		// server fault. The work done so far is stored; a retry finishes it.
+		s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "client closed the request",
+			slog.String("request_id", reqID), slog.String("path", c.Request().URL.Path))
+	} else if code >= 500 {
 		s.log.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
 			slog.String("request_id", reqID), slog.String("path", c.Request().URL.Path),
 			slog.Int("status", code), slog.String("err", err.Error()))

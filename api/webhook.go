@@ -123,7 +123,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	start := time.Now()
 	res, err := s.sync.Ingest(ctx, sync.Delivery{EventID: id, Signature: sig, Body: body, Event: ev})
 	s.metrics.process.Observe(time.Since(start).Seconds())
-	s.logEvent(c, id, ev.UserID(), res.Status, res.Outcome, err)
+	s.logEvent(c, id, res.UserID, res.Status, res.Outcome, err)
 	switch {
 	case err == nil && res.Duplicate:
 		result = "duplicate"

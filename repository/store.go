@@ -45,13 +45,13 @@ type Options struct {
 	Monitor *event.CommandMonitor
 	// PayloadDocuments stores each event's body as a document ("payload")
 	// beside its raw bytes ("rawBody"), for querying the collection
-	// directly. The embedded engine parses whole documents to find even one
-	// by _id, and a payload document makes that about six times slower, so
-	// usersync turns this off there.
+	// directly. FerretDB parses whole documents to find even one by _id,
+	// and a payload document makes that about six times slower, so usersync
+	// turns this off there (AdaptToFerretDB).
 	PayloadDocuments bool
 	// SerializeWrites makes this process's conditional writes to one user
-	// or one event take turns (see keyLocks). The embedded engine needs it;
-	// MongoDB does not, and several processes may share it.
+	// or one event take turns (see keyLocks). FerretDB needs it; MongoDB
+	// does not, and several processes may share it.
 	SerializeWrites bool
 }
 
@@ -80,7 +80,7 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		Events: &Events{coll: db.Collection(EventsCollection), payloadDocs: o.PayloadDocuments},
 	}
 	if o.SerializeWrites {
-		s.SerializeWrites()
+		s.Users.locks, s.Events.locks = new(keyLocks), new(keyLocks)
 	}
 	return s, nil
 }
@@ -100,7 +100,7 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // IsFerretDB reports whether the server is FerretDB (as the embedded
-// engine is), whose updates need SerializeWrites; see keyLocks.
+// engine is), which needs AdaptToFerretDB.
 func (s *Store) IsFerretDB(ctx context.Context) (bool, error) {
 	var info bson.Raw
 	err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info)
@@ -111,12 +111,14 @@ func (s *Store) IsFerretDB(ctx context.Context) (bool, error) {
 	return err == nil, nil
 }
 
-// SerializeWrites turns on what Options.SerializeWrites does, for a store
-// already open. Call it before the store is used.
-func (s *Store) SerializeWrites() {
+// AdaptToFerretDB sets the store up for a FerretDB server, as
+// Options.SerializeWrites and a false Options.PayloadDocuments would. Call
+// it before the store is used.
+func (s *Store) AdaptToFerretDB() {
 	if s.Users.locks == nil {
 		s.Users.locks, s.Events.locks = new(keyLocks), new(keyLocks)
 	}
+	s.Events.payloadDocs = false
 }
 
 // Drop removes the whole database. Tests use it to clean up.

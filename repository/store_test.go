@@ -15,3 +15,13 @@ func TestStore_EnsureIndexesIsIdempotent(t *testing.T) {
 		}
 	}
 }
+
+func TestStore_RecognisesTheEmbeddedEngineAsFerretDB(t *testing.T) {
+	if repotest.UsesMongoDB() {
+		t.Skip("the server at MONGODB_URI may be either")
+	}
+	ferret, err := repotest.NewStore(t).IsFerretDB(context.Background())
+	if err != nil || !ferret {
+		t.Errorf("IsFerretDB() = %v, %v; want true", ferret, err)
+	}
+}

@@ -91,6 +91,7 @@ type Delivery struct {
 // Result says what became of an event.
 type Result struct {
 	EventID   string
+	UserID    string // "" when the payload has no usable data.id
 	Status    models.EventStatus
 	Outcome   models.Outcome // set when Status is processed
 	Duplicate bool           // the event had been received before
@@ -112,11 +113,16 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 	if d.Signature != "" {
 		valid = new(true)
 	}
+	ch, invalid := d.Event.Change(d.EventID)
+	userID := ch.UserID
+	if invalid != nil {
+		userID = d.Event.UserID() // what can be read of it
+	}
 	ev := models.Event{
 		EventID:        d.EventID,
 		Type:           d.Event.Type,
 		EventType:      d.Event.EventType(),
-		UserID:         d.Event.UserID(),
+		UserID:         userID,
 		RawBody:        d.Body,
 		Source:         models.SourceClerk,
 		Signature:      d.Signature,
@@ -124,7 +130,6 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 		ReceivedAt:     s.now().UTC().Truncate(time.Millisecond),
 		Status:         models.StatusStored,
 	}
-	ch, invalid := d.Event.Change(d.EventID)
 	if invalid == nil {
 		ts := ch.SourceTime
 		ev.SourceTimestamp = &ts
@@ -133,7 +138,7 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{EventID: d.EventID, Status: stored.Status, Outcome: stored.Outcome, Duplicate: !created}
+	res := Result{EventID: d.EventID, UserID: userID, Status: stored.Status, Outcome: stored.Outcome, Duplicate: !created}
 	if stored.Status == models.StatusProcessed {
 		return res, nil
 	}
@@ -143,7 +148,7 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 // Process processes a stored event again from its raw body, as a new
 // delivery of it would. It is how stored and failed events are recovered.
 func (s *Service) Process(ctx context.Context, ev models.Event) (Result, error) {
-	res := Result{EventID: ev.EventID, Status: ev.Status, Outcome: ev.Outcome}
+	res := Result{EventID: ev.EventID, UserID: ev.UserID, Status: ev.Status, Outcome: ev.Outcome}
 	ce, err := models.DecodeEvent(ev.RawBody)
 	if err != nil {
 		return s.process(ctx, ev, res, models.Change{}, err)

@@ -128,10 +128,7 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *reposi
 			unlock()
 		}
 	}
-	store, err = repository.Open(ctx, uri, cfg.Database, repository.Options{
-		PayloadDocuments: !cfg.Embedded(),
-		SerializeWrites:  cfg.Embedded(),
-	})
+	store, err = repository.Open(ctx, uri, cfg.Database, repository.Options{PayloadDocuments: true})
 	if err != nil {
 		stopEngine()
 		return nil, nil, err
@@ -148,16 +145,17 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *reposi
 		closeStore()
 		return nil, nil, fmt.Errorf("prepare database %q: %w", cfg.Database, err)
 	}
-	if !cfg.Embedded() {
-		ferret, err := store.IsFerretDB(ictx)
-		if err != nil {
-			closeStore()
-			return nil, nil, err
-		}
-		if ferret {
-			// FerretDB's updates are not atomic: this process takes turns
-			// itself, which holds only while it is the only instance.
-			store.SerializeWrites()
+	ferret, err := store.IsFerretDB(ictx)
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	if ferret {
+		// FerretDB's updates are not atomic, so this process takes turns
+		// itself, which holds while it is the only instance; and it reads
+		// whole documents, so events keep their body raw only.
+		store.AdaptToFerretDB()
+		if !cfg.Embedded() {
 			log.Warn("MONGODB_URI is a FerretDB server: run a single usersync instance against it")
 		}
 	}
