@@ -54,60 +54,83 @@ func (killBeforeApply) Apply(context.Context, models.Change, time.Time) (models.
 	select {} // the signal is on its way
 }
 
-// startChild starts usersync as a child process and returns its base URL.
+// startChild starts the test binary as a child process in mode, waits for
+// it to listen and returns it with its base URL. It is killed when the test
+// ends, if it is still running.
 func startChild(t *testing.T, mode string, env []string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), childEnv+"="+mode), env...)
-	stdout, err := cmd.StdoutPipe()
+	cmd, addr, err := tryStartChild(mode, env)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	addr := make(chan string, 1)
+	return cmd, "http://" + addr
+}
+
+// tryStartChild starts the test binary in mode and waits for it to listen.
+func tryStartChild(mode string, env []string) (cmd *exec.Cmd, addr string, err error) {
+	cmd = exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), childEnv+"="+mode), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	up := make(chan string, 1)
 	go func() {
+		defer close(up)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
+				up <- m[1]
+				break
 			}
 		}
+		_, _ = io.Copy(io.Discard, stdout) // keep the child from blocking on its output
 	}()
 	select {
-	case a := <-addr:
-		return cmd, "http://" + a
+	case addr, ok := <-up:
+		if ok {
+			return cmd, addr, nil
+		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("child did not start: %s", stderr.String())
-		return nil, ""
 	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	return nil, "", fmt.Errorf("child %s did not start: %s", mode, stderr.String())
 }
+
+// serverEnv is the environment of a child usersync listening on addr, with
+// a fast sweep; extra adds to it.
+func serverEnv(addr string, extra ...string) []string {
+	return append([]string{
+		"USERSYNC_ADDR=" + addr, "CLERK_WEBHOOK_SECRET=" + childSecret,
+		"USERSYNC_API_KEYS=k", "USERSYNC_ADMIN_KEYS=a",
+		"USERSYNC_SWEEP_INTERVAL=200ms", "USERSYNC_SWEEP_GRACE=1s",
+	}, extra...)
+}
+
+const childSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 func TestRun_AKilledProcessLosesNoStoredEvent(t *testing.T) {
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine in child processes")
 	}
-	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	dir := t.TempDir()
-	env := []string{
-		"USERSYNC_ADDR=127.0.0.1:0", "USERSYNC_DATA_DIR=" + dir, "CLERK_WEBHOOK_SECRET=" + secret,
-		"USERSYNC_API_KEYS=k", "USERSYNC_ADMIN_KEYS=a", "MONGODB_URI=",
-		"USERSYNC_SWEEP_INTERVAL=200ms", "USERSYNC_SWEEP_GRACE=1s",
-	}
+	env := serverEnv("127.0.0.1:0", "USERSYNC_DATA_DIR="+t.TempDir(), "MONGODB_URI=")
 	cmd, base := startChild(t, "crash-before-apply", env)
 
 	body, err := os.ReadFile(filepath.Join("..", "..", "models", "testdata", "user.created.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wh, _ := svix.NewWebhook(secret)
+	wh, _ := svix.NewWebhook(childSecret)
 	now := time.Now()
 	sig, _ := wh.Sign("msg_crash", now, body)
 	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/clerk", bytes.NewReader(body))

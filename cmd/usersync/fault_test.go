@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -26,8 +25,6 @@ import (
 )
 
 var longFaults = flag.Bool("fault.long", false, "run the fault tests with more users and more kills")
-
-const faultSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 // runEngine serves the embedded engine alone on USERSYNC_TEST_ENGINE_ADDR
 // with its files in USERSYNC_TEST_ENGINE_DIR, until killed or stopped.
@@ -67,7 +64,7 @@ type process struct {
 func (p *process) start() {
 	p.t.Helper()
 	for try := 0; ; try++ { // the killed process's port may still be closing
-		cmd, err := tryStartChild(p.mode, p.env)
+		cmd, _, err := tryStartChild(p.mode, p.env)
 		if err == nil {
 			p.mu.Lock()
 			p.cmd = cmd
@@ -89,42 +86,6 @@ func (p *process) kill() {
 		_ = p.cmd.Wait()
 		p.cmd = nil
 	}
-}
-
-// tryStartChild starts the test binary in mode and waits for it to listen.
-func tryStartChild(mode string, env []string) (*exec.Cmd, error) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), childEnv+"="+mode), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	up := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if listening.MatchString(sc.Text()) {
-				up <- true
-			}
-		}
-		close(up)
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case ok := <-up:
-		if ok {
-			return cmd, nil
-		}
-	case <-time.After(30 * time.Second):
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	return nil, fmt.Errorf("child %s did not start: %s", mode, stderr.String())
 }
 
 // faultLoad delivers versions 0..versions-1 of users 0..users-1 in a
@@ -173,7 +134,7 @@ func (l *faultLoad) run(t *testing.T, deadline time.Time) {
 	rand.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	work := make(chan delivery)
 	var wg stdsync.WaitGroup
-	wh, _ := svix.NewWebhook(faultSecret)
+	wh, _ := svix.NewWebhook(childSecret)
 	client := &http.Client{Timeout: 5 * time.Second}
 	for range 6 {
 		wg.Add(1)
@@ -284,11 +245,7 @@ func TestFault_KilledServerLosesNoAcknowledgedEvent(t *testing.T) {
 		t.Skip("runs the embedded engine in child processes")
 	}
 	addr := freeAddr(t)
-	server := &process{t: t, mode: "serve", env: []string{
-		"USERSYNC_ADDR=" + addr, "USERSYNC_DATA_DIR=" + t.TempDir(), "MONGODB_URI=",
-		"CLERK_WEBHOOK_SECRET=" + faultSecret, "USERSYNC_API_KEYS=k", "USERSYNC_ADMIN_KEYS=a",
-		"USERSYNC_SWEEP_INTERVAL=200ms", "USERSYNC_SWEEP_GRACE=1s",
-	}}
+	server := &process{t: t, mode: "serve", env: serverEnv(addr, "USERSYNC_DATA_DIR="+t.TempDir(), "MONGODB_URI=")}
 	server.start()
 	t.Cleanup(server.kill)
 	users, versions, kills := faultSize()
@@ -323,11 +280,7 @@ func TestFault_EngineOutageIsA5xxAndLosesNothing(t *testing.T) {
 	}}
 	engine.start()
 	t.Cleanup(engine.kill)
-	server := &process{t: t, mode: "serve", env: []string{
-		"USERSYNC_ADDR=" + addr, "MONGODB_URI=mongodb://" + engineAddr + "/", "MONGODB_DATABASE=fault",
-		"CLERK_WEBHOOK_SECRET=" + faultSecret, "USERSYNC_API_KEYS=k", "USERSYNC_ADMIN_KEYS=a",
-		"USERSYNC_SWEEP_INTERVAL=200ms", "USERSYNC_SWEEP_GRACE=1s",
-	}}
+	server := &process{t: t, mode: "serve", env: serverEnv(addr, "MONGODB_URI=mongodb://"+engineAddr+"/", "MONGODB_DATABASE=fault")}
 	server.start()
 	t.Cleanup(server.kill)
 

@@ -108,6 +108,11 @@ func run(sizeList string, requests int, uri string) error {
 		fmt.Fprintf(os.Stderr, "seeded %d users and events in %s\n", size-seeded, time.Since(start).Round(time.Millisecond))
 		seeded = size
 
+		type sent struct {
+			id   string
+			body []byte
+		}
+		var lastUpdates []sent
 		kinds := []struct {
 			name string
 			body func(i int) (id string, body []byte)
@@ -118,10 +123,15 @@ func run(sizeList string, requests int, uri string) error {
 			}},
 			{"update", func(i int) (string, []byte) {
 				seq++
-				return fmt.Sprintf("msg_upd_%d", seq), userEvent(template, "user.updated", fmt.Sprintf("user_seed_%d", i*(size/requests)), time.Now().UnixMilli())
+				id := fmt.Sprintf("msg_upd_%d", seq)
+				body := userEvent(template, "user.updated", fmt.Sprintf("user_seed_%d", i*(size/requests)), time.Now().UnixMilli())
+				lastUpdates = append(lastUpdates, sent{id, body})
+				return id, body
 			}},
 			{"duplicate", func(i int) (string, []byte) {
-				return "msg_dup", userEvent(template, "user.updated", "user_seed_0", 1)
+				// A retry of one of the updates just sent, as Svix's come
+				// soon after the first delivery.
+				return lastUpdates[i%len(lastUpdates)].id, lastUpdates[i%len(lastUpdates)].body
 			}},
 		}
 		for _, k := range kinds {
