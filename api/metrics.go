@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"strconv"
 	stdsync "sync"
 	"time"
 
@@ -102,21 +103,13 @@ func (m *Metrics) observe() echo.MiddlewareFunc {
 			if route == "" {
 				route = "unmatched"
 			}
-			m.requests.WithLabelValues(route, c.Request().Method, itoa(code)).Observe(time.Since(start).Seconds())
+			m.requests.WithLabelValues(route, c.Request().Method, strconv.Itoa(code)).Observe(time.Since(start).Seconds())
 			if errors.Is(err, models.ErrUnavailable) {
 				m.engine.Inc()
 			}
 			return err
 		}
 	}
-}
-
-func itoa(code int) string {
-	const digits = "0123456789"
-	if code < 100 || code > 999 {
-		return "0"
-	}
-	return string([]byte{digits[code/100], digits[code/10%10], digits[code%10]})
 }
 
 // eventsCollector reads event counts from the database when scraped, at

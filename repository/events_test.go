@@ -51,6 +51,7 @@ func TestEventsRecord_ARetryIsRecognised(t *testing.T) {
 func TestEventsRecord_KeepsEveryBodyTheEngineCannotStoreAsADocument(t *testing.T) {
 	ctx := context.Background()
 	s := repotest.NewStore(t)
+	s.Events = repository.NewEventsForTest(s, true) // the payload document is what an engine may refuse
 	deep := `{"type":"user.created","data":` + strings.Repeat(`{"a":`, 300) + `1` + strings.Repeat(`}`, 300) + `}`
 	ev, created, err := s.Events.Record(ctx, newEvent("msg_deep", deep))
 	if err != nil || !created {
@@ -91,10 +92,7 @@ func TestEventsRecord_StoresThePayloadAsADocumentAndTheBodyExactly(t *testing.T)
 	ctx := context.Background()
 	for _, docs := range []bool{true, false} {
 		s := repotest.NewStore(t)
-		if !docs {
-			s = repotest.NewStoreAt(t, repotest.URI(t), repository.Options{})
-			s.Events = repository.NewEventsForTest(s, false)
-		}
+		s.Events = repository.NewEventsForTest(s, docs) // as on MongoDB, and as on FerretDB
 		body := `{"type":"user.created","data":{"id":"user_1","public_metadata":{"a.b":{"$c":1}}}}`
 		ev, _, err := s.Events.Record(ctx, newEvent("msg_p", body))
 		if err != nil {

@@ -43,20 +43,10 @@ type Options struct {
 	ServerSelectionTimeout time.Duration
 	// Monitor, if set, sees every command sent (tests count round trips).
 	Monitor *event.CommandMonitor
-	// PayloadDocuments stores each event's body as a document ("payload")
-	// beside its raw bytes ("rawBody"), for querying the collection
-	// directly. FerretDB parses whole documents to find even one by _id,
-	// and a payload document makes that about six times slower, so usersync
-	// turns this off there (AdaptToFerretDB).
-	PayloadDocuments bool
-	// SerializeWrites makes this process's conditional writes to one user
-	// or one event take turns (see keyLocks). FerretDB needs it; MongoDB
-	// does not, and several processes may share it.
-	SerializeWrites bool
 }
 
 // Open connects to the database named dbName at uri. It does not wait for
-// the server: use Ping for that.
+// the server: Prepare does, and must be called before the store is used.
 func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 	if o.ServerSelectionTimeout == 0 {
 		o.ServerSelectionTimeout = 5 * time.Second
@@ -73,16 +63,12 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("connect to %s: %w", redactURI(uri), err)
 	}
 	db := client.Database(dbName)
-	s := &Store{
+	return &Store{
 		client: client,
 		db:     db,
 		Users:  &Users{coll: db.Collection(UsersCollection)},
-		Events: &Events{coll: db.Collection(EventsCollection), payloadDocs: o.PayloadDocuments},
-	}
-	if o.SerializeWrites {
-		s.Users.locks, s.Events.locks = new(keyLocks), new(keyLocks)
-	}
-	return s, nil
+		Events: &Events{coll: db.Collection(EventsCollection), payloadDocs: true},
+	}, nil
 }
 
 // Close disconnects from the server.
@@ -99,26 +85,28 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// IsFerretDB reports whether the server is FerretDB (as the embedded
-// engine is), which needs AdaptToFerretDB.
-func (s *Store) IsFerretDB(ctx context.Context) (bool, error) {
+// Prepare makes sure the indexes exist and sets the store up for the
+// server it talks to. On FerretDB (the embedded engine, or a FerretDB at
+// MONGODB_URI), which it reports:
+//   - writes to one user, and to one event, take turns within this process
+//     (see keyLocks): FerretDB's updates are not atomic;
+//   - events keep their body raw only, without the "payload" document:
+//     FerretDB parses whole documents even to find one by _id, and a
+//     payload document makes that about six times slower.
+func (s *Store) Prepare(ctx context.Context) (ferretDB bool, err error) {
+	if err := s.EnsureIndexes(ctx); err != nil {
+		return false, err
+	}
 	var info bson.Raw
-	err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info)
-	if err != nil {
+	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
 		return false, fmt.Errorf("buildInfo: %w", translate(err))
 	}
-	_, err = info.LookupErr("ferretdbVersion")
-	return err == nil, nil
-}
-
-// AdaptToFerretDB sets the store up for a FerretDB server, as
-// Options.SerializeWrites and a false Options.PayloadDocuments would. Call
-// it before the store is used.
-func (s *Store) AdaptToFerretDB() {
-	if s.Users.locks == nil {
-		s.Users.locks, s.Events.locks = new(keyLocks), new(keyLocks)
+	if _, err := info.LookupErr("ferretdbVersion"); err != nil {
+		return false, nil
 	}
+	s.Users.locks, s.Events.locks = new(keyLocks), new(keyLocks)
 	s.Events.payloadDocs = false
+	return true, nil
 }
 
 // Drop removes the whole database. Tests use it to clean up.

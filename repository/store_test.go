@@ -20,8 +20,8 @@ func TestStore_RecognisesTheEmbeddedEngineAsFerretDB(t *testing.T) {
 	if repotest.UsesMongoDB() {
 		t.Skip("the server at MONGODB_URI may be either")
 	}
-	ferret, err := repotest.NewStore(t).IsFerretDB(context.Background())
+	ferret, err := repotest.NewStore(t).Prepare(context.Background())
 	if err != nil || !ferret {
-		t.Errorf("IsFerretDB() = %v, %v; want true", ferret, err)
+		t.Errorf("Prepare() = %v, %v; want FerretDB recognised", ferret, err)
 	}
 }

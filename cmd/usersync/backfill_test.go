@@ -199,7 +199,7 @@ func newBackfillEnv(t *testing.T, users []json.RawMessage) *backfillEnv {
 		_ = store.Drop(ctx)
 		_ = store.Close(ctx)
 	})
-	if err := store.EnsureIndexes(ctx); err != nil {
+	if _, err := store.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
 	clerk := newFakeClerk(t, users)

@@ -128,7 +128,7 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *reposi
 			unlock()
 		}
 	}
-	store, err = repository.Open(ctx, uri, cfg.Database, repository.Options{PayloadDocuments: true})
+	store, err = repository.Open(ctx, uri, cfg.Database, repository.Options{})
 	if err != nil {
 		stopEngine()
 		return nil, nil, err
@@ -141,23 +141,14 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *reposi
 	}
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := store.EnsureIndexes(ictx); err != nil {
+	ferret, err := store.Prepare(ictx)
+	if err != nil {
 		closeStore()
 		return nil, nil, fmt.Errorf("prepare database %q: %w", cfg.Database, err)
 	}
-	ferret, err := store.IsFerretDB(ictx)
-	if err != nil {
-		closeStore()
-		return nil, nil, err
-	}
-	if ferret {
-		// FerretDB's updates are not atomic, so this process takes turns
-		// itself, which holds while it is the only instance; and it reads
-		// whole documents, so events keep their body raw only.
-		store.AdaptToFerretDB()
-		if !cfg.Embedded() {
-			log.Warn("MONGODB_URI is a FerretDB server: run a single usersync instance against it")
-		}
+	if ferret && !cfg.Embedded() {
+		// Writes take turns within this process only (see Prepare).
+		log.Warn("MONGODB_URI is a FerretDB server: run a single usersync instance against it")
 	}
 	return store, closeStore, nil
 }

@@ -63,15 +63,13 @@ func NewStore(t testing.TB) *repository.Store {
 }
 
 // NewStoreAt is NewStore on the engine at uri, with options o (the
-// server selection timeout defaults to 2 s; payload documents are on, and
-// writes are serialised on the embedded engine, as usersync does).
+// server selection timeout defaults to 2 s). The store is prepared for its
+// server as usersync prepares it.
 func NewStoreAt(t testing.TB, uri string, o repository.Options) *repository.Store {
 	t.Helper()
 	if o.ServerSelectionTimeout == 0 {
 		o.ServerSelectionTimeout = 2 * time.Second
 	}
-	o.PayloadDocuments = true // the production (MongoDB) setting
-	o.SerializeWrites = !UsesMongoDB()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	name := fmt.Sprintf("usersync_test_%d_%d", os.Getpid(), dbs.Add(1))
@@ -79,8 +77,8 @@ func NewStoreAt(t testing.TB, uri string, o repository.Options) *repository.Stor
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	if err := s.EnsureIndexes(ctx); err != nil {
-		t.Fatalf("ensure indexes: %v", err)
+	if _, err := s.Prepare(ctx); err != nil {
+		t.Fatalf("prepare store: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

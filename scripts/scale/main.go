@@ -52,8 +52,7 @@ func main() {
 func run(sizeList string, requests int, uri string) error {
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	external := uri != ""
-	if !external {
+	if uri == "" {
 		dir, err := os.MkdirTemp("", "usersync-scale-")
 		if err != nil {
 			return err
@@ -68,7 +67,7 @@ func run(sizeList string, requests int, uri string) error {
 	}
 	var engineTime commandTimer
 	store, err := repository.Open(ctx, uri, fmt.Sprintf("usersync_scale_%d", time.Now().Unix()),
-		repository.Options{Monitor: engineTime.monitor(), PayloadDocuments: external, SerializeWrites: !external}) // as usersync does
+		repository.Options{Monitor: engineTime.monitor()})
 	if err != nil {
 		return err
 	}
@@ -76,7 +75,8 @@ func run(sizeList string, requests int, uri string) error {
 		_ = store.Drop(ctx)
 		_ = store.Close(ctx)
 	}()
-	if err := store.EnsureIndexes(ctx); err != nil {
+	ferret, err := store.Prepare(ctx) // as usersync does
+	if err != nil {
 		return err
 	}
 	handler, err := api.New(api.Config{
@@ -102,7 +102,7 @@ func run(sizeList string, requests int, uri string) error {
 			return fmt.Errorf("size %q: %w", f, err)
 		}
 		start := time.Now()
-		if err := seed(ctx, store.Database(), template, seeded, size, external); err != nil {
+		if err := seed(ctx, store.Database(), template, seeded, size, !ferret); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "seeded %d users and events in %s\n", size-seeded, time.Since(start).Round(time.Millisecond))
