@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -338,7 +338,6 @@ func (e *Events) findAll(ctx context.Context, filter bson.D, opts *options.FindO
 	return docs, nil
 }
 
-
 // Stats counts events per status and per outcome. Processed events are
 // not counted: their counts come from the outcome counters (see
 // counters.go), so the cost is that of counting the stored and failed
@@ -524,26 +523,29 @@ func (e *Events) MarkFailed(ctx context.Context, id string, cause string, retryA
 }
 
 // Claim leases the event to the caller until now+lease, so that one
-// sweep among several instances processes it: it reports false when the
-// event is processed, or leased to another sweep until after now. The
-// lease ends when the event is marked, or when it runs out (the sweep
-// died). Its error wraps models.ErrNotFound for an id that is not an
-// event id.
-func (e *Events) Claim(ctx context.Context, id string, now time.Time, lease time.Duration) (bool, error) {
+// sweep among several instances processes it. attempts is the number of
+// attempts the caller read with the event: Claim reports false when the
+// event has had another attempt since (another sweep or a delivery got
+// there first), is processed, or is leased to another sweep until after
+// now. The lease ends when the event is marked, or when it runs out (the
+// sweep died). Its error wraps models.ErrNotFound for an id that is not
+// an event id.
+func (e *Events) Claim(ctx context.Context, id string, attempts int, now time.Time, lease time.Duration) (bool, error) {
 	oid, err := bson.ObjectIDFromHex(id)
 	if err != nil {
 		return false, fmt.Errorf("event %s: %w", id, models.ErrNotFound)
 	}
-	cond := bson.D{notProcessed, {Key: "$or", Value: bson.A{
+	cond := bson.D{notProcessed, {Key: "attempts", Value: attempts}, {Key: "$or", Value: bson.A{
 		bson.D{{Key: "claimedUntil", Value: nil}},
 		bson.D{{Key: "claimedUntil", Value: bson.D{{Key: "$lte", Value: now}}}},
 	}}}
 	free := func(raw bson.Raw) bool {
-		if !isNotProcessed(raw) {
+		var d eventDoc
+		if err := bson.Unmarshal(raw, &d); err != nil {
 			return false
 		}
-		until, ok := raw.Lookup("claimedUntil").TimeOK()
-		return !ok || !until.After(now)
+		return d.Status != string(models.StatusProcessed) && d.Attempts == attempts &&
+			(d.ClaimedUntil == nil || !d.ClaimedUntil.After(now))
 	}
 	ok, err := e.eng.updateIf(ctx, e.primary, oid, cond, free, bson.D{
 		{Key: "$set", Value: bson.D{{Key: "claimedUntil", Value: now.Add(lease)}}},

@@ -175,7 +175,7 @@ func (u *Users) applySerial(ctx context.Context, w userWrite) (models.Outcome, e
 			// FerretDB does not say which index refused an insert: the
 			// user itself (it exists) or its email.
 			if _, serr := u.state(ctx, w.doc.ID); errors.Is(serr, models.ErrNotFound) {
-				return "", fmt.Errorf("%w: %w", models.ErrEmailTaken, err)
+				return "", fmt.Errorf("insert refused with no user there: %w", models.ErrEmailTaken)
 			}
 			if try == maxApplyTries {
 				return "", err

@@ -17,9 +17,10 @@ type RecoveryStore interface {
 	// DeleteProcessedBefore deletes up to limit events processed before
 	// cutoff, never stored or failed ones.
 	DeleteProcessedBefore(ctx context.Context, cutoff time.Time, limit int) (int, error)
-	// Claim leases the event to this sweep until now+lease; false when
-	// another sweep holds it or it is processed.
-	Claim(ctx context.Context, id string, now time.Time, lease time.Duration) (bool, error)
+	// Claim leases the event, read with attempts attempts, to this sweep
+	// until now+lease; false when another sweep holds it, or it has had
+	// another attempt since, or it is processed.
+	Claim(ctx context.Context, id string, attempts int, now time.Time, lease time.Duration) (bool, error)
 }
 
 // Recovery is the background work on the inbox: the sweep that processes
@@ -101,7 +102,7 @@ func (r *Recovery) SweepOnce(ctx context.Context) (Report, error) {
 			}
 			seen[ev.ID] = true
 			fresh++
-			claimed, err := r.Store.Claim(ctx, ev.ID, r.now(), r.lease())
+			claimed, err := r.Store.Claim(ctx, ev.ID, ev.Attempts, r.now(), r.lease())
 			if err != nil {
 				return rep, err
 			}
