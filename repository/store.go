@@ -131,7 +131,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // lookups by _id index lookups (see sqliteindex.go). The other indexes
 // are built by EnsureIndexes: serve runs it in the background, usersync
 // migrate in the foreground. Prepare fails with an error wrapping
-// ErrNeedsMigration, naming usersync migrate, when the database holds data
+// models.ErrNeedsMigration, naming usersync migrate, when the database holds data
 // of an older usersync (see Migrate).
 //
 // On FerretDB (the embedded engine, or a FerretDB at MONGODB_URI), which
