@@ -64,6 +64,10 @@ func (s *Store) markSchema(ctx context.Context) error {
 // the database meanwhile. A run that stops half-way (a crash, the
 // database down) is finished by the next one; no user is lost.
 func (s *Store) Migrate(ctx context.Context) (rekeyed int, err error) {
+	// One deadline for the whole run: the client's operation timeout would
+	// otherwise bound the cursor over every user.
+	ctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
+	defer cancel()
 	if _, err := s.prepare(ctx); err != nil {
 		return 0, err
 	}
