@@ -284,9 +284,9 @@ func webhook(t testing.TB, typ string, timestamp int64, data any) []byte {
 // shortRetries makes server-error retries quick for one test.
 func shortRetries(t *testing.T) {
 	t.Helper()
-	old := backfillRetry
-	backfillRetry.backoff = time.Millisecond
-	t.Cleanup(func() { backfillRetry = old })
+	old := clerkRetry
+	clerkRetry.Backoff = time.Millisecond
+	t.Cleanup(func() { clerkRetry = old })
 }
 
 func wantLine(t *testing.T, out, line string) {
@@ -392,7 +392,7 @@ func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
 		!strings.Contains(err.Error(), "500") {
 		t.Fatalf("interrupted backfill = %v, want an error naming the status, offset 2 and how to resume\n%s", err, out)
 	}
-	if got, want := offsets(e.clerk.requests()), "0"+strings.Repeat(",2", backfillRetry.tries); got != want {
+	if got, want := offsets(e.clerk.requests()), "0"+strings.Repeat(",2", clerkRetry.Tries); got != want {
 		t.Errorf("offsets read = %s, want %s (a few tries of the failing page)", got, want)
 	}
 	for i := range 4 {
