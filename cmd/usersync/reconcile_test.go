@@ -278,7 +278,7 @@ func TestReconcile_UpdatesStaleStatesAndNeverOverwritesNewerOnes(t *testing.T) {
 	if got, want := runSummary(t, out), "users in Clerk 2, local users 2, applied 1, stale 1, deleted 0, unchanged 0, failed 0"; got != want {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
-	if u, _ := e.user(t, userID(0)); !u.SourceUpdatedAt.Equal(time.UnixMilli(updatedAt(0)+60_000)) {
+	if u, _ := e.user(t, userID(0)); !u.SourceUpdatedAt.Equal(time.UnixMilli(updatedAt(0) + 60_000)) {
 		t.Errorf("user 0 at %v, want Clerk's newer state", u.SourceUpdatedAt)
 	}
 	if u, _ := e.user(t, userID(1)); u.DisplayName != "Renamed 1" || u.LastEventID != "msg_newer" {
