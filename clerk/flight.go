@@ -11,6 +11,8 @@ import (
 type Flight struct {
 	mu    stdsync.Mutex
 	calls map[string]*call
+
+	joined func() // tests: called when a caller joins a read under way
 }
 
 type call struct {
@@ -28,6 +30,9 @@ func (f *Flight) Do(ctx context.Context, key string, read func() (json.RawMessag
 		f.calls = map[string]*call{}
 	}
 	c, ok := f.calls[key]
+	if ok && f.joined != nil {
+		f.joined()
+	}
 	if !ok {
 		c = &call{done: make(chan struct{})}
 		f.calls[key] = c
