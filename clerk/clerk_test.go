@@ -134,4 +134,3 @@ func TestNew_RefusesToSendTheKeyUnencrypted(t *testing.T) {
 		}
 	}
 }
-

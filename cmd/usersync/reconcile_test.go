@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -343,5 +344,67 @@ func TestReconcile_RequiresTheSecretKey(t *testing.T) {
 	delete(e.env, "CLERK_SECRET_KEY")
 	if _, err := e.reconcile(t); err == nil || !strings.Contains(err.Error(), "CLERK_SECRET_KEY") {
 		t.Errorf("reconcile without a key = %v, want an error naming CLERK_SECRET_KEY", err)
+	}
+}
+
+func TestServe_ReconcilesOnAScheduleAndSyncsOneUser(t *testing.T) {
+	e := newBackfillEnv(t, someUsers(t, 3))
+	e.created(t, 0)
+	e.created(t, 9) // deleted in Clerk while webhooks were down
+	env := map[string]string{
+		"USERSYNC_ADDR":               "127.0.0.1:0",
+		"CLERK_WEBHOOK_SECRET":        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		"USERSYNC_API_KEYS":           "usk_serve_api",
+		"USERSYNC_RECONCILE_INTERVAL": "1h",
+	}
+	for k, v := range e.env {
+		env[k] = v
+	}
+	base, out, stop := start(t, env)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), `"msg":"reconcile done"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reconcile run logged:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e.active(t, 9) || !e.active(t, 2) {
+		t.Errorf("after the scheduled run: user 9 active %v, user 2 active %v; want false, true", e.active(t, 9), e.active(t, 2))
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	_, metrics := send(t, req)
+	for _, want := range []string{
+		"usersync_reconcile_last_run_success 1",
+		`usersync_reconcile_last_run_users{kind="clerk"} 3`,
+		`usersync_reconcile_last_run_users{kind="deleted"} 1`,
+		`usersync_reconcile_runs_total{result="success"} 1`,
+	} {
+		if !strings.Contains(metrics, want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+
+	// A user that signed up after the run: fetched on demand.
+	e.clerk.Add(clerkUser(t, 5, updatedAt(5)))
+	req, _ = http.NewRequest(http.MethodPost, base+"/v1/users/"+userID(5)+"/sync", nil)
+	req.Header.Set("Authorization", "Bearer usk_serve_api")
+	if code, body := send(t, req); code != http.StatusOK || !strings.Contains(body, `"userId":"`+userID(5)+`"`) {
+		t.Errorf("POST sync = %d %s, want the user", code, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServe_AReconcileIntervalNeedsTheSecretKey(t *testing.T) {
+	e := newBackfillEnv(t, nil)
+	env := map[string]string{
+		"USERSYNC_ADDR": "127.0.0.1:0", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		"USERSYNC_API_KEYS": "k", "USERSYNC_RECONCILE_INTERVAL": "1h",
+		"MONGODB_URI": e.env["MONGODB_URI"], "MONGODB_DATABASE": e.env["MONGODB_DATABASE"],
+	}
+	err := run(context.Background(), nil, func(k string) string { return env[k] }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "CLERK_SECRET_KEY") {
+		t.Errorf("serve with an interval and no key = %v, want an error naming CLERK_SECRET_KEY", err)
 	}
 }
