@@ -102,10 +102,11 @@ func (s *Scheduler) RunOnce(ctx context.Context) (ran bool, err error) {
 	return true, err
 }
 
-// Run tries to run the job now and then every poll (at most a minute, at
-// most Interval) until ctx ends: the lease decides when it is due.
+// Run tries to run the job now and then every Interval (but at most a
+// minute apart, and at least a second) until ctx ends: the lease decides
+// when a run is due.
 func (s *Scheduler) Run(ctx context.Context) {
-	poll := min(s.Interval, time.Minute)
+	poll := max(min(s.Interval, time.Minute), time.Second)
 	for {
 		// The job reports its own outcome; only the lease's failures are
 		// logged here.

@@ -60,30 +60,26 @@ func runReconcile(ctx context.Context, cfg config, opts reconcileOptions, out io
 	defer closeStore()
 	rec := &sync.Reconciler{Service: newService(cfg, store), Clerk: cl, Users: store.Users}
 
-	would := ""
-	if opts.dryRun {
-		would = "would "
-	}
 	rep, err := rec.Run(ctx, sync.ReconcileOptions{
 		Deletions: true, Limit: opts.limit, MaxDeletes: opts.maxDeletes, DryRun: opts.dryRun,
 		OnPage: func(offset int, page sync.Tally) {
-			fmt.Fprintf(out, "reconcile: offset %d: %s\n", offset, pageCounts(page, would))
+			fmt.Fprintf(out, "reconcile: offset %d: %s\n", offset, pageCounts(page))
 		},
 		OnUser: func(n sync.UserNote) { fmt.Fprintln(out, "reconcile: "+userNote(n)) },
 	})
 	var stopped *sync.StoppedError
 	if errors.As(err, &stopped) {
-		fmt.Fprintf(out, "reconcile: stopped at offset %d, nothing deleted: %s\n", stopped.Offset, summary(rep, would))
+		fmt.Fprintf(out, "reconcile: stopped at offset %d, nothing deleted: %s\n", stopped.Offset, summary(rep))
 		return fmt.Errorf("reconcile stopped at offset %d: %w; nothing was deleted: rerun to complete the job", stopped.Offset, stopped.Err)
 	}
 	if err != nil {
-		fmt.Fprintf(out, "reconcile: stopped: %s\n", summary(rep, would))
+		fmt.Fprintf(out, "reconcile: stopped: %s\n", summary(rep))
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	switch {
 	case rep.Refused:
 		fmt.Fprintf(out, "reconcile: refused: %d users are absent from Clerk, more than -max-deletes %d: nothing deleted: %s\n",
-			len(rep.Absent), opts.maxDeletes, summary(rep, would))
+			len(rep.Absent), opts.maxDeletes, summary(rep))
 		return fmt.Errorf("reconcile refused to delete %d users (-max-deletes %d): check the users listed above (is CLERK_SECRET_KEY the right instance's?), then rerun with -max-deletes %d",
 			len(rep.Absent), opts.maxDeletes, len(rep.Absent))
 	case rep.DeletesSkipped != "":
@@ -93,28 +89,28 @@ func runReconcile(ctx context.Context, cfg config, opts reconcileOptions, out io
 	if opts.dryRun {
 		done = "dry run, nothing changed"
 	}
-	fmt.Fprintf(out, "reconcile: %s: %s\n", done, summary(rep, would))
+	fmt.Fprintf(out, "reconcile: %s: %s\n", done, summary(rep))
 	return nil
 }
 
 // pageCounts is what became of one page of Clerk's list.
-func pageCounts(t sync.Tally, would string) string {
-	return fmt.Sprintf("%d users (%sapplied %d, stale %d, unchanged %d, failed %d)",
-		t.Users, would, t.Applied, t.Stale, unchanged(t), t.Failed)
+func pageCounts(t sync.Tally) string {
+	return fmt.Sprintf("%d users (applied %d, stale %d, unchanged %d, failed %d)",
+		t.Users, t.Applied, t.Stale, unchanged(t), t.Failed)
 }
 
 // unchanged counts the users whose stored state already was Clerk's (or
 // who are deleted here and stay deleted).
 func unchanged(t sync.Tally) int { return t.Unchanged + t.Duplicate + t.DeletedUser }
 
-// summary is the one line that says what a run did.
-func summary(rep sync.ReconcileReport, would string) string {
+// summary is the one line that says what a run did (a dry run: would do).
+func summary(rep sync.ReconcileReport) string {
 	local := "not read"
 	if rep.LocalUsers >= 0 {
 		local = strconv.Itoa(rep.LocalUsers)
 	}
-	return fmt.Sprintf("users in Clerk %d, local users %s, %sapplied %d, stale %d, %sdeleted %d, unchanged %d, failed %d",
-		rep.Listed.Users, local, would, rep.Listed.Applied, rep.Listed.Stale, would, rep.Deleted, unchanged(rep.Listed), rep.Listed.Failed)
+	return fmt.Sprintf("users in Clerk %d, local users %s, applied %d, stale %d, deleted %d, unchanged %d, failed %d",
+		rep.Listed.Users, local, rep.Listed.Applied, rep.Listed.Stale, rep.Deleted, unchanged(rep.Listed), rep.Listed.Failed)
 }
 
 // userNote is one line about one user.

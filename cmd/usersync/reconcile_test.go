@@ -248,12 +248,15 @@ func TestReconcile_DryRunWritesNothingAndSaysWhatWouldChange(t *testing.T) {
 	if now := counts(); now != was {
 		t.Errorf("a dry run changed the database: %s, was %s", now, was)
 	}
-	if got, want := runSummary(t, out), "users in Clerk 3, local users 3, would applied 2, stale 0, would deleted 1, unchanged 1, failed 0"; got != want {
+	if got, want := runSummary(t, out), "users in Clerk 3, local users 3, applied 2, stale 0, deleted 1, unchanged 1, failed 0"; got != want {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
 	wantLine(t, out, "reconcile: offset 1: user "+userID(1)+": would update")
 	wantLine(t, out, "reconcile: offset 2: user "+userID(2)+": would create")
 	wantLine(t, out, "reconcile: user "+userID(3)+": absent from Clerk: would delete")
+	if !strings.Contains(out, "reconcile: dry run, nothing changed: users in Clerk") {
+		t.Errorf("the summary does not say that nothing changed:\n%s", out)
+	}
 
 	// The real run does what the dry run said.
 	out = e.mustReconcile(t)
