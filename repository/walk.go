@@ -10,7 +10,7 @@ import (
 )
 
 // walkBatch is how many users one read of WalkActive returns.
-const walkBatch = 1000
+var walkBatch = 1000
 
 // WalkActive calls fn with the id of every active user whose document was
 // first written (createdAt) before writtenBefore, in _id order, a batch at
@@ -30,7 +30,7 @@ func (u *Users) WalkActive(ctx context.Context, writtenBefore time.Time, fn func
 		}
 		cur, err := u.coll.Find(ctx, f, options.Find().
 			SetSort(bson.D{{Key: "_id", Value: 1}}).
-			SetLimit(walkBatch).
+			SetLimit(int64(walkBatch)).
 			SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "userId", Value: 1}}))
 		if err != nil {
 			return fmt.Errorf("walk users: %w", translate(err))
