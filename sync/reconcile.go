@@ -156,9 +156,9 @@ func (r *Reconciler) now() time.Time {
 // snapshot, so a user deleted in Clerk during the listing shifts the pages
 // after it and hides another user from the list. Nothing at all is
 // deleted when more than opts.MaxDeletes users would be.
-func (r *Reconciler) Run(ctx context.Context, opts ReconcileOptions) (ReconcileReport, error) {
+func (r *Reconciler) Run(ctx context.Context, opts ReconcileOptions) (rep ReconcileReport, err error) {
 	start := r.now().UTC().Truncate(time.Millisecond)
-	rep := ReconcileReport{
+	rep = ReconcileReport{
 		RunID: strconv.FormatInt(start.UnixMilli(), 10), Started: start,
 		Offset: opts.Offset, End: opts.Offset, LocalUsers: -1,
 	}

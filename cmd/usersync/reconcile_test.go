@@ -387,6 +387,10 @@ func TestServe_ReconcilesOnAScheduleAndSyncsOneUser(t *testing.T) {
 		}
 	}
 
+	if strings.Contains(metrics, "usersync_reconcile_last_run_duration_seconds 0\n") ||
+		!strings.Contains(metrics, "usersync_reconcile_last_run_duration_seconds ") {
+		t.Errorf("metrics lack the last run's duration")
+	}
 	// A user that signed up after the run: fetched on demand.
 	e.clerk.Add(clerkUser(t, 5, updatedAt(5)))
 	req, _ = http.NewRequest(http.MethodPost, base+"/v1/users/"+userID(5)+"/sync", nil)
