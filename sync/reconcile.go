@@ -118,8 +118,12 @@ type ReconcileReport struct {
 	// began: the ones a deletion may concern. -1 when they were not read.
 	LocalUsers int
 	Deleted    int      // users deleted (dry run: that would be)
-	Absent     []string // active users absent from Clerk, deleted or not
-	Refused    bool     // more than MaxDeletes to delete: nothing deleted
+	Absent     []string // active users absent from Clerk's list
+	// Refused is set when more than MaxDeletes users were to be deleted:
+	// none was. ToDelete lists them: those Clerk answered 404 for, and
+	// those not asked about once the limit was passed.
+	Refused  bool
+	ToDelete []string
 	// DeletesSkipped says why no user was looked for deletion ("" when
 	// they were); set when deletions were asked for.
 	DeletesSkipped string
@@ -339,7 +343,7 @@ func (r *Reconciler) deleteAbsent(ctx context.Context, seen map[string]struct{},
 		}
 	}
 	if limited && len(confirmed) > opts.MaxDeletes {
-		rep.Refused = true
+		rep.Refused, rep.ToDelete = true, confirmed
 		for _, userID := range confirmed {
 			note(userID, NoteWouldDelete, nil)
 		}

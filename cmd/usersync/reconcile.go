@@ -79,9 +79,9 @@ func runReconcile(ctx context.Context, cfg config, opts reconcileOptions, out io
 	switch {
 	case rep.Refused:
 		fmt.Fprintf(out, "reconcile: refused: %d users are absent from Clerk, more than -max-deletes %d: nothing deleted: %s\n",
-			len(rep.Absent), opts.maxDeletes, summary(rep))
+			len(rep.ToDelete), opts.maxDeletes, summary(rep))
 		return fmt.Errorf("reconcile refused to delete %d users (-max-deletes %d): check the users listed above (is CLERK_SECRET_KEY the right instance's?), then rerun with -max-deletes %d",
-			len(rep.Absent), opts.maxDeletes, len(rep.Absent))
+			len(rep.ToDelete), opts.maxDeletes, len(rep.ToDelete))
 	case rep.DeletesSkipped != "":
 		fmt.Fprintf(out, "reconcile: nothing deleted: %s\n", rep.DeletesSkipped)
 	}
@@ -151,7 +151,7 @@ func scheduleReconcile(ctx context.Context, cfg config, store *repository.Store,
 		Job: func(ctx context.Context) error {
 			rep, err := rec.Run(ctx, sync.ReconcileOptions{Deletions: true, Limit: clerk.MaxPageLimit, MaxDeletes: defaultMaxDeletes})
 			if err == nil && rep.Refused {
-				err = fmt.Errorf("%d users are absent from Clerk, more than %d: nothing deleted; run usersync reconcile to check them", len(rep.Absent), defaultMaxDeletes)
+				err = fmt.Errorf("%d users are absent from Clerk, more than %d: nothing deleted; run usersync reconcile to check them", len(rep.ToDelete), defaultMaxDeletes)
 			}
 			metrics.ObserveReconcile(api.ReconcileRun{
 				Start: rep.Started, Duration: rep.Duration, Success: err == nil,

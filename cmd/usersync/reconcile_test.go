@@ -415,3 +415,38 @@ func TestServe_AReconcileIntervalNeedsTheSecretKey(t *testing.T) {
 		t.Errorf("serve with an interval and no key = %v, want an error naming CLERK_SECRET_KEY", err)
 	}
 }
+
+func TestServe_AScheduledRunRefusedByTheLimitDeletesNothingAndSaysSo(t *testing.T) {
+	e := newBackfillEnv(t, nil) // a Clerk with no users: a wrong key, say
+	for i := range defaultMaxDeletes + 1 {
+		e.created(t, i)
+	}
+	env := map[string]string{
+		"USERSYNC_ADDR": "127.0.0.1:0", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		"USERSYNC_API_KEYS": "k", "USERSYNC_RECONCILE_INTERVAL": "1h",
+	}
+	for k, v := range e.env {
+		env[k] = v
+	}
+	base, out, _ := start(t, env)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), `"msg":"reconcile failed"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed reconcile logged:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), "11 users are absent from Clerk, more than 10: nothing deleted") {
+		t.Errorf("the log does not say why:\n%s", out)
+	}
+	for i := range defaultMaxDeletes + 1 {
+		if !e.active(t, i) {
+			t.Errorf("user %d was deleted by a refused run", i)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	if _, metrics := send(t, req); !strings.Contains(metrics, "usersync_reconcile_last_run_success 0\n") ||
+		!strings.Contains(metrics, `usersync_reconcile_runs_total{result="failure"} 1`+"\n") {
+		t.Errorf("metrics do not show the failed run")
+	}
+}
