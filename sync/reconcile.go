@@ -210,7 +210,8 @@ func (r *Reconciler) Run(ctx context.Context, opts ReconcileOptions) (rep Reconc
 		rep.DeletesSkipped = fmt.Sprintf("%d listed users had no readable id", unreadable)
 		return rep, nil
 	}
-	return rep, r.deleteAbsent(ctx, seen, opts, &rep)
+	err = r.deleteAbsent(ctx, seen, opts, &rep)
+	return rep, err
 }
 
 // one applies (or, in a dry run, previews) one user of Clerk's list and
