@@ -61,6 +61,8 @@ func codeFor(status int) string {
 		return "unauthorized"
 	case http.StatusBadRequest:
 		return "invalid_request"
+	case http.StatusNotImplemented:
+		return "not_configured"
 	}
 	if status >= 500 {
 		return "internal"

@@ -31,6 +31,7 @@ type Metrics struct {
 	replayed  *prometheus.CounterVec
 	retention prometheus.Counter
 	engine    prometheus.Counter
+	reconcile *reconcileMetrics
 }
 
 // NewMetrics registers usersync's metrics. stats, if not nil, feeds the
@@ -65,6 +66,7 @@ func NewMetrics(stats StatsSource) *Metrics {
 	}
 	m.reg.MustRegister(m.requests, m.webhooks, m.process, m.swept, m.replayed, m.retention, m.engine,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reconcile = newReconcileMetrics(m.reg)
 	if stats != nil {
 		m.reg.MustRegister(&eventsCollector{stats: stats, desc: prometheus.NewDesc(
 			"usersync_events", "Stored events by status (read from the database at most every 15 s).",

@@ -55,6 +55,10 @@ type Config struct {
 	APIKeys   []string
 	AdminKeys []string
 
+	// ClerkSync, if set, serves POST /v1/users/{userId}/sync; without it
+	// (no CLERK_SECRET_KEY) that route answers 501.
+	ClerkSync UserSyncer
+
 	// Metrics, if set, are served at /metrics and updated by the server;
 	// nil makes a set of its own.
 	Metrics *Metrics
@@ -73,6 +77,8 @@ type server struct {
 	keys     keyring
 	metrics  *Metrics
 	now      func() time.Time
+
+	clerkSync UserSyncer
 }
 
 // New returns the HTTP handler of usersync. It fails when a webhook secret
@@ -98,6 +104,8 @@ func New(cfg Config) (*echo.Echo, error) {
 		keys:     newKeyring(cfg.APIKeys, cfg.AdminKeys),
 		metrics:  cfg.Metrics,
 		now:      cfg.Now,
+
+		clerkSync: cfg.ClerkSync,
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

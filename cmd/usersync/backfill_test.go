@@ -7,18 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	stdsync "sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/usersync/usersync/clerk/clerktest"
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/repository/repotest"
@@ -29,102 +28,6 @@ const testClerkKey = "sk_test_backfillSecretKey0123456789"
 
 // baseUpdatedAt is the Clerk time (Unix ms) of the first generated user.
 const baseUpdatedAt = int64(1_700_000_000_000)
-
-// clerkRequest is what the fake Clerk saw of one request.
-type clerkRequest struct {
-	Auth, Limit, Offset, OrderBy string
-	At                           time.Time
-}
-
-// fakeClerk serves Clerk's GET /v1/users over users, paginated by limit
-// and offset as Clerk does. answer, if set, may answer a request instead:
-// it gets the request and how many requests came before it at the same
-// offset, and returns 0 to let the page be served.
-type fakeClerk struct {
-	URL string // CLERK_API_URL
-
-	mu     stdsync.Mutex
-	users  []json.RawMessage
-	reqs   []clerkRequest
-	answer func(w http.ResponseWriter, r clerkRequest, before int) int
-}
-
-func newFakeClerk(t *testing.T, users []json.RawMessage) *fakeClerk {
-	t.Helper()
-	c := &fakeClerk{users: users}
-	srv := httptest.NewServer(http.HandlerFunc(c.serve))
-	t.Cleanup(srv.Close)
-	c.URL = srv.URL + "/v1"
-	return c
-}
-
-func (c *fakeClerk) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet || r.URL.Path != "/v1/users" {
-		http.Error(w, `{"errors":[{"code":"resource_not_found"}]}`, http.StatusNotFound)
-		return
-	}
-	q := r.URL.Query()
-	req := clerkRequest{
-		Auth: r.Header.Get("Authorization"), Limit: q.Get("limit"), Offset: q.Get("offset"),
-		OrderBy: q.Get("order_by"), At: time.Now(),
-	}
-	c.mu.Lock()
-	before := 0
-	for _, seen := range c.reqs {
-		if seen.Offset == req.Offset {
-			before++
-		}
-	}
-	c.reqs = append(c.reqs, req)
-	answer, users := c.answer, c.users
-	c.mu.Unlock()
-
-	if answer != nil && answer(w, req, before) != 0 {
-		return
-	}
-	limit, err1 := strconv.Atoi(req.Limit)
-	offset, err2 := strconv.Atoi(req.Offset)
-	if err1 != nil || err2 != nil || limit < 1 || limit > 500 || offset < 0 {
-		http.Error(w, `{"errors":[{"code":"form_param_value_invalid"}]}`, http.StatusUnprocessableEntity)
-		return
-	}
-	page := users[min(offset, len(users)):min(offset+limit, len(users))]
-	var b bytes.Buffer
-	b.WriteString("[\n  ")
-	for i, u := range page {
-		if i > 0 {
-			b.WriteString(",\n  ")
-		}
-		b.Write(u)
-	}
-	b.WriteString("\n]\n")
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b.Bytes())
-}
-
-// setAnswer sets the hook that may answer requests instead of the pages.
-func (c *fakeClerk) setAnswer(f func(w http.ResponseWriter, r clerkRequest, before int) int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.answer = f
-}
-
-// requests returns the requests seen so far and forgets them.
-func (c *fakeClerk) requests() []clerkRequest {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	reqs := c.reqs
-	c.reqs = nil
-	return reqs
-}
-
-func offsets(reqs []clerkRequest) string {
-	var s []string
-	for _, r := range reqs {
-		s = append(s, r.Offset)
-	}
-	return strings.Join(s, ",")
-}
 
 // clerkUser returns user i as Clerk's API serves it: the data of the
 // user.created fixture with its own id, email, name and updated_at,
@@ -178,7 +81,7 @@ var backfillDBs atomic.Int64
 // backfillEnv is what a backfill runs against: a fresh database on the
 // test engine, a store on it to check the results, and a fake Clerk.
 type backfillEnv struct {
-	clerk *fakeClerk
+	clerk *clerktest.Server
 	store *repository.Store
 	env   map[string]string
 }
@@ -202,7 +105,7 @@ func newBackfillEnv(t *testing.T, users []json.RawMessage) *backfillEnv {
 	if _, err := store.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
-	clerk := newFakeClerk(t, users)
+	clerk := clerktest.New(t, users)
 	return &backfillEnv{clerk: clerk, store: store, env: map[string]string{
 		"MONGODB_URI":       uri,
 		"MONGODB_DATABASE":  db,
@@ -284,9 +187,9 @@ func webhook(t testing.TB, typ string, timestamp int64, data any) []byte {
 // shortRetries makes server-error retries quick for one test.
 func shortRetries(t *testing.T) {
 	t.Helper()
-	old := backfillRetry
-	backfillRetry.backoff = time.Millisecond
-	t.Cleanup(func() { backfillRetry = old })
+	old := clerkRetry
+	clerkRetry.Backoff = time.Millisecond
+	t.Cleanup(func() { clerkRetry = old })
 }
 
 func wantLine(t *testing.T, out, line string) {
@@ -301,8 +204,8 @@ func TestBackfill_AppliesEveryUserOfEveryPage(t *testing.T) {
 	e := newBackfillEnv(t, users)
 	out := e.mustBackfill(t, "-limit", "2")
 
-	reqs := e.clerk.requests()
-	if got := offsets(reqs); got != "0,2,4" {
+	reqs := e.clerk.Requests()
+	if got := clerktest.Offsets(reqs); got != "0,2,4" {
 		t.Errorf("offsets read = %s, want 0,2,4", got)
 	}
 	for _, r := range reqs {
@@ -352,7 +255,7 @@ func TestBackfill_AppliesEveryUserOfEveryPage(t *testing.T) {
 
 func TestBackfill_WaitsOutA429(t *testing.T) {
 	e := newBackfillEnv(t, someUsers(t, 3))
-	e.clerk.setAnswer(func(w http.ResponseWriter, r clerkRequest, before int) int {
+	e.clerk.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, before int) int {
 		if r.Offset == "2" && before == 0 {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, `{"errors":[{"code":"too_many_requests"}]}`, http.StatusTooManyRequests)
@@ -362,8 +265,8 @@ func TestBackfill_WaitsOutA429(t *testing.T) {
 	})
 	out := e.mustBackfill(t, "-limit", "2")
 
-	reqs := e.clerk.requests()
-	if got := offsets(reqs); got != "0,2,2" {
+	reqs := e.clerk.Requests()
+	if got := clerktest.Offsets(reqs); got != "0,2,2" {
 		t.Fatalf("offsets read = %s, want 0,2,2 (the throttled page again)", got)
 	}
 	if waited := reqs[2].At.Sub(reqs[1].At); waited < time.Second {
@@ -380,7 +283,7 @@ func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
 	shortRetries(t)
 	// Four users: the last page is empty, which ends the run too.
 	e := newBackfillEnv(t, someUsers(t, 4))
-	e.clerk.setAnswer(func(w http.ResponseWriter, r clerkRequest, _ int) int {
+	e.clerk.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, _ int) int {
 		if r.Offset == "2" {
 			http.Error(w, `{"errors":[{"code":"internal_error"}]}`, http.StatusInternalServerError)
 			return http.StatusInternalServerError
@@ -392,7 +295,7 @@ func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
 		!strings.Contains(err.Error(), "500") {
 		t.Fatalf("interrupted backfill = %v, want an error naming the status, offset 2 and how to resume\n%s", err, out)
 	}
-	if got, want := offsets(e.clerk.requests()), "0"+strings.Repeat(",2", backfillRetry.tries); got != want {
+	if got, want := clerktest.Offsets(e.clerk.Requests()), "0"+strings.Repeat(",2", clerkRetry.Tries); got != want {
 		t.Errorf("offsets read = %s, want %s (a few tries of the failing page)", got, want)
 	}
 	for i := range 4 {
@@ -401,9 +304,9 @@ func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
 		}
 	}
 
-	e.clerk.setAnswer(nil)
+	e.clerk.SetAnswer(nil)
 	out = e.mustBackfill(t, "-limit", "2")
-	if got := offsets(e.clerk.requests()); got != "0,2,4" {
+	if got := clerktest.Offsets(e.clerk.Requests()); got != "0,2,4" {
 		t.Errorf("rerun read offsets %s, want 0,2,4", got)
 	}
 	wantLine(t, out, "backfill: offset 0: 2 users (applied 0, stale 0, deleted_user 0, duplicate 2, failed 0)")
@@ -412,7 +315,7 @@ func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
 
 	// Resuming where it stopped reads only from there.
 	out = e.mustBackfill(t, "-limit", "2", "-offset", "2")
-	if got := offsets(e.clerk.requests()); got != "2,4" {
+	if got := clerktest.Offsets(e.clerk.Requests()); got != "2,4" {
 		t.Errorf("run with -offset 2 read offsets %s, want 2,4", got)
 	}
 	wantLine(t, out, "backfill: done, offsets 2 to 4: 2 users (applied 0, stale 0, deleted_user 0, duplicate 2, failed 0)")
@@ -495,7 +398,7 @@ func TestBackfill_CountsUsersItCannotApplyAndGoesOn(t *testing.T) {
 
 func TestBackfill_StopsAtOnceWhenClerkRefuses(t *testing.T) {
 	e := newBackfillEnv(t, someUsers(t, 2))
-	e.clerk.setAnswer(func(w http.ResponseWriter, r clerkRequest, _ int) int {
+	e.clerk.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, _ int) int {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
 		fmt.Fprintf(w, `{"errors":[{"message":"Invalid authentication","long_message":"%s is not a valid key","code":"authentication_invalid"}]}`, strings.TrimPrefix(r.Auth, "Bearer "))
@@ -509,7 +412,7 @@ func TestBackfill_StopsAtOnceWhenClerkRefuses(t *testing.T) {
 	if strings.Contains(err.Error(), testClerkKey) || strings.Contains(out, testClerkKey) {
 		t.Errorf("the secret key is shown:\n%v\n%s", err, out)
 	}
-	if got := offsets(e.clerk.requests()); got != "0" {
+	if got := clerktest.Offsets(e.clerk.Requests()); got != "0" {
 		t.Errorf("offsets read = %s, want 0 (no retry of a refusal)", got)
 	}
 }
@@ -520,7 +423,7 @@ func TestBackfill_RequiresTheSecretKey(t *testing.T) {
 	if _, err := e.backfill(t); err == nil || !strings.Contains(err.Error(), "CLERK_SECRET_KEY") {
 		t.Errorf("backfill without a key = %v, want an error naming CLERK_SECRET_KEY", err)
 	}
-	if reqs := e.clerk.requests(); len(reqs) != 0 {
+	if reqs := e.clerk.Requests(); len(reqs) != 0 {
 		t.Errorf("Clerk was asked %d times, want none", len(reqs))
 	}
 }
@@ -554,7 +457,7 @@ func TestBackfill_RefusesBadFlagsAndURLs(t *testing.T) {
 			}
 		})
 	}
-	if reqs := e.clerk.requests(); len(reqs) != 0 {
+	if reqs := e.clerk.Requests(); len(reqs) != 0 {
 		t.Errorf("Clerk was asked %d times, want none", len(reqs))
 	}
 }

@@ -36,6 +36,8 @@ type config struct {
 	SweepGrace    time.Duration
 	MaxAttempts   int
 	Retention     time.Duration // 0 keeps processed events forever
+
+	ReconcileInterval time.Duration // 0: serve never runs reconcile
 }
 
 // embeddedRetention is the default retention with the embedded engine,
@@ -74,6 +76,7 @@ func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (co
 		{"USERSYNC_SWEEP_INTERVAL", "sweep-interval", "30s", "how often the recovery sweep runs; 0 turns it off", &c.SweepInterval},
 		{"USERSYNC_SWEEP_GRACE", "sweep-grace", "1m", "how long a stored event is left to its delivery before the sweep takes it", &c.SweepGrace},
 		{"USERSYNC_RETENTION", "retention", "", "how long processed events are kept, e.g. 720h or 30d; 0 keeps them (default: forever with MongoDB, 7d embedded)", &c.Retention},
+		{"USERSYNC_RECONCILE_INTERVAL", "reconcile-interval", "", "how often serve reconciles with Clerk, e.g. 6h; 0 or empty: never (needs CLERK_SECRET_KEY)", &c.ReconcileInterval},
 	}
 	durText := make([]*string, len(durations))
 	for i, d := range durations {

@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		return fmt.Errorf("unknown command %q (commands: serve, replay, backfill, migrate)", name)
+		return fmt.Errorf("unknown command %q (commands: serve, replay, backfill, reconcile, migrate)", name)
 	}
 	fs := flag.NewFlagSet("usersync "+name, flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -72,10 +72,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 type command func(fs *flag.FlagSet) func(ctx context.Context, cfg config, out io.Writer) error
 
 var commands = map[string]command{
-	"serve":    func(*flag.FlagSet) func(context.Context, config, io.Writer) error { return runServe },
-	"replay":   replayCommand,
-	"backfill": backfillCommand,
-	"migrate":  migrateCommand,
+	"serve":     func(*flag.FlagSet) func(context.Context, config, io.Writer) error { return runServe },
+	"replay":    replayCommand,
+	"backfill":  backfillCommand,
+	"reconcile": reconcileCommand,
+	"migrate":   migrateCommand,
 }
 
 // runServe serves the HTTP API until ctx is cancelled.
@@ -188,12 +189,22 @@ func newService(cfg config, store *repository.Store) *sync.Service {
 func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.Logger) error {
 	svc := newService(cfg, store)
 	metrics := api.NewMetrics(store.Events)
+	cl, fetcher, err := clerkForServe(cfg, svc)
+	if err != nil {
+		return err
+	}
 	handler, err := api.New(api.Config{
 		Sync: svc, Users: store.Users, Events: store.Events, DB: store, Logger: log, Metrics: metrics,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
+		ClerkSync: fetcher,
 	})
 	if err != nil {
 		return fmt.Errorf("CLERK_WEBHOOK_SECRET: %w", err)
+	}
+	if cfg.ReconcileInterval > 0 {
+		rctx, stopReconcile := context.WithCancel(ctx)
+		wait := scheduleReconcile(rctx, cfg, store, svc, cl, metrics, log)
+		defer func() { stopReconcile(); wait() }()
 	}
 	if cfg.SweepInterval > 0 {
 		rec := &sync.Recovery{

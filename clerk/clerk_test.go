@@ -1,0 +1,136 @@
+package clerk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	stdsync "sync"
+	"testing"
+	"time"
+
+	"github.com/usersync/usersync/clerk/clerktest"
+	"github.com/usersync/usersync/models"
+)
+
+const testKey = "sk_test_clerkClientKey"
+
+func newClient(t *testing.T, users ...string) (*Client, *clerktest.Server) {
+	t.Helper()
+	var raws []json.RawMessage
+	for _, id := range users {
+		raws = append(raws, json.RawMessage(`{"id":"`+id+`","updated_at":1760000000000}`))
+	}
+	fake := clerktest.New(t, raws)
+	c, err := New(fake.URL, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Retry.Backoff = time.Millisecond
+	return c, fake
+}
+
+func TestGetUser_AnswersAUserOr404AsNotFound(t *testing.T) {
+	c, fake := newClient(t, "user_a")
+	ctx := context.Background()
+	raw, err := c.GetUser(ctx, "user_a")
+	if err != nil || string(raw) != `{"id":"user_a","updated_at":1760000000000}` {
+		t.Errorf("GetUser(user_a) = %s, %v; want the user as served", raw, err)
+	}
+	if _, err := c.GetUser(ctx, "user_b"); !errors.Is(err, models.ErrNotFound) {
+		t.Errorf("GetUser(user_b) = %v, want not found", err)
+	}
+	for _, id := range []string{"", "user_a/../x", "user_?x"} {
+		if _, err := c.GetUser(ctx, id); !errors.Is(err, models.ErrInvalid) {
+			t.Errorf("GetUser(%q) = %v, want invalid", id, err)
+		}
+	}
+	if got := len(fake.Requests()); got != 2 {
+		t.Errorf("%d requests, want 2 (none for ids that are not ids)", got)
+	}
+}
+
+func TestGetUser_RetriesA500AndWaitsOutA429(t *testing.T) {
+	c, fake := newClient(t, "user_a")
+	fake.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, before int) int {
+		switch before {
+		case 0:
+			http.Error(w, "{}", http.StatusInternalServerError)
+			return http.StatusInternalServerError
+		case 1:
+			w.Header().Set("Retry-After", "0")
+			http.Error(w, "{}", http.StatusTooManyRequests)
+			return http.StatusTooManyRequests
+		}
+		return 0
+	})
+	var retries []Retry
+	c.OnRetry = func(r Retry) { retries = append(retries, r) }
+	if _, err := c.GetUser(context.Background(), "user_a"); err != nil {
+		t.Fatalf("GetUser = %v, want the user after a 500 and a 429", err)
+	}
+	if len(retries) != 2 || retries[0].Throttled || !retries[1].Throttled || retries[1].Wait != 0 || retries[0].What != "user user_a" {
+		t.Errorf("retries = %+v, want a retry after the 500, then the 429's Retry-After of 0", retries)
+	}
+}
+
+func TestGetUser_ConcurrentCallsForOneUserMakeOneRequest(t *testing.T) {
+	c, fake := newClient(t, "user_a")
+	const callers = 8
+	var joined stdsync.WaitGroup
+	joined.Add(callers - 1)
+	c.flight.joined = joined.Done
+	release := make(chan struct{})
+	fake.SetAnswer(func(http.ResponseWriter, clerktest.Request, int) int {
+		<-release // hold the first read until every caller waits on it
+		return 0
+	})
+	var wg stdsync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Go(func() {
+			_, err := c.GetUser(context.Background(), "user_a")
+			errs <- err
+		})
+	}
+	joined.Wait()
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if n := len(fake.Requests()); n != 1 {
+		t.Errorf("%d requests to Clerk for %d concurrent calls, want 1", n, callers)
+	}
+}
+
+func TestLimiter_AllowsItsBurstThenMakesCallersWait(t *testing.T) {
+	l := NewLimiter(3, time.Hour)
+	for i := range 3 {
+		if err := l.Wait(context.Background()); err != nil {
+			t.Fatalf("Wait %d = %v, want a token of the burst", i, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The next token is 20 minutes away: longer than the caller waits.
+	if err := l.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait beyond the burst = %v, want a deadline error at once", err)
+	}
+}
+
+func TestNew_RefusesToSendTheKeyUnencrypted(t *testing.T) {
+	for _, tc := range []struct{ url, key, want string }{
+		{"https://api.clerk.com/v1", "", "CLERK_SECRET_KEY"},
+		{"http://api.clerk.com/v1", testKey, "CLERK_API_URL"},
+		{"ftp://api.clerk.com/v1", testKey, "CLERK_API_URL"},
+	} {
+		if _, err := New(tc.url, tc.key); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%q) = %v, want an error naming %s", tc.url, err, tc.want)
+		}
+	}
+}

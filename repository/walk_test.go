@@ -1,0 +1,56 @@
+package repository_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
+	"github.com/usersync/usersync/repository/repotest"
+)
+
+func TestUsersWalkActive_EveryActiveUserWrittenBeforeTheTimeOnce(t *testing.T) {
+	defer repository.SetWalkBatchForTest(2)()
+	ctx := context.Background()
+	s := repotest.NewStore(t)
+	written := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	state := func(id, eventID string, deleted bool) models.Change {
+		return models.Change{UserID: id, EventID: eventID, SourceTime: written.Add(-time.Hour), Deleted: deleted,
+			DisplayName: id, Metadata: json.RawMessage(`{}`)}
+	}
+	var want []string
+	for i := range 7 {
+		id := fmt.Sprintf("user_walk%d", i)
+		at := written
+		if i == 5 {
+			at = written.Add(time.Minute) // first written after the cut
+		}
+		if _, err := s.Users.Apply(ctx, state(id, "msg_"+id, false), at); err != nil {
+			t.Fatal(err)
+		}
+		if i == 3 {
+			if _, err := s.Users.Apply(ctx, state(id, "msg_z_"+id, true), at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i != 3 && i != 5 {
+			want = append(want, id)
+		}
+	}
+	var got []string
+	err := s.Users.WalkActive(ctx, written.Add(time.Second), func(id string) error {
+		got = append(got, id)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("WalkActive = %v, want %v (active, first written before the cut, each once)", got, want)
+	}
+}

@@ -1,0 +1,137 @@
+package sync_test
+
+import (
+	"context"
+	"fmt"
+	stdsync "sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/usersync/usersync/repository"
+	"github.com/usersync/usersync/repository/repotest"
+	"github.com/usersync/usersync/sync"
+)
+
+func TestScheduler_TwoSchedulersNeverRunTwoJobsAtOnce(t *testing.T) {
+	store := repotest.NewStore(t)
+	// Two instances on one database: each has its own connection.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	second, err := repository.Open(ctx, repotest.URI(t), store.Database().Name(), repository.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close(context.Background())
+	if _, err := second.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := repository.NewLeases(second)
+	var running, most, runs atomic.Int64
+	job := func(context.Context) error {
+		n := running.Add(1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		runs.Add(1)
+		time.Sleep(5 * time.Millisecond) // room for the other one to try
+		running.Add(-1)
+		return nil
+	}
+	scheds := []*sync.Scheduler{
+		{Leases: repository.NewLeases(store), Name: "reconcile", Owner: "a", Job: job, Log: repotest.Discard()},
+		{Leases: other, Name: "reconcile", Owner: "b", Job: job, Log: repotest.Discard()},
+	}
+	var wg stdsync.WaitGroup
+	ran := make([]atomic.Int64, len(scheds))
+	for i, s := range scheds {
+		// Interval 0: each run's lease ends with it, so both keep trying.
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 20 {
+					ok, err := s.RunOnce(context.Background())
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if ok {
+						ran[i].Add(1)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if most.Load() != 1 {
+		t.Errorf("at most %d runs at once, want 1", most.Load())
+	}
+	if runs.Load() == 0 {
+		t.Errorf("no run at all")
+	}
+	t.Logf("runs: a %d, b %d", ran[0].Load(), ran[1].Load())
+}
+
+func TestScheduler_RunsOncePerIntervalAcrossInstances(t *testing.T) {
+	store := repotest.NewStore(t)
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	var runs []string
+	mk := func(owner string) *sync.Scheduler {
+		return &sync.Scheduler{
+			Leases: repository.NewLeases(store), Name: "reconcile", Owner: owner, Interval: time.Hour, Now: clock,
+			Log: repotest.Discard(),
+			Job: func(context.Context) error { runs = append(runs, owner); return nil },
+		}
+	}
+	a, b := mk("a"), mk("b")
+	ctx := context.Background()
+	steps := []struct {
+		at   time.Duration // after the start
+		s    *sync.Scheduler
+		want bool
+	}{
+		{0, a, true},
+		{0, b, false},
+		{30 * time.Minute, b, false},
+		{30 * time.Minute, a, false}, // not even its owner before the interval
+		{time.Hour, b, true},
+		{time.Hour + time.Minute, a, false},
+		{2 * time.Hour, a, true},
+	}
+	start := now
+	for _, st := range steps {
+		now = start.Add(st.at)
+		ran, err := st.s.RunOnce(ctx)
+		if err != nil || ran != st.want {
+			t.Errorf("at +%v, %s RunOnce = %v, %v; want %v", st.at, st.s.Owner, ran, err, st.want)
+		}
+	}
+	if got := fmt.Sprint(runs); got != "[a b a]" {
+		t.Errorf("runs = %s, want [a b a]", got)
+	}
+}
+
+func TestScheduler_AnExpiredLeaseIsTakenOver(t *testing.T) {
+	store := repotest.NewStore(t)
+	leases := repository.NewLeases(store)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	// Process a took the lease for a minute and died.
+	if ok, err := leases.Acquire(ctx, "reconcile", "a", now, now.Add(time.Minute)); !ok || err != nil {
+		t.Fatalf("Acquire = %v, %v", ok, err)
+	}
+	if ok, _ := leases.Acquire(ctx, "reconcile", "b", now.Add(59*time.Second), now.Add(2*time.Minute)); ok {
+		t.Errorf("b took a lease that had not expired")
+	}
+	if ok, err := leases.Acquire(ctx, "reconcile", "b", now.Add(time.Minute), now.Add(2*time.Minute)); !ok || err != nil {
+		t.Errorf("b could not take the expired lease: %v, %v", ok, err)
+	}
+	if ok, _ := leases.Extend(ctx, "reconcile", "a", now.Add(3*time.Minute)); ok {
+		t.Errorf("a renewed a lease b holds")
+	}
+}
