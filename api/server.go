@@ -5,6 +5,8 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"time"
 
@@ -61,6 +63,10 @@ type Config struct {
 
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	// Limits bound the work and memory of webhook deliveries in flight;
+	// zero values take the defaults (see Limits).
+	Limits Limits
 }
 
 type server struct {
@@ -73,6 +79,8 @@ type server struct {
 	keys     keyring
 	metrics  *Metrics
 	now      func() time.Time
+	inflight *inflight
+	health   *health
 }
 
 // New returns the HTTP handler of usersync. It fails when a webhook secret
@@ -98,11 +106,14 @@ func New(cfg Config) (*echo.Echo, error) {
 		keys:     newKeyring(cfg.APIKeys, cfg.AdminKeys),
 		metrics:  cfg.Metrics,
 		now:      cfg.Now,
+		inflight: newInflight(cfg.Limits),
+		health:   &health{},
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(middleware.RequestID())
+	e.Pre(webhookTrailingSlash)
+	e.Use(requestID)
 	e.Use(s.logRequests())
 	e.Use(s.metrics.observe())
 	s.routes(e)
@@ -122,4 +133,57 @@ func (s *server) logRequests() echo.MiddlewareFunc {
 			return nil
 		},
 	})
+}
+
+// maxRequestID bounds a client's X-Request-Id; longer ones are replaced.
+const maxRequestID = 64
+
+// requestID gives every request an id, in the X-Request-Id response header
+// and in every log line written for it. A client's own X-Request-Id is kept
+// only if it is at most 64 characters of [A-Za-z0-9._-]; any other is
+// replaced by a generated one, so that a client cannot write what it likes
+// into the logs.
+func requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		rid := req.Header.Get(echo.HeaderXRequestID)
+		if !safeRequestID(rid) {
+			rid = newRequestID()
+		}
+		req.Header.Set(echo.HeaderXRequestID, rid) // what the request logger reads
+		c.Response().Header().Set(echo.HeaderXRequestID, rid)
+		return next(c)
+	}
+}
+
+func safeRequestID(s string) bool {
+	if s == "" || len(s) > maxRequestID {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '.', b == '_', b == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// webhookTrailingSlash serves POST /webhooks/clerk/ as /webhooks/clerk: an
+// endpoint URL pasted with a slash must work, and a redirect would not do
+// (Svix counts a 3xx as a failed delivery).
+func webhookTrailingSlash(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if u := c.Request().URL; u.Path == "/webhooks/clerk/" {
+			u.Path, u.RawPath = "/webhooks/clerk", ""
+		}
+		return next(c)
+	}
 }

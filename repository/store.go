@@ -172,6 +172,8 @@ func translate(err error) error {
 		return models.ErrNotFound
 	case isUniqueViolation(err):
 		return fmt.Errorf("%w: %w", models.ErrConflict, err)
+	case isStorageFull(err):
+		return storageFull(err)
 	case isUnavailable(err):
 		return fmt.Errorf("%w: %w", models.ErrUnavailable, err)
 	}
