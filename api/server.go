@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -127,7 +128,7 @@ func (s *server) logRequests() echo.MiddlewareFunc {
 		HandleError: true, LogMethod: true, LogURIPath: true, LogStatus: true, LogLatency: true, LogRequestID: true,
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 			s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
-				slog.String("method", v.Method), slog.String("path", v.URIPath),
+				slog.String("method", methodLabel(v.Method)), slog.String("path", logPath(v.URIPath)),
 				slog.Int("status", v.Status), slog.Duration("latency", v.Latency),
 				slog.String("request_id", v.RequestID))
 			return nil
@@ -186,4 +187,15 @@ func webhookTrailingSlash(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// maxLoggedPath bounds the request path in a log line.
+const maxLoggedPath = 256
+
+// logPath is path cut to maxLoggedPath bytes: a client chooses it.
+func logPath(path string) string {
+	if len(path) <= maxLoggedPath {
+		return path
+	}
+	return strings.ToValidUTF8(path[:maxLoggedPath], "") + "..."
 }
