@@ -31,8 +31,12 @@ func status(err error) (int, string, string) {
 			msg = http.StatusText(he.Code)
 		}
 		return he.Code, codeFor(he.Code), msg
+	case errors.Is(err, errOverloaded):
+		return http.StatusServiceUnavailable, "overloaded", err.Error()
 	case errors.Is(err, models.ErrRetryLater):
 		return http.StatusServiceUnavailable, "retry_later", err.Error()
+	case errors.Is(err, models.ErrStorageFull):
+		return http.StatusServiceUnavailable, "unavailable", "the database's storage is full; retry later"
 	case errors.Is(err, models.ErrUnavailable):
 		return http.StatusServiceUnavailable, "unavailable", "the database is unavailable; retry later"
 	case errors.Is(err, models.ErrInvalid):
@@ -78,14 +82,23 @@ func (s *server) handleError(err error, c echo.Context) {
 	}
 	code, name, msg := status(err)
 	reqID := c.Response().Header().Get(echo.HeaderXRequestID)
+	if c.Path() != "/readyz" { // readiness reports what others saw; it must not renew it
+		s.health.observe(err)
+	}
+	if name == "overloaded" {
+		c.Response().Header().Set("Retry-After", retryAfterOverload)
+	}
 	if code >= 500 && c.Request().Context().Err() != nil {
 		// The client went away (Svix's 15 s, a closed connection): not a
 		// server fault. The work done so far is stored; a retry finishes it.
 		s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "client closed the request",
-			slog.String("request_id", reqID), slog.String("path", c.Request().URL.Path))
+			slog.String("request_id", reqID), slog.String("path", logPath(c.Request().URL.Path)))
+	} else if name == "overloaded" {
+		s.log.LogAttrs(c.Request().Context(), slog.LevelWarn, "overloaded",
+			slog.String("request_id", reqID), slog.String("path", logPath(c.Request().URL.Path)))
 	} else if code >= 500 {
 		s.log.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
-			slog.String("request_id", reqID), slog.String("path", c.Request().URL.Path),
+			slog.String("request_id", reqID), slog.String("path", logPath(c.Request().URL.Path)),
 			slog.Int("status", code), slog.String("err", err.Error()))
 	}
 	body := errorBody{Error: errorDetail{Code: name, Message: msg, RequestID: reqID}}

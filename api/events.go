@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -67,7 +68,7 @@ type listEventsRequest struct {
 	Limit     int    `query:"limit" validate:"min=1,max=200"`
 	Cursor    string `query:"cursor" validate:"max=64"`
 	Status    string `query:"status" validate:"omitempty,oneof=stored processed failed"`
-	EventType string `query:"eventType" validate:"omitempty,oneof=created updated deleted"`
+	EventType string `query:"eventType" validate:"omitempty,oneof=created updated deleted user.created user.updated user.deleted"`
 	UserID    string `query:"userId" validate:"max=128"`
 	Since     string `query:"since"`
 	Until     string `query:"until"`
@@ -104,8 +105,9 @@ func (s *server) listEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	eventType := strings.TrimPrefix(req.EventType, "user.") // the event's type, or its short form
 	page, err := s.events.List(c.Request().Context(), models.EventFilter{
-		Status: models.EventStatus(req.Status), EventType: models.EventType(req.EventType), UserID: req.UserID,
+		Status: models.EventStatus(req.Status), EventType: models.EventType(eventType), UserID: req.UserID,
 		Since: since, Until: until, After: req.Cursor, Limit: req.Limit,
 	})
 	if err != nil {
@@ -133,7 +135,7 @@ func (s *server) getEvent(c echo.Context) error {
 	}
 	ev, err := s.events.Get(c.Request().Context(), req.ID)
 	if err != nil {
-		return err
+		return notFound(err, "event", req.ID)
 	}
 	return c.JSON(http.StatusOK, newEventJSON(ev, true))
 }
@@ -146,6 +148,9 @@ type statsResponse struct {
 
 // eventStats answers GET /v1/events/stats.
 func (s *server) eventStats(c echo.Context) error {
+	if err := bind(c, &struct{}{}); err != nil {
+		return err // it takes no parameters
+	}
 	st, err := s.events.Stats(c.Request().Context())
 	if err != nil {
 		return err
@@ -171,11 +176,11 @@ func (s *server) replayEvent(c echo.Context) error {
 	ctx := c.Request().Context()
 	ev, err := s.events.Get(ctx, req.ID)
 	if err != nil {
-		return err
+		return notFound(err, "event", req.ID)
 	}
 	if ev.Status == models.StatusProcessed {
 		return fmt.Errorf("%w: event %s is already processed (outcome %s); replaying it would change nothing",
-			models.ErrConflict, req.ID, ev.Outcome)
+			models.ErrConflict, models.Quote(req.ID), ev.Outcome)
 	}
 	res, err := s.sync.Process(ctx, ev)
 	s.metrics.replayed.WithLabelValues(string(res.Status)).Inc()

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	stdsync "sync"
 	"time"
@@ -101,17 +102,30 @@ func (m *Metrics) observe() echo.MiddlewareFunc {
 			if err != nil {
 				code, _, _ = status(err)
 			}
+			// Labels come from fixed sets, never from what a client sent:
+			// the route template echo matched (one of ours), the method if
+			// it is a standard one.
 			route := c.Path()
 			if route == "" {
 				route = "unmatched"
 			}
-			m.requests.WithLabelValues(route, c.Request().Method, strconv.Itoa(code)).Observe(time.Since(start).Seconds())
+			m.requests.WithLabelValues(route, methodLabel(c.Request().Method), strconv.Itoa(code)).Observe(time.Since(start).Seconds())
 			if errors.Is(err, models.ErrUnavailable) {
 				m.engine.Inc()
 			}
 			return err
 		}
 	}
+}
+
+// methodLabel is method if it is one of the methods usersync's routes or
+// probes use, else "other".
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions:
+		return method
+	}
+	return "other"
 }
 
 // eventsCollector reads event counts from the database when scraped, at

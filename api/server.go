@@ -5,7 +5,10 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -65,6 +68,10 @@ type Config struct {
 
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	// Limits bound the work and memory of webhook deliveries in flight;
+	// zero values take the defaults (see Limits).
+	Limits Limits
 }
 
 type server struct {
@@ -77,6 +84,8 @@ type server struct {
 	keys     keyring
 	metrics  *Metrics
 	now      func() time.Time
+	inflight *inflight
+	health   *health
 
 	clerkSync UserSyncer
 }
@@ -104,13 +113,16 @@ func New(cfg Config) (*echo.Echo, error) {
 		keys:     newKeyring(cfg.APIKeys, cfg.AdminKeys),
 		metrics:  cfg.Metrics,
 		now:      cfg.Now,
+		inflight: newInflight(cfg.Limits),
+		health:   &health{},
 
 		clerkSync: cfg.ClerkSync,
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(middleware.RequestID())
+	e.Pre(webhookTrailingSlash)
+	e.Use(requestID)
 	e.Use(s.logRequests())
 	e.Use(s.metrics.observe())
 	s.routes(e)
@@ -124,10 +136,74 @@ func (s *server) logRequests() echo.MiddlewareFunc {
 		HandleError: true, LogMethod: true, LogURIPath: true, LogStatus: true, LogLatency: true, LogRequestID: true,
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 			s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
-				slog.String("method", v.Method), slog.String("path", v.URIPath),
+				slog.String("method", methodLabel(v.Method)), slog.String("path", logPath(v.URIPath)),
 				slog.Int("status", v.Status), slog.Duration("latency", v.Latency),
 				slog.String("request_id", v.RequestID))
 			return nil
 		},
 	})
+}
+
+// maxRequestID bounds a client's X-Request-Id; longer ones are replaced.
+const maxRequestID = 64
+
+// requestID gives every request an id, in the X-Request-Id response header
+// and in every log line written for it. A client's own X-Request-Id is kept
+// only if it is at most 64 characters of [A-Za-z0-9._-]; any other is
+// replaced by a generated one, so that a client cannot write what it likes
+// into the logs.
+func requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		rid := req.Header.Get(echo.HeaderXRequestID)
+		if !safeRequestID(rid) {
+			rid = newRequestID()
+		}
+		req.Header.Set(echo.HeaderXRequestID, rid) // what the request logger reads
+		c.Response().Header().Set(echo.HeaderXRequestID, rid)
+		return next(c)
+	}
+}
+
+func safeRequestID(s string) bool {
+	if s == "" || len(s) > maxRequestID {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '.', b == '_', b == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// webhookTrailingSlash serves POST /webhooks/clerk/ as /webhooks/clerk: an
+// endpoint URL pasted with a slash must work, and a redirect would not do
+// (Svix counts a 3xx as a failed delivery).
+func webhookTrailingSlash(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if u := c.Request().URL; u.Path == "/webhooks/clerk/" {
+			u.Path, u.RawPath = "/webhooks/clerk", ""
+		}
+		return next(c)
+	}
+}
+
+// maxLoggedPath bounds the request path in a log line.
+const maxLoggedPath = 256
+
+// logPath is path cut to maxLoggedPath bytes: a client chooses it.
+func logPath(path string) string {
+	if len(path) <= maxLoggedPath {
+		return path
+	}
+	return strings.ToValidUTF8(path[:maxLoggedPath], "") + "..."
 }

@@ -97,31 +97,10 @@ func (s *server) getUser(c echo.Context) error {
 	}
 	u, err := s.users.Get(c.Request().Context(), req.UserID)
 	if err != nil {
-		return err
+		return notFound(err, "user", req.UserID)
 	}
 	if u.Deleted() && !req.IncludeDeleted {
-		return fmt.Errorf("user %s: %w", req.UserID, models.ErrNotFound)
+		return notFound(models.ErrNotFound, "user", req.UserID)
 	}
 	return c.JSON(http.StatusOK, newUserJSON(u))
-}
-
-// bind binds the path and query parameters into req and validates it.
-func bind(c echo.Context, req any) error {
-	var b echo.DefaultBinder
-	if err := b.BindPathParams(c, req); err != nil {
-		return fmt.Errorf("%w: path: %v", models.ErrInvalid, bindMessage(err))
-	}
-	if err := b.BindQueryParams(c, req); err != nil {
-		return fmt.Errorf("%w: query: %v", models.ErrInvalid, bindMessage(err))
-	}
-	return models.Validate(req)
-}
-
-func bindMessage(err error) string {
-	if he, ok := err.(*echo.HTTPError); ok {
-		if m, ok := he.Message.(string); ok {
-			return m
-		}
-	}
-	return err.Error()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -17,9 +16,15 @@ import (
 	"github.com/usersync/usersync/sync"
 )
 
-// MaxWebhookBody is the largest webhook body accepted. Clerk's user events
-// are a few kilobytes.
-const MaxWebhookBody = 1 << 20
+// MaxWebhookBody is the largest webhook body accepted: 256 KiB. Clerk's
+// user events are a few kilobytes, and the metadata usersync keeps is at
+// most 64 KiB (models.MaxMetadataBytes); a smaller bound keeps the memory
+// held by bodies in flight small (see Limits).
+const MaxWebhookBody = 256 << 10
+
+// maxEventID bounds the svix-id (or webhook-id) header; Svix's ids are
+// about 30 characters. A longer one is refused before anything is stored.
+const maxEventID = 128
 
 // webhookTimeout bounds the work for one delivery; Svix gives up after 15 s.
 const webhookTimeout = 10 * time.Second
@@ -65,6 +70,9 @@ func (v *verifier) verify(body []byte, h http.Header) error {
 	if id == "" || ts == "" || sig == "" {
 		return fmt.Errorf("%w: svix-id, svix-timestamp and svix-signature headers are required", models.ErrInvalid)
 	}
+	if len(id) > maxEventID {
+		return fmt.Errorf("%w: svix-id is %d bytes long; at most %d are accepted", models.ErrInvalid, len(id), maxEventID)
+	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
 		return fmt.Errorf("%w: svix-timestamp must be Unix seconds", models.ErrInvalid)
@@ -99,13 +107,14 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	if req.ContentLength > MaxWebhookBody {
 		return tooLarge()
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, MaxWebhookBody+1))
+	body, release, err := s.inflight.readBody(req.Body)
 	if err != nil {
-		return fmt.Errorf("%w: reading the body: %v", models.ErrInvalid, err)
+		if errors.Is(err, errOverloaded) {
+			result = "overloaded"
+		}
+		return err
 	}
-	if len(body) > MaxWebhookBody {
-		return tooLarge()
-	}
+	defer release()
 	if err := s.verifier.verify(body, req.Header); err != nil {
 		return err
 	}
@@ -120,6 +129,14 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), webhookTimeout)
 	defer cancel()
+	done, err := s.inflight.acquire(ctx)
+	if err != nil {
+		if errors.Is(err, errOverloaded) {
+			result = "overloaded"
+		}
+		return err
+	}
+	defer done()
 	start := time.Now()
 	res, err := s.sync.Ingest(ctx, sync.Delivery{EventID: id, Signature: sig, Body: body, Event: ev})
 	s.metrics.process.Observe(time.Since(start).Seconds())

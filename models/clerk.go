@@ -29,6 +29,8 @@ type ClerkEvent struct {
 	Type      string
 	Timestamp json.RawMessage // Unix ms (seconds accepted); checked when used
 	Data      json.RawMessage
+
+	body []byte // the whole body, for the checks of Change
 }
 
 // ClerkUser is the part of Clerk's user object that usersync keeps.
@@ -39,9 +41,9 @@ type ClerkUser struct {
 	LastName              *string         `json:"last_name"`
 	Username              *string         `json:"username"`
 	PrimaryEmailAddressID *string         `json:"primary_email_address_id"`
-	EmailAddresses        []ClerkEmail    `json:"email_addresses"`
+	EmailAddresses        []ClerkEmail    `json:"email_addresses" validate:"dive"`
 	PrimaryPhoneNumberID  *string         `json:"primary_phone_number_id"`
-	PhoneNumbers          []ClerkPhone    `json:"phone_numbers"`
+	PhoneNumbers          []ClerkPhone    `json:"phone_numbers" validate:"dive"`
 	PublicMetadata        json.RawMessage `json:"public_metadata"`
 }
 
@@ -63,8 +65,13 @@ type clerkDeleted struct {
 }
 
 // DecodeEvent decodes the envelope of a webhook body. It fails, wrapping
-// ErrInvalid, only when the body is not a JSON object with a string "type".
+// ErrInvalid, when the body is not UTF-8, not a JSON object with a string
+// "type", or names a top-level key twice. Limits on the rest of the body
+// are checked by Change, so that such an event is stored as failed.
 func DecodeEvent(body []byte) (ClerkEvent, error) {
+	if err := checkEnvelope(body); err != nil {
+		return ClerkEvent{}, err
+	}
 	var env struct {
 		Type      json.RawMessage `json:"type"`
 		Timestamp json.RawMessage `json:"timestamp"`
@@ -77,7 +84,7 @@ func DecodeEvent(body []byte) (ClerkEvent, error) {
 	if err := json.Unmarshal(env.Type, &typ); err != nil || typ == "" {
 		return ClerkEvent{}, fmt.Errorf("%w: body has no \"type\" string", ErrInvalid)
 	}
-	return ClerkEvent{Type: typ, Timestamp: env.Timestamp, Data: env.Data}, nil
+	return ClerkEvent{Type: typ, Timestamp: env.Timestamp, Data: env.Data, body: body}, nil
 }
 
 // IsUserEvent reports whether usersync stores and applies this event.
@@ -117,8 +124,17 @@ func (e ClerkEvent) UserID() string {
 }
 
 // Change validates the event's data and returns the user state it carries.
-// Its error wraps ErrInvalid: such an event can never be applied.
-func (e ClerkEvent) Change(eventID string) (Change, error) {
+// now is the server's clock: a Clerk time more than MaxFutureSkew ahead of
+// it is refused. Its error wraps ErrInvalid: such an event can never be
+// applied (see limits.go for what is refused).
+func (e ClerkEvent) Change(eventID string, now time.Time) (Change, error) {
+	if e.body != nil {
+		if err := checkJSON(e.body, "", 0); err != nil {
+			return Change{}, err
+		}
+	} else if err := checkJSON(e.Data, "data", 1); err != nil {
+		return Change{}, err
+	}
 	switch e.Type {
 	case TypeUserCreated, TypeUserUpdated:
 		var u ClerkUser
@@ -126,6 +142,9 @@ func (e ClerkEvent) Change(eventID string) (Change, error) {
 			return Change{}, err
 		}
 		ch, err := u.change(eventID)
+		if err == nil {
+			err = checkNotFuture("data.updated_at", ch.SourceTime, now)
+		}
 		ch.New = e.Type == TypeUserCreated
 		return ch, err
 	case TypeUserDeleted:
@@ -137,9 +156,12 @@ func (e ClerkEvent) Change(eventID string) (Change, error) {
 		if err != nil {
 			return Change{}, fmt.Errorf("%w: timestamp %v", ErrInvalid, err)
 		}
+		if err := checkNotFuture("timestamp", ts, now); err != nil {
+			return Change{}, err
+		}
 		return Change{UserID: d.ID, EventID: eventID, SourceTime: ts, Deleted: true}, nil
 	}
-	return Change{}, fmt.Errorf("%w: %q is not a user event", ErrInvalid, e.Type)
+	return Change{}, fmt.Errorf("%w: %s is not a user event", ErrInvalid, Quote(e.Type))
 }
 
 func decodeData(data json.RawMessage, v any) error {
@@ -163,6 +185,9 @@ func (u ClerkUser) change(eventID string) (Change, error) {
 		meta = []byte("{}")
 	case !isObject(meta):
 		return Change{}, fmt.Errorf("%w: data.public_metadata must be an object", ErrInvalid)
+	}
+	if err := checkMetadata(meta); err != nil {
+		return Change{}, err
 	}
 	ts, err := clerkTime(json.RawMessage(fmt.Sprint(u.UpdatedAt)))
 	if err != nil {

@@ -53,7 +53,7 @@ func TestChange_FromClerkFixtures(t *testing.T) {
 			if !tc.userEvent {
 				return
 			}
-			ch, err := ev.Change("msg_1")
+			ch, err := ev.Change("msg_1", time.Now())
 			if err != nil {
 				t.Fatalf("Change: %v", err)
 			}
@@ -71,7 +71,7 @@ func TestChange_FromClerkFixtures(t *testing.T) {
 
 func TestChange_MetadataIsPublicOnly(t *testing.T) {
 	ev, _ := models.DecodeEvent(fixture(t, "user.created.multi-email.json"))
-	ch, err := ev.Change("msg_1")
+	ch, err := ev.Change("msg_1", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestChange_RejectsPayloadsThatCanNeverApply(t *testing.T) {
 			if err != nil {
 				t.Fatalf("DecodeEvent: %v", err)
 			}
-			_, err = ev.Change("msg_1")
+			_, err = ev.Change("msg_1", time.Now())
 			if !errors.Is(err, models.ErrInvalid) || !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Errorf("Change() error = %v, want ErrInvalid mentioning %q", err, tc.wantMsg)
 			}
@@ -196,7 +196,7 @@ func FuzzDecodeEvent(f *testing.F) {
 		if !ev.IsUserEvent() {
 			return
 		}
-		ch, err := ev.Change("msg_fuzz")
+		ch, err := ev.Change("msg_fuzz", time.Now())
 		if err != nil {
 			if !errors.Is(err, models.ErrInvalid) {
 				t.Fatalf("Change error %v does not wrap ErrInvalid", err)

@@ -20,6 +20,11 @@ var (
 	ErrForbidden = errors.New("forbidden")
 	// ErrUnavailable: the database cannot be reached; a retry may succeed.
 	ErrUnavailable = errors.New("database unavailable")
+	// ErrStorageFull: the database has no space left to write. It is
+	// always wrapped together with ErrUnavailable (a retry may succeed once
+	// space is freed); readiness reports it although the database still
+	// answers a ping.
+	ErrStorageFull = errors.New("database storage is full")
 	// ErrRetryLater: the event is valid but cannot be applied yet (for
 	// example its email is still held by another active user); a later
 	// delivery may succeed.

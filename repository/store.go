@@ -325,6 +325,8 @@ func translate(err error) error {
 		return fmt.Errorf("%w: %w", models.ErrEmailTaken, err)
 	case isUniqueViolation(err):
 		return fmt.Errorf("%w: %w", models.ErrConflict, err)
+	case isStorageFull(err):
+		return storageFull(err)
 	case isUnavailable(err):
 		return fmt.Errorf("%w: %w", models.ErrUnavailable, err)
 	}

@@ -230,7 +230,7 @@ func (r *Reconciler) one(ctx context.Context, raw json.RawMessage, offset int, o
 		return "", nil
 	}
 	userID = d.Event.UserID()
-	ch, invalid := d.Event.Change(d.EventID)
+	ch, invalid := d.Event.Change(d.EventID, r.now())
 	if opts.DryRun {
 		if invalid != nil {
 			page.Failed++

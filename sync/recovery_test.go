@@ -31,7 +31,7 @@ func store(t *testing.T, s *repository.Store, eventID string, body []byte, recei
 		EventID: eventID, Type: ce.Type, EventType: ce.EventType(), UserID: ce.UserID(), RawBody: body,
 		Source: models.SourceClerk, ReceivedAt: receivedAt, Status: models.StatusStored,
 	}
-	if ch, err := ce.Change(eventID); err == nil {
+	if ch, err := ce.Change(eventID, time.Now()); err == nil {
 		ev.SourceTimestamp = &ch.SourceTime
 	}
 	stored, _, err := s.Events.Record(context.Background(), ev)

@@ -116,7 +116,7 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 	if d.Signature != "" {
 		valid = new(true)
 	}
-	ch, invalid := d.Event.Change(d.EventID)
+	ch, invalid := d.Event.Change(d.EventID, s.now())
 	userID := ch.UserID
 	if invalid != nil {
 		userID = d.Event.UserID() // what can be read of it
@@ -156,7 +156,7 @@ func (s *Service) Process(ctx context.Context, ev models.Event) (Result, error) 
 	if err != nil {
 		return s.process(ctx, ev, res, models.Change{}, err)
 	}
-	ch, invalid := ce.Change(ev.EventID)
+	ch, invalid := ce.Change(ev.EventID, s.now())
 	return s.process(ctx, ev, res, ch, invalid)
 }
 

@@ -40,8 +40,15 @@ func main() {
 	}
 }
 
-// shutdownTimeout bounds how long in-flight requests may finish on stop.
-const shutdownTimeout = 15 * time.Second
+// shutdownTimeout bounds how long in-flight requests may finish on stop;
+// then the connections left are closed. A variable so that tests can
+// shorten it.
+var shutdownTimeout = 15 * time.Second
+
+// readTimeout bounds the reading of one request, body included. It is
+// shorter than shutdownTimeout, so that a client trickling a body cannot
+// hold a shutdown past its budget.
+const readTimeout = 10 * time.Second
 
 // run runs a usersync command: serve (the default) until ctx is
 // cancelled, or one of the operator commands.
@@ -226,7 +233,7 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
+		ReadTimeout:       readTimeout,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -246,7 +253,13 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+		// Requests that did not finish in time are cut: an event they
+		// stored is finished by Svix's retry or the recovery sweep.
+		log.Warn("shutdown budget spent; closing the remaining connections",
+			slog.Duration("budget", shutdownTimeout), slog.String("err", err.Error()))
+		if err := srv.Close(); err != nil {
+			return fmt.Errorf("close: %w", err)
+		}
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
