@@ -43,6 +43,7 @@ type eventDoc struct {
 	Attempts        int           `bson:"attempts"`
 	Error           string        `bson:"error,omitempty"`
 	RetryAt         *time.Time    `bson:"retryAt,omitempty"`
+	ErasedAt        *time.Time    `bson:"erasedAt,omitempty"`
 }
 
 func (d eventDoc) model() models.Event {
@@ -71,6 +72,7 @@ func (d eventDoc) model() models.Event {
 		Attempts:        d.Attempts,
 		Error:           d.Error,
 		RetryAt:         utc(d.RetryAt),
+		ErasedAt:        utc(d.ErasedAt),
 	}
 }
 

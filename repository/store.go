@@ -123,6 +123,9 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	if err := s.Users.ensureIndexes(ctx); err != nil {
 		return err
 	}
+	if err := s.ensureErasureIndexes(ctx); err != nil {
+		return err
+	}
 	return s.Events.ensureIndexes(ctx)
 }
 

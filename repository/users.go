@@ -34,6 +34,11 @@ type userDoc struct {
 	DeletedAt       *time.Time    `bson:"deletedAt"`
 	SourceUpdatedAt time.Time     `bson:"sourceUpdatedAt"`
 	LastEventID     string        `bson:"lastEventId"`
+	Profile         profileDoc    `bson:",inline"`
+	// EraseAfter is set on a tombstone whose events still hold personal
+	// data: the time erasure counts from (see erase.go). Sparse-indexed.
+	EraseAfter *time.Time `bson:"eraseAfter,omitempty"`
+	EraseGen   int64      `bson:"eraseGen,omitempty"` // bumped by each re-arm of eraseAfter
 }
 
 func (d userDoc) model() (models.User, error) {
@@ -53,6 +58,7 @@ func (d userDoc) model() (models.User, error) {
 		UpdatedAt:       d.UpdatedAt.UTC(),
 		SourceUpdatedAt: d.SourceUpdatedAt.UTC(),
 		LastEventID:     d.LastEventID,
+		Profile:         d.Profile.model(),
 	}
 	if d.DeletedAt != nil {
 		t := d.DeletedAt.UTC()
@@ -92,6 +98,9 @@ func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (mod
 	if err != nil {
 		return "", err
 	}
+	// The change feed relies on this bound (see models.ChangeSettle).
+	ctx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
+	defer cancel()
 	defer u.locks.lock(ch.UserID)()
 	writes := []func(context.Context, *mongo.Collection) (bool, error){w.updateOld, w.insertNew}
 	if ch.New {
@@ -118,7 +127,8 @@ func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (mod
 		case cur.LastEventID == ch.EventID && (cur.DeletedAt != nil) == ch.Deleted:
 			return models.OutcomeApplied, nil // a retry of an applied event
 		case cur.DeletedAt != nil:
-			return models.OutcomeDeletedUser, nil
+			// This event's body holds personal data too: erase it as well.
+			return models.OutcomeDeletedUser, u.rearmErasure(ctx, ch.UserID, *cur.DeletedAt)
 		case !models.Newer(ch.SourceTime, ch.EventID, cur.SourceUpdatedAt, cur.LastEventID):
 			return models.OutcomeStale, nil
 		case try < maxApplyTries:
@@ -151,15 +161,17 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 		// A delete wins over every state; it turns the user into a tombstone
 		// so that every order of delivery ends in the same document.
 		w.doc.DisplayName, w.doc.Metadata, w.doc.DeletedAt = ch.UserID, bson.D{}, &ts
+		w.doc.EraseAfter = &ts
 		w.changes = bson.D{
-			{Key: "$set", Value: bson.D{
+			{Key: "$set", Value: append(bson.D{
 				{Key: "deletedAt", Value: ts},
 				{Key: "displayName", Value: w.doc.DisplayName},
 				{Key: "metadata", Value: w.doc.Metadata},
 				{Key: "sourceUpdatedAt", Value: ts},
 				{Key: "lastEventId", Value: ch.EventID},
 				{Key: "updatedAt", Value: now},
-			}},
+				{Key: "eraseAfter", Value: ts},
+			}, profileDoc{}.set()...)},
 			{Key: "$unset", Value: bson.D{{Key: "email", Value: ""}}},
 		}
 		return w, nil
@@ -169,6 +181,7 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 		return userWrite{}, fmt.Errorf("user %s metadata: %w: %v", ch.UserID, models.ErrInvalid, err)
 	}
 	w.doc.Email, w.doc.DisplayName, w.doc.Metadata = ch.Email, ch.DisplayName, meta
+	w.doc.Profile = newProfileDoc(ch.Profile)
 	w.filter = append(w.filter, bson.E{Key: "$or", Value: bson.A{
 		bson.D{{Key: "sourceUpdatedAt", Value: bson.D{{Key: "$lt", Value: ts}}}},
 		bson.D{{Key: "sourceUpdatedAt", Value: ts}, {Key: "lastEventId", Value: bson.D{{Key: "$lt", Value: ch.EventID}}}},
@@ -180,6 +193,7 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 		{Key: "lastEventId", Value: ch.EventID},
 		{Key: "updatedAt", Value: now},
 	}
+	set = append(set, w.doc.Profile.set()...)
 	if ch.Email != "" {
 		w.changes = bson.D{{Key: "$set", Value: append(set, bson.E{Key: "email", Value: ch.Email})}}
 	} else {

@@ -36,6 +36,7 @@ type config struct {
 	SweepGrace    time.Duration
 	MaxAttempts   int
 	Retention     time.Duration // 0 keeps processed events forever
+	EraseAfter    time.Duration // 0 never erases deleted users' events
 }
 
 // embeddedRetention is the default retention with the embedded engine,
@@ -74,6 +75,7 @@ func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (co
 		{"USERSYNC_SWEEP_INTERVAL", "sweep-interval", "30s", "how often the recovery sweep runs; 0 turns it off", &c.SweepInterval},
 		{"USERSYNC_SWEEP_GRACE", "sweep-grace", "1m", "how long a stored event is left to its delivery before the sweep takes it", &c.SweepGrace},
 		{"USERSYNC_RETENTION", "retention", "", "how long processed events are kept, e.g. 720h or 30d; 0 keeps them (default: forever with MongoDB, 7d embedded)", &c.Retention},
+		{"USERSYNC_ERASE_AFTER", "erase-after", "30d", "erase the event bodies of users deleted longer ago; 0 never", &c.EraseAfter},
 	}
 	durText := make([]*string, len(durations))
 	for i, d := range durations {

@@ -172,7 +172,7 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 	svc := newService(cfg, store)
 	metrics := api.NewMetrics(store.Events)
 	handler, err := api.New(api.Config{
-		Sync: svc, Users: store.Users, Events: store.Events, DB: store, Logger: log, Metrics: metrics,
+		Sync: svc, Users: store.Users, Events: store.Events, Eraser: store, DB: store, Logger: log, Metrics: metrics,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
 	})
 	if err != nil {
@@ -182,6 +182,7 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 		rec := &sync.Recovery{
 			Service: svc, Store: store.Events, Log: log,
 			Grace: cfg.SweepGrace, Retention: cfg.Retention, Observe: metrics.ObserveRecovery,
+			Eraser: store, EraseAfter: cfg.EraseAfter,
 		}
 		done := make(chan struct{})
 		rctx, stopRecovery := context.WithCancel(ctx)
@@ -207,7 +208,8 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening", slog.String("addr", ln.Addr().String()),
 		slog.Bool("embedded", cfg.Embedded()), slog.String("database", cfg.Database),
-		slog.Duration("sweep_interval", cfg.SweepInterval), slog.Duration("retention", cfg.Retention))
+		slog.Duration("sweep_interval", cfg.SweepInterval), slog.Duration("retention", cfg.Retention),
+		slog.Duration("erase_after", cfg.EraseAfter))
 
 	select {
 	case err := <-errc:
