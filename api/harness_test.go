@@ -46,6 +46,7 @@ type harnessOptions struct {
 	store     *repository.Store
 	secrets   []string
 	wrapUsers func(sync.UserStore) sync.UserStore
+	settle    time.Duration // of the change feed; 0: the default
 }
 
 func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
@@ -68,11 +69,13 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 		Sync:           sync.New(o.store.Events, users, nil),
 		Users:          o.store.Users,
 		Events:         o.store.Events,
+		Eraser:         o.store,
 		DB:             o.store,
 		Logger:         o.logger,
 		WebhookSecrets: o.secrets,
 		APIKeys:        []string{testAPIKey},
 		AdminKeys:      []string{testAdminKey},
+		ChangeSettle:   o.settle,
 	})
 	if err != nil {
 		t.Fatal(err)
