@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"reflect"
 	"strings"
@@ -194,6 +195,20 @@ func TestErase_ByAgeInTheBackgroundLoopOnlyOnceEventsAreProcessed(t *testing.T) 
 		t.Errorf("personal data left after erasure: %v", found)
 	}
 	erase(models.Erasure{}) // nothing left to do
+
+	// The sweep, the replay command and the API process events through
+	// Process: an erased event is refused and left as it is.
+	before := h.event("msg_stuck")
+	ev, err := h.store.Events.Get(ctx, "msg_stuck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Process(ctx, ev); !errors.Is(err, models.ErrConflict) {
+		t.Errorf("Process(erased event) = %v, want a conflict", err)
+	}
+	if after := h.event("msg_stuck"); !reflect.DeepEqual(before, after) {
+		t.Errorf("Process changed the erased event:\n%v\n%v", before, after)
+	}
 
 	// A late delivery for the deleted user is erased by the next pass.
 	late := newID()
