@@ -2,6 +2,7 @@ package models_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,39 @@ func TestProfile_StringsAreBounded(t *testing.T) {
 	want := models.Profile{FirstName: long(models.MaxName), LastName: long(models.MaxName)}
 	if !profileEqual(ch.Profile, want) {
 		t.Errorf("Profile = %+v, want names cut to %d characters and over-long identifiers left out", ch.Profile, models.MaxName)
+	}
+}
+
+func TestProfile_TypesAreCheckedLikeOtherFields(t *testing.T) {
+	tests := []struct {
+		field   string
+		value   any
+		invalid bool
+	}{
+		{"banned", "yes", true},
+		{"locked", 1, true},
+		{"image_url", 42, true},
+		{"last_sign_in_at", "yesterday", true},
+		{"last_sign_in_at", -5, false}, // read as no time
+		{"external_id", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.field, func(t *testing.T) {
+			body, _ := json.Marshal(map[string]any{"type": "user.updated", "data": map[string]any{"id": "user_1", "updated_at": 1760617803140, tc.field: tc.value}})
+			ev, err := models.DecodeEvent(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch, err := ev.Change("msg_1")
+			if tc.invalid {
+				if !errors.Is(err, models.ErrInvalid) {
+					t.Errorf("Change with %s=%v: %v, want ErrInvalid", tc.field, tc.value, err)
+				}
+				return
+			}
+			if err != nil || ch.LastSignInAt != nil || ch.ExternalID != "" {
+				t.Errorf("Change with %s=%v = %+v, %v; want no value", tc.field, tc.value, ch.Profile, err)
+			}
+		})
 	}
 }
