@@ -111,7 +111,7 @@ func (s *Store) EraseUser(ctx context.Context, userID string, now time.Time) (mo
 	if err != nil || res.Pending == 0 {
 		return res, err
 	}
-	defer s.Users.locks.lock(userID)()
+	defer s.Users.turn(userID)()
 	_, err = s.Users.coll.UpdateOne(ctx, bson.D{{Key: "userId", Value: userID}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "eraseAfter", Value: eraseEpoch}}}})
 	if err != nil {
@@ -119,6 +119,13 @@ func (s *Store) EraseUser(ctx context.Context, userID string, now time.Time) (mo
 	}
 	return res, nil
 }
+
+// turn makes a write to the user take turns with the others on the
+// embedded engine (see keyLocks); Apply and MarkProcessed/MarkFailed take
+// the same turns.
+func (u *Users) turn(userID string) (done func()) { return u.locks.lock(userID) }
+
+func (e *Events) turn(id string) (done func()) { return e.locks.lock(id) }
 
 // erasable is the rule an event must meet to be erased: processed, or
 // failed with no retry to come. It is part of the filter of the write.
@@ -158,8 +165,7 @@ func (s *Store) eraseUser(ctx context.Context, d eraseDoc, now time.Time) (model
 	if d.EraseGen == 0 {
 		gen.Value = nil
 	}
-	unlock := s.Users.locks.lock(d.UserID)
-	defer unlock()
+	defer s.Users.turn(d.UserID)()
 	_, err = s.Users.coll.UpdateOne(ctx, bson.D{{Key: "userId", Value: d.UserID}, gen},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: "eraseAfter", Value: ""}}}})
 	if err != nil {
@@ -172,7 +178,7 @@ func (s *Store) eraseUser(ctx context.Context, d eraseDoc, now time.Time) (model
 // erase removes the body of one event if it is erasable; done is false
 // when it is not (any more).
 func (e *Events) erase(ctx context.Context, id bson.ObjectID, now time.Time) (done bool, err error) {
-	defer e.locks.lock(id.Hex())()
+	defer e.turn(id.Hex())()
 	res, err := e.coll.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: id}, {Key: "erasedAt", Value: nil}, erasable},
 		bson.D{
