@@ -81,10 +81,10 @@ type UserFilter struct {
 	Limit          int
 }
 
-// UserWriteTimeout bounds a user write (repository.Users.Apply), which its
-// caller starts right after taking the time it writes as updatedAt: past
-// it the write is abandoned, and the event fails and is retried later with
-// a new time.
+// UserWriteTimeout bounds a user write (the sync service's call of
+// repository.Users.Apply), which starts right after taking the time it
+// writes as updatedAt: past it the write is abandoned, and the event fails
+// and is retried later with a new time.
 const UserWriteTimeout = 10 * time.Second
 
 // ChangeSettle is how old a change must be before the change feed serves

@@ -98,9 +98,6 @@ func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (mod
 	if err != nil {
 		return "", err
 	}
-	// The change feed relies on this bound (see models.ChangeSettle).
-	ctx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
-	defer cancel()
 	defer u.locks.lock(ch.UserID)()
 	writes := []func(context.Context, *mongo.Collection) (bool, error){w.updateOld, w.insertNew}
 	if ch.New {

@@ -167,7 +167,10 @@ func (s *Service) process(ctx context.Context, ev models.Event, res Result, ch m
 	if invalid != nil {
 		return s.fail(ctx, ev, res, invalid)
 	}
-	outcome, err := s.users.Apply(ctx, ch, s.now().UTC())
+	// The change feed relies on this bound (see models.ChangeSettle).
+	actx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
+	outcome, err := s.users.Apply(actx, ch, s.now().UTC())
+	cancel()
 	if errors.Is(err, models.ErrConflict) {
 		err = fmt.Errorf("%w: %w", models.ErrRetryLater, err)
 	}
