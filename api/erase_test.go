@@ -223,3 +223,35 @@ func TestErase_ByAgeInTheBackgroundLoopOnlyOnceEventsAreProcessed(t *testing.T) 
 		t.Errorf("%d users still marked for erasure", n)
 	}
 }
+
+func TestErase_EndpointLeavesPendingEventsToTheLoopEvenForARecentDelete(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	const id = "user_erase3"
+	svc := sync.New(h.store.Events, h.store.Users, nil)
+	rec := &sync.Recovery{Service: svc, Store: h.store.Events, Eraser: h.store, EraseAfter: 30 * 24 * time.Hour}
+
+	h.mustDeliver(newID(), personBody(t, "user.created", id, t0))
+	h.mustDeliver(newID(), deleteBody(t, id, time.Now().UnixMilli())) // deleted just now
+	if _, _, err := h.store.Events.Record(ctx, models.Event{
+		EventID: "msg_stuck3", Type: models.TypeUserUpdated, EventType: models.EventUpdated, UserID: id,
+		RawBody: personBody(t, "user.updated", id, t0+1000), Source: models.SourceClerk,
+		ReceivedAt: time.Now().Add(-time.Hour).UTC(), Status: models.StatusStored,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := h.postAs("/v1/users/"+id+"/erase", testAdminKey)
+	if got := r.JSON(t); r.Code != http.StatusOK || got["erasedEvents"] != 2.0 || got["pendingEvents"] != 1.0 {
+		t.Fatalf("erase = %s, want 2 erased and 1 pending", r)
+	}
+	rec.Grace = time.Minute
+	if _, err := rec.SweepOnce(ctx); err != nil { // applies it: deleted_user
+		t.Fatal(err)
+	}
+	if got, err := rec.EraseOnce(ctx); err != nil || got != (models.Erasure{Users: 1, Events: 1}) {
+		t.Errorf("EraseOnce = %+v, %v; want the pending event erased although the user was deleted just now", got, err)
+	}
+	if found := h.leftovers(personal); len(found) > 0 {
+		t.Errorf("personal data left: %v", found)
+	}
+}

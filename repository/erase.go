@@ -49,7 +49,8 @@ func (u *Users) rearmErasure(ctx context.Context, userID string, deletedAt time.
 	_, err := u.coll.UpdateOne(ctx,
 		bson.D{{Key: "userId", Value: userID}, {Key: "deletedAt", Value: bson.D{{Key: "$ne", Value: nil}}}},
 		bson.D{
-			{Key: "$set", Value: bson.D{{Key: "eraseAfter", Value: deletedAt}}},
+			// $min: an erasure an admin asked for (eraseEpoch) stays due at once.
+			{Key: "$min", Value: bson.D{{Key: "eraseAfter", Value: deletedAt}}},
 			{Key: "$inc", Value: bson.D{{Key: "eraseGen", Value: 1}}},
 		})
 	if err != nil {
