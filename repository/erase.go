@@ -20,8 +20,11 @@ import (
 // ones without reading other users. A user's events are found by the
 // userId index of user_events. Once none is left to erase, eraseAfter is
 // removed. An event that arrives for the user later (its outcome is
-// deleted_user) sets it again and bumps eraseGen, so that a pass that read
-// the tombstone before that event was stored cannot remove it.
+// deleted_user) finds it removed and sets it again. A pass that removes it
+// looks for the user's events once more afterwards and sets it back if
+// one came in meanwhile: an event stored before that look is seen by it,
+// and one stored after it finds eraseAfter removed. Either way it is
+// erased.
 
 // eraseEpoch is the eraseAfter of a tombstone whose erasure an admin asked
 // for: due at the next pass, whatever USERSYNC_ERASE_AFTER says.
@@ -31,10 +34,9 @@ var eraseEpoch = time.Unix(0, 0).UTC()
 type eraseDoc struct {
 	UserID    string     `bson:"userId"`
 	DeletedAt *time.Time `bson:"deletedAt"`
-	EraseGen  int64      `bson:"eraseGen"`
 }
 
-var eraseProjection = bson.D{{Key: "userId", Value: 1}, {Key: "deletedAt", Value: 1}, {Key: "eraseGen", Value: 1}}
+var eraseProjection = bson.D{{Key: "userId", Value: 1}, {Key: "deletedAt", Value: 1}}
 
 func (s *Store) ensureErasureIndexes(ctx context.Context) error {
 	return createIndexes(ctx, s.Users.coll, []mongo.IndexModel{
@@ -43,16 +45,14 @@ func (s *Store) ensureErasureIndexes(ctx context.Context) error {
 }
 
 // rearmErasure marks the tombstone of userID as holding events to erase
-// again. Apply calls it, holding the user's lock, when an event arrives for
-// a deleted user.
+// again. Apply calls it, holding the user's turn, when an event arrives
+// for a deleted user whose tombstone is not marked; erasure calls it when
+// one came in while it unmarked the tombstone.
 func (u *Users) rearmErasure(ctx context.Context, userID string, deletedAt time.Time) error {
 	_, err := u.coll.UpdateOne(ctx,
 		bson.D{{Key: "userId", Value: userID}, {Key: "deletedAt", Value: bson.D{{Key: "$ne", Value: nil}}}},
-		bson.D{
-			// $min: an erasure an admin asked for (eraseEpoch) stays due at once.
-			{Key: "$min", Value: bson.D{{Key: "eraseAfter", Value: deletedAt}}},
-			{Key: "$inc", Value: bson.D{{Key: "eraseGen", Value: 1}}},
-		})
+		// $min: an erasure an admin asked for (eraseEpoch) stays due at once.
+		bson.D{{Key: "$min", Value: bson.D{{Key: "eraseAfter", Value: deletedAt}}}})
 	if err != nil {
 		return fmt.Errorf("mark user %s for erasure: %w", userID, translate(err))
 	}
@@ -162,18 +162,34 @@ func (s *Store) eraseUser(ctx context.Context, d eraseDoc, now time.Time) (model
 	if res.Pending > 0 {
 		return res, nil
 	}
-	gen := bson.E{Key: "eraseGen", Value: d.EraseGen}
-	if d.EraseGen == 0 {
-		gen.Value = nil
-	}
-	defer s.Users.turn(d.UserID)()
-	_, err = s.Users.coll.UpdateOne(ctx, bson.D{{Key: "userId", Value: d.UserID}, gen},
-		bson.D{{Key: "$unset", Value: bson.D{{Key: "eraseAfter", Value: ""}}}})
-	if err != nil {
-		return res, fmt.Errorf("unmark user %s for erasure: %w", d.UserID, translate(err))
+	if err := s.unmarkErasure(ctx, d); err != nil {
+		return res, err
 	}
 	res.Users++
 	return res, nil
+}
+
+// unmarkErasure removes eraseAfter from d's tombstone, then looks for an
+// event of the user that came in meanwhile, and marks it again if there is
+// one.
+func (s *Store) unmarkErasure(ctx context.Context, d eraseDoc) error {
+	done := s.Users.turn(d.UserID)
+	_, err := s.Users.coll.UpdateOne(ctx, bson.D{{Key: "userId", Value: d.UserID}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: "eraseAfter", Value: ""}}}})
+	done()
+	if err != nil {
+		return fmt.Errorf("unmark user %s for erasure: %w", d.UserID, translate(err))
+	}
+	n, err := s.Events.coll.CountDocuments(ctx, bson.D{{Key: "userId", Value: d.UserID}, {Key: "erasedAt", Value: nil}},
+		options.Count().SetLimit(1))
+	if err != nil {
+		return fmt.Errorf("find events of user %s: %w", d.UserID, translate(err))
+	}
+	if n == 0 {
+		return nil
+	}
+	defer s.Users.turn(d.UserID)()
+	return s.Users.rearmErasure(ctx, d.UserID, *d.DeletedAt)
 }
 
 // erase removes the body of one event if it is erasable; done is false

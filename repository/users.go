@@ -38,7 +38,6 @@ type userDoc struct {
 	// EraseAfter is set on a tombstone whose events still hold personal
 	// data: the time erasure counts from (see erase.go). Sparse-indexed.
 	EraseAfter *time.Time `bson:"eraseAfter,omitempty"`
-	EraseGen   int64      `bson:"eraseGen,omitempty"` // bumped by each re-arm of eraseAfter
 }
 
 func (d userDoc) model() (models.User, error) {
@@ -124,8 +123,12 @@ func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (mod
 		case cur.LastEventID == ch.EventID && (cur.DeletedAt != nil) == ch.Deleted:
 			return models.OutcomeApplied, nil // a retry of an applied event
 		case cur.DeletedAt != nil:
-			// This event's body holds personal data too: erase it as well.
-			return models.OutcomeDeletedUser, u.rearmErasure(ctx, ch.UserID, *cur.DeletedAt)
+			// This event's body holds personal data too: if the user's
+			// events are all erased already, make erasure come back.
+			if cur.EraseAfter == nil {
+				return models.OutcomeDeletedUser, u.rearmErasure(ctx, ch.UserID, *cur.DeletedAt)
+			}
+			return models.OutcomeDeletedUser, nil
 		case !models.Newer(ch.SourceTime, ch.EventID, cur.SourceUpdatedAt, cur.LastEventID):
 			return models.OutcomeStale, nil
 		case try < maxApplyTries:
@@ -225,6 +228,7 @@ func (u *Users) state(ctx context.Context, userID string) (userDoc, error) {
 	err := u.coll.FindOne(ctx, bson.D{{Key: "userId", Value: userID}},
 		options.FindOne().SetProjection(bson.D{
 			{Key: "deletedAt", Value: 1}, {Key: "sourceUpdatedAt", Value: 1}, {Key: "lastEventId", Value: 1},
+			{Key: "eraseAfter", Value: 1},
 		})).Decode(&d)
 	if err != nil {
 		return userDoc{}, fmt.Errorf("read user %s: %w", userID, translate(err))
