@@ -32,6 +32,9 @@ type eventJSON struct {
 	ProcessedAt     *string         `json:"processedAt"`
 	Signature       string          `json:"signature,omitempty"`
 	Payload         json.RawMessage `json:"payload,omitempty"`
+	// Erased: the user is deleted and the body is gone; no payload.
+	Erased   bool    `json:"erased"`
+	ErasedAt *string `json:"erasedAt,omitempty"`
 }
 
 func optTime(t *time.Time) *string {
@@ -51,9 +54,12 @@ func newEventJSON(ev models.Event, withBody bool) eventJSON {
 		RetryAt: optTime(ev.RetryAt), Source: ev.Source, SignatureValid: ev.SignatureValid,
 		SourceTimestamp: optTime(ev.SourceTimestamp), ReceivedAt: formatTime(ev.ReceivedAt),
 		ProcessedAt: optTime(ev.ProcessedAt),
+		Erased:      ev.ErasedAt != nil, ErasedAt: optTime(ev.ErasedAt),
 	}
 	if withBody {
 		j.Signature = ev.Signature
+	}
+	if withBody && !j.Erased {
 		if json.Valid(ev.RawBody) {
 			j.Payload = ev.RawBody
 		} else {
@@ -177,6 +183,9 @@ func (s *server) replayEvent(c echo.Context) error {
 	ev, err := s.events.Get(ctx, req.ID)
 	if err != nil {
 		return notFound(err, "event", req.ID)
+	}
+	if ev.ErasedAt != nil {
+		return fmt.Errorf("%w: event %s was erased (its user is deleted); there is nothing to replay", models.ErrConflict, req.ID)
 	}
 	if ev.Status == models.StatusProcessed {
 		return fmt.Errorf("%w: event %s is already processed (outcome %s); replaying it would change nothing",

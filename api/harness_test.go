@@ -47,6 +47,7 @@ type harnessOptions struct {
 	secrets   []string
 	wrapUsers func(sync.UserStore) sync.UserStore
 	limits    api.Limits
+	settle    time.Duration // of the change feed; 0: the default
 }
 
 func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
@@ -69,12 +70,14 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 		Sync:           sync.New(o.store.Events, users, nil),
 		Users:          o.store.Users,
 		Events:         o.store.Events,
+		Eraser:         o.store,
 		DB:             o.store,
 		Logger:         o.logger,
 		WebhookSecrets: o.secrets,
 		APIKeys:        []string{testAPIKey},
 		AdminKeys:      []string{testAdminKey},
 		Limits:         o.limits,
+		ChangeSettle:   o.settle,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ func (s *server) routes(e *echo.Echo) {
 	v1.GET("/users", s.listUsers)
 	v1.GET("/users/:userId", s.getUser)
 	v1.POST("/users/:userId/sync", s.syncUser)
+	v1.POST("/users/:userId/erase", s.eraseUser, s.requireKey(roleAdmin))
 
 	// Admin key: events hold whole payloads, private metadata included.
 	admin := e.Group("/v1/events", s.requireKey(roleAdmin))

@@ -36,6 +36,15 @@ type EventReader interface {
 type UserReader interface {
 	Get(ctx context.Context, userID string) (models.User, error)
 	List(ctx context.Context, f models.UserFilter) (models.UserPage, error)
+	// Changes returns a page of the change feed; NextCursor is always set.
+	Changes(ctx context.Context, f models.ChangeFilter) (models.UserPage, error)
+}
+
+// UserEraser erases the personal data kept in a deleted user's events.
+type UserEraser interface {
+	// EraseUser erases now; it wraps models.ErrNotFound for an unknown user
+	// and models.ErrConflict for an active one.
+	EraseUser(ctx context.Context, userID string, now time.Time) (models.Erasure, error)
 }
 
 // Pinger checks that the database answers.
@@ -48,6 +57,7 @@ type Config struct {
 	Sync   Ingester
 	Users  UserReader
 	Events EventReader
+	Eraser UserEraser
 	DB     Pinger
 	Logger *slog.Logger
 
@@ -72,12 +82,17 @@ type Config struct {
 	// Limits bound the work and memory of webhook deliveries in flight;
 	// zero values take the defaults (see Limits).
 	Limits Limits
+
+	// ChangeSettle is how old a change must be before the change feed
+	// serves it; 0 means models.ChangeSettle.
+	ChangeSettle time.Duration
 }
 
 type server struct {
 	sync     Ingester
 	users    UserReader
 	events   EventReader
+	eraser   UserEraser
 	db       Pinger
 	log      *slog.Logger
 	verifier *verifier
@@ -88,6 +103,8 @@ type server struct {
 	health   *health
 
 	clerkSync UserSyncer
+
+	settle time.Duration
 }
 
 // New returns the HTTP handler of usersync. It fails when a webhook secret
@@ -95,6 +112,9 @@ type server struct {
 func New(cfg Config) (*echo.Echo, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.ChangeSettle <= 0 {
+		cfg.ChangeSettle = models.ChangeSettle
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(cfg.Events)
@@ -107,6 +127,7 @@ func New(cfg Config) (*echo.Echo, error) {
 		sync:     cfg.Sync,
 		users:    cfg.Users,
 		events:   cfg.Events,
+		eraser:   cfg.Eraser,
 		db:       cfg.DB,
 		log:      cfg.Logger,
 		verifier: v,
@@ -117,6 +138,8 @@ func New(cfg Config) (*echo.Echo, error) {
 		health:   &health{},
 
 		clerkSync: cfg.ClerkSync,
+
+		settle: cfg.ChangeSettle,
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

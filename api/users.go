@@ -17,9 +17,35 @@ type userJSON struct {
 	Email       string          `json:"email,omitempty"`
 	DisplayName string          `json:"displayName"`
 	Metadata    json.RawMessage `json:"metadata"`
-	CreatedAt   string          `json:"createdAt"`
-	UpdatedAt   string          `json:"updatedAt"`
-	DeletedAt   *string         `json:"deletedAt"`
+	// Profile fields: always present, null when Clerk has no value.
+	FirstName    *string `json:"firstName"`
+	LastName     *string `json:"lastName"`
+	Username     *string `json:"username"`
+	ImageURL     *string `json:"imageUrl"`
+	PhoneNumber  *string `json:"phoneNumber"`
+	ExternalID   *string `json:"externalId"`
+	LastSignInAt *string `json:"lastSignInAt"`
+	Banned       bool    `json:"banned"`
+	Locked       bool    `json:"locked"`
+	CreatedAt    string  `json:"createdAt"`
+	UpdatedAt    string  `json:"updatedAt"`
+	DeletedAt    *string `json:"deletedAt"`
+}
+
+// deletedUserJSON is a deleted user in the change feed: just enough for an
+// application to delete its own copy.
+type deletedUserJSON struct {
+	UserID    string `json:"userId"`
+	CreatedAt string `json:"createdAt"`
+	UpdatedAt string `json:"updatedAt"`
+	DeletedAt string `json:"deletedAt"`
+}
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // timeFormat is RFC 3339 in UTC with milliseconds, the engines' precision.
@@ -29,12 +55,21 @@ func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
 
 func newUserJSON(u models.User) userJSON {
 	j := userJSON{
-		UserID:      u.UserID,
-		Email:       u.Email,
-		DisplayName: u.DisplayName,
-		Metadata:    u.Metadata,
-		CreatedAt:   formatTime(u.CreatedAt),
-		UpdatedAt:   formatTime(u.UpdatedAt),
+		UserID:       u.UserID,
+		Email:        u.Email,
+		DisplayName:  u.DisplayName,
+		Metadata:     u.Metadata,
+		FirstName:    optString(u.FirstName),
+		LastName:     optString(u.LastName),
+		Username:     optString(u.Username),
+		ImageURL:     optString(u.ImageURL),
+		PhoneNumber:  optString(u.PhoneNumber),
+		ExternalID:   optString(u.ExternalID),
+		LastSignInAt: optTime(u.LastSignInAt),
+		Banned:       u.Banned,
+		Locked:       u.Locked,
+		CreatedAt:    formatTime(u.CreatedAt),
+		UpdatedAt:    formatTime(u.UpdatedAt),
 	}
 	if u.DeletedAt != nil {
 		d := formatTime(*u.DeletedAt)
@@ -48,11 +83,12 @@ type listUsersRequest struct {
 	Cursor         string `query:"cursor" validate:"max=64"`
 	Email          string `query:"email" validate:"max=512"`
 	IncludeDeleted bool   `query:"includeDeleted"`
+	UpdatedSince   string `query:"updatedSince" validate:"max=64"`
 }
 
 type listUsersResponse struct {
-	Data       []userJSON `json:"data"`
-	NextCursor *string    `json:"nextCursor"`
+	Data       []any   `json:"data"` // userJSON, or deletedUserJSON in the change feed
+	NextCursor *string `json:"nextCursor"`
 }
 
 // listUsers answers GET /v1/users.
@@ -60,6 +96,9 @@ func (s *server) listUsers(c echo.Context) error {
 	req := listUsersRequest{Limit: 50}
 	if err := bind(c, &req); err != nil {
 		return err
+	}
+	if req.UpdatedSince != "" {
+		return s.listChanges(c, req)
 	}
 	if req.IncludeDeleted && !isAdmin(c) {
 		return fmt.Errorf("%w: includeDeleted needs an admin key", models.ErrForbidden)
@@ -70,7 +109,7 @@ func (s *server) listUsers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	resp := listUsersResponse{Data: make([]userJSON, 0, len(page.Users))}
+	resp := listUsersResponse{Data: make([]any, 0, len(page.Users))}
 	for _, u := range page.Users {
 		resp.Data = append(resp.Data, newUserJSON(u))
 	}

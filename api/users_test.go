@@ -129,12 +129,15 @@ func TestUsers_ShapeIsTheDataModel(t *testing.T) {
 	h := newHarness(t)
 	h.mustDeliver(newID(), fixture(t, "user.created.multi-email.json"))
 	u := h.get("/v1/users/user_2SS3GNsVEHibIcFNY6OA4j9lef2", testAPIKey).JSON(t)
-	for _, k := range []string{"userId", "email", "displayName", "metadata", "createdAt", "updatedAt", "deletedAt"} {
+	fields := []string{"userId", "email", "displayName", "metadata",
+		"firstName", "lastName", "username", "imageUrl", "phoneNumber", "externalId", "lastSignInAt", "banned", "locked",
+		"createdAt", "updatedAt", "deletedAt"}
+	for _, k := range fields {
 		if _, ok := u[k]; !ok {
 			t.Errorf("user has no %q: %v", k, u)
 		}
 	}
-	if len(u) != 7 {
+	if len(u) != len(fields) {
 		t.Errorf("user has fields %v, want exactly the data model's", u)
 	}
 	for _, k := range []string{"createdAt", "updatedAt"} {

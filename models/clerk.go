@@ -45,6 +45,11 @@ type ClerkUser struct {
 	PrimaryPhoneNumberID  *string         `json:"primary_phone_number_id"`
 	PhoneNumbers          []ClerkPhone    `json:"phone_numbers" validate:"dive"`
 	PublicMetadata        json.RawMessage `json:"public_metadata"`
+	ImageURL              *string         `json:"image_url"`
+	ExternalID            *string         `json:"external_id"`
+	LastSignInAt          *int64          `json:"last_sign_in_at"`
+	Banned                bool            `json:"banned"`
+	Locked                bool            `json:"locked"`
 }
 
 // ClerkEmail is one entry of a Clerk user's email_addresses.
@@ -201,7 +206,40 @@ func (u ClerkUser) change(eventID string) (Change, error) {
 		Email:       email,
 		DisplayName: u.DisplayName(email),
 		Metadata:    json.RawMessage(meta),
+		Profile:     u.Profile(),
 	}, nil
+}
+
+// Profile returns the user's profile fields, trimmed and bounded: names are
+// cut to MaxName characters (a cut name still names the person); an
+// identifier or URL longer than its bound is left out ("") rather than cut,
+// since a cut one would name something else.
+func (u ClerkUser) Profile() Profile {
+	ident := func(s *string, limit int) string {
+		v := strings.TrimSpace(deref(s))
+		if utf8.RuneCountInString(v) > limit {
+			return ""
+		}
+		return strings.ToValidUTF8(v, "\uFFFD")
+	}
+	phone := u.primaryPhone()
+	p := Profile{
+		FirstName:   truncate(strings.TrimSpace(deref(u.FirstName)), MaxName),
+		LastName:    truncate(strings.TrimSpace(deref(u.LastName)), MaxName),
+		Username:    ident(u.Username, MaxName),
+		ImageURL:    ident(u.ImageURL, MaxImageURL),
+		PhoneNumber: ident(&phone, MaxPhoneNumber),
+		ExternalID:  ident(u.ExternalID, MaxExternalID),
+		Banned:      u.Banned,
+		Locked:      u.Locked,
+	}
+	if u.LastSignInAt != nil {
+		// A time that is not one is left out: it cannot order anything.
+		if t, err := clerkTime(json.RawMessage(fmt.Sprint(*u.LastSignInAt))); err == nil {
+			p.LastSignInAt = &t
+		}
+	}
+	return p
 }
 
 // PrimaryEmail returns the lowercased address whose id is

@@ -59,6 +59,9 @@ type Event struct {
 	Attempts        int
 	Error           string     // the last processing error, when failed
 	RetryAt         *time.Time // when the sweep retries a failed event; nil: never
+	// ErasedAt is when the body of this event of a deleted user was
+	// erased; RawBody is then empty. nil: not erased.
+	ErasedAt *time.Time
 }
 
 // EventFilter selects events for the event log.

@@ -19,6 +19,7 @@ type User struct {
 	DeletedAt       *time.Time
 	SourceUpdatedAt time.Time
 	LastEventID     string
+	Profile         // empty on a tombstone
 }
 
 // Deleted reports whether the user has been deleted in Clerk.
@@ -35,7 +36,32 @@ type Change struct {
 	Email       string
 	DisplayName string
 	Metadata    json.RawMessage
+	Profile     // empty for a deletion
 }
+
+// Profile is what Clerk says of a user beyond email and name for display:
+// what applications render and link by. A string is "" when Clerk has none.
+type Profile struct {
+	FirstName    string
+	LastName     string
+	Username     string
+	ImageURL     string
+	PhoneNumber  string     // the primary phone (primary_phone_number_id)
+	ExternalID   string     // Clerk's external_id: the application's own id
+	LastSignInAt *time.Time // nil when the user never signed in
+	Banned       bool
+	Locked       bool
+}
+
+// Bounds of the profile's strings, in characters (runes). Clerk allows
+// names of up to 256 characters; the others are generous caps so that a
+// malformed value cannot grow a user document without bound.
+const (
+	MaxName        = 256
+	MaxExternalID  = 256
+	MaxPhoneNumber = 64
+	MaxImageURL    = 2048
+)
 
 // Newer reports whether a state at (t, eventID) is ordered after the state
 // at (than, thanEventID). Clerk's time decides; the event id breaks ties so
@@ -55,8 +81,42 @@ type UserFilter struct {
 	Limit          int
 }
 
+// UserWriteTimeout bounds a user write (the sync service's call of
+// repository.Users.Apply), which starts right after taking the time it
+// writes as updatedAt: past it the write is abandoned, and the event fails
+// and is retried later with a new time.
+const UserWriteTimeout = 10 * time.Second
+
+// ChangeSettle is how old a change must be before the change feed serves
+// it. A write takes its updatedAt before it commits, so a change may become
+// visible with an updatedAt older than one the feed has already passed;
+// waiting ChangeSettle, well over UserWriteTimeout, leaves room for the
+// slowest write that can still commit (and for clocks of several instances
+// that differ by a few seconds), so no change is skipped.
+const ChangeSettle = 30 * time.Second
+
+// ChangeFilter selects a page of the change feed: users whose document
+// changed at or after Since and at or before Until, oldest change first.
+type ChangeFilter struct {
+	Since time.Time
+	// Until is the newest updatedAt served: changes newer than that may
+	// still be followed by writes that commit with an older time.
+	Until time.Time
+	After string // cursor: list changes after this one
+	Limit int
+}
+
 // UserPage is one page of a user list.
 type UserPage struct {
 	Users      []User
 	NextCursor string // "" on the last page
+}
+
+// Erasure is what erasing a deleted user's personal data did.
+type Erasure struct {
+	Users  int // tombstones whose events are all erased now
+	Events int // events whose body and payload were removed
+	// Pending counts events that could not be erased yet: stored, or failed
+	// and still to be retried. They are erased once processed or given up.
+	Pending int
 }

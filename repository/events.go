@@ -46,6 +46,7 @@ type eventDoc struct {
 	Error           string        `bson:"error,omitempty"`
 	RetryAt         *time.Time    `bson:"retryAt,omitempty"` // only while retries remain
 	ClaimedUntil    *time.Time    `bson:"claimedUntil,omitempty"`
+	ErasedAt        *time.Time    `bson:"erasedAt,omitempty"`
 }
 
 func (d eventDoc) model() models.Event {
@@ -74,6 +75,7 @@ func (d eventDoc) model() models.Event {
 		Attempts:        d.Attempts,
 		Error:           d.Error,
 		RetryAt:         utc(d.RetryAt),
+		ErasedAt:        utc(d.ErasedAt),
 	}
 }
 

@@ -36,6 +36,10 @@ type userDoc struct {
 	DeletedAt       *time.Time    `bson:"deletedAt"`
 	SourceUpdatedAt time.Time     `bson:"sourceUpdatedAt"`
 	LastEventID     string        `bson:"lastEventId"`
+	Profile         profileDoc    `bson:",inline"`
+	// EraseAfter is set on a tombstone whose events still hold personal
+	// data: the time erasure counts from (see erase.go). Sparse-indexed.
+	EraseAfter *time.Time `bson:"eraseAfter,omitempty"`
 }
 
 func (d userDoc) model() (models.User, error) {
@@ -55,6 +59,7 @@ func (d userDoc) model() (models.User, error) {
 		UpdatedAt:       d.UpdatedAt.UTC(),
 		SourceUpdatedAt: d.SourceUpdatedAt.UTC(),
 		LastEventID:     d.LastEventID,
+		Profile:         d.Profile.model(),
 	}
 	if d.DeletedAt != nil {
 		t := d.DeletedAt.UTC()
@@ -73,7 +78,8 @@ const emailIndex = "email_1"
 var userIndexes = []mongo.IndexModel{
 	{Keys: bson.D{{Key: "userId", Value: 1}}, Options: options.Index().SetUnique(true)},
 	{Keys: bson.D{{Key: "email", Value: 1}}, Options: options.Index().SetUnique(true).SetSparse(true)},
-	{Keys: bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}}, // the change feed
+	{Keys: bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},                    // the change feed
+	{Keys: bson.D{{Key: "eraseAfter", Value: 1}}, Options: options.Index().SetSparse(true)}, // erasure: tombstones still to erase
 }
 
 // obsoleteUserIndexes were made by earlier versions and serve no query:
@@ -146,7 +152,7 @@ func (u *Users) applyAtomic(ctx context.Context, w userWrite) (models.Outcome, e
 			return "", err
 		default:
 			if outcome, final := w.explain(cur); final {
-				return outcome, nil
+				return outcome, u.keepErasable(ctx, outcome, cur)
 			}
 		}
 		if try == maxApplyTries {
@@ -186,7 +192,7 @@ func (u *Users) applySerial(ctx context.Context, w userWrite) (models.Outcome, e
 			return "", err
 		}
 		if outcome, final := w.explain(cur); final {
-			return outcome, nil
+			return outcome, u.keepErasable(ctx, outcome, cur)
 		}
 		if _, err := u.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: w.doc.ID}}, w.changes); err != nil {
 			return "", translate(err)
@@ -207,6 +213,16 @@ func (w userWrite) explain(cur userDoc) (outcome models.Outcome, final bool) {
 		return models.OutcomeStale, true
 	}
 	return "", false
+}
+
+// keepErasable makes erasure come back for a deleted user whose events
+// were all erased already: the event that found the user deleted holds
+// personal data too.
+func (u *Users) keepErasable(ctx context.Context, outcome models.Outcome, cur userDoc) error {
+	if outcome != models.OutcomeDeletedUser || cur.EraseAfter != nil || cur.DeletedAt == nil {
+		return nil
+	}
+	return u.rearmErasure(ctx, cur.UserID, *cur.DeletedAt)
 }
 
 // userWrite is ch as the writes of Apply.
@@ -236,15 +252,17 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 		// A delete wins over every state; it turns the user into a tombstone
 		// so that every order of delivery ends in the same document.
 		w.doc.DisplayName, w.doc.Metadata, w.doc.DeletedAt = ch.UserID, bson.D{}, &ts
+		w.doc.EraseAfter = &ts
 		w.changes = bson.D{
-			{Key: "$set", Value: bson.D{
+			{Key: "$set", Value: append(bson.D{
 				{Key: "deletedAt", Value: ts},
 				{Key: "displayName", Value: w.doc.DisplayName},
 				{Key: "metadata", Value: w.doc.Metadata},
 				{Key: "sourceUpdatedAt", Value: ts},
 				{Key: "lastEventId", Value: ch.EventID},
 				{Key: "updatedAt", Value: now},
-			}},
+				{Key: "eraseAfter", Value: ts},
+			}, profileDoc{}.set()...)},
 			{Key: "$unset", Value: bson.D{{Key: "email", Value: ""}}},
 		}
 		return w, nil
@@ -254,6 +272,7 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 		return userWrite{}, fmt.Errorf("user %s metadata: %w: %v", ch.UserID, models.ErrInvalid, err)
 	}
 	w.doc.Email, w.doc.DisplayName, w.doc.Metadata = ch.Email, ch.DisplayName, meta
+	w.doc.Profile = newProfileDoc(ch.Profile)
 	w.filter = append(w.filter, bson.E{Key: "$or", Value: bson.A{
 		bson.D{{Key: "sourceUpdatedAt", Value: bson.D{{Key: "$lt", Value: ts}}}},
 		bson.D{{Key: "sourceUpdatedAt", Value: ts}, {Key: "lastEventId", Value: bson.D{{Key: "$lt", Value: ch.EventID}}}},
@@ -265,6 +284,7 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 		{Key: "lastEventId", Value: ch.EventID},
 		{Key: "updatedAt", Value: now},
 	}
+	set = append(set, w.doc.Profile.set()...)
 	if ch.Email != "" {
 		w.changes = bson.D{{Key: "$set", Value: append(set, bson.E{Key: "email", Value: ch.Email})}}
 	} else {
@@ -304,6 +324,7 @@ func (u *Users) state(ctx context.Context, id bson.ObjectID) (userDoc, error) {
 	var d userDoc
 	err := findByID(ctx, u.primary, id, &d, bson.D{
 		{Key: "userId", Value: 1}, {Key: "deletedAt", Value: 1}, {Key: "sourceUpdatedAt", Value: 1}, {Key: "lastEventId", Value: 1},
+		{Key: "eraseAfter", Value: 1},
 	})
 	if err != nil {
 		return userDoc{}, fmt.Errorf("read user: %w", err)

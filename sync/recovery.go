@@ -41,6 +41,10 @@ type Recovery struct {
 	Grace time.Duration
 	// Retention is how long processed events are kept; 0 keeps them forever.
 	Retention time.Duration
+	// Eraser erases the events of users deleted more than EraseAfter ago;
+	// nil, or an EraseAfter of 0, erases nothing.
+	Eraser     Eraser
+	EraseAfter time.Duration
 	// Batch bounds the events one sweep or one delete handles at a time.
 	Batch int
 	// Lease is how long a sweep holds an event it claimed; 0 means
@@ -57,6 +61,7 @@ type Report struct {
 	Swept    map[models.EventStatus]int // events processed again, by their new status
 	Outcomes map[models.Outcome]int     // and what they did
 	Deleted  int                        // processed events removed by retention
+	Erased   int                        // events whose body erasure removed
 	Err      error                      // why the pass stopped early, if it did
 }
 
@@ -150,7 +155,25 @@ func (r *Recovery) RetainOnce(ctx context.Context) (int, error) {
 	}
 }
 
-// Run sweeps and applies retention every interval until ctx is done. The
+// Eraser is what erasure needs of the store.
+type Eraser interface {
+	// EraseDeletedBefore removes the bodies of the events of users
+	// deleted before cutoff, except events still to be processed.
+	EraseDeletedBefore(ctx context.Context, cutoff, now time.Time) (models.Erasure, error)
+}
+
+// EraseOnce erases the personal data (bodies and payloads) of the events of
+// users deleted more than EraseAfter ago. It does nothing when EraseAfter
+// is 0 or there is no Eraser.
+func (r *Recovery) EraseOnce(ctx context.Context) (models.Erasure, error) {
+	if r.Eraser == nil || r.EraseAfter <= 0 {
+		return models.Erasure{}, nil
+	}
+	now := r.now()
+	return r.Eraser.EraseDeletedBefore(ctx, now.Add(-r.EraseAfter), now.UTC())
+}
+
+// Run sweeps, applies retention and erases every interval until ctx is done. The
 // first pass runs at once, which recovers what a crash left behind as soon
 // as the process is back.
 func (r *Recovery) Run(ctx context.Context, interval time.Duration) {
@@ -160,6 +183,11 @@ func (r *Recovery) Run(ctx context.Context, interval time.Duration) {
 		rep, err := r.SweepOnce(ctx)
 		if err == nil {
 			rep.Deleted, err = r.RetainOnce(ctx)
+		}
+		if err == nil {
+			var er models.Erasure
+			er, err = r.EraseOnce(ctx)
+			rep.Erased = er.Events
 		}
 		if err != nil && ctx.Err() == nil && r.Log != nil {
 			r.Log.LogAttrs(ctx, slog.LevelWarn, "recovery pass failed", errAttr(err))

@@ -150,8 +150,13 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 
 // Process processes a stored event again from its raw body, as a new
 // delivery of it would. It is how stored and failed events are recovered.
+// An erased event has no body left: that is an error wrapping
+// models.ErrConflict, and the event is not changed.
 func (s *Service) Process(ctx context.Context, ev models.Event) (Result, error) {
 	res := Result{EventID: ev.EventID, UserID: ev.UserID, Status: ev.Status, Outcome: ev.Outcome}
+	if ev.ErasedAt != nil {
+		return res, fmt.Errorf("%w: event %s was erased (its user is deleted)", models.ErrConflict, ev.EventID)
+	}
 	ce, err := models.DecodeEvent(ev.RawBody)
 	if err != nil {
 		return s.process(ctx, ev, res, models.Change{}, err)
@@ -165,7 +170,10 @@ func (s *Service) process(ctx context.Context, ev models.Event, res Result, ch m
 	if invalid != nil {
 		return s.fail(ctx, ev, res, invalid)
 	}
-	outcome, err := s.users.Apply(ctx, ch, s.now().UTC())
+	// The change feed relies on this bound (see models.ChangeSettle).
+	actx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
+	outcome, err := s.users.Apply(actx, ch, s.now().UTC())
+	cancel()
 	if errors.Is(err, models.ErrEmailTaken) || errors.Is(err, models.ErrConflict) {
 		err = fmt.Errorf("%w: %w", models.ErrRetryLater, err)
 	}

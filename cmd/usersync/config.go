@@ -38,6 +38,7 @@ type config struct {
 	Retention     time.Duration // 0 keeps processed events forever
 
 	ReconcileInterval time.Duration // 0: serve never runs reconcile
+	EraseAfter        time.Duration // 0 never erases deleted users' events
 }
 
 // embeddedRetention is the default retention with the embedded engine,
@@ -77,6 +78,7 @@ func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (co
 		{"USERSYNC_SWEEP_GRACE", "sweep-grace", "1m", "how long a stored event is left to its delivery before the sweep takes it", &c.SweepGrace},
 		{"USERSYNC_RETENTION", "retention", "", "how long processed events are kept, e.g. 720h or 30d; 0 keeps them (default: forever with MongoDB, 7d embedded)", &c.Retention},
 		{"USERSYNC_RECONCILE_INTERVAL", "reconcile-interval", "", "how often serve reconciles with Clerk, e.g. 6h; 0 or empty: never (needs CLERK_SECRET_KEY)", &c.ReconcileInterval},
+		{"USERSYNC_ERASE_AFTER", "erase-after", "30d", "erase the event bodies of users deleted longer ago; 0 never", &c.EraseAfter},
 	}
 	durText := make([]*string, len(durations))
 	for i, d := range durations {

@@ -201,7 +201,7 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 		return err
 	}
 	handler, err := api.New(api.Config{
-		Sync: svc, Users: store.Users, Events: store.Events, DB: store, Logger: log, Metrics: metrics,
+		Sync: svc, Users: store.Users, Events: store.Events, Eraser: store, DB: store, Logger: log, Metrics: metrics,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
 		ClerkSync: fetcher,
 	})
@@ -217,6 +217,7 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 		rec := &sync.Recovery{
 			Service: svc, Store: store.Events, Log: log,
 			Grace: cfg.SweepGrace, Retention: cfg.Retention, Observe: metrics.ObserveRecovery,
+			Eraser: store, EraseAfter: cfg.EraseAfter,
 		}
 		done := make(chan struct{})
 		rctx, stopRecovery := context.WithCancel(ctx)
@@ -242,7 +243,8 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening", slog.String("addr", ln.Addr().String()),
 		slog.Bool("embedded", cfg.Embedded()), slog.String("database", cfg.Database),
-		slog.Duration("sweep_interval", cfg.SweepInterval), slog.Duration("retention", cfg.Retention))
+		slog.Duration("sweep_interval", cfg.SweepInterval), slog.Duration("retention", cfg.Retention),
+		slog.Duration("erase_after", cfg.EraseAfter))
 
 	select {
 	case err := <-errc:
