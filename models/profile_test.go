@@ -69,16 +69,17 @@ func profileEqual(a, b models.Profile) bool {
 	return at == nil || at.Equal(*bt)
 }
 
+// TestProfile_StringsAreBounded: names are cut, over-long identifiers left
+// out. (A phone number over MaxPhoneNumber is refused by validation: see
+// TestChange_RefusesWhatUsersMustNotStore.)
 func TestProfile_StringsAreBounded(t *testing.T) {
 	long := func(n int) string { return strings.Repeat("é", n) }
 	data := map[string]any{
 		"id": "user_1", "updated_at": 1760617803140,
 		"first_name": "  " + long(models.MaxName+10) + " ", "last_name": long(models.MaxName),
 		"username": long(models.MaxName + 1), "external_id": long(models.MaxExternalID + 1),
-		"image_url":               "https://img.example/" + strings.Repeat("a", models.MaxImageURL),
-		"primary_phone_number_id": "idn_p",
-		"phone_numbers":           []any{map[string]any{"id": "idn_p", "phone_number": strings.Repeat("1", models.MaxPhoneNumber+1)}},
-		"last_sign_in_at":         nil, "banned": nil, "locked": nil,
+		"image_url":       "https://img.example/" + strings.Repeat("a", models.MaxImageURL),
+		"last_sign_in_at": nil, "banned": nil, "locked": nil,
 	}
 	body, _ := json.Marshal(map[string]any{"type": "user.updated", "data": data})
 	ev, err := models.DecodeEvent(body)
