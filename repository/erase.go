@@ -61,7 +61,7 @@ func (u *Users) rearmErasure(ctx context.Context, userID string, deletedAt time.
 func (s *Store) EraseDeletedBefore(ctx context.Context, cutoff, now time.Time) (models.Erasure, error) {
 	var total models.Erasure
 	cur, err := s.Users.coll.Find(ctx,
-		bson.D{{Key: "eraseAfter", Value: bson.D{{Key: "$lte", Value: cutoff}}}},
+		eraseDueFilter(cutoff),
 		options.Find().SetProjection(eraseProjection).SetBatchSize(100))
 	if err != nil {
 		return total, fmt.Errorf("find users to erase: %w", translate(err))
@@ -132,10 +132,7 @@ func isErasable(raw bson.Raw) bool {
 
 func (s *Store) eraseUser(ctx context.Context, d eraseDoc, now time.Time) (models.Erasure, error) {
 	var res models.Erasure
-	docs, err := s.Events.findAll(ctx, bson.D{
-		{Key: "userId", Value: d.UserID},
-		{Key: "erasedAt", Value: nil},
-	}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "status", Value: 1}, {Key: "retryAt", Value: 1}}))
+	docs, err := s.Events.findAll(ctx, userEventsToErase(d.UserID), options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "status", Value: 1}, {Key: "retryAt", Value: 1}}))
 	if err != nil {
 		return res, fmt.Errorf("find events of user %s: %w", d.UserID, err)
 	}
@@ -175,7 +172,7 @@ func (s *Store) unmarkErasure(ctx context.Context, d eraseDoc) error {
 	if err != nil {
 		return fmt.Errorf("unmark user %s for erasure: %w", d.UserID, translate(err))
 	}
-	n, err := s.Events.coll.CountDocuments(ctx, bson.D{{Key: "userId", Value: d.UserID}, {Key: "erasedAt", Value: nil}},
+	n, err := s.Events.coll.CountDocuments(ctx, userEventsToErase(d.UserID),
 		options.Count().SetLimit(1))
 	if err != nil {
 		return fmt.Errorf("find events of user %s: %w", d.UserID, translate(err))
@@ -209,4 +206,16 @@ func (e *Events) erase(ctx context.Context, id bson.ObjectID, now time.Time) (do
 		return ev.ErasedAt != nil, nil
 	}
 	return true, nil
+}
+
+// eraseDueFilter selects the tombstones whose events are due for erasure;
+// the sparse eraseAfter_1 index holds only tombstones still to erase.
+func eraseDueFilter(cutoff time.Time) bson.D {
+	return bson.D{{Key: "eraseAfter", Value: bson.D{{Key: "$lte", Value: cutoff}}}}
+}
+
+// userEventsToErase selects the events of userID not erased yet, through
+// the userId_1_receivedAt_-1__id_-1 index.
+func userEventsToErase(userID string) bson.D {
+	return bson.D{{Key: "userId", Value: userID}, {Key: "erasedAt", Value: nil}}
 }

@@ -72,12 +72,20 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		}
 		qs = append(qs, query{fmt.Sprintf("users list %+v", f), find(users, filter, sort)})
 	}
+	for _, f := range []models.ChangeFilter{
+		{Since: now.Add(-time.Hour), Until: now, Limit: 50},
+		{Since: now.Add(-time.Hour), Until: now, Limit: 50, After: cursor},
+	} {
+		filter, _, err := repository.ChangesFilter(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs = append(qs, query{fmt.Sprintf("change feed %+v", f), find(users, filter, repository.ChangesOrder)})
+	}
 	userID := repository.DocIDForTest("user_1")
 	qs = append(qs,
 		query{"user by _id (Get, Apply's state)", find(users, byID(userID), nil)},
 		query{"Apply's conditional update", update(users, repository.UserWriteFilter(change("user_1", "msg_2", 2*time.Second, "a@example.com")))},
-		query{"change feed", find(users, bson.D{{Key: "updatedAt", Value: bson.D{{Key: "$gt", Value: now}}}},
-			bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}})},
 		query{"event by _id (Record's read, Get)", find(events, byID(oid), nil)},
 		query{"event by eventId (Get)", find(events, bson.D{{Key: "eventId", Value: "msg_1"}}, nil)},
 	)
@@ -111,6 +119,8 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		}}}}},
 		query{"mark processed / failed", update(events, bson.D{{Key: "_id", Value: oid}, repository.NotProcessed})},
 		query{"count an outcome", update(counters, byID("outcome:applied:00"))},
+		query{"erasure: tombstones due", find(users, repository.EraseDueFilter(now), nil)},
+		query{"erasure: a deleted user's events", find(events, repository.EventsToErase("user_1"), nil)},
 	)
 	for _, q := range qs {
 		var res bson.Raw

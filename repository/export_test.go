@@ -35,6 +35,10 @@ var (
 	ClaimCond        = claimCond
 	NotProcessed     = notProcessed
 	CountersFilter   = outcomeCountersFilter
+	ChangesFilter    = changesFilter
+	ChangesOrder     = changesOrder
+	EraseDueFilter   = eraseDueFilter
+	EventsToErase    = userEventsToErase
 	DocIDForTest     = docID
 	UnavailableCodes = unavailableCodes
 )

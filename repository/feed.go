@@ -20,32 +20,12 @@ import (
 // On MongoDB the {updatedAt: 1, _id: 1} index answers it; the embedded
 // engine reads the whole collection.
 func (u *Users) Changes(ctx context.Context, f models.ChangeFilter) (models.UserPage, error) {
-	// Stored times have millisecond precision: Since rounded up to the
-	// millisecond selects the same documents.
-	since := f.Since.UTC().Add(time.Millisecond - time.Nanosecond).Truncate(time.Millisecond)
-	next := fmt.Sprintf("%d_%s", since.UnixMilli(), bson.ObjectID{}.Hex())
-	from := since
-	var after bson.D
-	if f.After != "" {
-		at, id, err := parseEventCursor(f.After)
-		if err != nil {
-			return models.UserPage{}, err
-		}
-		next = f.After
-		// updatedAt >= at bounds the index range; the $nor leaves out the
-		// users of that very millisecond already listed ($nor, not $or: an
-		// $or of indexed clauses invites a union of two index scans and a
-		// sort in memory, as in Events.List).
-		if at.After(from) {
-			from = at
-		}
-		after = bson.D{{Key: "$nor", Value: bson.A{
-			bson.D{{Key: "updatedAt", Value: at}, {Key: "_id", Value: bson.D{{Key: "$lte", Value: id}}}},
-		}}}
+	filter, next, err := changesFilter(f)
+	if err != nil {
+		return models.UserPage{}, err
 	}
-	filter := append(bson.D{{Key: "updatedAt", Value: bson.D{{Key: "$gte", Value: from}, {Key: "$lte", Value: f.Until.UTC()}}}}, after...)
 	cur, err := u.coll.Find(ctx, filter, options.Find().
-		SetSort(bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}).
+		SetSort(changesOrder).
 		SetLimit(int64(f.Limit)+1))
 	if err != nil {
 		return models.UserPage{}, fmt.Errorf("list changed users: %w", translate(err))
@@ -68,4 +48,38 @@ func (u *Users) Changes(ctx context.Context, f models.ChangeFilter) (models.User
 	}
 	page.NextCursor = next
 	return page, nil
+}
+
+// changesOrder is the change feed's order, which the updatedAt_1__id_1
+// index holds.
+var changesOrder = bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}
+
+// changesFilter is the filter of one page of the change feed, and the
+// cursor of an empty page.
+func changesFilter(f models.ChangeFilter) (filter bson.D, next string, err error) {
+	// Stored times have millisecond precision: Since rounded up to the
+	// millisecond selects the same documents.
+	since := f.Since.UTC().Add(time.Millisecond - time.Nanosecond).Truncate(time.Millisecond)
+	next = fmt.Sprintf("%d_%s", since.UnixMilli(), bson.ObjectID{}.Hex())
+	from := since
+	var after bson.D
+	if f.After != "" {
+		at, id, err := parseEventCursor(f.After)
+		if err != nil {
+			return nil, "", err
+		}
+		next = f.After
+		// updatedAt >= at bounds the index range; the $nor leaves out the
+		// users of that very millisecond already listed ($nor, not $or: an
+		// $or of indexed clauses invites a union of two index scans and a
+		// sort in memory, as in Events.List).
+		if at.After(from) {
+			from = at
+		}
+		after = bson.D{{Key: "$nor", Value: bson.A{
+			bson.D{{Key: "updatedAt", Value: at}, {Key: "_id", Value: bson.D{{Key: "$lte", Value: id}}}},
+		}}}
+	}
+	filter = append(bson.D{{Key: "updatedAt", Value: bson.D{{Key: "$gte", Value: from}, {Key: "$lte", Value: f.Until.UTC()}}}}, after...)
+	return filter, next, nil
 }
