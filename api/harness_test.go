@@ -46,6 +46,7 @@ type harnessOptions struct {
 	store     *repository.Store
 	secrets   []string
 	wrapUsers func(sync.UserStore) sync.UserStore
+	metrics   *api.Metrics
 }
 
 func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
@@ -73,6 +74,7 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 		WebhookSecrets: o.secrets,
 		APIKeys:        []string{testAPIKey},
 		AdminKeys:      []string{testAdminKey},
+		Metrics:        o.metrics,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -12,12 +12,14 @@ import (
 	"github.com/usersync/usersync/models"
 )
 
-// healthz answers while the process is up.
+// healthz answers while the process is up, to GET and HEAD (net/http
+// sends no body to HEAD).
 func (s *server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz answers 200 while the database answers a ping, 503 otherwise.
+// readyz answers 200 while the database answers a ping, 503 otherwise; to
+// GET and HEAD alike.
 func (s *server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()

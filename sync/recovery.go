@@ -49,6 +49,10 @@ type Report struct {
 	Outcomes map[models.Outcome]int     // and what they did
 	Deleted  int                        // processed events removed by retention
 	Err      error                      // why the pass stopped early, if it did
+
+	// SweepDone and RetentionDone report that the sweep, and retention,
+	// ran to the end (RetentionDone is false while retention is off).
+	SweepDone, RetentionDone bool
 }
 
 func (r *Recovery) now() time.Time {
@@ -133,7 +137,9 @@ func (r *Recovery) Run(ctx context.Context, interval time.Duration) {
 	for {
 		rep, err := r.SweepOnce(ctx)
 		if err == nil {
+			rep.SweepDone = true
 			rep.Deleted, err = r.RetainOnce(ctx)
+			rep.RetentionDone = err == nil && r.Retention > 0
 		}
 		if err != nil && ctx.Err() == nil && r.Log != nil {
 			r.Log.LogAttrs(ctx, slog.LevelWarn, "recovery pass failed", errAttr(err))

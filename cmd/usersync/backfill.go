@@ -82,7 +82,7 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 		return err
 	}
 
-	log := newLogger(cfg, out)
+	log := newLogger(cfg)
 	store, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // devSecrets are the secrets generated for local use with the embedded
@@ -23,8 +24,11 @@ type devSecrets struct {
 const secretsFile = "secrets.json"
 
 // fillDevSecrets sets every secret c lacks from the data dir's secrets
-// file, generating and saving the ones the file lacks, and prints them.
-func fillDevSecrets(c *config, out io.Writer) error {
+// file, generating and saving the ones the file lacks, and logs them (one
+// log line each, so that standard output stays log lines only). These
+// are development secrets, made for this data dir: logging them is their
+// purpose; secrets the operator sets are never logged.
+func fillDevSecrets(c *config, log *slog.Logger) error {
 	path := filepath.Join(c.DataDir, secretsFile)
 	var s devSecrets
 	b, err := os.ReadFile(path)
@@ -68,11 +72,10 @@ func fillDevSecrets(c *config, out io.Writer) error {
 			return fmt.Errorf("save generated secrets: %w", err)
 		}
 	}
-	if len(printed) > 0 {
-		fmt.Fprintf(out, "usersync: development secrets from %s (set the variables to use your own):\n", path)
-		for _, p := range printed {
-			fmt.Fprintf(out, "  %s\n", p)
-		}
+	for _, p := range printed {
+		name, value, _ := strings.Cut(p, "=")
+		log.Warn("development secret: set the variable to use your own",
+			slog.String("variable", name), slog.String("value", value), slog.String("file", path))
 	}
 	return nil
 }
