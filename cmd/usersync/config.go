@@ -120,10 +120,13 @@ func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(str
 		}
 	}
 	if err := fs.Parse(args); err != nil {
-		return config{}, err
+		if errors.Is(err, flag.ErrHelp) {
+			return config{}, err
+		}
+		return config{}, fmt.Errorf("%w ('usersync %s -h' lists its flags)", err, command)
 	}
 	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return config{}, fmt.Errorf("unexpected argument %q ('usersync %s -h' lists its flags)", fs.Arg(0), command)
 	}
 	get := func(name string) string { return *raw[name] }
 	c := config{

@@ -54,7 +54,7 @@ Environment (a flag in brackets mirrors a variable and wins over it):
 	for _, s := range settings {
 		readBy := "all"
 		if s.Commands != nil {
-			readBy = strings.Join(s.Commands, ",")
+			readBy = strings.Join(s.Commands, ", ")
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", envWithFlag(s), orDash(s.shownDefault()), readBy, s.Usage)
 	}
@@ -69,7 +69,11 @@ and their logs to standard error.
 // printCommandUsage writes `usersync COMMAND -h`: the command's own flags
 // and the variables it reads.
 func printCommandUsage(w io.Writer, name string, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: usersync %s [flags]\n\n%s.\n\nFlags:\n", name, summaries[name])
+	summary := summaries[name]
+	if summary != "" {
+		summary = strings.ToUpper(summary[:1]) + summary[1:] + "."
+	}
+	fmt.Fprintf(w, "Usage: usersync %s [flags]\n\n%s\n\nFlags:\n", name, summary)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fmt.Fprintf(w, "\nEnvironment read by %s (a flag in brackets mirrors a variable and wins over it):\n", name)
