@@ -113,7 +113,7 @@ func TestREADME_ConfigurationTableIsTheSettingsTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("(?m)^\\| `([A-Z_]+)`(?: \\[`(-[a-z-]+)`\\])? \\| ([^|]*) \\| [^|]* \\| ([^|]*) \\|$")
+	row := regexp.MustCompile("(?m)^\\| `([A-Z_]+)`(?: \\[`(-[a-z-]+)`\\])? \\| ([^|]*) \\| ([^|]*) \\| [^|]* \\|$")
 	var documented []string
 	byEnv := map[string]setting{}
 	for _, s := range settings {
