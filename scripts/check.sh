@@ -7,10 +7,14 @@ cd "$(dirname "$0")/.."
 
 echo "== C compiler (for go test -race)"
 cc=$(go env CC)
-if [ "$(go env CGO_ENABLED)" != 1 ] || ! command -v "${cc%% *}" >/dev/null 2>&1; then
-  echo "check.sh: go test -race needs cgo, and so a C compiler: '${cc%% *}' was not found" >&2
-  echo "  (or CGO_ENABLED is 0). Install one (Debian/Ubuntu: apt-get install gcc; macOS: xcode-select --install)" >&2
+if ! command -v "${cc%% *}" >/dev/null 2>&1; then
+  echo "check.sh: go test -race needs cgo, and so a C compiler: '${cc%% *}' was not found." >&2
+  echo "  Install one (Debian/Ubuntu: apt-get install gcc; macOS: xcode-select --install)" >&2
   echo "  or point CC at one, then run this again." >&2
+  exit 1
+fi
+if [ "$(go env CGO_ENABLED)" != 1 ]; then
+  echo "check.sh: go test -race needs cgo, but CGO_ENABLED is $(go env CGO_ENABLED): unset it or set it to 1." >&2
   exit 1
 fi
 

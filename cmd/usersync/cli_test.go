@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func runOut(t *testing.T, args ...string) string {
@@ -144,6 +146,27 @@ func TestREADME_ConfigurationTableIsTheSettingsTable(t *testing.T) {
 	for _, s := range settings {
 		if !slices.Contains(documented, s.Env) {
 			t.Errorf("README does not document %s", s.Env)
+		}
+	}
+}
+
+func TestLogs_DurationsAreGoDurationStringsInBothFormats(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		var out bytes.Buffer
+		log := newLogger(config{LogFormat: format, logTo: &out})
+		log.Info("listening", slog.Duration("sweep_interval", 30*time.Second), slog.Duration("latency", 1503*time.Microsecond))
+		got := out.String()
+		want := map[string][]string{
+			"json": {`"sweep_interval":"30s"`, `"latency":"1.503ms"`},
+			"text": {`sweep_interval=30s`, `latency=1.503ms`},
+		}[format]
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s log %q lacks %s", format, got, w)
+			}
+		}
+		if format == "text" && !strings.HasPrefix(got, "time=") {
+			t.Errorf("text log %q is not key=value", got)
 		}
 	}
 }
