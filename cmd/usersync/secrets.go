@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // devSecrets are the secrets generated for local use with the embedded
@@ -47,21 +46,21 @@ func fillDevSecrets(c *config, log *slog.Logger) error {
 			*v, changed = prefix+random(24, enc), true
 		}
 	}
-	var printed []string
+	var used [][2]string // variable, value
 	if len(c.WebhookSecrets) == 0 {
 		gen(&s.WebhookSecret, "whsec_", base64.StdEncoding)
 		c.WebhookSecrets = []secret{secret(s.WebhookSecret)}
-		printed = append(printed, "CLERK_WEBHOOK_SECRET="+s.WebhookSecret)
+		used = append(used, [2]string{"CLERK_WEBHOOK_SECRET", s.WebhookSecret})
 	}
 	if len(c.APIKeys) == 0 {
 		gen(&s.APIKey, "usk_", base64.RawURLEncoding)
 		c.APIKeys = []secret{secret(s.APIKey)}
-		printed = append(printed, "USERSYNC_API_KEYS="+s.APIKey)
+		used = append(used, [2]string{"USERSYNC_API_KEYS", s.APIKey})
 	}
 	if len(c.AdminKeys) == 0 {
 		gen(&s.AdminKey, "usk_admin_", base64.RawURLEncoding)
 		c.AdminKeys = []secret{secret(s.AdminKey)}
-		printed = append(printed, "USERSYNC_ADMIN_KEYS="+s.AdminKey)
+		used = append(used, [2]string{"USERSYNC_ADMIN_KEYS", s.AdminKey})
 	}
 	if changed {
 		b, _ := json.MarshalIndent(s, "", "  ")
@@ -72,10 +71,9 @@ func fillDevSecrets(c *config, log *slog.Logger) error {
 			return fmt.Errorf("save generated secrets: %w", err)
 		}
 	}
-	for _, p := range printed {
-		name, value, _ := strings.Cut(p, "=")
+	for _, u := range used {
 		log.Warn("development secret: set the variable to use your own",
-			slog.String("variable", name), slog.String("value", value), slog.String("file", path))
+			slog.String("variable", u[0]), slog.String("value", u[1]), slog.String("file", path))
 	}
 	return nil
 }
