@@ -48,6 +48,7 @@ type harnessOptions struct {
 	wrapUsers func(sync.UserStore) sync.UserStore
 	limits    api.Limits
 	settle    time.Duration // of the change feed; 0: the default
+	metrics   *api.Metrics
 }
 
 func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
@@ -78,6 +79,7 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 		AdminKeys:      []string{testAdminKey},
 		Limits:         o.limits,
 		ChangeSettle:   o.settle,
+		Metrics:        o.metrics,
 	})
 	if err != nil {
 		t.Fatal(err)

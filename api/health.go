@@ -41,13 +41,15 @@ func (h *health) storageFullSince(now time.Time) (time.Time, bool) {
 	return at, now.Sub(at) < storageFullFor
 }
 
-// healthz answers while the process is up.
+// healthz answers while the process is up, to GET and HEAD (net/http
+// sends no body to HEAD).
 func (s *server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // readyz answers 200 while the database answers a ping and no write has
-// failed for lack of storage space in the last minute; 503 otherwise.
+// failed for lack of storage space in the last minute; 503 otherwise. It
+// answers GET and HEAD alike.
 func (s *server) readyz(c echo.Context) error {
 	if at, full := s.health.storageFullSince(time.Now()); full {
 		return fmt.Errorf("%w: %w: a write failed for lack of space at %s",

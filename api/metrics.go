@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	stdsync "sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -33,10 +32,20 @@ type Metrics struct {
 	retention prometheus.Counter
 	engine    prometheus.Counter
 	reconcile *reconcileMetrics
+
+	// Background work and freshness; see operations.go.
+	lastSweep     prometheus.Gauge
+	lastRetention prometheus.Gauge
+	retentionPass prometheus.Gauge
+	lastWebhook   prometheus.Gauge
+	statsFailures prometheus.Counter
+	lastStats     prometheus.Gauge
+	stats         *eventsCollector
 }
 
 // NewMetrics registers usersync's metrics. stats, if not nil, feeds the
-// usersync_events gauge; it is read at most every statsEvery.
+// usersync_events and usersync_events_backlog gauges, from the value of the
+// last RefreshStats that succeeded: a scrape never reads the database.
 func NewMetrics(stats StatsSource) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
@@ -68,11 +77,7 @@ func NewMetrics(stats StatsSource) *Metrics {
 	m.reg.MustRegister(m.requests, m.webhooks, m.process, m.swept, m.replayed, m.retention, m.engine,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reconcile = newReconcileMetrics(m.reg)
-	if stats != nil {
-		m.reg.MustRegister(&eventsCollector{stats: stats, desc: prometheus.NewDesc(
-			"usersync_events", "Stored events by status (read from the database at most every 15 s).",
-			[]string{"status"}, nil)})
-	}
+	m.registerOperations(stats)
 	return m
 }
 
@@ -83,6 +88,7 @@ func (m *Metrics) ObserveRecovery(r sync.Report) {
 		m.swept.WithLabelValues(string(status)).Add(float64(n))
 	}
 	m.retention.Add(float64(r.Deleted))
+	m.observePass(r)
 	if errors.Is(r.Err, models.ErrUnavailable) {
 		m.engine.Inc()
 	}
@@ -126,38 +132,4 @@ func methodLabel(method string) string {
 		return method
 	}
 	return "other"
-}
-
-// eventsCollector reads event counts from the database when scraped, at
-// most every statsEvery: on the embedded engine each count reads the
-// whole collection.
-type eventsCollector struct {
-	stats StatsSource
-	desc  *prometheus.Desc
-
-	mu   stdsync.Mutex
-	at   time.Time
-	last models.EventStats
-}
-
-const statsEvery = 15 * time.Second
-
-func (c *eventsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.at) > statsEvery {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		st, err := c.stats.Stats(ctx)
-		cancel()
-		if err != nil {
-			ch <- prometheus.NewInvalidMetric(c.desc, err)
-			return
-		}
-		c.at, c.last = time.Now(), st
-	}
-	for status, n := range c.last.ByStatus {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), string(status))
-	}
 }

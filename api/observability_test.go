@@ -3,6 +3,7 @@ package api_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,9 @@ import (
 	stdsync "sync"
 	"testing"
 	"time"
+
+	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/repository/repotest"
 )
 
 // logBuffer collects JSON log lines safely.
@@ -76,7 +80,12 @@ func TestLogs_CarryTheRequestIDAndNeverPayloadsEmailsOrSecrets(t *testing.T) {
 }
 
 func TestMetrics_CountWebhooksEventsAndRequests(t *testing.T) {
-	h := newHarness(t)
+	var metrics *api.Metrics
+	h := newHarness(t, func(o *harnessOptions) {
+		o.store = repotest.NewStore(t)
+		metrics = api.NewMetrics(o.store.Events)
+		o.metrics = metrics
+	})
 	id := newID()
 	body := userBody(t, "user.created", clerkUser{ID: "user_m", UpdatedAt: t0})
 	h.mustDeliver(id, body)
@@ -85,6 +94,9 @@ func TestMetrics_CountWebhooksEventsAndRequests(t *testing.T) {
 	h.post(body, sign(t, otherSecret, newID(), time.Now(), body))
 	h.deliver(newID(), []byte(`{"type":"user.updated","data":{"id":"user_bad"}}`))
 
+	if err := metrics.RefreshStats(context.Background()); err != nil { // serve does it every 15 s
+		t.Fatal(err)
+	}
 	r := h.get("/metrics", "")
 	if r.Code != http.StatusOK {
 		t.Fatalf("GET /metrics = %s", r)

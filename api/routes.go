@@ -6,7 +6,9 @@ import "github.com/labstack/echo/v4"
 func (s *server) routes(e *echo.Echo) {
 	// Anyone.
 	e.GET("/healthz", s.healthz)
+	e.HEAD("/healthz", s.healthz) // load balancers that probe with HEAD
 	e.GET("/readyz", s.readyz)
+	e.HEAD("/readyz", s.readyz)
 	e.GET("/metrics", s.metrics.handler())
 	e.GET("/openapi.json", s.openAPI)
 

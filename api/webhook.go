@@ -118,6 +118,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	if err := s.verifier.verify(body, req.Header); err != nil {
 		return err
 	}
+	s.metrics.webhookReceived(s.now())
 	id, _, sig := svixHeaders(req.Header)
 	ev, err := models.DecodeEvent(body)
 	if err != nil {

@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
-# check.sh: everything CI runs. Needs only Go; the engine the tests use is
-# embedded (set MONGODB_URI to run them against a MongoDB instead).
+# check.sh: everything CI runs. Needs Go and a C compiler (go test -race
+# needs cgo); the engine the tests use is embedded (set MONGODB_URI to run
+# them against a MongoDB instead).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "== C compiler (for go test -race)"
+cc=$(go env CC)
+if ! command -v "${cc%% *}" >/dev/null 2>&1; then
+  echo "check.sh: go test -race needs cgo, and so a C compiler: '${cc%% *}' was not found." >&2
+  echo "  Install one (Debian/Ubuntu: apt-get install gcc; macOS: xcode-select --install)" >&2
+  echo "  or point CC at one, then run this again." >&2
+  exit 1
+fi
+if [ "$(go env CGO_ENABLED)" != 1 ]; then
+  echo "check.sh: go test -race needs cgo, but CGO_ENABLED is $(go env CGO_ENABLED): unset it or set it to 1." >&2
+  exit 1
+fi
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -15,6 +29,12 @@ go vet ./...
 
 echo "== staticcheck"
 go tool staticcheck ./...
+
+echo "== static binary (scripts/build.sh, as the Dockerfile builds it)"
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+./scripts/build.sh "$bin/usersync"
+"$bin/usersync" version
 
 echo "== go test -race"
 go test -race -count=1 ./... "$@"

@@ -63,6 +63,10 @@ type Report struct {
 	Deleted  int                        // processed events removed by retention
 	Erased   int                        // events whose body erasure removed
 	Err      error                      // why the pass stopped early, if it did
+
+	// SweepDone and RetentionDone report that the sweep, and retention,
+	// ran to the end (RetentionDone is false while retention is off).
+	SweepDone, RetentionDone bool
 }
 
 func (r *Recovery) now() time.Time {
@@ -182,7 +186,9 @@ func (r *Recovery) Run(ctx context.Context, interval time.Duration) {
 	for {
 		rep, err := r.SweepOnce(ctx)
 		if err == nil {
+			rep.SweepDone = true
 			rep.Deleted, err = r.RetainOnce(ctx)
+			rep.RetentionDone = err == nil && r.Retention > 0
 		}
 		if err == nil {
 			var er models.Erasure

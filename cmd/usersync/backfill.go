@@ -68,7 +68,7 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 	if opts.offset < 0 {
 		return fmt.Errorf("-offset: %d is negative", opts.offset)
 	}
-	log := newLogger(cfg, out)
+	log := newLogger(cfg)
 	store, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err

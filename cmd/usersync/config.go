@@ -4,7 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +41,10 @@ type config struct {
 
 	ReconcileInterval time.Duration // 0: serve never runs reconcile
 	EraseAfter        time.Duration // 0 never erases deleted users' events
+
+	// logTo is where log lines go: standard output for serve, standard
+	// error for the commands whose results go to standard output.
+	logTo io.Writer
 }
 
 // embeddedRetention is the default retention with the embedded engine,
@@ -48,69 +54,127 @@ const embeddedRetention = 7 * 24 * time.Hour
 // Embedded reports whether the embedded engine is used.
 func (c config) Embedded() bool { return c.MongoURI == "" }
 
-// loadConfig reads the environment and the flags in args into a config;
-// fs may hold a subcommand's flags already.
-func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (config, error) {
-	env := func(name, def string) string {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			return v
+// setting is one environment variable. The table below is the one source
+// of `usersync -h`, of each command's -h and of the README's configuration
+// table (a test keeps the README equal to it).
+type setting struct {
+	Env      string   // the variable
+	Flag     string   // the flag that mirrors it; "" for secrets
+	Default  string   // the value when the variable is unset or blank
+	Shown    string   // the default as documented, when it is not Default
+	Usage    string   // what it means, one line
+	Commands []string // the commands that read it; nil means all of them
+}
+
+// Command sets of the settings table.
+var (
+	serveOnly  = []string{"serve"}
+	processing = []string{"serve", "replay", "backfill", "reconcile"}
+	clerkUsers = []string{"serve", "backfill", "reconcile"}
+)
+
+// settings are every environment variable usersync reads.
+var settings = []setting{
+	{Env: "USERSYNC_ADDR", Flag: "addr", Default: ":8080", Usage: "listen address, host:port (\":8080\" is every interface)", Commands: serveOnly},
+	{Env: "MONGODB_URI", Shown: "empty", Usage: "a MongoDB URI; empty: the embedded engine"},
+	{Env: "MONGODB_DATABASE", Flag: "database", Default: "usersync", Usage: "database name"},
+	{Env: "USERSYNC_DATA_DIR", Flag: "data-dir", Default: "./data", Usage: "embedded engine files (db/) and generated development secrets (secrets.json)"},
+	{Env: "CLERK_WEBHOOK_SECRET", Shown: "generated (embedded only)", Usage: "the endpoint's signing secret, whsec_...; several separated by spaces during rotation", Commands: serveOnly},
+	{Env: "USERSYNC_API_KEYS", Shown: "generated (embedded only)", Usage: "comma-separated keys that may read active users", Commands: serveOnly},
+	{Env: "USERSYNC_ADMIN_KEYS", Shown: "generated (embedded only)", Usage: "comma-separated keys that may also read deleted users and the event log, and replay events", Commands: serveOnly},
+	{Env: "USERSYNC_LOG_LEVEL", Flag: "log-level", Default: "info", Usage: "debug, info, warn or error"},
+	{Env: "USERSYNC_LOG_FORMAT", Flag: "log-format", Default: "json", Usage: "json or text"},
+	{Env: "CLERK_SECRET_KEY", Shown: "none", Usage: "Clerk's secret key (sk_live_... or sk_test_...), to read users from Clerk's Backend API (backfill, reconcile, the sync route)", Commands: clerkUsers},
+	{Env: "CLERK_API_URL", Flag: "clerk-api-url", Default: "https://api.clerk.com/v1", Usage: "Clerk's Backend API base URL", Commands: clerkUsers},
+	{Env: "USERSYNC_SWEEP_INTERVAL", Flag: "sweep-interval", Default: "30s", Usage: "how often the recovery sweep and retention run; 0 turns them off", Commands: serveOnly},
+	{Env: "USERSYNC_SWEEP_GRACE", Flag: "sweep-grace", Default: "1m", Usage: "how long a stored event is left to its delivery before the sweep takes it over", Commands: serveOnly},
+	{Env: "USERSYNC_MAX_ATTEMPTS", Flag: "max-attempts", Default: "12", Usage: "attempts after which the sweep stops retrying a failed event", Commands: processing},
+	{Env: "USERSYNC_RETENTION", Flag: "retention", Shown: "forever with MongoDB, 7d embedded", Usage: "how long processed events are kept (90s, 36h, 30d; 0 keeps them forever)", Commands: serveOnly},
+	{Env: "USERSYNC_ERASE_AFTER", Flag: "erase-after", Default: "30d", Usage: "erase the event bodies of users deleted longer ago (0 never)", Commands: serveOnly},
+	{Env: "USERSYNC_RECONCILE_INTERVAL", Flag: "reconcile-interval", Shown: "off", Usage: "how often serve reconciles with Clerk, e.g. 6h; 0 or unset: never (needs CLERK_SECRET_KEY)", Commands: serveOnly},
+}
+
+// readBy reports whether command reads the variable.
+func (s setting) readBy(command string) bool {
+	return s.Commands == nil || slices.Contains(s.Commands, command)
+}
+
+// shownDefault is the default as help and the README show it.
+func (s setting) shownDefault() string {
+	if s.Shown != "" {
+		return s.Shown
+	}
+	return s.Default
+}
+
+// loadConfig reads the variables command reads, and the flags in args, into
+// a config; fs may hold the command's own flags already. Its error names the
+// variable at fault; flag.ErrHelp means -h was asked for.
+func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(string) string) (config, error) {
+	raw := map[string]*string{}
+	for _, s := range settings {
+		v := s.Default
+		if s.readBy(command) {
+			if e := strings.TrimSpace(getenv(s.Env)); e != "" {
+				v = e
+			}
 		}
-		return def
+		raw[s.Env] = &v
+		if s.Flag != "" && s.readBy(command) {
+			fs.StringVar(raw[s.Env], s.Flag, v, s.Usage+" ("+s.Env+")")
+		}
 	}
-	c := config{
-		MongoURI:       secret(env("MONGODB_URI", "")),
-		WebhookSecrets: split(getenv("CLERK_WEBHOOK_SECRET"), " "),
-		APIKeys:        split(getenv("USERSYNC_API_KEYS"), ","),
-		AdminKeys:      split(getenv("USERSYNC_ADMIN_KEYS"), ","),
-		ClerkSecretKey: secret(env("CLERK_SECRET_KEY", "")),
-	}
-	fs.StringVar(&c.Addr, "addr", env("USERSYNC_ADDR", ":8080"), "listen address (USERSYNC_ADDR)")
-	fs.StringVar(&c.Database, "database", env("MONGODB_DATABASE", "usersync"), "database name (MONGODB_DATABASE)")
-	fs.StringVar(&c.DataDir, "data-dir", env("USERSYNC_DATA_DIR", "./data"), "embedded engine files and generated secrets (USERSYNC_DATA_DIR)")
-	level := fs.String("log-level", env("USERSYNC_LOG_LEVEL", "info"), "debug, info, warn or error (USERSYNC_LOG_LEVEL)")
-	fs.StringVar(&c.LogFormat, "log-format", env("USERSYNC_LOG_FORMAT", "json"), "json or text (USERSYNC_LOG_FORMAT)")
-	fs.StringVar(&c.ClerkAPIURL, "clerk-api-url", env("CLERK_API_URL", "https://api.clerk.com/v1"), "Clerk Backend API base (CLERK_API_URL)")
-	durations := []struct {
-		name, flag, def, usage string
-		dst                    *time.Duration
-	}{
-		{"USERSYNC_SWEEP_INTERVAL", "sweep-interval", "30s", "how often the recovery sweep runs; 0 turns it off", &c.SweepInterval},
-		{"USERSYNC_SWEEP_GRACE", "sweep-grace", "1m", "how long a stored event is left to its delivery before the sweep takes it", &c.SweepGrace},
-		{"USERSYNC_RETENTION", "retention", "", "how long processed events are kept, e.g. 720h or 30d; 0 keeps them (default: forever with MongoDB, 7d embedded)", &c.Retention},
-		{"USERSYNC_RECONCILE_INTERVAL", "reconcile-interval", "", "how often serve reconciles with Clerk, e.g. 6h; 0 or empty: never (needs CLERK_SECRET_KEY)", &c.ReconcileInterval},
-		{"USERSYNC_ERASE_AFTER", "erase-after", "30d", "erase the event bodies of users deleted longer ago; 0 never", &c.EraseAfter},
-	}
-	durText := make([]*string, len(durations))
-	for i, d := range durations {
-		durText[i] = fs.String(d.flag, env(d.name, d.def), d.usage+" ("+d.name+")")
-	}
-	maxAttempts := fs.String("max-attempts", env("USERSYNC_MAX_ATTEMPTS", "12"), "attempts before the sweep gives up on a failed event (USERSYNC_MAX_ATTEMPTS)")
 	if err := fs.Parse(args); err != nil {
-		return config{}, err
+		if errors.Is(err, flag.ErrHelp) {
+			return config{}, err
+		}
+		return config{}, fmt.Errorf("%w ('usersync %s -h' lists its flags)", err, command)
 	}
 	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return config{}, fmt.Errorf("unexpected argument %q ('usersync %s -h' lists its flags)", fs.Arg(0), command)
 	}
-	for i, d := range durations {
-		v, err := parseDuration(*durText[i])
+	get := func(name string) string { return *raw[name] }
+	c := config{
+		Addr:           get("USERSYNC_ADDR"),
+		MongoURI:       secret(get("MONGODB_URI")),
+		Database:       get("MONGODB_DATABASE"),
+		DataDir:        get("USERSYNC_DATA_DIR"),
+		LogFormat:      get("USERSYNC_LOG_FORMAT"),
+		WebhookSecrets: split(get("CLERK_WEBHOOK_SECRET"), " "),
+		APIKeys:        split(get("USERSYNC_API_KEYS"), ","),
+		AdminKeys:      split(get("USERSYNC_ADMIN_KEYS"), ","),
+		ClerkSecretKey: secret(get("CLERK_SECRET_KEY")),
+		ClerkAPIURL:    get("CLERK_API_URL"),
+	}
+	for name, dst := range map[string]*time.Duration{
+		"USERSYNC_SWEEP_INTERVAL":     &c.SweepInterval,
+		"USERSYNC_SWEEP_GRACE":        &c.SweepGrace,
+		"USERSYNC_RETENTION":          &c.Retention,
+		"USERSYNC_ERASE_AFTER":        &c.EraseAfter,
+		"USERSYNC_RECONCILE_INTERVAL": &c.ReconcileInterval,
+	} {
+		v, err := parseDuration(get(name))
 		if err != nil {
-			return config{}, fmt.Errorf("%s: %w", d.name, err)
+			return config{}, fmt.Errorf("%s: %w", name, err)
 		}
-		*d.dst = v
+		*dst = v
 	}
-	if *durText[2] == "" && c.Embedded() {
+	if get("USERSYNC_RETENTION") == "" && c.Embedded() {
 		c.Retention = embeddedRetention
 	}
-	n, err := strconv.Atoi(*maxAttempts)
+	n, err := strconv.Atoi(get("USERSYNC_MAX_ATTEMPTS"))
 	if err != nil || n < 1 {
-		return config{}, fmt.Errorf("USERSYNC_MAX_ATTEMPTS: %q is not a whole number of at least 1", *maxAttempts)
+		return config{}, fmt.Errorf("USERSYNC_MAX_ATTEMPTS: %q is not a whole number of at least 1", get("USERSYNC_MAX_ATTEMPTS"))
 	}
 	c.MaxAttempts = n
-	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
-		return config{}, fmt.Errorf("USERSYNC_LOG_LEVEL: %q is not debug, info, warn or error", *level)
+	if err := c.LogLevel.UnmarshalText([]byte(get("USERSYNC_LOG_LEVEL"))); err != nil {
+		return config{}, fmt.Errorf("USERSYNC_LOG_LEVEL: %q is not debug, info, warn or error", get("USERSYNC_LOG_LEVEL"))
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		return config{}, fmt.Errorf("USERSYNC_LOG_FORMAT: %q is not json or text", c.LogFormat)
+	}
+	if err := checkAddr(c.Addr); err != nil {
+		return config{}, err
 	}
 	for _, s := range c.WebhookSecrets {
 		if !strings.HasPrefix(string(s), "whsec_") {
@@ -118,6 +182,18 @@ func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (co
 		}
 	}
 	return c, nil
+}
+
+// checkAddr refuses a listen address without a colon, such as a bare port,
+// and says what was probably meant.
+func checkAddr(addr string) error {
+	if strings.Contains(addr, ":") {
+		return nil
+	}
+	if _, err := strconv.Atoi(addr); err == nil {
+		return fmt.Errorf("USERSYNC_ADDR: %q is not host:port: did you mean \":%s\" (every interface) or \"127.0.0.1:%s\"?", addr, addr, addr)
+	}
+	return fmt.Errorf("USERSYNC_ADDR: %q is not host:port (for example :8080 or 127.0.0.1:8080)", addr)
 }
 
 // requireSecrets fails, naming the variable, when a secret is missing. With

@@ -29,7 +29,7 @@ func TestConfig_DefaultsAndDurations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("usersync", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
-			cfg, err := loadConfig(fs, tc.args, func(k string) string { return tc.env[k] })
+			cfg, err := loadConfig(fs, "serve", tc.args, func(k string) string { return tc.env[k] })
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("loadConfig error = %v, want one naming %s", err, tc.wantErr)

@@ -26,7 +26,7 @@ func TestConfig_EraseAfter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("usersync", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
-			cfg, err := loadConfig(fs, tc.args, func(k string) string { return tc.env[k] })
+			cfg, err := loadConfig(fs, "serve", tc.args, func(k string) string { return tc.env[k] })
 			if tc.wantErr {
 				if err == nil || !strings.Contains(err.Error(), "USERSYNC_ERASE_AFTER") {
 					t.Fatalf("loadConfig error = %v, want one naming USERSYNC_ERASE_AFTER", err)

@@ -4,10 +4,10 @@
 //
 // Usage:
 //
-//	usersync [flags]     serve (the default)
-//	usersync migrate     bring a database up to this version
+//	usersync [command] [flags]
 //
-// Configuration is read from the environment; see README.md.
+// `usersync -h` lists the commands and every environment variable; see
+// README.md.
 package main
 
 import (
@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/sync"
 )
@@ -34,7 +35,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+	if err := runWith(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "usersync:", err)
 		os.Exit(1)
 	}
@@ -50,28 +51,51 @@ var shutdownTimeout = 15 * time.Second
 // hold a shutdown past its budget.
 const readTimeout = 10 * time.Second
 
-// run runs a usersync command: serve (the default) until ctx is
-// cancelled, or one of the operator commands.
+// run is runWith with the logs of commands other than serve on the
+// process's standard error.
 func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	return runWith(ctx, args, getenv, out, os.Stderr)
+}
+
+// runWith runs a usersync command: serve (the default) until ctx is
+// cancelled, or one of the operator commands. Help, versions and the
+// results of commands go to stdout; serve logs to stdout too (it has no
+// other output), the other commands log to stderr.
+func runWith(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	name := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help", "help":
+			printUsage(stdout)
+			return nil
+		case "version", "-version", "--version":
+			printVersion(stdout)
+			return nil
+		}
+		if !strings.HasPrefix(args[0], "-") {
+			name, args = args[0], args[1:]
+		}
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		return fmt.Errorf("unknown command %q (commands: serve, replay, backfill, reconcile, migrate)", name)
+		return fmt.Errorf("unknown command %q: 'usersync -h' lists the commands", name)
 	}
 	fs := flag.NewFlagSet("usersync "+name, flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs.SetOutput(io.Discard) // help is printed below, errors are returned
 	runCmd := cmd(fs)
-	cfg, err := loadConfig(fs, args, getenv)
+	cfg, err := loadConfig(fs, name, args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
+		printCommandUsage(stdout, name, fs)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	return runCmd(ctx, cfg, out)
+	cfg.logTo = stderr
+	if name == "serve" {
+		cfg.logTo = stdout
+	}
+	return runCmd(ctx, cfg, stdout)
 }
 
 // command declares a subcommand's own flags on fs and returns the function
@@ -87,15 +111,15 @@ var commands = map[string]command{
 }
 
 // runServe serves the HTTP API until ctx is cancelled.
-func runServe(ctx context.Context, cfg config, out io.Writer) error {
+func runServe(ctx context.Context, cfg config, _ io.Writer) error {
+	log := newLogger(cfg)
 	if cfg.Embedded() {
-		if err := fillDevSecrets(&cfg, out); err != nil {
+		if err := fillDevSecrets(&cfg, log); err != nil {
 			return err
 		}
 	} else if err := cfg.requireSecrets(); err != nil {
 		return err
 	}
-	log := newLogger(cfg, out)
 
 	store, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
@@ -107,12 +131,27 @@ func runServe(ctx context.Context, cfg config, out io.Writer) error {
 	return serve(ctx, cfg, store, log)
 }
 
-func newLogger(cfg config, out io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+// newLogger is the logger of every part of usersync: JSON lines (or text)
+// to cfg.logTo, durations as Go duration strings.
+func newLogger(cfg config) *slog.Logger {
+	out := cfg.logTo
+	if out == nil {
+		out = os.Stderr
+	}
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel, ReplaceAttr: durationStrings}
 	if cfg.LogFormat == "text" {
 		return slog.New(slog.NewTextHandler(out, opts))
 	}
 	return slog.New(slog.NewJSONHandler(out, opts))
+}
+
+// durationStrings writes a duration as "1m30s", not as a count of
+// nanoseconds that a reader has to convert.
+func durationStrings(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // openStore connects to MongoDB, or starts the embedded engine, and
@@ -128,6 +167,9 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *reposi
 	ferret, err := store.Prepare(ctx)
 	if err != nil {
 		closeStore()
+		if !cfg.Embedded() && errors.Is(err, models.ErrUnavailable) {
+			return nil, nil, fmt.Errorf("MONGODB_URI: cannot prepare database %q (is the server reachable, and are the URI's host, port and credentials right?): %w", cfg.Database, err)
+		}
 		return nil, nil, fmt.Errorf("prepare database %q: %w", cfg.Database, err)
 	}
 	if ferret && !cfg.Embedded() {
@@ -167,6 +209,9 @@ func connectStore(ctx context.Context, cfg config, log *slog.Logger) (store *rep
 	store, err = repository.Open(ctx, uri, cfg.Database, repository.Options{})
 	if err != nil {
 		stopEngine()
+		if !cfg.Embedded() {
+			err = fmt.Errorf("MONGODB_URI: %w", err)
+		}
 		return nil, nil, err
 	}
 	closeStore = func() {
@@ -213,11 +258,14 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 		wait := scheduleReconcile(rctx, cfg, store, svc, cl, metrics, log)
 		defer func() { stopReconcile(); wait() }()
 	}
+	stopStats := background(ctx, func(ctx context.Context) { metrics.RunStatsRefresh(ctx, statsInterval, log) })
+	defer stopStats()
 	if cfg.SweepInterval > 0 {
 		rec := &sync.Recovery{
 			Service: svc, Store: store.Events, Log: log,
-			Grace: cfg.SweepGrace, Retention: cfg.Retention, Observe: metrics.ObserveRecovery,
+			Grace: cfg.SweepGrace, Retention: cfg.Retention,
 			Eraser: store, EraseAfter: cfg.EraseAfter,
+			Observe: func(r sync.Report) { metrics.ObserveRecovery(r); logPass(log, r, cfg.Retention) },
 		}
 		done := make(chan struct{})
 		rctx, stopRecovery := context.WithCancel(ctx)

@@ -159,6 +159,8 @@ func TestRun_RefusesToStartWithoutWhatItNeeds(t *testing.T) {
 		{"a secret that is not whsec_", map[string]string{"CLERK_WEBHOOK_SECRET": "hunter2"}, "CLERK_WEBHOOK_SECRET"},
 		{"an unknown log level", map[string]string{"USERSYNC_LOG_LEVEL": "loud"}, "USERSYNC_LOG_LEVEL"},
 		{"an unknown log format", map[string]string{"USERSYNC_LOG_FORMAT": "xml"}, "USERSYNC_LOG_FORMAT"},
+		{"a bare port as the address", map[string]string{"USERSYNC_ADDR": "8081"}, `USERSYNC_ADDR: "8081" is not host:port: did you mean ":8081"`},
+		{"an unreachable MongoDB", map[string]string{"MONGODB_URI": "mongodb://127.0.0.1:1/", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "USERSYNC_API_KEYS": "k"}, "MONGODB_URI"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,7 +20,7 @@ func migrateCommand(*flag.FlagSet) func(context.Context, config, io.Writer) erro
 // repository.Store.Migrate) in the foreground, however long the index
 // builds take, and says what it did.
 func runMigrate(ctx context.Context, cfg config, out io.Writer) error {
-	log := newLogger(cfg, io.Discard)
+	log := newLogger(cfg)
 	store, closeStore, err := connectStore(ctx, cfg, log)
 	if err != nil {
 		return err

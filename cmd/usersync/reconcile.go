@@ -52,7 +52,7 @@ func runReconcile(ctx context.Context, cfg config, opts reconcileOptions, out io
 	if opts.maxDeletes < -1 {
 		return fmt.Errorf("-max-deletes: %d is not -1 (no limit) or more", opts.maxDeletes)
 	}
-	log := newLogger(cfg, out)
+	log := newLogger(cfg)
 	store, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -42,7 +42,7 @@ func runReplay(ctx context.Context, cfg config, opts replayOptions, out io.Write
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, io.Discard) // progress goes to out; the service logs nothing here
+	log := newLogger(cfg) // to standard error: progress and results go to out
 	store, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err

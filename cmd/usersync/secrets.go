@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 )
@@ -23,8 +23,11 @@ type devSecrets struct {
 const secretsFile = "secrets.json"
 
 // fillDevSecrets sets every secret c lacks from the data dir's secrets
-// file, generating and saving the ones the file lacks, and prints them.
-func fillDevSecrets(c *config, out io.Writer) error {
+// file, generating and saving the ones the file lacks, and logs them (one
+// log line each, so that standard output stays log lines only). These
+// are development secrets, made for this data dir: logging them is their
+// purpose; secrets the operator sets are never logged.
+func fillDevSecrets(c *config, log *slog.Logger) error {
 	path := filepath.Join(c.DataDir, secretsFile)
 	var s devSecrets
 	b, err := os.ReadFile(path)
@@ -43,21 +46,21 @@ func fillDevSecrets(c *config, out io.Writer) error {
 			*v, changed = prefix+random(24, enc), true
 		}
 	}
-	var printed []string
+	var used [][2]string // variable, value
 	if len(c.WebhookSecrets) == 0 {
 		gen(&s.WebhookSecret, "whsec_", base64.StdEncoding)
 		c.WebhookSecrets = []secret{secret(s.WebhookSecret)}
-		printed = append(printed, "CLERK_WEBHOOK_SECRET="+s.WebhookSecret)
+		used = append(used, [2]string{"CLERK_WEBHOOK_SECRET", s.WebhookSecret})
 	}
 	if len(c.APIKeys) == 0 {
 		gen(&s.APIKey, "usk_", base64.RawURLEncoding)
 		c.APIKeys = []secret{secret(s.APIKey)}
-		printed = append(printed, "USERSYNC_API_KEYS="+s.APIKey)
+		used = append(used, [2]string{"USERSYNC_API_KEYS", s.APIKey})
 	}
 	if len(c.AdminKeys) == 0 {
 		gen(&s.AdminKey, "usk_admin_", base64.RawURLEncoding)
 		c.AdminKeys = []secret{secret(s.AdminKey)}
-		printed = append(printed, "USERSYNC_ADMIN_KEYS="+s.AdminKey)
+		used = append(used, [2]string{"USERSYNC_ADMIN_KEYS", s.AdminKey})
 	}
 	if changed {
 		b, _ := json.MarshalIndent(s, "", "  ")
@@ -68,11 +71,9 @@ func fillDevSecrets(c *config, out io.Writer) error {
 			return fmt.Errorf("save generated secrets: %w", err)
 		}
 	}
-	if len(printed) > 0 {
-		fmt.Fprintf(out, "usersync: development secrets from %s (set the variables to use your own):\n", path)
-		for _, p := range printed {
-			fmt.Fprintf(out, "  %s\n", p)
-		}
+	for _, u := range used {
+		log.Warn("development secret: set the variable to use your own",
+			slog.String("variable", u[0]), slog.String("value", u[1]), slog.String("file", path))
 	}
 	return nil
 }

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func runOut(t *testing.T, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := runWith(context.Background(), args, func(string) string { return "" }, &out, &out); err != nil {
+		t.Fatalf("usersync %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String()
+}
+
+func TestHelp_ListsEveryCommandAndEveryVariableWithItsDefault(t *testing.T) {
+	for _, arg := range []string{"-h", "--help", "help"} {
+		out := runOut(t, arg)
+		for name := range commands {
+			if summaries[name] == "" {
+				t.Errorf("command %s has no summary for the help", name)
+			}
+			if !regexp.MustCompile(`(?m)^  ` + name + ` +` + regexp.QuoteMeta(summaries[name])).MatchString(out) {
+				t.Errorf("usersync %s does not list command %s:\n%s", arg, name, out)
+			}
+		}
+		if !strings.Contains(out, "  version ") {
+			t.Errorf("usersync %s does not list version:\n%s", arg, out)
+		}
+		for _, s := range settings {
+			line := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(envWithFlag(s)) + ` +` + regexp.QuoteMeta(orDash(s.shownDefault())) + ` `)
+			if !line.MatchString(out) {
+				t.Errorf("usersync %s does not list %s with its default %q:\n%s", arg, s.Env, s.shownDefault(), out)
+			}
+		}
+	}
+}
+
+func TestHelp_ACommandShowsOnlyItsOwnFlagsAndTheVariablesItReads(t *testing.T) {
+	tests := []struct {
+		command       string
+		want, wantNot []string
+		vars, varsNot []string
+	}{
+		{"serve", []string{"-addr", "-sweep-interval", "-retention", "-max-attempts"}, []string{"-status", "-dry-run", "-limit", "-clerk-api-url"},
+			[]string{"USERSYNC_ADDR", "CLERK_WEBHOOK_SECRET", "USERSYNC_API_KEYS", "MONGODB_URI"}, []string{"CLERK_SECRET_KEY"}},
+		{"replay", []string{"-status", "-since", "-dry-run", "-database", "-data-dir"}, []string{"-addr", "-sweep-interval", "-retention", "-limit", "-clerk-api-url"},
+			[]string{"MONGODB_URI", "USERSYNC_DATA_DIR", "USERSYNC_MAX_ATTEMPTS"}, []string{"USERSYNC_ADDR", "CLERK_WEBHOOK_SECRET", "CLERK_SECRET_KEY", "USERSYNC_RETENTION"}},
+		{"backfill", []string{"-limit", "-offset", "-clerk-api-url", "-database"}, []string{"-addr", "-status", "-sweep-grace", "-retention"},
+			[]string{"CLERK_SECRET_KEY", "CLERK_API_URL", "MONGODB_URI"}, []string{"USERSYNC_ADDR", "CLERK_WEBHOOK_SECRET", "USERSYNC_SWEEP_INTERVAL"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.command, func(t *testing.T) {
+			out := runOut(t, tc.command, "-h")
+			flags, env, ok := strings.Cut(out, "\nEnvironment read by")
+			if !ok {
+				t.Fatalf("no environment section:\n%s", out)
+			}
+			hasFlag := func(f string) bool { return regexp.MustCompile(`(?m)^  ` + f + `( |$)`).MatchString(flags) }
+			for _, f := range tc.want {
+				if !hasFlag(f) {
+					t.Errorf("%s -h lacks flag %s:\n%s", tc.command, f, out)
+				}
+			}
+			for _, f := range tc.wantNot {
+				if hasFlag(f) {
+					t.Errorf("%s -h shows flag %s, which is not its own:\n%s", tc.command, f, out)
+				}
+			}
+			for _, v := range tc.vars {
+				if !strings.Contains(env, "  "+v+" ") {
+					t.Errorf("%s -h lacks variable %s:\n%s", tc.command, v, out)
+				}
+			}
+			for _, v := range tc.varsNot {
+				if strings.Contains(env, v) {
+					t.Errorf("%s -h lists variable %s, which it does not read:\n%s", tc.command, v, out)
+				}
+			}
+		})
+	}
+}
+
+func TestHelp_EveryCommandIsInTheTable(t *testing.T) {
+	for _, s := range settings {
+		for _, c := range s.Commands {
+			if _, ok := commands[c]; !ok {
+				t.Errorf("%s is read by %q, which is not a command", s.Env, c)
+			}
+		}
+	}
+}
+
+func TestRun_AnUnknownFlagOrCommandSaysWhereHelpIs(t *testing.T) {
+	for _, args := range [][]string{{"-nope"}, {"replay", "-addr", ":1"}, {"frobnicate"}} {
+		err := runWith(context.Background(), args, func(string) string { return "" }, &bytes.Buffer{}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "-h") {
+			t.Errorf("usersync %v = %v, want an error that points to -h", args, err)
+		}
+	}
+}
+
+// TestREADME_ConfigurationTableIsTheSettingsTable keeps the README's
+// configuration table equal to the variables usersync reads.
+func TestREADME_ConfigurationTableIsTheSettingsTable(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([A-Z_]+)`(?: \\[`(-[a-z-]+)`\\])? \\| ([^|]*) \\| ([^|]*) \\| [^|]* \\|$")
+	var documented []string
+	byEnv := map[string]setting{}
+	for _, s := range settings {
+		byEnv[s.Env] = s
+	}
+	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
+		env, flag, def, readBy := m[1], m[2], strings.Trim(strings.TrimSpace(m[3]), "`"), strings.TrimSpace(m[4])
+		documented = append(documented, env)
+		s, ok := byEnv[env]
+		if !ok {
+			t.Errorf("README documents %s, which usersync does not read", env)
+			continue
+		}
+		if want := orDash(s.Flag); flag != "-"+s.Flag && !(flag == "" && s.Flag == "") {
+			t.Errorf("README: %s mirrored by %q, want %q", env, flag, want)
+		}
+		if def != orDash(s.shownDefault()) {
+			t.Errorf("README: %s defaults to %q, want %q", env, def, orDash(s.shownDefault()))
+		}
+		wantReadBy := "all"
+		if s.Commands != nil {
+			wantReadBy = strings.Join(s.Commands, ", ")
+		}
+		if readBy != wantReadBy {
+			t.Errorf("README: %s read by %q, want %q", env, readBy, wantReadBy)
+		}
+	}
+	for _, s := range settings {
+		if !slices.Contains(documented, s.Env) {
+			t.Errorf("README does not document %s", s.Env)
+		}
+	}
+}
+
+func TestLogs_DurationsAreGoDurationStringsInBothFormats(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		var out bytes.Buffer
+		log := newLogger(config{LogFormat: format, logTo: &out})
+		log.Info("listening", slog.Duration("sweep_interval", 30*time.Second), slog.Duration("latency", 1503*time.Microsecond))
+		got := out.String()
+		want := map[string][]string{
+			"json": {`"sweep_interval":"30s"`, `"latency":"1.503ms"`},
+			"text": {`sweep_interval=30s`, `latency=1.503ms`},
+		}[format]
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s log %q lacks %s", format, got, w)
+			}
+		}
+		if format == "text" && !strings.HasPrefix(got, "time=") {
+			t.Errorf("text log %q is not key=value", got)
+		}
+	}
+}
