@@ -50,12 +50,16 @@ func TestHelp_ACommandShowsOnlyItsOwnFlagsAndTheVariablesItReads(t *testing.T) {
 		want, wantNot []string
 		vars, varsNot []string
 	}{
-		{"serve", []string{"-addr", "-sweep-interval", "-retention", "-max-attempts"}, []string{"-status", "-dry-run", "-limit", "-clerk-api-url"},
-			[]string{"USERSYNC_ADDR", "CLERK_WEBHOOK_SECRET", "USERSYNC_API_KEYS", "MONGODB_URI"}, []string{"CLERK_SECRET_KEY"}},
+		{"serve", []string{"-addr", "-sweep-interval", "-retention", "-max-attempts", "-clerk-api-url", "-reconcile-interval", "-erase-after"}, []string{"-status", "-dry-run", "-limit", "-max-deletes"},
+			[]string{"USERSYNC_ADDR", "CLERK_WEBHOOK_SECRET", "USERSYNC_API_KEYS", "MONGODB_URI", "CLERK_SECRET_KEY"}, nil},
 		{"replay", []string{"-status", "-since", "-dry-run", "-database", "-data-dir"}, []string{"-addr", "-sweep-interval", "-retention", "-limit", "-clerk-api-url"},
 			[]string{"MONGODB_URI", "USERSYNC_DATA_DIR", "USERSYNC_MAX_ATTEMPTS"}, []string{"USERSYNC_ADDR", "CLERK_WEBHOOK_SECRET", "CLERK_SECRET_KEY", "USERSYNC_RETENTION"}},
 		{"backfill", []string{"-limit", "-offset", "-clerk-api-url", "-database"}, []string{"-addr", "-status", "-sweep-grace", "-retention"},
 			[]string{"CLERK_SECRET_KEY", "CLERK_API_URL", "MONGODB_URI"}, []string{"USERSYNC_ADDR", "CLERK_WEBHOOK_SECRET", "USERSYNC_SWEEP_INTERVAL"}},
+		{"reconcile", []string{"-limit", "-max-deletes", "-dry-run", "-clerk-api-url"}, []string{"-addr", "-status", "-offset", "-retention"},
+			[]string{"CLERK_SECRET_KEY", "CLERK_API_URL", "MONGODB_URI", "USERSYNC_MAX_ATTEMPTS"}, []string{"USERSYNC_ADDR", "CLERK_WEBHOOK_SECRET", "USERSYNC_RECONCILE_INTERVAL"}},
+		{"migrate", []string{"-database", "-data-dir"}, []string{"-addr", "-limit", "-clerk-api-url"},
+			[]string{"MONGODB_URI", "MONGODB_DATABASE"}, []string{"CLERK_SECRET_KEY", "CLERK_WEBHOOK_SECRET", "USERSYNC_MAX_ATTEMPTS"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.command, func(t *testing.T) {
