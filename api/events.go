@@ -150,18 +150,36 @@ type statsResponse struct {
 	Status  map[models.EventStatus]int64 `json:"status"`
 	Outcome map[models.Outcome]int64     `json:"outcome"`
 	GaveUp  int64                        `json:"gaveUp"`
+	// AsOf is when the counts were read; Stale is true when the database
+	// did not answer and these are the last counts read before.
+	AsOf  string `json:"asOf"`
+	Stale bool   `json:"stale"`
 }
 
-// eventStats answers GET /v1/events/stats.
+// eventStats answers GET /v1/events/stats. While the database does not
+// answer, it serves the last counts read (by this request or by the
+// background refresh of the metrics) marked stale, rather than nothing: an
+// operator in an outage still sees where the inbox stood.
 func (s *server) eventStats(c echo.Context) error {
 	if err := bind(c, &struct{}{}); err != nil {
 		return err // it takes no parameters
 	}
 	st, err := s.events.Stats(c.Request().Context())
+	at, stale := s.now(), false
+	if errors.Is(err, models.ErrUnavailable) {
+		var ok bool
+		if st, at, ok = s.metrics.LastStats(); ok {
+			err, stale = nil, true
+		}
+	} else if err == nil {
+		s.metrics.NoteStats(st, at)
+	}
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, statsResponse{Status: st.ByStatus, Outcome: st.ByOutcome, GaveUp: st.GaveUp})
+	return c.JSON(http.StatusOK, statsResponse{
+		Status: st.ByStatus, Outcome: st.ByOutcome, GaveUp: st.GaveUp, AsOf: formatTime(at), Stale: stale,
+	})
 }
 
 type replayResponse struct {

@@ -150,10 +150,15 @@ func TestEvents_StatsCountPerStatusAndOutcome(t *testing.T) {
 	h.mustDeliver(newID(), userBody(t, "user.updated", clerkUser{ID: "user_s1", UpdatedAt: t0 + 30}))
 	h.deliver(newID(), []byte(`{"type":"user.updated","data":{"id":"user_bad"}}`))
 	got := h.get("/v1/events/stats", testAdminKey).JSON(t)
+	if _, err := time.Parse(time.RFC3339, fmt.Sprint(got["asOf"])); err != nil {
+		t.Errorf("stats asOf = %v, want an RFC 3339 time", got["asOf"])
+	}
+	delete(got, "asOf")
 	want := map[string]any{
 		"status":  map[string]any{"stored": 0.0, "processed": 4.0, "failed": 1.0},
 		"outcome": map[string]any{"applied": 2.0, "stale": 1.0, "deleted_user": 1.0},
 		"gaveUp":  1.0,
+		"stale":   false,
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("stats = %v\nwant    %v", got, want)

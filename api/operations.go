@@ -105,9 +105,29 @@ func (m *Metrics) RefreshStats(ctx context.Context) error {
 		}
 		return err
 	}
-	m.stats.set(st)
-	m.lastStats.SetToCurrentTime()
+	now := time.Now()
+	m.stats.set(st, now)
+	m.lastStats.Set(float64(now.UnixNano()) / 1e9)
 	return nil
+}
+
+// LastStats returns the event counts of the last successful read (by the
+// background refresh or an answered stats request) and when they were
+// read; ok is false before the first.
+func (m *Metrics) LastStats() (st models.EventStats, at time.Time, ok bool) {
+	if m.stats == nil {
+		return models.EventStats{}, time.Time{}, false
+	}
+	return m.stats.lastGood()
+}
+
+// NoteStats records counts a stats request read, so that they are the
+// last good ones too.
+func (m *Metrics) NoteStats(st models.EventStats, at time.Time) {
+	if m.stats != nil {
+		m.stats.set(st, at)
+		m.lastStats.Set(float64(at.UnixNano()) / 1e9)
+	}
 }
 
 // RunStatsRefresh calls RefreshStats at once and then every interval until
@@ -135,12 +155,24 @@ type eventsCollector struct {
 
 	mu   stdsync.Mutex
 	last *models.EventStats // nil until the first refresh
+	at   time.Time          // when last was read
 }
 
-func (c *eventsCollector) set(st models.EventStats) {
+func (c *eventsCollector) set(st models.EventStats, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.last = &st
+	c.last, c.at = &st, at
+}
+
+// lastGood returns the counts of the last successful read and when it
+// was; ok is false before the first.
+func (c *eventsCollector) lastGood() (st models.EventStats, at time.Time, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		return models.EventStats{}, time.Time{}, false
+	}
+	return *c.last, c.at, true
 }
 
 func (c *eventsCollector) Describe(ch chan<- *prometheus.Desc) {

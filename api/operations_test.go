@@ -164,7 +164,7 @@ func TestMetrics_BacklogCountsEventsNotProcessed(t *testing.T) {
 	}
 }
 
-func TestMetrics_KeepTheLastGoodEventCountsWhileTheDatabaseIsDown(t *testing.T) {
+func TestMetricsAndStats_KeepTheLastGoodEventCountsWhileTheDatabaseIsDown(t *testing.T) {
 	if repotest.UsesMongoDB() {
 		t.Skip("stops the embedded engine")
 	}
@@ -183,6 +183,15 @@ func TestMetrics_KeepTheLastGoodEventCountsWhileTheDatabaseIsDown(t *testing.T) 
 	engine.Stop()
 	if err := metrics.RefreshStats(context.Background()); err == nil {
 		t.Fatal("stats refresh with the engine down succeeded")
+	}
+	// The admin's stats answer too: the last counts, marked stale.
+	r := h.get("/v1/events/stats", testAdminKey)
+	if r.Code != http.StatusOK {
+		t.Fatalf("GET /v1/events/stats with the engine down = %s, want 200 with the last counts", r)
+	}
+	st := r.JSON(t)
+	if st["stale"] != true || st["status"].(map[string]any)["processed"] != 1.0 || st["asOf"] == "" {
+		t.Errorf("GET /v1/events/stats with the engine down = %v, want the last counts (processed 1) with stale true", st)
 	}
 	for range 2 { // scrapes go on answering, from memory
 		r := h.get("/metrics", "")
