@@ -114,8 +114,9 @@ func (e ClerkEvent) EventType() EventType {
 	return ""
 }
 
-// UserID returns data.id when it is a string, even if the rest of the
-// payload is invalid, so that a failed event can still be found by user.
+// UserID returns data.id when it is a string of at most 128 bytes, even if
+// the rest of the payload is invalid, so that a failed event can still be
+// found by user.
 func (e ClerkEvent) UserID() string {
 	var d struct {
 		ID string `json:"id"`
@@ -125,8 +126,15 @@ func (e ClerkEvent) UserID() string {
 	}
 	// Decoded as Change decodes it; on a type error, whatever was read.
 	_ = json.Unmarshal(e.Data, &d)
+	if len(d.ID) > maxUserID || !utf8.ValidString(d.ID) {
+		return "" // not an id: it would only bloat the event and the logs
+	}
 	return d.ID
 }
+
+// maxUserID is the longest user id accepted, as the validate tags of
+// ClerkUser and clerkDeleted say.
+const maxUserID = 128
 
 // Change validates the event's data and returns the user state it carries.
 // now is the server's clock: a Clerk time more than MaxFutureSkew ahead of

@@ -224,3 +224,23 @@ func FuzzDecodeEvent(f *testing.F) {
 		}
 	})
 }
+
+// TestUserID_OfAnInvalidEventIsBounded: the user id kept with a failed
+// event (and logged with it) is an id or nothing, never a large string.
+func TestUserID_OfAnInvalidEventIsBounded(t *testing.T) {
+	for _, tc := range []struct{ id, want string }{
+		{"user_2abc", "user_2abc"},
+		{"user_" + strings.Repeat("x", 123), "user_" + strings.Repeat("x", 123)},
+		{"user_" + strings.Repeat("x", 124), ""},
+		{"user_" + strings.Repeat("x", 100_000), ""},
+	} {
+		body, _ := json.Marshal(map[string]any{"type": "user.updated", "data": map[string]any{"id": tc.id}})
+		ev, err := models.DecodeEvent(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ev.UserID(); got != tc.want {
+			t.Errorf("UserID() of an id of %d bytes = %d bytes, want %d", len(tc.id), len(got), len(tc.want))
+		}
+	}
+}
