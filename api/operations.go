@@ -130,21 +130,14 @@ func (m *Metrics) NoteStats(st models.EventStats, at time.Time) {
 	}
 }
 
-// RunStatsRefresh calls RefreshStats at once and then every interval until
-// ctx is done, logging failures to log.
+// RunStatsRefresh calls RefreshStats at once and then every interval,
+// paced by sync.Loop, until ctx is done, logging failures to log.
 func (m *Metrics) RunStatsRefresh(ctx context.Context, interval time.Duration, log *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	sync.Loop(ctx, interval, func(ctx context.Context) {
 		if err := m.RefreshStats(ctx); err != nil && ctx.Err() == nil {
 			log.LogAttrs(ctx, slog.LevelWarn, "stats refresh failed", slog.String("err", err.Error()))
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // eventsCollector serves the event counts of the last successful refresh;

@@ -177,13 +177,11 @@ func (r *Recovery) EraseOnce(ctx context.Context) (models.Erasure, error) {
 	return r.Eraser.EraseDeletedBefore(ctx, now.Add(-r.EraseAfter), now.UTC())
 }
 
-// Run sweeps, applies retention and erases every interval until ctx is done. The
-// first pass runs at once, which recovers what a crash left behind as soon
-// as the process is back.
+// Run sweeps, applies retention and erases every interval until ctx is
+// done, paced by Loop. The first pass runs at once, which recovers what a
+// crash left behind as soon as the process is back.
 func (r *Recovery) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	Loop(ctx, interval, func(ctx context.Context) {
 		rep, err := r.SweepOnce(ctx)
 		if err == nil {
 			rep.SweepDone = true
@@ -202,12 +200,7 @@ func (r *Recovery) Run(ctx context.Context, interval time.Duration) {
 		if r.Observe != nil {
 			r.Observe(rep)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 func errAttr(err error) slog.Attr {
