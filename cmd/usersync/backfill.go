@@ -68,13 +68,11 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 	if opts.offset < 0 {
 		return fmt.Errorf("-offset: %d is negative", opts.offset)
 	}
-	log := newLogger(cfg)
-	store, closeStore, err := openStore(ctx, cfg, log)
+	rec, closeStore, err := openReconciler(ctx, cfg, cl)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	rec := &sync.Reconciler{Service: newService(cfg, store), Clerk: cl, Users: store.Users}
 
 	rep, err := rec.Run(ctx, sync.ReconcileOptions{
 		Offset: opts.offset, Limit: opts.limit,

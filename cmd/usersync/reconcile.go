@@ -52,13 +52,11 @@ func runReconcile(ctx context.Context, cfg config, opts reconcileOptions, out io
 	if opts.maxDeletes < -1 {
 		return fmt.Errorf("-max-deletes: %d is not -1 (no limit) or more", opts.maxDeletes)
 	}
-	log := newLogger(cfg)
-	store, closeStore, err := openStore(ctx, cfg, log)
+	rec, closeStore, err := openReconciler(ctx, cfg, cl)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	rec := &sync.Reconciler{Service: newService(cfg, store), Clerk: cl, Users: store.Users}
 
 	rep, err := rec.Run(ctx, sync.ReconcileOptions{
 		Deletions: true, Limit: opts.limit, MaxDeletes: opts.maxDeletes, DryRun: opts.dryRun,
@@ -195,4 +193,14 @@ func clerkForServe(cfg config, svc *sync.Service) (*clerk.Client, api.UserSyncer
 		return nil, nil, err
 	}
 	return cl, &sync.Fetcher{Service: svc, Clerk: cl}, nil
+}
+
+// openReconciler opens the store and returns the reconciler of backfill
+// and reconcile over it; closeStore closes the store.
+func openReconciler(ctx context.Context, cfg config, cl *clerk.Client) (rec *sync.Reconciler, closeStore func(), err error) {
+	store, closeStore, err := openStore(ctx, cfg, newLogger(cfg))
+	if err != nil {
+		return nil, nil, err
+	}
+	return &sync.Reconciler{Service: newService(cfg, store), Clerk: cl, Users: store.Users}, closeStore, nil
 }
