@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -63,19 +62,34 @@ func newInflight(l Limits) *inflight {
 	return &inflight{maxBytes: l.BodyBytes, slots: make(chan struct{}, l.Ingests), wait: l.IngestWait}
 }
 
+// initialBody is the largest buffer a body gets before its bytes arrive:
+// Clerk's user events are a few KB.
+const initialBody = 16 << 10
+
 // readBody reads a webhook body of at most MaxWebhookBody bytes. Bytes are
 // counted as they arrive (a client that trickles its body holds only what
 // it sent) and stay counted until release is called. It fails with
 // errOverloaded when the bodies in flight would pass their bound, and with
-// a 413 when the body is too large.
-func (f *inflight) readBody(r io.Reader) (body []byte, release func(), err error) {
+// a 413 when the body is too large. sizeHint is the request's
+// Content-Length (-1 when unknown).
+func (f *inflight) readBody(r io.Reader, sizeHint int64) (body []byte, release func(), err error) {
 	var held int64
 	release = func() { f.bytes.Add(-held); held = 0 }
-	var buf bytes.Buffer
-	var chunk [32 << 10]byte
+	// Read straight into the body's own buffer, sized from Content-Length
+	// up to initialBody: beyond that it grows only as bytes arrive, so a
+	// client that announces a large body and trickles it holds at most
+	// twice what it sent.
+	size := int64(initialBody)
+	if sizeHint >= 0 {
+		size = min(sizeHint+1, initialBody) // + 1: the read that sees EOF needs room
+	}
+	buf := make([]byte, 0, size)
 	lr := io.LimitReader(r, MaxWebhookBody+1)
 	for {
-		n, err := lr.Read(chunk[:])
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grow
+		}
+		n, err := lr.Read(buf[len(buf):cap(buf)])
 		if n > 0 {
 			if f.bytes.Add(int64(n)) > f.maxBytes {
 				f.bytes.Add(-int64(n))
@@ -83,7 +97,7 @@ func (f *inflight) readBody(r io.Reader) (body []byte, release func(), err error
 				return nil, nil, fmt.Errorf("%w: too many webhook bodies in flight; retry shortly", errOverloaded)
 			}
 			held += int64(n)
-			buf.Write(chunk[:n])
+			buf = buf[:len(buf)+n]
 		}
 		if errors.Is(err, io.EOF) {
 			break
@@ -93,11 +107,11 @@ func (f *inflight) readBody(r io.Reader) (body []byte, release func(), err error
 			return nil, nil, fmt.Errorf("%w: reading the body: %v", models.ErrInvalid, err)
 		}
 	}
-	if buf.Len() > MaxWebhookBody {
+	if len(buf) > MaxWebhookBody {
 		release()
 		return nil, nil, tooLarge()
 	}
-	return buf.Bytes(), release, nil
+	return buf, release, nil
 }
 
 // acquire takes one of the ingest slots, waiting at most the configured

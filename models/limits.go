@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -52,43 +51,17 @@ func Quote(s string) string {
 	return strconv.Quote(s[:i]) + "..."
 }
 
-// checkEnvelope refuses a body that is not UTF-8 or names a top-level key
-// twice ("type" twice can make one reader see a user event and another a
-// session event). Its error wraps ErrInvalid.
+// checkEnvelope refuses a body that is not UTF-8, not JSON, or names a
+// top-level key twice ("type" twice can make one reader see a user event
+// and another a session event). Its error wraps ErrInvalid.
 func checkEnvelope(body []byte) error {
 	if !utf8.Valid(body) {
 		return fmt.Errorf("%w: body is not valid UTF-8 (Clerk sends JSON)", ErrInvalid)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	if !json.Valid(body) || !isObject(body) {
 		return fmt.Errorf("%w: body is not a JSON object", ErrInvalid)
 	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return fmt.Errorf("%w: body is not a JSON object", ErrInvalid)
-		}
-		k, _ := tok.(string)
-		if seen[k] {
-			return fmt.Errorf("%w: ambiguous JSON: key %s appears twice in the body", ErrInvalid, Quote(k))
-		}
-		seen[k] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return fmt.Errorf("%w: body is not a JSON object", ErrInvalid)
-		}
-	}
-	return nil
-}
-
-// jsonFrame is one open object or array while checkJSON walks a value.
-type jsonFrame struct {
-	obj  bool
-	key  bool   // in an object: the next token is a key
-	name string // the path of this value, for messages
-	keys map[string]bool
-	cur  string // in an object: the key whose value is being read
+	return (&jsonCheck{b: body, topOnly: true}).run()
 }
 
 // checkJSON walks the JSON value b, which sits at nesting level base (0 for
@@ -97,71 +70,246 @@ type jsonFrame struct {
 // MaxNesting, and numbers beyond float64's range. Numbers too small for
 // float64 (1e-400) are not refused: they are read as 0.
 func checkJSON(b []byte, name string, base int) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var stack []*jsonFrame
-	path := func() string {
-		if len(stack) == 0 {
-			return name
+	return (&jsonCheck{b: b, name: name, base: base}).run()
+}
+
+// jsonCheck is one walk of checkJSON (or, with topOnly, of checkEnvelope:
+// duplicate keys of the outermost object only). It reads the bytes once and
+// allocates nothing per value: the keys of the open objects are slices of
+// b, and paths for messages are built only when there is an error.
+type jsonCheck struct {
+	b       []byte
+	i       int
+	name    string
+	base    int
+	topOnly bool
+	frames  []jsonFrame
+	keys    [][]byte // the keys seen in the open objects, outermost first
+}
+
+// jsonFrame is one open object or array.
+type jsonFrame struct {
+	obj       bool
+	firstKey  int                 // index in keys of this object's first key
+	cur       []byte              // in an object: the raw key whose value is being read
+	curQuoted bool                // cur holds escapes
+	set       map[string]struct{} // the keys, once there are many
+}
+
+// manyKeys is how many keys an object may have before its keys are
+// compared through a map rather than one by one.
+const manyKeys = 32
+
+var errNotJSON = errors.New("not JSON")
+
+func (c *jsonCheck) run() error {
+	err := c.value()
+	if err == nil {
+		c.space()
+		if c.i != len(c.b) {
+			err = errNotJSON
 		}
-		top := stack[len(stack)-1]
-		if top.obj {
-			return join(top.name, top.cur)
-		}
-		return top.name + "[]"
 	}
-	done := func() { // a value ended
-		if n := len(stack); n > 0 && stack[n-1].obj {
-			stack[n-1].key = true
+	if errors.Is(err, errNotJSON) {
+		return fmt.Errorf("%w: %s is not valid JSON", ErrInvalid, orBody(c.name))
+	}
+	return err
+}
+
+func (c *jsonCheck) space() {
+	for c.i < len(c.b) {
+		switch c.b[c.i] {
+		case ' ', '\t', '\n', '\r':
+			c.i++
+		default:
+			return
 		}
+	}
+}
+
+func (c *jsonCheck) value() error {
+	c.space()
+	if c.i >= len(c.b) {
+		return errNotJSON
+	}
+	switch ch := c.b[c.i]; {
+	case ch == '{' || ch == '[':
+		return c.container(ch == '{')
+	case ch == '"':
+		_, _, err := c.str()
+		return err
+	case ch == '-' || ch >= '0' && ch <= '9':
+		return c.number()
+	case ch == 't' || ch == 'f' || ch == 'n':
+		for c.i < len(c.b) && c.b[c.i] >= 'a' && c.b[c.i] <= 'z' {
+			c.i++
+		}
+		return nil
+	}
+	return errNotJSON
+}
+
+// str reads a string and returns its contents as in b, and whether they
+// hold escapes.
+func (c *jsonCheck) str() (raw []byte, escaped bool, err error) {
+	c.i++ // the opening quote
+	start := c.i
+	for c.i < len(c.b) {
+		switch c.b[c.i] {
+		case '\\':
+			escaped = true
+			c.i += 2
+		case '"':
+			raw = c.b[start:c.i]
+			c.i++
+			return raw, escaped, nil
+		default:
+			c.i++
+		}
+	}
+	return nil, false, errNotJSON
+}
+
+func (c *jsonCheck) number() error {
+	start, exp := c.i, false
+	for c.i < len(c.b) {
+		ch := c.b[c.i]
+		if ch == 'e' || ch == 'E' {
+			exp = true
+		} else if !(ch >= '0' && ch <= '9' || ch == '-' || ch == '+' || ch == '.') {
+			break
+		}
+		c.i++
+	}
+	// Only an exponent, or more than 308 digits, can pass float64's range.
+	if c.topOnly || (!exp && c.i-start < 309) {
+		return nil
+	}
+	if f, err := strconv.ParseFloat(string(c.b[start:c.i]), 64); err != nil && math.IsInf(f, 0) {
+		return fmt.Errorf("%w: %s is a number beyond the range of a 64-bit float", ErrInvalid, c.path(len(c.frames)))
+	}
+	return nil
+}
+
+func (c *jsonCheck) container(obj bool) error {
+	if !c.topOnly && c.base+len(c.frames)+1 > MaxNesting {
+		return fmt.Errorf("%w: %s nests deeper than %d levels", ErrInvalid, orBody(c.name), MaxNesting)
+	}
+	c.i++ // { or [
+	c.frames = append(c.frames, jsonFrame{obj: obj, firstKey: len(c.keys)})
+	defer func() {
+		f := c.frames[len(c.frames)-1]
+		c.keys = c.keys[:f.firstKey]
+		c.frames = c.frames[:len(c.frames)-1]
+	}()
+	end := byte(']')
+	if obj {
+		end = '}'
+	}
+	c.space()
+	if c.i < len(c.b) && c.b[c.i] == end {
+		c.i++
+		return nil
 	}
 	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
+		if obj {
+			if err := c.key(); err != nil {
+				return err
+			}
+		}
+		if err := c.value(); err != nil {
+			return err
+		}
+		c.space()
+		if c.i >= len(c.b) {
+			return errNotJSON
+		}
+		switch c.b[c.i] {
+		case ',':
+			c.i++
+		case end:
+			c.i++
 			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%w: %s is not valid JSON", ErrInvalid, orBody(name))
-		}
-		if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].key {
-			top := stack[n-1]
-			if tok == json.Delim('}') {
-				stack = stack[:n-1]
-				done()
-				continue
-			}
-			k, _ := tok.(string)
-			if top.keys[k] {
-				return fmt.Errorf("%w: ambiguous JSON: key %s appears twice in %s", ErrInvalid, Quote(k), orBody(top.name))
-			}
-			top.keys[k], top.key, top.cur = true, false, k
-			continue
-		}
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{', '[':
-				if base+len(stack)+1 > MaxNesting {
-					return fmt.Errorf("%w: %s nests deeper than %d levels", ErrInvalid, orBody(name), MaxNesting)
-				}
-				f := &jsonFrame{obj: t == '{', key: t == '{', name: path()}
-				if f.obj {
-					f.keys = map[string]bool{}
-				}
-				stack = append(stack, f)
-			default: // ']'; '}' is read as a key position above
-				stack = stack[:len(stack)-1]
-				done()
-			}
-		case json.Number:
-			if f, err := strconv.ParseFloat(string(t), 64); err != nil && math.IsInf(f, 0) {
-				return fmt.Errorf("%w: %s is a number beyond the range of a 64-bit float", ErrInvalid, path())
-			}
-			done()
 		default:
-			done()
+			return errNotJSON
 		}
 	}
+}
+
+// key reads an object's key and its colon, and refuses a key the object
+// has had already (compared unescaped).
+func (c *jsonCheck) key() error {
+	c.space()
+	if c.i >= len(c.b) || c.b[c.i] != '"' {
+		return errNotJSON
+	}
+	raw, escaped, err := c.str()
+	if err != nil {
+		return err
+	}
+	c.space()
+	if c.i >= len(c.b) || c.b[c.i] != ':' {
+		return errNotJSON
+	}
+	c.i++
+	top := &c.frames[len(c.frames)-1]
+	top.cur, top.curQuoted = raw, escaped
+	if c.topOnly && len(c.frames) > 1 {
+		return nil
+	}
+	k := raw
+	if escaped {
+		k = []byte(unquote(raw, true))
+	}
+	dup := false
+	if top.set != nil {
+		_, dup = top.set[string(k)]
+		top.set[string(k)] = struct{}{}
+	} else {
+		for _, seen := range c.keys[top.firstKey:] {
+			if dup = bytes.Equal(seen, k); dup {
+				break
+			}
+		}
+		c.keys = append(c.keys, k)
+		if n := len(c.keys) - top.firstKey; n > manyKeys {
+			top.set = make(map[string]struct{}, 2*n)
+			for _, seen := range c.keys[top.firstKey:] {
+				top.set[string(seen)] = struct{}{}
+			}
+		}
+	}
+	if dup {
+		return fmt.Errorf("%w: ambiguous JSON: key %s appears twice in %s",
+			ErrInvalid, Quote(string(k)), orBody(c.path(len(c.frames)-1)))
+	}
+	return nil
+}
+
+// path is the path of the value the first n open frames lead to, for
+// messages: keys joined by dots, "[]" for an array's elements.
+func (c *jsonCheck) path(n int) string {
+	p := c.name
+	for _, f := range c.frames[:n] {
+		if f.obj {
+			p = join(p, unquote(f.cur, f.curQuoted))
+		} else {
+			p += "[]"
+		}
+	}
+	return p
+}
+
+// unquote returns the contents raw of a JSON string as text.
+func unquote(raw []byte, escaped bool) string {
+	if !escaped {
+		return string(raw)
+	}
+	var s string
+	if err := json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &s); err != nil {
+		return string(raw)
+	}
+	return s
 }
 
 func join(name, key string) string {

@@ -35,6 +35,9 @@ func TestChange_RefusesWhatUsersMustNotStore(t *testing.T) {
 		{"a key twice in metadata", user(`,"public_metadata":{"plan":"free","plan":"pro"}`), `appears twice in data.public_metadata`},
 		{"1e400 in metadata", user(`,"public_metadata":{"n":1e400}`), "data.public_metadata.n is a number beyond the range"},
 		{"-1e400 in an array", user(`,"public_metadata":{"n":[1,-1e400]}`), "data.public_metadata.n[] is a number beyond"},
+		{"a key twice, once escaped", user(`,"public_metadata":{"plan":"free","pl\u0061n":"pro"}`), `key "plan" appears twice in data.public_metadata`},
+		{"a key twice among many", user(`,"public_metadata":{` + manyKeys(100) + `,"k7":0}`), `key "k7" appears twice in data.public_metadata`},
+		{"a key twice deep in an array", user(`,"public_metadata":{"a":[{"b":{"c":1,"c":2}}]}`), `key "c" appears twice in data.public_metadata.a[].b`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,4 +98,16 @@ func TestQuote_BoundsAndEscapes(t *testing.T) {
 	if !strings.HasSuffix(long, `"...`) || len([]rune(long)) != 64+5 {
 		t.Errorf("Quote of 1000 characters = %s (%d runes)", long, len([]rune(long)))
 	}
+}
+
+// manyKeys is "k0":0,"k1":0,… with n keys.
+func manyKeys(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":0`, i)
+	}
+	return b.String()
 }
