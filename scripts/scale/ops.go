@@ -37,12 +37,12 @@ type op struct {
 type row struct {
 	name     string
 	lat      []time.Duration
-	db       time.Duration     // database time within the samples
-	notes    map[string]int    // results other than the expected one
-	capped   bool              // stopped by the time budget
-	warmKept bool              // the first call took 1 s or more and is a sample
-	spent    time.Duration     // all calls, the warm-up included
-	errs     []string          // first few errors, for the report
+	db       time.Duration  // database time within the samples
+	notes    map[string]int // results other than the expected one
+	capped   bool           // stopped by the time budget
+	warmKept bool           // the first call took 1 s or more and is a sample
+	spent    time.Duration  // all calls, the warm-up included
+	errs     []string       // first few errors, for the report
 }
 
 // measure runs every operation at size s.
