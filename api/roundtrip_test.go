@@ -56,10 +56,10 @@ func newCountingHarness(t *testing.T) (*harness, *commandLog) {
 }
 
 // TestWebhook_RoundTripsPerEvent counts the engine round trips of one
-// webhook. On the embedded engine every filtered command reads the whole
-// collection, so each one more is a scan more. A new event is stored,
-// applied and marked processed; a duplicate is refused by the unique index
-// and the stored event read back by _id.
+// webhook. A new event is stored, applied, marked processed and counted
+// (on the embedded engine the user and the event are read by _id before
+// they are written); a duplicate is refused by the unique index and the
+// stored event read back by _id.
 func TestWebhook_RoundTripsPerEvent(t *testing.T) {
 	const uid = "user_rt"
 	created := userBody(t, "user.created", clerkUser{ID: uid, UpdatedAt: t0, Email: "rt@example.com", First: "R"})
@@ -68,22 +68,23 @@ func TestWebhook_RoundTripsPerEvent(t *testing.T) {
 		name string
 		// before delivers what the store holds first; it returns the
 		// delivery to measure.
-		before  func(h *harness) (id string, body []byte)
-		max     int
-		wantDup bool
+		before    func(h *harness) (id string, body []byte)
+		max       int // on MongoDB; on the embedded engine, maxSerial
+		maxSerial int
+		wantDup   bool
 	}{
 		{"new user.created", func(*harness) (string, []byte) {
 			return newID(), created
-		}, 3, false},
+		}, 4, 5, false},
 		{"user.updated of a known user", func(h *harness) (string, []byte) {
 			h.mustDeliver(newID(), created)
 			return newID(), updated
-		}, 3, false},
+		}, 4, 6, false},
 		{"duplicate of a processed event", func(h *harness) (string, []byte) {
 			id := newID()
 			h.mustDeliver(id, created)
 			return id, created
-		}, 2, true},
+		}, 2, 2, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,8 +105,12 @@ func TestWebhook_RoundTripsPerEvent(t *testing.T) {
 			if len(cmds) == 0 {
 				t.Fatal("no command seen: the monitor is not counting")
 			}
-			if len(cmds) > tc.max {
-				t.Errorf("%d round trips %v, want at most %d", len(cmds), cmds, tc.max)
+			max := tc.max
+			if !repotest.UsesMongoDB() {
+				max = tc.maxSerial
+			}
+			if len(cmds) > max {
+				t.Errorf("%d round trips %v, want at most %d", len(cmds), cmds, max)
 			}
 		})
 	}

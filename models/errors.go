@@ -25,3 +25,8 @@ var (
 	// delivery may succeed.
 	ErrRetryLater = errors.New("cannot be applied yet")
 )
+
+// ErrEmailTaken: the user's email is held by another active user. The
+// change may apply once that user changes email or is deleted; Clerk
+// itself forbids two users one email, so it is a matter of order.
+var ErrEmailTaken = errors.New("the user's email is held by another active user")

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/repository/repotest"
@@ -17,26 +15,19 @@ import (
 // benchSeeded is the Clerk time of every seeded user's state.
 var benchSeeded = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// seedUsers inserts n active users through the driver, shaped as Apply
-// writes them (small documents, no payload).
+// seedUsers inserts n active users, shaped as Apply writes them.
 func seedUsers(b *testing.B, s *repository.Store, n int) {
 	b.Helper()
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	const batch = 1000
-	for lo := 0; lo < n; lo += batch {
-		var docs []any
-		for i := lo; i < min(lo+batch, n); i++ {
-			uid := fmt.Sprintf("user_bench_%d", i)
-			docs = append(docs, bson.D{
-				{Key: "userId", Value: uid}, {Key: "email", Value: uid + "@example.com"},
-				{Key: "displayName", Value: "Bench " + uid}, {Key: "metadata", Value: bson.D{{Key: "plan", Value: "free"}}},
-				{Key: "createdAt", Value: now}, {Key: "updatedAt", Value: now}, {Key: "deletedAt", Value: nil},
-				{Key: "sourceUpdatedAt", Value: benchSeeded}, {Key: "lastEventId", Value: "msg_seed_" + uid},
-			})
+	changes := make([]models.Change, n)
+	for i := range changes {
+		uid := fmt.Sprintf("user_bench_%d", i)
+		changes[i] = models.Change{
+			UserID: uid, EventID: "msg_seed_" + uid, SourceTime: benchSeeded,
+			Email: uid + "@example.com", DisplayName: "Bench " + uid, Metadata: json.RawMessage(`{"plan":"free"}`),
 		}
-		if _, err := s.Database().Collection(repository.UsersCollection).InsertMany(context.Background(), docs); err != nil {
-			b.Fatalf("seed users: %v", err)
-		}
+	}
+	if err := s.SeedUsers(context.Background(), changes, time.Now().UTC().Truncate(time.Millisecond)); err != nil {
+		b.Fatalf("seed users: %v", err)
 	}
 }
 

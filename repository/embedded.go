@@ -16,8 +16,30 @@ import (
 // listening on a loopback port, its files in one directory.
 type Embedded struct {
 	uri    string
+	dir    string
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// embeddedDirs maps the address of each embedded engine running in this
+// process to its directory, so that a store connected to it can reach its
+// SQLite files (see ensureSQLiteIDIndexes).
+var embeddedDirs stdsync.Map
+
+// embeddedDir returns the directory of the embedded engine at uri, if it
+// runs in this process.
+func embeddedDir(uri string) (string, bool) {
+	_, rest, _ := strings.Cut(uri, "://")
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		rest = rest[at+1:]
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	host, _, _ = strings.Cut(host, "?")
+	dir, ok := embeddedDirs.Load(host)
+	if !ok {
+		return "", false
+	}
+	return dir.(string), true
 }
 
 // newMu serialises ferretdb.New, which writes a package-level variable.
@@ -55,6 +77,8 @@ func StartEmbedded(dir, addr string, logger *slog.Logger) (*Embedded, error) {
 		_ = f.Run(ctx) // returns when ctx is cancelled
 	}()
 	e.uri = f.MongoDBURI() // waits for the listener
+	e.dir = abs
+	embeddedDirs.Store(e.Addr(), abs)
 	return e, nil
 }
 
@@ -69,6 +93,7 @@ func (e *Embedded) Addr() string {
 // Stop closes the listener, the connections and the files, and waits.
 // Disconnect clients first, or it waits for their connections to time out.
 func (e *Embedded) Stop() {
+	embeddedDirs.CompareAndDelete(e.Addr(), e.dir)
 	e.cancel()
 	<-e.done
 }

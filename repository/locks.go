@@ -13,14 +13,11 @@ import (
 // wins even when it carries the older state (or revives a deleted user).
 // MongoDB applies each update to a document atomically. One process owns an
 // embedded engine (its data dir is locked), so a lock in the process makes
-// each conditional write atomic there too. A nil *keyLocks locks nothing.
+// each conditional write atomic there too.
 type keyLocks [64]stdsync.Mutex
 
 // lock locks key's stripe and returns the unlock.
 func (k *keyLocks) lock(key string) (unlock func()) {
-	if k == nil {
-		return func() {}
-	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
 	mu := &k[h.Sum32()%uint32(len(k))]

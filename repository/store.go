@@ -17,6 +17,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
 	"github.com/usersync/usersync/models"
@@ -26,12 +28,16 @@ import (
 const (
 	UsersCollection  = "users"
 	EventsCollection = "user_events"
+	// CountersCollection holds the event counters (see counters.go) and
+	// the marks of completed migrations.
+	CountersCollection = "counters"
 )
 
 // Store is a connection to one database and its stores.
 type Store struct {
 	client *mongo.Client
 	db     *mongo.Database
+	uri    string
 	Users  *Users
 	Events *Events
 }
@@ -41,20 +47,44 @@ type Options struct {
 	// ServerSelectionTimeout bounds how long an operation waits for a
 	// reachable server before failing with models.ErrUnavailable.
 	ServerSelectionTimeout time.Duration
+	// OperationTimeout bounds every operation whose context has no
+	// deadline of its own (default 10 s; the URI's timeoutMS wins).
+	OperationTimeout time.Duration
 	// Monitor, if set, sees every command sent (tests count round trips).
 	Monitor *event.CommandMonitor
 }
 
+// DefaultOperationTimeout bounds an operation whose context has no deadline.
+const DefaultOperationTimeout = 10 * time.Second
+
+// indexBuildTimeout bounds one index build: long enough for any
+// collection usersync keeps, and a deadline of its own so that the
+// client's operation timeout does not apply to it.
+const indexBuildTimeout = 24 * time.Hour
+
 // Open connects to the database named dbName at uri. It does not wait for
 // the server: Prepare does, and must be called before the store is used.
+//
+// Writes are acknowledged by a majority of the replica set unless the URI
+// sets w; the reads that decide a write go to the primary whatever the
+// URI's read preference (see Users.Apply and Events.Record).
 func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 	if o.ServerSelectionTimeout == 0 {
 		o.ServerSelectionTimeout = 5 * time.Second
+	}
+	if o.OperationTimeout == 0 {
+		o.OperationTimeout = DefaultOperationTimeout
 	}
 	opts := options.Client().ApplyURI(uri).
 		SetServerSelectionTimeout(o.ServerSelectionTimeout).
 		SetConnectTimeout(o.ServerSelectionTimeout).
 		SetAppName("usersync")
+	if opts.WriteConcern == nil {
+		opts.SetWriteConcern(writeconcern.Majority())
+	}
+	if opts.Timeout == nil {
+		opts.SetTimeout(o.OperationTimeout)
+	}
 	if o.Monitor != nil {
 		opts.SetMonitor(o.Monitor)
 	}
@@ -63,11 +93,20 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("connect to %s: %w", redactURI(uri), err)
 	}
 	db := client.Database(dbName)
+	primary := options.Collection().SetReadPreference(readpref.Primary())
+	eng := engine(atomicEngine{}) // until Prepare knows the server
+	counters := &counters{coll: db.Collection(CountersCollection, primary), eng: eng}
 	return &Store{
 		client: client,
 		db:     db,
-		Users:  &Users{coll: db.Collection(UsersCollection)},
-		Events: &Events{coll: db.Collection(EventsCollection), payloadDocs: true},
+		uri:    uri,
+		Users: &Users{
+			coll: db.Collection(UsersCollection), primary: db.Collection(UsersCollection, primary), eng: eng,
+		},
+		Events: &Events{
+			coll: db.Collection(EventsCollection), primary: db.Collection(EventsCollection, primary), eng: eng,
+			counters: counters,
+		},
 	}, nil
 }
 
@@ -85,28 +124,98 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Prepare makes sure the indexes exist and sets the store up for the
-// server it talks to. On FerretDB (the embedded engine, or a FerretDB at
-// MONGODB_URI), which it reports:
-//   - writes to one user, and to one event, take turns within this process
-//     (see keyLocks): FerretDB's updates are not atomic;
-//   - events keep their body raw only, without the "payload" document:
-//     FerretDB parses whole documents even to find one by _id, and a
-//     payload document makes that about six times slower.
+// Prepare sets the store up for the server it talks to and makes sure
+// what correctness needs exists: the collections, the unique indexes
+// (eventId, userId, email; built without a time limit however large the
+// collections) and, on the embedded engine, the SQLite index that makes
+// lookups by _id index lookups (see sqliteindex.go). The other indexes
+// are built by EnsureIndexes: serve runs it in the background, usersync
+// migrate in the foreground. Prepare fails, naming usersync migrate, when
+// the users collection holds users written by a usersync older than
+// derived user ids.
+//
+// On FerretDB (the embedded engine, or a FerretDB at MONGODB_URI), which
+// it reports, writes that depend on a document's state become a read by
+// _id, a decision in Go and a write by _id, taking turns per key within
+// this process (FerretDB's updates are not atomic), and events keep their
+// body raw only, without the "payload" document.
 func (s *Store) Prepare(ctx context.Context) (ferretDB bool, err error) {
-	if err := s.EnsureIndexes(ctx); err != nil {
-		return false, err
+	if ferretDB, err = s.prepare(ctx); err != nil {
+		return ferretDB, err
 	}
+	return ferretDB, s.checkUserIDs(ctx)
+}
+
+// prepare is Prepare without the check of user ids, which Migrate
+// makes true.
+func (s *Store) prepare(ctx context.Context) (ferretDB bool, err error) {
 	var info bson.Raw
 	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
 		return false, fmt.Errorf("buildInfo: %w", translate(err))
 	}
-	if _, err := info.LookupErr("ferretdbVersion"); err != nil {
-		return false, nil
+	_, err = info.LookupErr("ferretdbVersion")
+	ferretDB = err == nil
+	eng := engine(atomicEngine{})
+	if ferretDB {
+		eng = serialEngine{locks: new(keyLocks)}
 	}
-	s.Users.locks, s.Events.locks = new(keyLocks), new(keyLocks)
-	s.Events.payloadDocs = false
-	return true, nil
+	s.Users.eng, s.Events.eng, s.Events.counters.eng = eng, eng, eng
+
+	if err := s.createCollections(ctx); err != nil {
+		return ferretDB, err
+	}
+	bctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
+	defer cancel()
+	if err := s.ensureIndexes(bctx, true); err != nil {
+		return ferretDB, err
+	}
+	if ferretDB {
+		if dir, ok := embeddedDir(s.uri); ok {
+			if err := ensureSQLiteIDIndexes(ctx, dir, s.db.Name()); err != nil {
+				return ferretDB, err
+			}
+		}
+	}
+	return ferretDB, nil
+}
+
+// IndexedByID reports whether lookups by _id are index lookups. It is
+// false only for a FerretDB server usersync does not run itself, whose
+// SQLite files it cannot reach.
+func (s *Store) IndexedByID() bool {
+	if _, serial := s.Users.eng.(serialEngine); !serial {
+		return true
+	}
+	_, ok := embeddedDir(s.uri)
+	return ok
+}
+
+// createCollections creates the collections that do not exist yet, so
+// that every one has its table on the embedded engine before its _id is
+// indexed.
+func (s *Store) createCollections(ctx context.Context) error {
+	names, err := s.db.ListCollectionNames(ctx, bson.D{})
+	if err != nil {
+		return fmt.Errorf("list collections: %w", translate(err))
+	}
+	have := map[string]bool{}
+	for _, n := range names {
+		have[n] = true
+	}
+	for _, n := range []string{UsersCollection, EventsCollection, CountersCollection} {
+		if have[n] {
+			continue
+		}
+		err := s.db.CreateCollection(ctx, n)
+		var ce mongo.CommandError
+		if errors.As(err, &ce) && ce.Code == 48 { // NamespaceExists: created meanwhile
+			err = nil
+		}
+		if err != nil {
+			return fmt.Errorf("create collection %s: %w", n, translate(err))
+		}
+	}
+	return nil
 }
 
 // Drop removes the whole database. Tests use it to clean up.
@@ -118,18 +227,49 @@ func (s *Store) Drop(ctx context.Context) error {
 // it directly (tests, benchmarks).
 func (s *Store) Database() *mongo.Database { return s.db }
 
-// EnsureIndexes creates the indexes of every collection. It is idempotent.
+// EnsureIndexes creates every index of every collection that is missing
+// and drops the ones no query uses any more. It is idempotent. An index
+// build on a large collection takes as long as it takes (up to 24 h):
+// call it with a context that has no shorter deadline.
 func (s *Store) EnsureIndexes(ctx context.Context) error {
-	if err := s.Users.ensureIndexes(ctx); err != nil {
-		return err
-	}
-	return s.Events.ensureIndexes(ctx)
+	ctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
+	defer cancel()
+	return s.ensureIndexes(ctx, false)
 }
 
-// createIndexes creates the indexes that coll lacks, by name. Asking the
-// embedded engine to create an index that exists drops the connection, so
-// existing ones are listed first.
-func createIndexes(ctx context.Context, coll *mongo.Collection, want []mongo.IndexModel) error {
+// uniqueIndexes are the indexes correctness needs, which Prepare builds
+// before usersync serves.
+var uniqueIndexes = map[string]bool{"userId_1": true, emailIndex: true, "eventId_1": true}
+
+func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
+	for _, c := range []struct {
+		coll     *mongo.Collection
+		want     []mongo.IndexModel
+		obsolete []string
+	}{
+		{s.Users.coll, userIndexes, obsoleteUserIndexes},
+		{s.Events.coll, eventIndexes, obsoleteEventIndexes},
+	} {
+		want := c.want
+		if uniqueOnly {
+			want = nil
+			for _, m := range c.want {
+				if uniqueIndexes[indexName(m.Keys.(bson.D))] {
+					want = append(want, m)
+				}
+			}
+		}
+		if err := createIndexes(ctx, c.coll, want, c.obsolete); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createIndexes creates the indexes that coll lacks, by name, and drops
+// the obsolete ones it has. Asking the embedded engine to create an index
+// that exists drops the connection, so existing ones are listed first.
+func createIndexes(ctx context.Context, coll *mongo.Collection, want []mongo.IndexModel, obsolete []string) error {
 	specs, err := coll.Indexes().ListSpecifications(ctx)
 	if err != nil {
 		return fmt.Errorf("list indexes of %s: %w", coll.Name(), translate(err))
@@ -137,6 +277,13 @@ func createIndexes(ctx context.Context, coll *mongo.Collection, want []mongo.Ind
 	have := map[string]bool{}
 	for _, s := range specs {
 		have[s.Name] = true
+	}
+	for _, name := range obsolete {
+		if have[name] {
+			if err := coll.Indexes().DropOne(ctx, name); err != nil {
+				return fmt.Errorf("drop index %s of %s: %w", name, coll.Name(), translate(err))
+			}
+		}
 	}
 	var missing []mongo.IndexModel
 	for _, m := range want {
@@ -163,13 +310,19 @@ func indexName(keys bson.D) string {
 }
 
 // translate turns a driver error into one that wraps a models sentinel where
-// one applies, keeping the driver error in the chain for logs.
+// one applies, keeping the driver error in the chain for logs. A cancelled
+// context is left as it is: it is the caller going away, not the database
+// failing, and callers tell the two apart.
 func translate(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, mongo.ErrNoDocuments):
 		return models.ErrNotFound
+	case errors.Is(err, context.Canceled):
+		return err
+	case isUniqueViolation(err) && violatesEmail(err):
+		return fmt.Errorf("%w: %w", models.ErrEmailTaken, err)
 	case isUniqueViolation(err):
 		return fmt.Errorf("%w: %w", models.ErrConflict, err)
 	case isUnavailable(err):
@@ -189,11 +342,56 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &se) && se.HasErrorCode(1) && strings.Contains(err.Error(), "UNIQUE constraint failed")
 }
 
+// violatesEmail reports whether a unique violation is the email index's.
+// Every engine names the index: MongoDB "index: email_1 dup key", the
+// embedded engine's insert the same, and its update the SQLite index
+// "<table>_email_1".
+func violatesEmail(err error) bool {
+	return strings.Contains(err.Error(), emailIndex)
+}
+
+// unavailableCodes are the server errors a retry may heal: a replica set
+// electing a new primary or shutting down, an unreachable host, and
+// DocumentDB's transient deadlock between concurrent writes.
+var unavailableCodes = []int{
+	6,        // HostUnreachable
+	7,        // HostNotFound
+	89,       // NetworkTimeout
+	91,       // ShutdownInProgress
+	189,      // PrimarySteppedDown
+	9001,     // SocketException
+	10107,    // NotWritablePrimary
+	11600,    // InterruptedAtShutdown
+	11602,    // InterruptedDueToReplStateChange
+	13435,    // NotPrimaryNoSecondaryOk
+	13436,    // NotPrimaryOrSecondary
+	16908292, // DocumentDB: deadlock detected
+}
+
+// isUnavailable reports whether err says the database cannot serve now
+// but may soon: network errors, no server to select, timeouts, failover.
 func isUnavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
 	var sse topology.ServerSelectionError
-	return mongo.IsNetworkError(err) || mongo.IsTimeout(err) ||
-		errors.Is(err, context.Canceled) || errors.As(err, &sse) ||
-		errors.Is(err, mongo.ErrClientDisconnected)
+	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) || errors.As(err, &sse) ||
+		errors.Is(err, mongo.ErrClientDisconnected) {
+		return true
+	}
+	var se mongo.ServerError
+	if !errors.As(err, &se) {
+		return false
+	}
+	if se.HasErrorLabel("RetryableWriteError") || se.HasErrorLabel("NetworkError") {
+		return true
+	}
+	for _, code := range unavailableCodes {
+		if se.HasErrorCode(code) {
+			return true
+		}
+	}
+	return false
 }
 
 // redactURI drops the credentials from a MongoDB URI for error messages.

@@ -16,15 +16,17 @@ import (
 
 // Users is the users collection.
 type Users struct {
-	coll  *mongo.Collection
-	locks *keyLocks // per user; set for the embedded engine
+	coll    *mongo.Collection
+	primary *mongo.Collection // reads that decide a write
+	eng     engine
 }
 
-// userDoc is a users document. Email is present only while the user is
+// userDoc is a users document. Its _id is derived from userId (see
+// docID), so that every read and write of one user is by _id. Email is present only while the user is
 // active and has one: the sparse unique email index then makes an email
 // unique among active users on both engines, with no partial index.
 type userDoc struct {
-	ID              bson.ObjectID `bson:"_id,omitempty"`
+	ID              bson.ObjectID `bson:"_id"`
 	UserID          string        `bson:"userId"`
 	Email           string        `bson:"email,omitempty"`
 	DisplayName     string        `bson:"displayName"`
@@ -61,89 +63,172 @@ func (d userDoc) model() (models.User, error) {
 	return u, nil
 }
 
-func (u *Users) ensureIndexes(ctx context.Context) error {
-	return createIndexes(ctx, u.coll, []mongo.IndexModel{
-		{Keys: bson.D{{Key: "userId", Value: 1}}, Options: options.Index().SetUnique(true)},
-		{Keys: bson.D{{Key: "email", Value: 1}}, Options: options.Index().SetUnique(true).SetSparse(true)},
-		{Keys: bson.D{{Key: "updatedAt", Value: -1}}},
-		{Keys: bson.D{{Key: "deletedAt", Value: 1}, {Key: "updatedAt", Value: -1}}},
-	})
+// emailIndex names the sparse unique email index, which unique violations
+// name.
+const emailIndex = "email_1"
+
+// userIndexes are the indexes of users; README.md's query → index table
+// says which query uses each. The unique ones are built by Prepare (see
+// uniqueIndexes), the others by EnsureIndexes.
+var userIndexes = []mongo.IndexModel{
+	{Keys: bson.D{{Key: "userId", Value: 1}}, Options: options.Index().SetUnique(true)},
+	{Keys: bson.D{{Key: "email", Value: 1}}, Options: options.Index().SetUnique(true).SetSparse(true)},
+	{Keys: bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}}, // the change feed
 }
+
+// obsoleteUserIndexes were made by earlier versions and serve no query:
+// the planner intersected deletedAt_1_updatedAt_-1 with userId_1.
+var obsoleteUserIndexes = []string{"updatedAt_-1", "deletedAt_1_updatedAt_-1"}
 
 // maxApplyTries bounds the retries of Apply when a concurrent write to the
 // same user wins a race.
 const maxApplyTries = 3
 
 // Apply writes ch to its user if the user is unknown, or active with an
-// older stored state (Clerk time, then event id). Either of two writes does
-// it: a conditional update of an existing user, or the insert of a new one,
-// which the unique userId index refuses if the user exists. The one more
-// likely to succeed goes first (the insert for user.created), so the usual
-// case is one round trip; on the embedded engine an insert also avoids
-// reading the whole collection. Apply returns
+// older stored state (Clerk time, then event id). It returns
 //   - OutcomeApplied when ch is now the user's state (also when this very
 //     event had been applied before);
 //   - OutcomeStale when a newer state is stored;
 //   - OutcomeDeletedUser when the user is deleted;
-//   - an error wrapping models.ErrConflict when ch's email is held by another
-//     active user, or models.ErrUnavailable when the database is down.
+//   - an error wrapping models.ErrEmailTaken when ch's email is held by
+//     another active user, models.ErrConflict when concurrent writes to
+//     the user kept winning races, models.ErrInvalid when ch's metadata
+//     cannot be stored, or models.ErrUnavailable when the database is down.
+//
+// How depends on the engine (see engine): applyAtomic on MongoDB,
+// applySerial on FerretDB.
 func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
 	w, err := newUserWrite(ch, now)
 	if err != nil {
 		return "", err
 	}
-	defer u.locks.lock(ch.UserID)()
-	writes := []func(context.Context, *mongo.Collection) (bool, error){w.updateOld, w.insertNew}
-	if ch.New {
+	outcome, err := u.eng.applyUser(ctx, u, w)
+	if err != nil {
+		return "", fmt.Errorf("apply event %s to user %s: %w", ch.EventID, ch.UserID, err)
+	}
+	return outcome, nil
+}
+
+func (atomicEngine) applyUser(ctx context.Context, u *Users, w userWrite) (models.Outcome, error) {
+	return u.applyAtomic(ctx, w)
+}
+
+func (serialEngine) applyUser(ctx context.Context, u *Users, w userWrite) (models.Outcome, error) {
+	return u.applySerial(ctx, w)
+}
+
+// applyAtomic is Apply where updates are atomic: one of two writes does
+// it, a conditional update of an existing user or the insert of a new one
+// (refused by the _id and userId indexes if the user exists). The one more
+// likely to succeed goes first (the insert for user.created), so the usual
+// case is one round trip. When neither goes through, the user's state,
+// read from the primary, says why.
+func (u *Users) applyAtomic(ctx context.Context, w userWrite) (models.Outcome, error) {
+	writes := []func(context.Context) (bool, error){w.updateOld(u.coll), w.insertNew(u.coll)}
+	if w.ch.New {
 		writes[0], writes[1] = writes[1], writes[0]
 	}
 	for try := 1; ; try++ {
 		for _, write := range writes {
-			done, err := write(ctx, u.coll)
-			if err != nil {
-				return "", fmt.Errorf("apply event %s to user %s: %w", ch.EventID, ch.UserID, err)
-			}
-			if done {
-				return models.OutcomeApplied, nil
+			if done, err := write(ctx); err != nil || done {
+				return models.OutcomeApplied, err
 			}
 		}
-		// Neither write went through: the user is newer or deleted, or the
-		// email is held by another active user.
-		cur, err := u.state(ctx, ch.UserID)
+		// Neither write went through: the user exists and is newer or
+		// deleted, or a concurrent write got in between.
+		cur, err := u.state(ctx, w.doc.ID)
 		switch {
 		case errors.Is(err, models.ErrNotFound):
-			// Users are never removed, so only the email can have clashed.
+			// The insert was refused, and not for the user (users are
+			// never removed): an engine that did not name the email index.
+			return "", fmt.Errorf("insert refused with no user there: %w", models.ErrEmailTaken)
 		case err != nil:
 			return "", err
-		case cur.LastEventID == ch.EventID && (cur.DeletedAt != nil) == ch.Deleted:
-			return models.OutcomeApplied, nil // a retry of an applied event
-		case cur.DeletedAt != nil:
-			return models.OutcomeDeletedUser, nil
-		case !models.Newer(ch.SourceTime, ch.EventID, cur.SourceUpdatedAt, cur.LastEventID):
-			return models.OutcomeStale, nil
-		case try < maxApplyTries:
-			continue // a concurrent write to this user won a race
+		default:
+			if outcome, final := w.explain(cur); final {
+				return outcome, nil
+			}
 		}
-		return "", fmt.Errorf("user %s: email is held by another active user: %w", ch.UserID, models.ErrConflict)
+		if try == maxApplyTries {
+			return "", fmt.Errorf("concurrent writes to the user kept winning: %w", models.ErrConflict)
+		}
 	}
 }
 
-// userWrite is ch as the two writes of Apply.
+// applySerial is Apply where updates are not atomic: under the user's
+// turn, the state is read by _id, the decision made in Go, and the user
+// inserted or updated by _id. For user.created the insert goes first (the
+// user is probably new), and the state is read only if it is refused.
+func (u *Users) applySerial(ctx context.Context, w userWrite) (models.Outcome, error) {
+	defer u.eng.turn(w.ch.UserID)()
+	for try := 1; ; try++ {
+		var cur userDoc
+		err := models.ErrNotFound // for user.created, the insert first
+		if !w.ch.New || try > 1 {
+			cur, err = u.state(ctx, w.doc.ID)
+		}
+		if errors.Is(err, models.ErrNotFound) {
+			err = translate(insertOne(ctx, u.coll, w.doc))
+			if !errors.Is(err, models.ErrConflict) {
+				return models.OutcomeApplied, err
+			}
+			// FerretDB does not say which index refused an insert: the
+			// user itself (it exists) or its email.
+			if _, serr := u.state(ctx, w.doc.ID); errors.Is(serr, models.ErrNotFound) {
+				return "", fmt.Errorf("insert refused with no user there: %w", models.ErrEmailTaken)
+			}
+			if try == maxApplyTries {
+				return "", err
+			}
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if outcome, final := w.explain(cur); final {
+			return outcome, nil
+		}
+		if _, err := u.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: w.doc.ID}}, w.changes); err != nil {
+			return "", translate(err)
+		}
+		return models.OutcomeApplied, nil
+	}
+}
+
+// explain decides, from the stored state cur of the user, what ch does
+// when it is not newer than cur: final is false when ch is to be written.
+func (w userWrite) explain(cur userDoc) (outcome models.Outcome, final bool) {
+	switch {
+	case cur.LastEventID == w.ch.EventID && (cur.DeletedAt != nil) == w.ch.Deleted:
+		return models.OutcomeApplied, true // a retry of an applied event
+	case cur.DeletedAt != nil:
+		return models.OutcomeDeletedUser, true
+	case !models.Newer(w.ch.SourceTime, w.ch.EventID, cur.SourceUpdatedAt, cur.LastEventID):
+		return models.OutcomeStale, true
+	}
+	return "", false
+}
+
+// userWrite is ch as the writes of Apply.
 type userWrite struct {
-	filter  bson.D  // an active user older than ch
+	ch      models.Change
+	filter  bson.D  // an active user older than ch (for atomic engines)
 	changes bson.D  // that user as ch says
 	doc     userDoc // a new user as ch says
 }
 
+// newUserWrite builds, from ch, both the document of a new user and the
+// update of an existing one: every field a change writes is set here.
 func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 	ts := ch.SourceTime.UTC()
 	w := userWrite{
+		ch: ch,
 		filter: bson.D{
-			{Key: "userId", Value: ch.UserID},
+			{Key: "_id", Value: docID(ch.UserID)},
 			{Key: "deletedAt", Value: nil},
 		},
 		doc: userDoc{
-			UserID: ch.UserID, CreatedAt: now, UpdatedAt: now,
+			ID: docID(ch.UserID), UserID: ch.UserID, CreatedAt: now, UpdatedAt: now,
 			SourceUpdatedAt: ts, LastEventID: ch.EventID,
 		},
 	}
@@ -188,35 +273,40 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 	return w, nil
 }
 
-// updateOld applies the write to an existing active user with an older state.
-// done is false when there is none, or when the new email is taken.
-func (w userWrite) updateOld(ctx context.Context, coll *mongo.Collection) (done bool, err error) {
-	res, err := coll.UpdateOne(ctx, w.filter, w.changes)
-	if err = translate(err); errors.Is(err, models.ErrConflict) {
-		return false, nil
+// updateOld is the conditional update of an existing active user with an
+// older state. done is false when there is none. A taken email is an
+// error wrapping models.ErrEmailTaken.
+func (w userWrite) updateOld(coll *mongo.Collection) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		res, err := coll.UpdateOne(ctx, w.filter, w.changes)
+		if err != nil {
+			return false, translate(err)
+		}
+		return res.MatchedCount > 0, nil
 	}
-	return err == nil && res.MatchedCount > 0, err
 }
 
-// insertNew writes a new user. done is false when the user exists, or when
-// the email is taken.
-func (w userWrite) insertNew(ctx context.Context, coll *mongo.Collection) (done bool, err error) {
-	err = translate(insertOne(ctx, coll, w.doc))
-	if errors.Is(err, models.ErrConflict) {
-		return false, nil
+// insertNew writes a new user. done is false when the user exists. A
+// taken email is an error wrapping models.ErrEmailTaken.
+func (w userWrite) insertNew(coll *mongo.Collection) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		err := translate(insertOne(ctx, coll, w.doc))
+		if errors.Is(err, models.ErrConflict) {
+			return false, nil // the user exists (_id or userId)
+		}
+		return err == nil, err
 	}
-	return err == nil, err
 }
 
-// state reads what Apply needs to explain a missed write.
-func (u *Users) state(ctx context.Context, userID string) (userDoc, error) {
+// state reads, from the primary, what Apply needs to decide or explain a
+// write.
+func (u *Users) state(ctx context.Context, id bson.ObjectID) (userDoc, error) {
 	var d userDoc
-	err := u.coll.FindOne(ctx, bson.D{{Key: "userId", Value: userID}},
-		options.FindOne().SetProjection(bson.D{
-			{Key: "deletedAt", Value: 1}, {Key: "sourceUpdatedAt", Value: 1}, {Key: "lastEventId", Value: 1},
-		})).Decode(&d)
+	err := findByID(ctx, u.primary, id, &d, bson.D{
+		{Key: "userId", Value: 1}, {Key: "deletedAt", Value: 1}, {Key: "sourceUpdatedAt", Value: 1}, {Key: "lastEventId", Value: 1},
+	})
 	if err != nil {
-		return userDoc{}, fmt.Errorf("read user %s: %w", userID, translate(err))
+		return userDoc{}, fmt.Errorf("read user: %w", err)
 	}
 	return d, nil
 }
@@ -225,16 +315,16 @@ func (u *Users) state(ctx context.Context, userID string) (userDoc, error) {
 // models.ErrNotFound.
 func (u *Users) Get(ctx context.Context, userID string) (models.User, error) {
 	var d userDoc
-	err := u.coll.FindOne(ctx, bson.D{{Key: "userId", Value: userID}}).Decode(&d)
-	if err != nil {
-		return models.User{}, fmt.Errorf("user %s: %w", userID, translate(err))
+	if err := findByID(ctx, u.coll, docID(userID), &d, nil); err != nil {
+		return models.User{}, fmt.Errorf("user %s: %w", userID, err)
 	}
 	return d.model()
 }
 
-// List returns one page of users in a stable order (creation of the
-// document), starting after f.After. A malformed cursor wraps
-// models.ErrInvalid.
+// List returns one page of users in a stable order (of _id, which is
+// derived from userId: an order that means nothing else), starting after
+// f.After. With an email, the page holds the one active user with that
+// email, if any. A malformed cursor wraps models.ErrInvalid.
 func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage, error) {
 	filter := bson.D{}
 	if !f.IncludeDeleted {
@@ -250,9 +340,12 @@ func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage,
 		}
 		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}})
 	}
-	cur, err := u.coll.Find(ctx, filter, options.Find().
-		SetSort(bson.D{{Key: "_id", Value: 1}}).
-		SetLimit(int64(f.Limit)+1))
+	opts := options.Find().SetLimit(int64(f.Limit) + 1)
+	if f.Email == "" {
+		// With an email the email index finds at most one user: no sort.
+		opts.SetSort(bson.D{{Key: "_id", Value: 1}})
+	}
+	cur, err := u.coll.Find(ctx, filter, opts)
 	if err != nil {
 		return models.UserPage{}, fmt.Errorf("list users: %w", translate(err))
 	}

@@ -64,16 +64,16 @@ func TestUsersApply_OrderingAndDeletes(t *testing.T) {
 		t.Errorf("user_3 = %+v, %v", u3, err)
 	}
 	_, err = s.Users.Apply(ctx, change("user_4", "msg_i", time.Second, "c@example.com"), time.Now())
-	if !errors.Is(err, models.ErrConflict) {
-		t.Errorf("Apply with a taken email: err = %v, want ErrConflict", err)
+	if !errors.Is(err, models.ErrEmailTaken) {
+		t.Errorf("Apply with a taken email: err = %v, want ErrEmailTaken", err)
 	}
 	// Update path (the user exists) to a taken email.
 	if _, err := s.Users.Apply(ctx, change("user_5", "msg_j", time.Second, "free@example.com"), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.Users.Apply(ctx, change("user_5", "msg_k", 2*time.Second, "c@example.com"), time.Now())
-	if !errors.Is(err, models.ErrConflict) {
-		t.Errorf("update to a taken email: err = %v, want ErrConflict", err)
+	if !errors.Is(err, models.ErrEmailTaken) {
+		t.Errorf("update to a taken email: err = %v, want ErrEmailTaken", err)
 	}
 }
 

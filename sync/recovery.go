@@ -17,14 +17,20 @@ type RecoveryStore interface {
 	// DeleteProcessedBefore deletes up to limit events processed before
 	// cutoff, never stored or failed ones.
 	DeleteProcessedBefore(ctx context.Context, cutoff time.Time, limit int) (int, error)
+	// Claim leases the event, read with attempts attempts, to this sweep
+	// until now+lease; false when another sweep holds it, or it has had
+	// another attempt since, or it is processed.
+	Claim(ctx context.Context, id string, attempts int, now time.Time, lease time.Duration) (bool, error)
 }
 
 // Recovery is the background work on the inbox: the sweep that processes
 // events a crash or an outage left behind, and retention.
 //
 // It keeps no state of its own, so any number of instances may run it on
-// one database: two sweeps that pick the same event both apply it, which
-// changes the user once (processing is idempotent).
+// one database: a sweep claims each event (a lease of Lease) before it
+// processes it, so that one instance processes it and attempts counts
+// real attempts; were two to apply it anyway (a lease run out), the user
+// changes once (processing is idempotent).
 type Recovery struct {
 	Service *Service
 	Store   RecoveryStore
@@ -37,6 +43,9 @@ type Recovery struct {
 	Retention time.Duration
 	// Batch bounds the events one sweep or one delete handles at a time.
 	Batch int
+	// Lease is how long a sweep holds an event it claimed; 0 means
+	// DefaultLease. It must be longer than processing one event takes.
+	Lease time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Observe, if set, is told what each sweep and retention pass did.
@@ -56,6 +65,16 @@ func (r *Recovery) now() time.Time {
 		return time.Now()
 	}
 	return r.Now()
+}
+
+// DefaultLease is how long a sweep holds an event by default.
+const DefaultLease = time.Minute
+
+func (r *Recovery) lease() time.Duration {
+	if r.Lease <= 0 {
+		return DefaultLease
+	}
+	return r.Lease
 }
 
 func (r *Recovery) batch() int {
@@ -83,6 +102,13 @@ func (r *Recovery) SweepOnce(ctx context.Context) (Report, error) {
 			}
 			seen[ev.ID] = true
 			fresh++
+			claimed, err := r.Store.Claim(ctx, ev.ID, ev.Attempts, r.now(), r.lease())
+			if err != nil {
+				return rep, err
+			}
+			if !claimed {
+				continue // another instance is on it, or it is done
+			}
 			res, err := r.Service.Process(ctx, ev)
 			if errors.Is(err, models.ErrUnavailable) || ctx.Err() != nil {
 				return rep, err

@@ -124,7 +124,7 @@ func TestSweep_GivesUpAfterMaxAttemptsAndCountsIt(t *testing.T) {
 	rec := &sync.Recovery{Service: svc, Store: s.Events, Grace: time.Minute, Now: now}
 
 	// The email stays taken: every attempt fails.
-	store(t, s, "msg_holder", userEvent("user_holder", 1000, "taken@example.com"), clock.Add(-time.Hour))
+	store(t, s, "msg_holder", userEvent("user_holder", 1000, "taken@example.com"), clock.Add(-2*time.Hour))
 	ev := store(t, s, "msg_blocked", userEvent("user_blocked", 1000, "taken@example.com"), clock.Add(-time.Hour))
 	for range 5 {
 		if _, err := rec.SweepOnce(ctx); err != nil {

@@ -18,6 +18,8 @@ type EventStore interface {
 	// Record stores ev as stored, or returns the event already stored
 	// under its eventId with created=false.
 	Record(ctx context.Context, ev models.Event) (stored models.Event, created bool, err error)
+	// MarkProcessed marks the event processed with outcome, unless it is
+	// processed already: the first outcome stays.
 	MarkProcessed(ctx context.Context, id string, outcome models.Outcome, now time.Time) error
 	MarkFailed(ctx context.Context, id string, cause string, retryAt *time.Time) error
 }
@@ -25,7 +27,8 @@ type EventStore interface {
 // UserStore is what the service needs of the users collection.
 type UserStore interface {
 	// Apply writes ch if it is newer than the stored state of an active
-	// user; see repository.Users.Apply for the outcomes and errors.
+	// user; see repository.Users.Apply for the outcomes and errors
+	// (models.ErrEmailTaken and models.ErrConflict become ErrRetryLater).
 	Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error)
 }
 
@@ -163,7 +166,7 @@ func (s *Service) process(ctx context.Context, ev models.Event, res Result, ch m
 		return s.fail(ctx, ev, res, invalid)
 	}
 	outcome, err := s.users.Apply(ctx, ch, s.now().UTC())
-	if errors.Is(err, models.ErrConflict) {
+	if errors.Is(err, models.ErrEmailTaken) || errors.Is(err, models.ErrConflict) {
 		err = fmt.Errorf("%w: %w", models.ErrRetryLater, err)
 	}
 	if err != nil {

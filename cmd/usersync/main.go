@@ -5,6 +5,7 @@
 // Usage:
 //
 //	usersync [flags]     serve (the default)
+//	usersync migrate     bring a database up to this version
 //
 // Configuration is read from the environment; see README.md.
 package main
@@ -51,7 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		return fmt.Errorf("unknown command %q (commands: serve, replay, backfill)", name)
+		return fmt.Errorf("unknown command %q (commands: serve, replay, backfill, migrate)", name)
 	}
 	fs := flag.NewFlagSet("usersync "+name, flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -74,6 +75,7 @@ var commands = map[string]command{
 	"serve":    func(*flag.FlagSet) func(context.Context, config, io.Writer) error { return runServe },
 	"replay":   replayCommand,
 	"backfill": backfillCommand,
+	"migrate":  migrateCommand,
 }
 
 // runServe serves the HTTP API until ctx is cancelled.
@@ -92,6 +94,8 @@ func runServe(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	defer closeStore()
+	indexesBuilt := buildIndexes(ctx, store, log)
+	defer func() { <-indexesBuilt }() // before closeStore
 	return serve(ctx, cfg, store, log)
 }
 
@@ -103,9 +107,32 @@ func newLogger(cfg config, out io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(out, opts))
 }
 
-// openStore connects to MongoDB, or starts the embedded engine, and makes
-// sure the indexes exist. closeStore disconnects and stops the engine.
+// openStore connects to MongoDB, or starts the embedded engine, and
+// prepares the store (see repository.Store.Prepare). closeStore
+// disconnects and stops the engine.
 func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *repository.Store, closeStore func(), err error) {
+	store, closeStore, err = connectStore(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	// No deadline: building a unique index on a large collection takes
+	// what it takes, and a stop signal still cancels ctx.
+	ferret, err := store.Prepare(ctx)
+	if err != nil {
+		closeStore()
+		return nil, nil, fmt.Errorf("prepare database %q: %w", cfg.Database, err)
+	}
+	if ferret && !cfg.Embedded() {
+		// Writes take turns within this process only (see Prepare), and
+		// its SQLite files are out of reach (see Store.IndexedByID).
+		log.Warn("MONGODB_URI is a FerretDB server: run a single usersync instance against it; lookups by _id scan its tables")
+	}
+	return store, closeStore, nil
+}
+
+// connectStore connects to MongoDB, or starts the embedded engine, without
+// preparing the store.
+func connectStore(ctx context.Context, cfg config, log *slog.Logger) (store *repository.Store, closeStore func(), err error) {
 	uri := string(cfg.MongoURI)
 	var engine *repository.Embedded
 	var unlock func()
@@ -138,17 +165,6 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *reposi
 		defer cancel()
 		_ = store.Close(ctx) // before the engine, or it waits for the connections
 		stopEngine()
-	}
-	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	ferret, err := store.Prepare(ictx)
-	if err != nil {
-		closeStore()
-		return nil, nil, fmt.Errorf("prepare database %q: %w", cfg.Database, err)
-	}
-	if ferret && !cfg.Embedded() {
-		// Writes take turns within this process only (see Prepare).
-		log.Warn("MONGODB_URI is a FerretDB server: run a single usersync instance against it")
 	}
 	return store, closeStore, nil
 }

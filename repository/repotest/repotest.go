@@ -64,7 +64,7 @@ func NewStore(t testing.TB) *repository.Store {
 
 // NewStoreAt is NewStore on the engine at uri, with options o (the
 // server selection timeout defaults to 2 s). The store is prepared for its
-// server as usersync prepares it.
+// server as usersync prepares it, and has all its indexes.
 func NewStoreAt(t testing.TB, uri string, o repository.Options) *repository.Store {
 	t.Helper()
 	if o.ServerSelectionTimeout == 0 {
@@ -79,6 +79,9 @@ func NewStoreAt(t testing.TB, uri string, o repository.Options) *repository.Stor
 	}
 	if _, err := s.Prepare(ctx); err != nil {
 		t.Fatalf("prepare store: %v", err)
+	}
+	if err := s.EnsureIndexes(ctx); err != nil {
+		t.Fatalf("ensure indexes: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -107,6 +110,9 @@ func StartEngine(t testing.TB) *Engine {
 	t.Cleanup(en.Stop)
 	return en
 }
+
+// Dir is the directory of the engine's files.
+func (en *Engine) Dir() string { return en.dir }
 
 // URI is the engine's MongoDB URI; it stays the same across restarts.
 func (en *Engine) URI() string { return "mongodb://" + en.addr + "/" }
