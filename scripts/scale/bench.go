@@ -61,14 +61,18 @@ func newBench(ctx context.Context, uri string, o flags, quiet *slog.Logger, prog
 		return nil, fmt.Errorf("run from the repository root: %w", err)
 	}
 	b.store, err = repository.Open(ctx, uri, o.database, repository.Options{
-		ServerSelectionTimeout: 10 * time.Second, Monitor: b.db.monitor(),
+		ServerSelectionTimeout: 10 * time.Second, OperationTimeout: o.opTimeout, Monitor: b.db.monitor(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Minute) // index builds on a kept database
 	defer cancel()
-	if b.ferretDB, err = b.store.Prepare(pctx); err != nil { // as usersync does
+	// As usersync migrate does: every index built before the measurement.
+	if b.ferretDB, err = b.store.Prepare(pctx); err == nil {
+		err = b.store.EnsureIndexes(pctx)
+	}
+	if err != nil {
 		_ = b.store.Close(ctx)
 		return nil, err
 	}

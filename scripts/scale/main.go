@@ -27,6 +27,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -43,13 +44,28 @@ func main() {
 	flag.StringVar(&o.uri, "mongodb-uri", "", "measure against this MongoDB (or compatible) server instead of the embedded engine")
 	flag.StringVar(&o.database, "database", "usersync_scale", "database name")
 	flag.BoolVar(&o.keep, "keep", false, "leave the seeded database (and data dir) in place; a rerun seeds only what is missing")
+	flag.DurationVar(&o.opTimeout, "operation-timeout", 0, "the store's timeout of one database operation (default: usersync's)")
+	flag.BoolVar(&o.seedOnly, "seed-only", false, "seed the sizes and measure nothing (with -keep: prepare a database for later runs)")
 	flag.IntVar(&o.batch, "batch", 1000, "documents per seeding call")
 	flag.IntVar(&o.workers, "seed-workers", 2, "seeding calls in flight at once")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (seeding included) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "scale:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "scale:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -64,6 +80,8 @@ type flags struct {
 	uri           string
 	database      string
 	keep          bool
+	seedOnly      bool
+	opTimeout     time.Duration
 	batch         int
 	workers       int
 }
@@ -98,7 +116,9 @@ func run(ctx context.Context, o flags, out, progress io.Writer) error {
 	if o.requests < 1 || o.batch < 1 || o.workers < 1 || o.budget <= 0 {
 		return errors.New("-requests, -batch, -seed-workers and -cap must be positive")
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// usersync's default logger (JSON, info), writing nowhere: what it
+	// costs to log a request, or to hand the engine a logger, is measured.
+	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	engineName := "MongoDB at -mongodb-uri"
 	uri := o.uri
 	if uri == "" {
@@ -139,6 +159,13 @@ func run(ctx context.Context, o flags, out, progress io.Writer) error {
 		seeded, err := b.seedTo(ctx, s)
 		if err != nil {
 			return err
+		}
+		if o.seedOnly {
+			fmt.Fprintf(out, "Seeded %s users and %s events: %s users in %s (%s/s), %s events in %s (%s/s).\n\n",
+				thousands(s.users), thousands(s.events), thousands(seeded.users), seeded.usersIn.Round(time.Second),
+				rate(seeded.users, seeded.usersIn), thousands(seeded.events), seeded.eventsIn.Round(time.Second),
+				rate(seeded.events, seeded.eventsIn))
+			continue
 		}
 		rows, err := b.measure(ctx, s)
 		if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,7 +69,10 @@ func (b *bench) measureOp(ctx context.Context, o op) (row, error) {
 	r := row{name: o.name, notes: map[string]int{}}
 	one := func(i int) (time.Duration, time.Duration, error) {
 		if o.prepare != nil {
-			if err := o.prepare(ctx); err != nil {
+			pctx, cancel := context.WithTimeout(ctx, setupTimeout)
+			err := o.prepare(pctx)
+			cancel()
+			if err != nil {
 				return 0, 0, fmt.Errorf("%s: prepare: %w", o.name, err)
 			}
 		}
@@ -124,15 +128,26 @@ func (b *bench) pick(i, n int) int {
 }
 
 // middleCursor is a users-page cursor from the middle of the collection:
-// the document id of the middle seeded user. It is read from the database
-// once per size (not timed).
+// the document id of the middle seeded user, read from the database once
+// per size (not timed): by the id the repository derives from the userId
+// (the first 12 bytes of its SHA-256), else by userId.
 func (b *bench) middleCursor(ctx context.Context, s size) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	uid := seedUser(s.users / 2)
+	sum := sha256.Sum256([]byte(uid))
+	var derived bson.ObjectID
+	copy(derived[:], sum[:])
 	var d struct {
-		ID bson.ObjectID `bson:"_id"`
+		ID     bson.ObjectID `bson:"_id"`
+		UserID string        `bson:"userId"`
 	}
-	err := b.store.Database().Collection(repository.UsersCollection).FindOne(ctx,
-		bson.D{{Key: "userId", Value: seedUser(s.users / 2)}},
-		options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Decode(&d)
+	users := b.store.Database().Collection(repository.UsersCollection)
+	err := users.FindOne(ctx, bson.D{{Key: "_id", Value: derived}}).Decode(&d)
+	if err != nil || d.UserID != uid {
+		err = users.FindOne(ctx, bson.D{{Key: "userId", Value: uid}},
+			options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Decode(&d)
+	}
 	if err != nil {
 		return "", fmt.Errorf("find the middle user: %w", err)
 	}

@@ -42,6 +42,10 @@ type seedState struct {
 	Events int `bson:"events"`
 }
 
+// setupTimeout bounds each untimed step (a seeding call, a lookup),
+// instead of the store's operation timeout.
+const setupTimeout = 10 * time.Minute
+
 func (b *bench) seedState(ctx context.Context) (seedState, error) {
 	var st seedState
 	err := b.store.Database().Collection(seedCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "seeded"}}).Decode(&st)
@@ -70,6 +74,8 @@ func (b *bench) seedTo(ctx context.Context, s size) (seeded, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	start := time.Now()
 	err = b.seedRange(ctx, "users", st.Users, s.users, func(lo, hi int) error {
+		ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+		defer cancel()
 		return b.seedUsers(ctx, lo, hi, now)
 	}, func(n int) error {
 		st.Users = n
@@ -82,6 +88,8 @@ func (b *bench) seedTo(ctx context.Context, s size) (seeded, error) {
 	start = time.Now()
 	n := max(s.users, 1)
 	err = b.seedRange(ctx, "events", st.Events, s.events, func(lo, hi int) error {
+		ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+		defer cancel()
 		return b.seedEvents(ctx, lo, hi, n)
 	}, func(n int) error {
 		st.Events = n
