@@ -1,6 +1,12 @@
 package repository
 
-import "time"
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/usersync/usersync/models"
+)
 
 // payloadDocsEngine is an engine with payload documents on or off.
 type payloadDocsEngine struct {
@@ -20,11 +26,14 @@ func NewEventsForTest(s *Store, payloadDocs bool) *Events {
 
 // Queries used by the explain test.
 var (
+	UserListQuery    = userListQuery
 	EventListFilter  = eventListFilter
 	EventLogOrder    = eventLogOrder
 	DueStoredFilter  = dueStoredFilter
 	DueFailedFilter  = dueFailedFilter
 	RetentionFilter  = retentionFilter
+	ClaimCond        = claimCond
+	NotProcessed     = notProcessed
 	CountersFilter   = outcomeCountersFilter
 	DocIDForTest     = docID
 	UnavailableCodes = unavailableCodes
@@ -33,4 +42,8 @@ var (
 // TranslateForTest is translate.
 func TranslateForTest(err error) error { return translate(err) }
 
-var _ = time.Second
+// UserWriteFilter is the filter of Apply's conditional update of ch.
+func UserWriteFilter(ch models.Change) bson.D {
+	w, _ := newUserWrite(ch, time.Now())
+	return w.filter
+}

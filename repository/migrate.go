@@ -16,38 +16,42 @@ import (
 // usersync migrate must run before usersync serves it.
 var ErrNeedsMigration = errors.New("the database needs `usersync migrate`")
 
-// userIDsMark is the counters document that says every user has the _id
-// derived from its userId.
-const userIDsMark = "migration:user_ids"
+// schemaMark is the counters document that says the database is in this
+// version's shape: every user has the _id derived from its userId, and
+// the outcome counters count the processed events.
+const schemaMark = "migration:schema_2"
 
 // rekeyCollection keeps each user being re-keyed, so that a migration
 // stopped half-way loses no user: the next one finishes it.
 const rekeyCollection = "users_rekey"
 
-// checkUserIDs fails with ErrNeedsMigration when users may have ids of
-// an older usersync (random ObjectIDs), which lookups by derived _id would
-// miss. A database with no user yet is marked as migrated at once.
-func (s *Store) checkUserIDs(ctx context.Context) error {
+// checkSchema fails with ErrNeedsMigration when the database holds data
+// of an older usersync (users with random ObjectIDs, which lookups by
+// derived _id would miss; processed events the counters do not count). A
+// database with no user and no event yet is marked as migrated at once.
+func (s *Store) checkSchema(ctx context.Context) error {
 	counters := s.Events.counters.coll
-	err := counters.FindOne(ctx, bson.D{{Key: "_id", Value: userIDsMark}}).Err()
+	err := counters.FindOne(ctx, bson.D{{Key: "_id", Value: schemaMark}}).Err()
 	if err == nil {
 		return nil
 	}
 	if err = translate(err); !errors.Is(err, models.ErrNotFound) {
 		return fmt.Errorf("read migration mark: %w", err)
 	}
-	err = s.Users.primary.FindOne(ctx, bson.D{}, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
-	if err == nil {
-		return fmt.Errorf("users written by an older usersync have random ids: stop it and run `usersync migrate`: %w", ErrNeedsMigration)
+	for _, coll := range []*mongo.Collection{s.Users.primary, s.Events.primary} {
+		err = coll.FindOne(ctx, bson.D{}, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+		if err == nil {
+			return fmt.Errorf("the database holds data of an older usersync: stop it and run `usersync migrate`: %w", ErrNeedsMigration)
+		}
+		if err = translate(err); !errors.Is(err, models.ErrNotFound) {
+			return fmt.Errorf("read %s: %w", coll.Name(), err)
+		}
 	}
-	if err = translate(err); !errors.Is(err, models.ErrNotFound) {
-		return fmt.Errorf("read users: %w", err)
-	}
-	return s.markUserIDs(ctx)
+	return s.markSchema(ctx)
 }
 
-func (s *Store) markUserIDs(ctx context.Context) error {
-	_, err := s.Events.counters.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: userIDsMark}},
+func (s *Store) markSchema(ctx context.Context) error {
+	_, err := s.Events.counters.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: schemaMark}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "done", Value: true}}}}, options.UpdateOne().SetUpsert(true))
 	if err != nil {
 		return fmt.Errorf("write migration mark: %w", translate(err))
@@ -57,22 +61,55 @@ func (s *Store) markUserIDs(ctx context.Context) error {
 
 // Migrate brings a database written by an older usersync up to this one,
 // and may run any number of times: it prepares the store as Prepare does,
-// gives every user the _id derived from its userId, builds every missing
-// index and drops the obsolete ones (EnsureIndexes). It returns how many
-// users it re-keyed. No older usersync may write to the database
-// meanwhile. A run that stops half-way (a crash, the database down) is
-// finished by the next one; no user is lost.
+// gives every user the _id derived from its userId, counts the processed
+// events into the outcome counters (once: a full read of the events),
+// builds every missing index and drops the obsolete ones (EnsureIndexes).
+// It returns how many users it re-keyed. No older usersync may write to
+// the database meanwhile. A run that stops half-way (a crash, the
+// database down) is finished by the next one; no user is lost.
 func (s *Store) Migrate(ctx context.Context) (rekeyed int, err error) {
 	if _, err := s.prepare(ctx); err != nil {
 		return 0, err
 	}
+	err = s.Events.counters.coll.FindOne(ctx, bson.D{{Key: "_id", Value: schemaMark}}).Err()
+	if err = translate(err); err == nil {
+		return 0, s.EnsureIndexes(ctx) // migrated before
+	}
+	if !errors.Is(err, models.ErrNotFound) {
+		return 0, fmt.Errorf("read migration mark: %w", err)
+	}
 	if rekeyed, err = s.rekeyUsers(ctx); err != nil {
 		return rekeyed, err
 	}
-	if err := s.markUserIDs(ctx); err != nil {
+	if err := s.recount(ctx); err != nil {
+		return rekeyed, err
+	}
+	if err := s.markSchema(ctx); err != nil {
 		return rekeyed, err
 	}
 	return rekeyed, s.EnsureIndexes(ctx)
+}
+
+// recount sets the outcome counters to the processed events there are.
+func (s *Store) recount(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, indexBuildTimeout) // a full read
+	defer cancel()
+	c := s.Events.counters
+	if _, err := c.coll.DeleteMany(ctx, outcomeCountersFilter); err != nil {
+		return fmt.Errorf("reset event counters: %w", translate(err))
+	}
+	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser} {
+		n, err := s.Events.primary.CountDocuments(ctx, bson.D{
+			{Key: "status", Value: models.StatusProcessed}, {Key: "outcome", Value: o},
+		})
+		if err != nil {
+			return fmt.Errorf("count %s events: %w", o, translate(err))
+		}
+		if err := c.add(ctx, o, bson.ObjectID{}, n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rekeyUsers gives every user the _id derived from its userId. Each user

@@ -130,9 +130,9 @@ func (s *Store) Ping(ctx context.Context) error {
 // collections) and, on the embedded engine, the SQLite index that makes
 // lookups by _id index lookups (see sqliteindex.go). The other indexes
 // are built by EnsureIndexes: serve runs it in the background, usersync
-// migrate in the foreground. Prepare fails, naming usersync migrate, when
-// the users collection holds users written by a usersync older than
-// derived user ids.
+// migrate in the foreground. Prepare fails with an error wrapping
+// ErrNeedsMigration, naming usersync migrate, when the database holds data
+// of an older usersync (see Migrate).
 //
 // On FerretDB (the embedded engine, or a FerretDB at MONGODB_URI), which
 // it reports, writes that depend on a document's state become a read by
@@ -143,10 +143,10 @@ func (s *Store) Prepare(ctx context.Context) (ferretDB bool, err error) {
 	if ferretDB, err = s.prepare(ctx); err != nil {
 		return ferretDB, err
 	}
-	return ferretDB, s.checkUserIDs(ctx)
+	return ferretDB, s.checkSchema(ctx)
 }
 
-// prepare is Prepare without the check of user ids, which Migrate
+// prepare is Prepare without the check of the schema, which Migrate
 // makes true.
 func (s *Store) prepare(ctx context.Context) (ferretDB bool, err error) {
 	var info bson.Raw

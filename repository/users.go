@@ -311,6 +311,30 @@ func (u *Users) state(ctx context.Context, id bson.ObjectID) (userDoc, error) {
 	return d, nil
 }
 
+// userListQuery is the filter and sort of one page of users: in _id order
+// (the _id index), or, with an email, the one active user the email index
+// finds, with no sort.
+func userListQuery(f models.UserFilter) (filter, sort bson.D, err error) {
+	filter = bson.D{}
+	if !f.IncludeDeleted {
+		filter = append(filter, bson.E{Key: "deletedAt", Value: nil})
+	}
+	if f.Email != "" {
+		filter = append(filter, bson.E{Key: "email", Value: strings.ToLower(strings.TrimSpace(f.Email))})
+	}
+	if f.After != "" {
+		after, err := bson.ObjectIDFromHex(f.After)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+		}
+		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}})
+	}
+	if f.Email == "" {
+		sort = bson.D{{Key: "_id", Value: 1}}
+	}
+	return filter, sort, nil
+}
+
 // Get returns the user with userID, deleted or not, or an error wrapping
 // models.ErrNotFound.
 func (u *Users) Get(ctx context.Context, userID string) (models.User, error) {
@@ -326,24 +350,13 @@ func (u *Users) Get(ctx context.Context, userID string) (models.User, error) {
 // f.After. With an email, the page holds the one active user with that
 // email, if any. A malformed cursor wraps models.ErrInvalid.
 func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage, error) {
-	filter := bson.D{}
-	if !f.IncludeDeleted {
-		filter = append(filter, bson.E{Key: "deletedAt", Value: nil})
-	}
-	if f.Email != "" {
-		filter = append(filter, bson.E{Key: "email", Value: strings.ToLower(strings.TrimSpace(f.Email))})
-	}
-	if f.After != "" {
-		after, err := bson.ObjectIDFromHex(f.After)
-		if err != nil {
-			return models.UserPage{}, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
-		}
-		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}})
+	filter, sort, err := userListQuery(f)
+	if err != nil {
+		return models.UserPage{}, err
 	}
 	opts := options.Find().SetLimit(int64(f.Limit) + 1)
-	if f.Email == "" {
-		// With an email the email index finds at most one user: no sort.
-		opts.SetSort(bson.D{{Key: "_id", Value: 1}})
+	if sort != nil {
+		opts.SetSort(sort)
 	}
 	cur, err := u.coll.Find(ctx, filter, opts)
 	if err != nil {

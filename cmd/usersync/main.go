@@ -125,7 +125,8 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *reposi
 	if ferret && !cfg.Embedded() {
 		// Writes take turns within this process only (see Prepare), and
 		// its SQLite files are out of reach (see Store.IndexedByID).
-		log.Warn("MONGODB_URI is a FerretDB server: run a single usersync instance against it; lookups by _id scan its tables")
+		log.Warn("MONGODB_URI is a FerretDB server: run a single usersync instance against it",
+			slog.Bool("indexed_by_id", store.IndexedByID()))
 	}
 	return store, closeStore, nil
 }

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
+)
+
+// olderDatabase makes the test database look as an older usersync left
+// it: users with random ids, its unused indexes, no migration mark.
+func olderDatabase(t *testing.T, store *repository.Store, users int) {
+	t.Helper()
+	ctx := context.Background()
+	db := store.Database()
+	if _, err := db.Collection(repository.CountersCollection).DeleteMany(ctx, bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	var docs []any
+	for i := range users {
+		uid := fmt.Sprintf("user_old_%d", i)
+		docs = append(docs, bson.D{
+			{Key: "_id", Value: bson.NewObjectID()},
+			{Key: "userId", Value: uid}, {Key: "email", Value: uid + "@example.com"},
+			{Key: "displayName", Value: "Old " + uid}, {Key: "metadata", Value: bson.D{}},
+			{Key: "createdAt", Value: now}, {Key: "updatedAt", Value: now}, {Key: "deletedAt", Value: nil},
+			{Key: "sourceUpdatedAt", Value: now.Add(-time.Hour)}, {Key: "lastEventId", Value: "msg_" + uid},
+		})
+	}
+	usersColl := db.Collection(repository.UsersCollection)
+	if _, err := usersColl.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	// Two processed events, which stats must count after the migration.
+	for i, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale} {
+		if _, err := db.Collection(repository.EventsCollection).InsertOne(ctx, bson.D{
+			{Key: "_id", Value: bson.NewObjectID()}, {Key: "eventId", Value: fmt.Sprintf("msg_old_%d", i)},
+			{Key: "type", Value: "user.updated"}, {Key: "eventType", Value: "updated"},
+			{Key: "status", Value: models.StatusProcessed}, {Key: "outcome", Value: o},
+			{Key: "receivedAt", Value: now}, {Key: "processedAt", Value: now}, {Key: "attempts", Value: 1},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := usersColl.Indexes().CreateMany(ctx, []mongo.IndexModel{
+		{Keys: bson.D{{Key: "updatedAt", Value: -1}}},
+		{Keys: bson.D{{Key: "deletedAt", Value: 1}, {Key: "updatedAt", Value: -1}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) {
+	ctx := context.Background()
+	getenv, store := replayEnv(t)
+	const n = 25
+	olderDatabase(t, store, n)
+
+	// Before: usersync will not serve the database, and says what to run.
+	_, err := store.Prepare(ctx)
+	if !errors.Is(err, repository.ErrNeedsMigration) || !strings.Contains(err.Error(), "usersync migrate") {
+		t.Fatalf("Prepare before migrate = %v; want ErrNeedsMigration naming usersync migrate", err)
+	}
+	env := map[string]string{"USERSYNC_ADDR": "127.0.0.1:0", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		"USERSYNC_API_KEYS": "k1", "USERSYNC_ADMIN_KEYS": "k2"}
+	serveEnv := func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		return getenv(k)
+	}
+	var out bytes.Buffer
+	if err := run(ctx, nil, serveEnv, &out); err == nil || !strings.Contains(err.Error(), "usersync migrate") {
+		t.Fatalf("serve before migrate = %v; want a refusal naming usersync migrate", err)
+	}
+
+	out.Reset()
+	if err := run(ctx, []string{"migrate"}, getenv, &out); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, &out)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("%d users re-keyed", n)) {
+		t.Errorf("migrate said %q, want %d users re-keyed", &out, n)
+	}
+	if _, err := store.Prepare(ctx); err != nil {
+		t.Fatalf("Prepare after migrate = %v", err)
+	}
+	for i := range n {
+		uid := fmt.Sprintf("user_old_%d", i)
+		u, err := store.Users.Get(ctx, uid)
+		if err != nil || u.Email != uid+"@example.com" {
+			t.Fatalf("user %s after migrate = %+v, %v", uid, u, err)
+		}
+	}
+	// The migrated users take newer states, and keep refusing older ones.
+	ch := models.Change{UserID: "user_old_0", EventID: "msg_new", SourceTime: time.Now(), Email: "new@example.com",
+		DisplayName: "New", Metadata: []byte(`{}`)}
+	if o, err := store.Users.Apply(ctx, ch, time.Now()); err != nil || o != models.OutcomeApplied {
+		t.Errorf("Apply after migrate = %q, %v; want applied", o, err)
+	}
+	ch.SourceTime, ch.EventID = time.Now().Add(-2*time.Hour), "msg_older"
+	if o, err := store.Users.Apply(ctx, ch, time.Now()); err != nil || o != models.OutcomeStale {
+		t.Errorf("Apply of an older state after migrate = %q, %v; want stale", o, err)
+	}
+	users, err := store.Database().Collection(repository.UsersCollection).CountDocuments(ctx, bson.D{})
+	if err != nil || users != n {
+		t.Errorf("%d users after migrate, %v; want %d", users, err, n)
+	}
+	specs, err := store.Database().Collection(repository.UsersCollection).Indexes().ListSpecifications(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		if s.Name == "updatedAt_-1" || s.Name == "deletedAt_1_updatedAt_-1" {
+			t.Errorf("index %s kept; no query uses it", s.Name)
+		}
+	}
+	st, err := store.Events.Stats(ctx)
+	if err != nil || st.ByStatus[models.StatusProcessed] != 2 || st.ByOutcome[models.OutcomeStale] != 1 {
+		t.Errorf("stats after migrate = %+v, %v; want the 2 processed events of before counted", st, err)
+	}
+	// Again: nothing to do.
+	out.Reset()
+	if err := run(ctx, []string{"migrate"}, getenv, &out); err != nil || !strings.Contains(out.String(), " 0 users re-keyed") {
+		t.Errorf("migrate again = %v, %q; want 0 users re-keyed", err, &out)
+	}
+}
