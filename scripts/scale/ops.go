@@ -67,55 +67,64 @@ func (b *bench) measure(ctx context.Context, s size) ([]row, error) {
 
 func (b *bench) measureOp(ctx context.Context, o op) (row, error) {
 	r := row{name: o.name, notes: map[string]int{}}
-	one := func(i int) (time.Duration, time.Duration, error) {
+	one := func(i int) (d, dbt time.Duration, note string, err error) {
 		if o.prepare != nil {
 			pctx, cancel := context.WithTimeout(ctx, setupTimeout)
 			err := o.prepare(pctx)
 			cancel()
 			if err != nil {
-				return 0, 0, fmt.Errorf("%s: prepare: %w", o.name, err)
+				return 0, 0, "", fmt.Errorf("%s: prepare: %w", o.name, err)
 			}
 		}
 		b.db.reset()
 		start := time.Now()
-		note, err := o.call(ctx, i)
-		d := time.Since(start)
-		dbt := b.db.total()
+		note, err = o.call(ctx, i)
+		d = time.Since(start)
+		dbt = b.db.total()
 		r.spent += d
 		if ctx.Err() != nil {
-			return 0, 0, ctx.Err()
+			return 0, 0, "", ctx.Err()
 		}
 		if err != nil {
 			note = "error"
-			if len(r.errs) < 3 {
-				r.errs = append(r.errs, err.Error())
+			if len(r.errs) == 0 { // the first says enough
+				msg := err.Error()
+				if len(msg) > 160 {
+					msg = msg[:160] + "…"
+				}
+				r.errs = append(r.errs, msg)
 			}
 		}
-		if note != "" {
-			r.notes[note]++
-		}
-		return d, dbt, nil
+		return d, dbt, note, nil
 	}
 	// A first call, not counted unless it is slow: it warms the caches
 	// and the connection pool; a slow one is a measurement worth keeping.
-	d, dbt, err := one(b.o.requests)
+	d, dbt, note, err := one(b.o.requests)
 	if err != nil {
 		return r, err
 	}
 	if d >= time.Second {
 		r.warmKept = true
 		r.lat, r.db = append(r.lat, d), dbt
+		if note != "" {
+			r.notes[note]++
+		}
+	} else if note != "" {
+		r.notes["(warm-up call, not counted) "+note]++
 	}
 	for i := 0; len(r.lat) < b.o.requests; i++ {
 		if r.spent >= b.o.budget {
 			r.capped = true
 			break
 		}
-		d, dbt, err := one(i)
+		d, dbt, note, err := one(i)
 		if err != nil {
 			return r, err
 		}
 		r.lat, r.db = append(r.lat, d), r.db+dbt
+		if note != "" {
+			r.notes[note]++
+		}
 	}
 	slices.Sort(r.lat)
 	return r, nil

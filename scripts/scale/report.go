@@ -19,7 +19,10 @@ func printTable(w io.Writer, s size, sd seeded, rows []row, o flags) {
 	for _, r := range rows {
 		samples := fmt.Sprint(len(r.lat))
 		if r.capped {
-			samples += " (capped)"
+			samples += ", capped"
+		}
+		if bad := failed(r.notes); bad > 0 {
+			samples += fmt.Sprintf(", %d failed", bad)
 		}
 		share := "—"
 		if sum := total(r.lat); sum > 0 {
@@ -59,7 +62,7 @@ func printTable(w io.Writer, s size, sd seeded, rows []row, o flags) {
 	}
 	fmt.Fprintln(w, "A first call of each operation is not counted unless it took 1 s or more; \"database\" is the time the driver waited for the database, over the samples' total.")
 	if len(notes) > 0 {
-		fmt.Fprintln(w, "\nUnexpected results:")
+		fmt.Fprintln(w, "\nFailed calls (their time is in p50/p99):")
 		for _, n := range notes {
 			fmt.Fprintln(w, n)
 		}
@@ -74,6 +77,18 @@ func pct(sorted []time.Duration, p int) time.Duration {
 	}
 	i := (len(sorted)*p+99)/100 - 1
 	return sorted[max(i, 0)]
+}
+
+// failed counts the failed samples (the warm-up call is not one unless
+// it was kept).
+func failed(notes map[string]int) int {
+	n := 0
+	for k, v := range notes {
+		if !strings.HasPrefix(k, "(warm-up") {
+			n += v
+		}
+	}
+	return n
 }
 
 func total(ds []time.Duration) time.Duration {
