@@ -1,19 +1,22 @@
 // Command scale measures what every operation of usersync costs as the
 // database grows. For each size it seeds users and events shaped exactly
-// as usersync writes them (through the repository's seeding functions,
-// which build the documents with the code of the real writes), then times
-// each operation through the real HTTP router, signed webhooks included,
-// and the recovery sweep and retention passes, and prints one Markdown
-// table per size: p50, p99, samples, and the database's share of the time.
+// as usersync writes them (through the repository's SeedUsers and
+// SeedEvents, which build the documents with the code of the real
+// writes), then times each operation through the real HTTP router
+// (webhooks signed with svix), and a recovery sweep pass and a retention
+// pass, and prints one Markdown table per size: p50, p99, samples, and
+// the share of the time spent waiting for the database.
 //
 //	go run ./scripts/scale [-sizes 1000,10000] [-events-per-user 1 | -events M]
-//	    [-requests 50] [-cap 10s] [-dir DIR] [-keep] [-mongodb-uri URI]
+//	    [-requests 50] [-cap 10s] [-dir DIR] [-keep] [-seed-only] [-mongodb-uri URI]
 //
 // With no -mongodb-uri it starts the embedded engine, its files under
-// -dir/db (a temporary directory by default). Without -keep the seeded
-// database is dropped at the end; with -keep it stays, and a later run
-// with the same -dir (or URI) seeds only what a size adds to it. Loopback
-// only, unless -mongodb-uri says otherwise; it stops by itself.
+// DIR/db (a temporary directory by default). Without -keep the seeded
+// database is dropped at the end; with -keep it stays, and a later run on
+// the same -dir (or URI) seeds only what a size adds. An operation stops
+// once it has spent -cap, so an operation that scans is measured a few
+// times, or once, at large sizes; the output says which were capped.
+// Loopback only, unless -mongodb-uri says otherwise; it stops by itself.
 package main
 
 import (
