@@ -30,3 +30,7 @@ var (
 // change may apply once that user changes email or is deleted; Clerk
 // itself forbids two users one email, so it is a matter of order.
 var ErrEmailTaken = errors.New("the user's email is held by another active user")
+
+// ErrNeedsMigration: the database holds data written by an older usersync;
+// `usersync migrate` must run before usersync serves it.
+var ErrNeedsMigration = errors.New("the database needs `usersync migrate`")

@@ -31,13 +31,13 @@ func seedUsers(b *testing.B, s *repository.Store, n int) {
 	}
 }
 
-// BenchmarkUsersApply_Embedded measures the conditional write of one user
-// change on the embedded engine, whatever MONGODB_URI says, as the
-// collection grows: a newer state of an existing user (one update), an
-// older one (the update misses, the insert is refused, the state is read),
-// and a new user (one insert). The engine reads every document for a
-// filter, so the first two grow with the collection. The engine runs in
-// this process: the allocations reported are its as well as the driver's.
+// BenchmarkUsersApply_Embedded measures the write of one user change on
+// the embedded engine, whatever MONGODB_URI says, as the collection grows:
+// a newer state of an existing user (a read and an update by _id), an
+// older one (a read by _id), and a new user (one insert). With the _id
+// index (see sqliteindex.go) none of them should grow with the
+// collection. The engine runs in this process: the allocations reported
+// are its as well as the driver's.
 func BenchmarkUsersApply_Embedded(b *testing.B) {
 	engine := repotest.StartEngine(b)
 	ctx := context.Background()

@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"errors"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -66,7 +67,7 @@ func (e serialEngine) updateIf(ctx context.Context, coll *mongo.Collection, id b
 	defer e.turn(id.Hex())()
 	raw, err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
 	if err != nil {
-		if err = translate(err); err == models.ErrNotFound {
+		if err = translate(err); errors.Is(err, models.ErrNotFound) {
 			return false, nil
 		}
 		return false, err

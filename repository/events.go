@@ -78,10 +78,10 @@ func (d eventDoc) model() models.Event {
 }
 
 // eventIndexes are the indexes of user_events; README.md's query → index
-// table says which query uses each. The unique one (with options) is built
-// by Prepare (see uniqueIndexes), the others by EnsureIndexes. Every event log index ends in
-// receivedAt, _id (descending), the order of the log, so that a page is
-// read in index order whatever the filter.
+// table says which query uses each. The unique one is built by Prepare
+// (see uniqueIndexes), the others by EnsureIndexes. Every event log index
+// ends in receivedAt, _id (descending), the order of the log, so that a
+// page is read in index order whatever the filter.
 var eventIndexes = []mongo.IndexModel{
 	{Keys: bson.D{{Key: "eventId", Value: 1}}, Options: options.Index().SetUnique(true).SetSparse(true)},
 	{Keys: bson.D{{Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}},

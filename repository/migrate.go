@@ -12,10 +12,6 @@ import (
 	"github.com/usersync/usersync/models"
 )
 
-// ErrNeedsMigration: the database was written by an older usersync and
-// usersync migrate must run before usersync serves it.
-var ErrNeedsMigration = errors.New("the database needs `usersync migrate`")
-
 // schemaMark is the counters document that says the database is in this
 // version's shape: every user has the _id derived from its userId, and
 // the outcome counters count the processed events.
@@ -25,7 +21,7 @@ const schemaMark = "migration:schema_2"
 // stopped half-way loses no user: the next one finishes it.
 const rekeyCollection = "users_rekey"
 
-// checkSchema fails with ErrNeedsMigration when the database holds data
+// checkSchema fails with models.ErrNeedsMigration when the database holds data
 // of an older usersync (users with random ObjectIDs, which lookups by
 // derived _id would miss; processed events the counters do not count). A
 // database with no user and no event yet is marked as migrated at once.
@@ -41,7 +37,7 @@ func (s *Store) checkSchema(ctx context.Context) error {
 	for _, coll := range []*mongo.Collection{s.Users.primary, s.Events.primary} {
 		err = coll.FindOne(ctx, bson.D{}, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
 		if err == nil {
-			return fmt.Errorf("the database holds data of an older usersync: stop it and run `usersync migrate`: %w", ErrNeedsMigration)
+			return fmt.Errorf("the database holds data of an older usersync: stop it and run `usersync migrate`: %w", models.ErrNeedsMigration)
 		}
 		if err = translate(err); !errors.Is(err, models.ErrNotFound) {
 			return fmt.Errorf("read %s: %w", coll.Name(), err)
@@ -68,6 +64,10 @@ func (s *Store) markSchema(ctx context.Context) error {
 // the database meanwhile. A run that stops half-way (a crash, the
 // database down) is finished by the next one; no user is lost.
 func (s *Store) Migrate(ctx context.Context) (rekeyed int, err error) {
+	// One deadline for the whole run: the client's operation timeout would
+	// otherwise bound the cursor over every user.
+	ctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
+	defer cancel()
 	if _, err := s.prepare(ctx); err != nil {
 		return 0, err
 	}

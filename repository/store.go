@@ -131,7 +131,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // lookups by _id index lookups (see sqliteindex.go). The other indexes
 // are built by EnsureIndexes: serve runs it in the background, usersync
 // migrate in the foreground. Prepare fails with an error wrapping
-// ErrNeedsMigration, naming usersync migrate, when the database holds data
+// models.ErrNeedsMigration, naming usersync migrate, when the database holds data
 // of an older usersync (see Migrate).
 //
 // On FerretDB (the embedded engine, or a FerretDB at MONGODB_URI), which
@@ -342,12 +342,13 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &se) && se.HasErrorCode(1) && strings.Contains(err.Error(), "UNIQUE constraint failed")
 }
 
-// violatesEmail reports whether a unique violation is the email index's.
-// Every engine names the index: MongoDB "index: email_1 dup key", the
-// embedded engine's insert the same, and its update the SQLite index
-// "<table>_email_1".
+// violatesEmail reports whether a unique violation is the email index's,
+// as the engines name it: MongoDB "index: email_1 dup key", the embedded
+// engine's update "UNIQUE constraint failed: index '<table>_email_1'". The
+// embedded engine's insert names no index (see Users.applySerial).
 func violatesEmail(err error) bool {
-	return strings.Contains(err.Error(), emailIndex)
+	msg := err.Error()
+	return strings.Contains(msg, "index: "+emailIndex+" ") || strings.Contains(msg, "_"+emailIndex+"'")
 }
 
 // unavailableCodes are the server errors a retry may heal: a replica set

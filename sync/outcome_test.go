@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -18,7 +19,11 @@ import (
 // attempt, not 100.
 func TestIngest_ConcurrentDeliveriesOfOneEventKeepItsFirstOutcome(t *testing.T) {
 	ctx := context.Background()
-	s := repotest.NewStore(t)
+	// A hundred connections opened at once on a busy machine: generous
+	// waits, so that the test says what happened, not how fast.
+	s := repotest.NewStoreAt(t, repotest.URI(t), repository.Options{
+		ServerSelectionTimeout: time.Minute, OperationTimeout: time.Minute,
+	})
 	svc := sync.New(s.Events, s.Users, nil)
 	raw := userEvent("user_many", 1000, "many@example.com")
 	ce, err := models.DecodeEvent(raw)

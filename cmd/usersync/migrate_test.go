@@ -68,7 +68,7 @@ func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) 
 
 	// Before: usersync will not serve the database, and says what to run.
 	_, err := store.Prepare(ctx)
-	if !errors.Is(err, repository.ErrNeedsMigration) || !strings.Contains(err.Error(), "usersync migrate") {
+	if !errors.Is(err, models.ErrNeedsMigration) || !strings.Contains(err.Error(), "usersync migrate") {
 		t.Fatalf("Prepare before migrate = %v; want ErrNeedsMigration naming usersync migrate", err)
 	}
 	env := map[string]string{"USERSYNC_ADDR": "127.0.0.1:0", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
