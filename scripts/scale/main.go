@@ -46,7 +46,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "data dir of the embedded engine (files under DIR/db); default: a temporary directory")
 	flag.StringVar(&o.uri, "mongodb-uri", "", "measure against this MongoDB (or compatible) server instead of the embedded engine")
 	flag.StringVar(&o.database, "database", "usersync_scale", "database name")
-	flag.BoolVar(&o.keep, "keep", false, "leave the seeded database (and data dir) in place; a rerun seeds only what is missing")
+	flag.BoolVar(&o.keep, "keep", false, "leave the seeded database (and data dir) in place, so that a rerun seeds only what is missing; without it the database is dropped at the end, even one an earlier run kept")
 	flag.DurationVar(&o.opTimeout, "operation-timeout", 0, "the store's timeout of one database operation (default: usersync's)")
 	flag.BoolVar(&o.seedOnly, "seed-only", false, "seed the sizes and measure nothing (with -keep: prepare a database for later runs)")
 	flag.IntVar(&o.batch, "batch", 1000, "documents per seeding call")
