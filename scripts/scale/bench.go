@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	stdsync "sync"
+	"time"
+
+	svix "github.com/svix/svix-webhooks/go"
+	"go.mongodb.org/mongo-driver/v2/event"
+
+	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/repository"
+	"github.com/usersync/usersync/sync"
+)
+
+const (
+	secret   = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	apiKey   = "usk_scale_api"
+	adminKey = "usk_scale_admin"
+)
+
+// epoch is the Clerk time of the seeded states and the arrival time of the
+// seeded events: in the past, so that every webhook the measurement sends
+// is newer, and fixed, so that a rerun on a kept database agrees with it.
+var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// retention is set so that the cutoff falls between the seeded events
+// (received from epoch on) and the old ones a retention pass is given.
+func retention() time.Duration { return time.Since(epoch.Add(-24 * time.Hour)) }
+
+// bench is one usersync, in process, over the database being measured.
+type bench struct {
+	store    *repository.Store
+	ferretDB bool
+	srv      *httptest.Server
+	client   *http.Client
+	wh       *svix.Webhook
+	rec      *sync.Recovery
+	db       *commandTimer
+	body     bodyTemplate
+	run      string // tells this run's new ids from those of earlier runs
+	seq      int
+	o        flags
+	progress io.Writer
+}
+
+func newBench(ctx context.Context, uri string, o flags, quiet *slog.Logger, progress io.Writer) (*bench, error) {
+	b := &bench{db: new(commandTimer), o: o, progress: progress,
+		run: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	var err error
+	if b.body, err = newBodyTemplate("models/testdata/user.updated.json"); err != nil {
+		return nil, fmt.Errorf("run from the repository root: %w", err)
+	}
+	b.store, err = repository.Open(ctx, uri, o.database, repository.Options{
+		ServerSelectionTimeout: 10 * time.Second, OperationTimeout: o.opTimeout, Monitor: b.db.monitor(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Minute) // index builds on a kept database
+	defer cancel()
+	// As usersync migrate does: every index built before the measurement.
+	if b.ferretDB, err = b.store.Prepare(pctx); err == nil {
+		err = b.store.EnsureIndexes(pctx)
+	}
+	if err != nil {
+		_ = b.store.Close(ctx)
+		return nil, err
+	}
+	svc := sync.New(b.store.Events, b.store.Users, nil)
+	metrics := api.NewMetrics(b.store.Events)
+	handler, err := api.New(api.Config{
+		Sync: svc, Users: b.store.Users, Events: b.store.Events, DB: b.store, Logger: quiet, Metrics: metrics,
+		WebhookSecrets: []string{secret}, APIKeys: []string{apiKey}, AdminKeys: []string{adminKey},
+	})
+	if err != nil {
+		_ = b.store.Close(ctx)
+		return nil, err
+	}
+	b.rec = &sync.Recovery{
+		Service: svc, Store: b.store.Events, Log: quiet, Grace: time.Minute,
+		Retention: retention(), Observe: metrics.ObserveRecovery,
+	}
+	b.srv = httptest.NewServer(handler)
+	b.client = &http.Client{Timeout: 30 * time.Minute}
+	b.wh, _ = svix.NewWebhook(secret)
+	return b, nil
+}
+
+// close stops the server and, unless keep, drops the database.
+func (b *bench) close(keep bool) {
+	b.srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if !keep {
+		_ = b.store.Drop(ctx)
+	}
+	_ = b.store.Close(ctx)
+}
+
+func startEmbedded(dir string, quiet *slog.Logger) (*repository.Embedded, error) {
+	return repository.StartEmbedded(dir, "127.0.0.1:0", quiet)
+}
+
+// bodyTemplate makes Clerk user event bodies from the user.updated fixture
+// for any user, type and time, without a JSON round trip for each.
+type bodyTemplate []byte
+
+const (
+	uidMark  = "USERSYNCSCALEUID"
+	typeMark = "USERSYNCSCALETYPE"
+	timeMark = "4242424242424"
+)
+
+func newBodyTemplate(path string) (bodyTemplate, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var env map[string]any
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return nil, err
+	}
+	env["type"] = typeMark
+	d := env["data"].(map[string]any)
+	d["id"] = uidMark
+	d["updated_at"] = json.Number(timeMark)
+	for i, e := range d["email_addresses"].([]any) {
+		e.(map[string]any)["email_address"] = fmt.Sprintf("%s.%d@example.com", uidMark, i)
+	}
+	return json.Marshal(env)
+}
+
+// make returns the body of a typ event ("user.created", "user.updated")
+// for userID at Clerk time updatedAt. The user's primary email is
+// userID.1@example.com.
+func (t bodyTemplate) make(typ, userID string, updatedAt time.Time) []byte {
+	b := bytes.ReplaceAll(t, []byte(uidMark), []byte(userID))
+	b = bytes.Replace(b, []byte(typeMark), []byte(typ), 1)
+	return bytes.Replace(b, []byte(timeMark), strconv.AppendInt(nil, updatedAt.UnixMilli(), 10), 1)
+}
+
+func primaryEmail(userID string) string { return userID + ".1@example.com" }
+
+// commandTimer adds up the time the database took to answer commands, as
+// the driver saw it.
+type commandTimer struct {
+	mu  stdsync.Mutex
+	sum time.Duration
+}
+
+func (c *commandTimer) monitor() *event.CommandMonitor {
+	add := func(d time.Duration) {
+		c.mu.Lock()
+		c.sum += d
+		c.mu.Unlock()
+	}
+	return &event.CommandMonitor{
+		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) { add(e.Duration) },
+		Failed:    func(_ context.Context, e *event.CommandFailedEvent) { add(e.Duration) },
+	}
+}
+
+func (c *commandTimer) reset() {
+	c.mu.Lock()
+	c.sum = 0
+	c.mu.Unlock()
+}
+
+func (c *commandTimer) total() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sum
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	stdsync "sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/usersync/usersync/models"
+)
+
+// The seeded data, in a form a kept database can be extended from:
+//   - user i is seedUser(i), created by the user.created event
+//     "msg_seed_user_<i>" at Clerk time epoch + i ms (that event itself
+//     is not in the log, as if retention had removed it);
+//   - event k is "msg_seed_<k>", a processed user.updated of user k mod N
+//     (N: the users of the size it was seeded for), received at
+//     epoch + k s.
+//
+// How far each has been seeded is kept in the seedCollection, so that a
+// rerun with -keep adds only what is missing.
+const seedCollection = "scale_seeded"
+
+func seedUser(i int) string  { return "user_seed_" + strconv.Itoa(i) }
+func seedEvent(k int) string { return "msg_seed_" + strconv.Itoa(k) }
+
+// seeded is what seedTo found and did.
+type seeded struct {
+	hadUsers, hadEvents int
+	users, events       int           // added
+	usersIn, eventsIn   time.Duration // time spent adding them
+}
+
+type seedState struct {
+	Users  int `bson:"users"`
+	Events int `bson:"events"`
+}
+
+// setupTimeout bounds each untimed step (a seeding call, a lookup),
+// instead of the store's operation timeout.
+const setupTimeout = 10 * time.Minute
+
+func (b *bench) seedState(ctx context.Context) (seedState, error) {
+	var st seedState
+	err := b.store.Database().Collection(seedCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "seeded"}}).Decode(&st)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return seedState{}, nil
+	}
+	return st, err
+}
+
+func (b *bench) saveSeedState(ctx context.Context, st seedState) error {
+	_, err := b.store.Database().Collection(seedCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: "seeded"}},
+		bson.D{{Key: "$set", Value: st}}, options.UpdateOne().SetUpsert(true))
+	return err
+}
+
+// seedTo seeds users and events until s.users and s.events are present.
+func (b *bench) seedTo(ctx context.Context, s size) (seeded, error) {
+	st, err := b.seedState(ctx)
+	if err != nil {
+		return seeded{}, fmt.Errorf("read seed state: %w", err)
+	}
+	res := seeded{hadUsers: st.Users, hadEvents: st.Events}
+	if st.Users > s.users || st.Events > s.events {
+		fmt.Fprintf(b.progress, "note: the database holds %d users and %d events, more than this size asks for\n", st.Users, st.Events)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	start := time.Now()
+	err = b.seedRange(ctx, "users", st.Users, s.users, func(lo, hi int) error {
+		ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+		defer cancel()
+		return b.seedUsers(ctx, lo, hi, now)
+	}, func(n int) error {
+		st.Users = n
+		return b.saveSeedState(ctx, st)
+	})
+	if err != nil {
+		return res, err
+	}
+	res.users, res.usersIn = max(s.users-res.hadUsers, 0), time.Since(start)
+	start = time.Now()
+	n := max(s.users, 1)
+	err = b.seedRange(ctx, "events", st.Events, s.events, func(lo, hi int) error {
+		ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+		defer cancel()
+		return b.seedEvents(ctx, lo, hi, n)
+	}, func(n int) error {
+		st.Events = n
+		return b.saveSeedState(ctx, st)
+	})
+	res.events, res.eventsIn = max(s.events-res.hadEvents, 0), time.Since(start)
+	return res, err
+}
+
+// seedUsers seeds users [lo, hi) through the repository, as their
+// user.created events would have written them.
+func (b *bench) seedUsers(ctx context.Context, lo, hi int, now time.Time) error {
+	changes := make([]models.Change, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		ce, err := models.DecodeEvent(b.body.make("user.created", seedUser(i), epoch.Add(time.Duration(i)*time.Millisecond)))
+		if err != nil {
+			return err
+		}
+		ch, err := ce.Change("msg_seed_user_"+strconv.Itoa(i), time.Now())
+		if err != nil {
+			return err
+		}
+		changes = append(changes, ch)
+	}
+	return b.seedChanges(ctx, changes, now)
+}
+
+// seedEvents seeds events [lo, hi) for users [0, users).
+func (b *bench) seedEvents(ctx context.Context, lo, hi, users int) error {
+	evs := make([]models.Event, 0, hi-lo)
+	for k := lo; k < hi; k++ {
+		at := epoch.Add(time.Duration(k) * time.Second)
+		evs = append(evs, b.event(seedEvent(k), "user.updated", seedUser(k%users), at, at,
+			models.StatusProcessed, models.OutcomeApplied))
+	}
+	return b.seedEventList(ctx, evs)
+}
+
+// event is an event as the service stores it after processing (status
+// processed) or after a failed attempt (status failed, due for a retry).
+func (b *bench) event(eventID, typ, userID string, sourceTime, receivedAt time.Time, status models.EventStatus, outcome models.Outcome) models.Event {
+	body := b.body.make(typ, userID, sourceTime)
+	sig, _ := b.wh.Sign(eventID, receivedAt, body)
+	ts := sourceTime.UTC().Truncate(time.Millisecond)
+	ev := models.Event{
+		EventID:         eventID,
+		Type:            typ,
+		EventType:       models.EventUpdated,
+		UserID:          userID,
+		RawBody:         body,
+		Source:          models.SourceClerk,
+		Signature:       sig,
+		SignatureValid:  new(true),
+		SourceTimestamp: &ts,
+		ReceivedAt:      receivedAt.UTC().Truncate(time.Millisecond),
+		Status:          status,
+		Attempts:        1,
+	}
+	if typ == "user.created" {
+		ev.EventType = models.EventCreated
+	}
+	switch status {
+	case models.StatusProcessed:
+		at := ev.ReceivedAt.Add(5 * time.Millisecond)
+		ev.ProcessedAt, ev.Outcome = &at, outcome
+	case models.StatusFailed:
+		retry := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
+		ev.Error, ev.RetryAt = "apply event: the database did not answer", &retry
+	}
+	return ev
+}
+
+// seedRange calls insert on batches of [from, to), -seed-workers at a
+// time, and done with the end of the longest prefix inserted so far.
+// Progress goes to stderr.
+func (b *bench) seedRange(ctx context.Context, what string, from, to int, insert func(lo, hi int) error, done func(n int) error) error {
+	if from >= to {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		lo, hi int
+		err    error
+	}
+	jobs := make(chan [2]int)
+	results := make(chan result)
+	var wg stdsync.WaitGroup
+	for range b.o.workers {
+		wg.Go(func() {
+			for j := range jobs {
+				results <- result{j[0], j[1], insert(j[0], j[1])}
+			}
+		})
+	}
+	go func() {
+		defer close(jobs)
+		for lo := from; lo < to; lo += b.o.batch {
+			select {
+			case jobs <- [2]int{lo, min(lo+b.o.batch, to)}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() {
+		wg.Wait()
+		close(results)
+	}()
+	finished := map[int]int{} // lo → hi of batches inserted beyond the prefix
+	prefix, start, last := from, time.Now(), time.Now()
+	var firstErr error
+	for r := range results {
+		if r.err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("seed %s %d to %d: %w", what, r.lo, r.hi, r.err)
+			cancel()
+		}
+		if firstErr != nil {
+			continue
+		}
+		finished[r.lo] = r.hi
+		for hi, ok := finished[prefix]; ok; hi, ok = finished[prefix] {
+			delete(finished, prefix)
+			prefix = hi
+		}
+		if err := done(prefix); err != nil {
+			firstErr = fmt.Errorf("save seed state: %w", err)
+			cancel()
+			continue
+		}
+		if time.Since(last) > 5*time.Second || prefix == to {
+			last = time.Now()
+			el := time.Since(start)
+			fmt.Fprintf(b.progress, "seeding %s: %d / %d (%.0f/s, %s)\n", what, prefix, to,
+				float64(prefix-from)/el.Seconds(), el.Round(time.Second))
+		}
+	}
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = ctx.Err()
+	}
+	return firstErr
+}
