@@ -15,8 +15,10 @@ import (
 )
 
 // statsTimeout bounds one read of the event counts by the background
-// refresh; a scrape never waits for it.
-const statsTimeout = 30 * time.Second
+// refresh; a scrape never waits for it. It is long for the engines whose
+// counts read the collection (see sync.PassTimeout); sync.Loop spaces the
+// refreshes by what they cost.
+const statsTimeout = 5 * time.Minute
 
 // registerOperations registers the metrics an operator watches the
 // background work with: build, last successful passes, the last webhook

@@ -76,6 +76,14 @@ func (r *Recovery) now() time.Time {
 	return r.Now()
 }
 
+// PassTimeout bounds one pass of Run. The searches of a pass (due events,
+// old events, users to erase) read whole collections on an engine without
+// usable indexes (the embedded engine, beyond what usersync indexes there):
+// they get this long rather than the store's default operation timeout,
+// which would fail them for ever once the collection is large enough. The
+// writes of a pass keep their own short bounds.
+const PassTimeout = 15 * time.Minute
+
 // DefaultLease is how long a sweep holds an event by default.
 const DefaultLease = time.Minute
 
@@ -182,6 +190,8 @@ func (r *Recovery) EraseOnce(ctx context.Context) (models.Erasure, error) {
 // crash left behind as soon as the process is back.
 func (r *Recovery) Run(ctx context.Context, interval time.Duration) {
 	Loop(ctx, interval, func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, PassTimeout)
+		defer cancel()
 		rep, err := r.SweepOnce(ctx)
 		if err == nil {
 			rep.SweepDone = true

@@ -240,3 +240,38 @@ func TestRecovery_RunStopsWhenAsked(t *testing.T) {
 		t.Fatal("Run did not return after cancel")
 	}
 }
+
+// deadlineStore records the deadline of the context of each search for
+// due events.
+type deadlineStore struct {
+	sync.RecoveryStore
+	deadlines chan time.Duration
+}
+
+func (d deadlineStore) Due(ctx context.Context, stuckBefore, now time.Time, limit int) ([]models.Event, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		d.deadlines <- time.Until(dl)
+	} else {
+		d.deadlines <- 0
+	}
+	return d.RecoveryStore.Due(ctx, stuckBefore, now, limit)
+}
+
+// TestRun_APassMayTakeLongerThanOneRequest: a pass's searches read whole
+// collections on the embedded engine; they get PassTimeout, not the
+// store's default operation timeout (10 s), which would fail them for ever
+// once the collection is large.
+func TestRun_APassMayTakeLongerThanOneRequest(t *testing.T) {
+	s := repotest.NewStore(t)
+	st := deadlineStore{s.Events, make(chan time.Duration, 1)}
+	rec := &sync.Recovery{Service: sync.New(s.Events, s.Users, nil), Store: st, Grace: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rec.Run(ctx, time.Hour) }()
+	left := <-st.deadlines
+	cancel()
+	<-done
+	if left < sync.PassTimeout-time.Minute || left > sync.PassTimeout {
+		t.Errorf("the sweep's search had %s left, want about %s", left, sync.PassTimeout)
+	}
+}
