@@ -435,7 +435,7 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 	if err != nil {
 		return 0, fmt.Errorf("find old events: %w", err)
 	}
-	byOutcome := map[models.Outcome]bson.A{}
+	byOutcome := map[models.Outcome][]bson.ObjectID{}
 	for _, d := range docs {
 		byOutcome[models.Outcome(d.Outcome)] = append(byOutcome[models.Outcome(d.Outcome)], d.ID)
 	}
@@ -443,15 +443,12 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 	// One delete per outcome: its count is exact even when another
 	// instance deletes some of the same events at the same time.
 	for outcome, ids := range byOutcome {
-		res, err := e.coll.DeleteMany(ctx, bson.D{
-			{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}},
-			{Key: "status", Value: models.StatusProcessed},
-		})
+		n, err := e.eng.deleteIf(ctx, e.coll, ids, bson.D{{Key: "status", Value: models.StatusProcessed}}, isProcessed)
 		if err != nil {
-			return deleted, fmt.Errorf("delete old events: %w", translate(err))
+			return deleted, fmt.Errorf("delete old events: %w", err)
 		}
-		deleted += int(res.DeletedCount)
-		if err := e.counters.add(ctx, outcome, ids[0].(bson.ObjectID), -res.DeletedCount); err != nil {
+		deleted += int(n)
+		if err := e.counters.add(ctx, outcome, ids[0], -n); err != nil {
 			return deleted, err
 		}
 	}
@@ -564,6 +561,9 @@ func claimCond(attempts int, now time.Time) bson.D {
 		bson.D{{Key: "claimedUntil", Value: bson.D{{Key: "$lte", Value: now}}}},
 	}}}
 }
+
+// isProcessed is retention's condition in Go, for the serial engine.
+func isProcessed(raw bson.Raw) bool { return !isNotProcessed(raw) }
 
 // isNotProcessed is notProcessed in Go, for the serial engine.
 func isNotProcessed(raw bson.Raw) bool {
