@@ -34,6 +34,11 @@ type engine interface {
 	// that ok accepts (on a serial one: the same rule in Go), and reports
 	// whether it did. A missing document is not updated.
 	updateIf(ctx context.Context, coll *mongo.Collection, id bson.ObjectID, cond bson.D, ok func(bson.Raw) bool, update bson.D) (bool, error)
+	// deleteIf deletes the documents of coll with _ids ids that are in the
+	// state that cond matches (on an atomic engine: one delete) or that
+	// ok accepts (on a serial one: read and deleted by _id, one at a
+	// time), and returns how many it deleted.
+	deleteIf(ctx context.Context, coll *mongo.Collection, ids []bson.ObjectID, cond bson.D, ok func(bson.Raw) bool) (int64, error)
 	// applyUser writes w to its user; see Users.Apply.
 	applyUser(ctx context.Context, u *Users, w userWrite) (models.Outcome, error)
 }
@@ -52,6 +57,14 @@ func (atomicEngine) updateIf(ctx context.Context, coll *mongo.Collection, id bso
 		return false, translate(err)
 	}
 	return res.MatchedCount > 0, nil
+}
+
+func (atomicEngine) deleteIf(ctx context.Context, coll *mongo.Collection, ids []bson.ObjectID, cond bson.D, _ func(bson.Raw) bool) (int64, error) {
+	res, err := coll.DeleteMany(ctx, append(bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}, cond...))
+	if err != nil {
+		return 0, translate(err)
+	}
+	return res.DeletedCount, nil
 }
 
 // serialEngine is the engine of FerretDB, whose updates are not atomic.
@@ -79,6 +92,39 @@ func (e serialEngine) updateIf(ctx context.Context, coll *mongo.Collection, id b
 		return false, translate(err)
 	}
 	return true, nil
+}
+
+// deleteIf deletes by _id, the one filter FerretDB answers in SQL (a
+// filter of _ids and a condition would read every document).
+func (e serialEngine) deleteIf(ctx context.Context, coll *mongo.Collection, ids []bson.ObjectID, _ bson.D, ok func(bson.Raw) bool) (int64, error) {
+	var deleted int64
+	for _, id := range ids {
+		n, err := e.deleteOneIf(ctx, coll, id, ok)
+		if err != nil {
+			return deleted, err
+		}
+		deleted += n
+	}
+	return deleted, nil
+}
+
+func (e serialEngine) deleteOneIf(ctx context.Context, coll *mongo.Collection, id bson.ObjectID, ok func(bson.Raw) bool) (int64, error) {
+	defer e.turn(id.Hex())()
+	raw, err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
+	if err != nil {
+		if err = translate(err); errors.Is(err, models.ErrNotFound) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	if !ok(raw) {
+		return 0, nil
+	}
+	res, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+	if err != nil {
+		return 0, translate(err)
+	}
+	return res.DeletedCount, nil
 }
 
 // findByID reads the document with _id id into v, or returns an error

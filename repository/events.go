@@ -23,6 +23,7 @@ type Events struct {
 	coll     *mongo.Collection
 	primary  *mongo.Collection // reads that decide a write, and the writes
 	eng      engine
+	search   eventSearch // the background work's searches; see eventsearch.go
 	counters *counters
 }
 
@@ -344,23 +345,26 @@ func (e *Events) findAll(ctx context.Context, filter bson.D, opts *options.FindO
 // Stats counts events per status and per outcome. Processed events are
 // not counted: their counts come from the outcome counters (see
 // counters.go), so the cost is that of counting the stored and failed
-// events, through the status index.
+// events, through an index (see eventsearch.go).
 func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 	st := models.EventStats{ByStatus: map[models.EventStatus]int64{}, ByOutcome: map[models.Outcome]int64{}}
-	count := func(filter bson.D) (int64, error) {
-		n, err := e.coll.CountDocuments(ctx, filter)
+	count := func(k eventCount) (int64, error) {
+		n, err := e.search.count(ctx, e, k)
 		if err != nil {
-			return 0, fmt.Errorf("count events: %w", translate(err))
+			return 0, fmt.Errorf("count events: %w", err)
 		}
 		return n, nil
 	}
 	var err error
-	for _, s := range []models.EventStatus{models.StatusStored, models.StatusFailed} {
-		if st.ByStatus[s], err = count(bson.D{{Key: "status", Value: s}}); err != nil {
+	for _, c := range []struct {
+		status models.EventStatus
+		kind   eventCount
+	}{{models.StatusStored, countStored}, {models.StatusFailed, countFailed}} {
+		if st.ByStatus[c.status], err = count(c.kind); err != nil {
 			return models.EventStats{}, err
 		}
 	}
-	if st.GaveUp, err = count(bson.D{{Key: "status", Value: models.StatusFailed}, {Key: "retryAt", Value: nil}}); err != nil {
+	if st.GaveUp, err = count(countGaveUp); err != nil {
 		return models.EventStats{}, err
 	}
 	byOutcome, err := e.counters.outcomes(ctx)
@@ -381,16 +385,14 @@ func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 // index, which holds only the events that have retries left). The batch
 // comes in Clerk's order, oldest state first, bodies included; it is
 // ordered here rather than by the server, which would sort in memory.
+// On the embedded engine both searches are SQL on its indexes, and each
+// event found is then read by _id (see eventsearch.go).
 func (e *Events) Due(ctx context.Context, stuckBefore, now time.Time, limit int) ([]models.Event, error) {
-	stuck, err := e.findAll(ctx, dueStoredFilter(stuckBefore), options.Find().
-		SetSort(bson.D{{Key: "receivedAt", Value: 1}, {Key: "_id", Value: 1}}).
-		SetLimit(int64(limit)))
+	stuck, err := e.search.dueStored(ctx, e, stuckBefore, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find stuck events: %w", err)
 	}
-	retry, err := e.findAll(ctx, dueFailedFilter(now), options.Find().
-		SetSort(bson.D{{Key: "retryAt", Value: 1}}).
-		SetLimit(int64(limit)))
+	retry, err := e.search.dueFailed(ctx, e, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find events to retry: %w", err)
 	}
@@ -429,12 +431,11 @@ func dueFailedFilter(now time.Time) bson.D {
 // failed events are never deleted. The outcome counters lose what it
 // deletes.
 func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	docs, err := e.findAll(ctx, retentionFilter(cutoff), options.Find().SetLimit(int64(limit)).
-		SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "outcome", Value: 1}}))
+	docs, err := e.search.processedBefore(ctx, e, cutoff, limit)
 	if err != nil {
 		return 0, fmt.Errorf("find old events: %w", err)
 	}
-	byOutcome := map[models.Outcome]bson.A{}
+	byOutcome := map[models.Outcome][]bson.ObjectID{}
 	for _, d := range docs {
 		byOutcome[models.Outcome(d.Outcome)] = append(byOutcome[models.Outcome(d.Outcome)], d.ID)
 	}
@@ -442,15 +443,12 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 	// One delete per outcome: its count is exact even when another
 	// instance deletes some of the same events at the same time.
 	for outcome, ids := range byOutcome {
-		res, err := e.coll.DeleteMany(ctx, bson.D{
-			{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}},
-			{Key: "status", Value: models.StatusProcessed},
-		})
+		n, err := e.eng.deleteIf(ctx, e.coll, ids, bson.D{{Key: "status", Value: models.StatusProcessed}}, isProcessed)
 		if err != nil {
-			return deleted, fmt.Errorf("delete old events: %w", translate(err))
+			return deleted, fmt.Errorf("delete old events: %w", err)
 		}
-		deleted += int(res.DeletedCount)
-		if err := e.counters.add(ctx, outcome, ids[0].(bson.ObjectID), -res.DeletedCount); err != nil {
+		deleted += int(n)
+		if err := e.counters.add(ctx, outcome, ids[0], -n); err != nil {
 			return deleted, err
 		}
 	}
@@ -563,6 +561,9 @@ func claimCond(attempts int, now time.Time) bson.D {
 		bson.D{{Key: "claimedUntil", Value: bson.D{{Key: "$lte", Value: now}}}},
 	}}}
 }
+
+// isProcessed is retention's condition in Go, for the serial engine.
+func isProcessed(raw bson.Raw) bool { return !isNotProcessed(raw) }
 
 // isNotProcessed is notProcessed in Go, for the serial engine.
 func isNotProcessed(raw bson.Raw) bool {

@@ -41,13 +41,8 @@ func openSQLite(dir, db string) (*sql.DB, error) {
 }
 
 // ensureSQLiteIDIndexes creates the _id expression index on every table
-// of database db of the embedded engine in dir that lacks it.
-func ensureSQLiteIDIndexes(ctx context.Context, dir, db string) error {
-	conn, err := openSQLite(dir, db)
-	if err != nil {
-		return fmt.Errorf("open embedded data file: %w", err)
-	}
-	defer conn.Close()
+// of the embedded engine's database that conn opened that lacks it.
+func ensureSQLiteIDIndexes(ctx context.Context, conn *sql.DB) error {
 	rows, err := conn.QueryContext(ctx, `SELECT table_name FROM _ferretdb_collections`)
 	if err != nil {
 		return fmt.Errorf("list embedded tables: %w", err)

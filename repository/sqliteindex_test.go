@@ -70,9 +70,9 @@ func TestEmbedded_LookupsByIDUseTheIndex(t *testing.T) {
 	}
 }
 
-func explainPlan(t *testing.T, db *sql.DB, q string, arg any) string {
+func explainPlan(t *testing.T, db *sql.DB, q string, args ...any) string {
 	t.Helper()
-	rows, err := db.Query(q, arg)
+	rows, err := db.Query(q, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ package repository
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -38,8 +39,12 @@ type Store struct {
 	client *mongo.Client
 	db     *mongo.Database
 	uri    string
-	Users  *Users
-	Events *Events
+	// sqlite is the embedded engine's data file of db, opened by Prepare
+	// when the engine runs in this process; nil otherwise.
+	sqlite    *sql.DB
+	opTimeout time.Duration
+	Users     *Users
+	Events    *Events
 }
 
 // Options tune a connection.
@@ -97,21 +102,25 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 	eng := engine(atomicEngine{}) // until Prepare knows the server
 	counters := &counters{coll: db.Collection(CountersCollection, primary), eng: eng}
 	return &Store{
-		client: client,
-		db:     db,
-		uri:    uri,
+		client:    client,
+		db:        db,
+		uri:       uri,
+		opTimeout: o.OperationTimeout,
 		Users: &Users{
 			coll: db.Collection(UsersCollection), primary: db.Collection(UsersCollection, primary), eng: eng,
 		},
 		Events: &Events{
 			coll: db.Collection(EventsCollection), primary: db.Collection(EventsCollection, primary), eng: eng,
-			counters: counters,
+			search: driverSearch{}, counters: counters,
 		},
 	}, nil
 }
 
 // Close disconnects from the server.
 func (s *Store) Close(ctx context.Context) error {
+	if s.sqlite != nil {
+		_ = s.sqlite.Close() // read-only use by now: nothing to lose
+	}
 	return s.client.Disconnect(ctx)
 }
 
@@ -128,7 +137,9 @@ func (s *Store) Ping(ctx context.Context) error {
 // what correctness needs exists: the collections, the unique indexes
 // (eventId, userId, email; built without a time limit however large the
 // collections) and, on the embedded engine, the SQLite index that makes
-// lookups by _id index lookups (see sqliteindex.go). The other indexes
+// lookups by _id index lookups (see sqliteindex.go) and the ones that
+// the background work's searches of events use (see eventsearch.go).
+// The other indexes
 // are built by EnsureIndexes: serve runs it in the background, usersync
 // migrate in the foreground. Prepare fails with an error wrapping
 // models.ErrNeedsMigration, naming usersync migrate, when the database holds data
@@ -169,14 +180,35 @@ func (s *Store) prepare(ctx context.Context) (ferretDB bool, err error) {
 	if err := s.ensureIndexes(bctx, true); err != nil {
 		return ferretDB, err
 	}
+	s.Events.search = driverSearch{}
 	if ferretDB {
 		if dir, ok := embeddedDir(s.uri); ok {
-			if err := ensureSQLiteIDIndexes(ctx, dir, s.db.Name()); err != nil {
+			if err := s.prepareSQLite(ctx, dir); err != nil {
 				return ferretDB, err
 			}
 		}
 	}
 	return ferretDB, nil
+}
+
+// prepareSQLite opens the embedded engine's data file of the database,
+// once, makes its indexes, and turns the events' searches to SQL.
+func (s *Store) prepareSQLite(ctx context.Context, dir string) error {
+	if s.sqlite == nil {
+		conn, err := openSQLite(dir, s.db.Name())
+		if err != nil {
+			return fmt.Errorf("open embedded data file: %w", err)
+		}
+		s.sqlite = conn
+	}
+	if err := ensureSQLiteIDIndexes(ctx, s.sqlite); err != nil {
+		return err
+	}
+	if err := ensureSQLiteEventIndexes(ctx, s.sqlite); err != nil {
+		return err
+	}
+	s.Events.search = sqliteSearch{conn: s.sqlite, uri: s.uri, timeout: s.opTimeout}
+	return nil
 }
 
 // IndexedByID reports whether lookups by _id are index lookups. It is
