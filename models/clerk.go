@@ -30,7 +30,10 @@ type ClerkEvent struct {
 	Timestamp json.RawMessage // Unix ms (seconds accepted); checked when used
 	Data      json.RawMessage
 
-	body []byte // the whole body, for the checks of Change
+	// checked is true when DecodeEvent checked the whole body; limit is
+	// then what the check refused below the envelope, for Change to say.
+	checked bool
+	limit   error
 }
 
 // ClerkUser is the part of Clerk's user object that usersync keeps.
@@ -74,8 +77,8 @@ type clerkDeleted struct {
 // "type", or names a top-level key twice. Limits on the rest of the body
 // are checked by Change, so that such an event is stored as failed.
 func DecodeEvent(body []byte) (ClerkEvent, error) {
-	if err := checkEnvelope(body); err != nil {
-		return ClerkEvent{}, err
+	if !utf8.Valid(body) {
+		return ClerkEvent{}, fmt.Errorf("%w: body is not valid UTF-8 (Clerk sends JSON)", ErrInvalid)
 	}
 	var env struct {
 		Type      json.RawMessage `json:"type"`
@@ -89,7 +92,14 @@ func DecodeEvent(body []byte) (ClerkEvent, error) {
 	if err := json.Unmarshal(env.Type, &typ); err != nil || typ == "" {
 		return ClerkEvent{}, fmt.Errorf("%w: body has no \"type\" string", ErrInvalid)
 	}
-	return ClerkEvent{Type: typ, Timestamp: env.Timestamp, Data: env.Data, body: body}, nil
+	// One walk of the body checks every limit. A key twice in the envelope
+	// refuses the body now; anything deeper makes the event one that
+	// Change refuses, so that it is stored as failed.
+	limit, envelope := checkBody(body)
+	if envelope {
+		return ClerkEvent{}, limit
+	}
+	return ClerkEvent{Type: typ, Timestamp: env.Timestamp, Data: env.Data, checked: true, limit: limit}, nil
 }
 
 // IsUserEvent reports whether usersync stores and applies this event.
@@ -141,9 +151,9 @@ const maxUserID = 128
 // it is refused. Its error wraps ErrInvalid: such an event can never be
 // applied (see limits.go for what is refused).
 func (e ClerkEvent) Change(eventID string, now time.Time) (Change, error) {
-	if e.body != nil {
-		if err := checkJSON(e.body, "", 0); err != nil {
-			return Change{}, err
+	if e.checked {
+		if e.limit != nil {
+			return Change{}, e.limit
 		}
 	} else if err := checkJSON(e.Data, "data", 1); err != nil {
 		return Change{}, err

@@ -51,17 +51,16 @@ func Quote(s string) string {
 	return strconv.Quote(s[:i]) + "..."
 }
 
-// checkEnvelope refuses a body that is not UTF-8, not JSON, or names a
-// top-level key twice ("type" twice can make one reader see a user event
-// and another a session event). Its error wraps ErrInvalid.
-func checkEnvelope(body []byte) error {
-	if !utf8.Valid(body) {
-		return fmt.Errorf("%w: body is not valid UTF-8 (Clerk sends JSON)", ErrInvalid)
-	}
-	if !json.Valid(body) || !isObject(body) {
-		return fmt.Errorf("%w: body is not a JSON object", ErrInvalid)
-	}
-	return (&jsonCheck{b: body, topOnly: true}).run()
+// checkBody checks the limits of checkJSON on a whole body, which must be
+// valid JSON, and returns the first thing it refuses. envelope is true when
+// that is a key twice in the envelope itself ("type" twice can make one
+// reader see a user event and another a session event): such a body is
+// refused before it is stored. Any other refusal makes an event that is
+// stored as failed (and never applied).
+func checkBody(body []byte) (err error, envelope bool) {
+	c := &jsonCheck{b: body}
+	err = c.run()
+	return err, c.envelopeKey
 }
 
 // checkJSON walks the JSON value b, which sits at nesting level base (0 for
@@ -73,18 +72,19 @@ func checkJSON(b []byte, name string, base int) error {
 	return (&jsonCheck{b: b, name: name, base: base}).run()
 }
 
-// jsonCheck is one walk of checkJSON (or, with topOnly, of checkEnvelope:
-// duplicate keys of the outermost object only). It reads the bytes once and
+// jsonCheck is one walk of checkJSON. It reads the bytes once and
 // allocates nothing per value: the keys of the open objects are slices of
 // b, and paths for messages are built only when there is an error.
 type jsonCheck struct {
-	b       []byte
-	i       int
-	name    string
-	base    int
-	topOnly bool
-	frames  []jsonFrame
-	keys    [][]byte // the keys seen in the open objects, outermost first
+	b      []byte
+	i      int
+	name   string
+	base   int
+	frames []jsonFrame
+	// envelopeKey is set when the walk stopped at a key twice in the
+	// outermost object of a whole body.
+	envelopeKey bool
+	keys        [][]byte // the keys seen in the open objects, outermost first
 }
 
 // jsonFrame is one open object or array.
@@ -182,7 +182,7 @@ func (c *jsonCheck) number() error {
 		c.i++
 	}
 	// Only an exponent, or more than 308 digits, can pass float64's range.
-	if c.topOnly || (!exp && c.i-start < 309) {
+	if !exp && c.i-start < 309 {
 		return nil
 	}
 	if f, err := strconv.ParseFloat(string(c.b[start:c.i]), 64); err != nil && math.IsInf(f, 0) {
@@ -192,7 +192,7 @@ func (c *jsonCheck) number() error {
 }
 
 func (c *jsonCheck) container(obj bool) error {
-	if !c.topOnly && c.base+len(c.frames)+1 > MaxNesting {
+	if c.base+len(c.frames)+1 > MaxNesting {
 		return fmt.Errorf("%w: %s nests deeper than %d levels", ErrInvalid, orBody(c.name), MaxNesting)
 	}
 	c.i++ // { or [
@@ -254,9 +254,6 @@ func (c *jsonCheck) key() error {
 	c.i++
 	top := &c.frames[len(c.frames)-1]
 	top.cur, top.curQuoted = raw, escaped
-	if c.topOnly && len(c.frames) > 1 {
-		return nil
-	}
 	k := raw
 	if escaped {
 		k = []byte(unquote(raw, true))
@@ -280,6 +277,7 @@ func (c *jsonCheck) key() error {
 		}
 	}
 	if dup {
+		c.envelopeKey = c.base == 0 && c.name == "" && len(c.frames) == 1
 		return fmt.Errorf("%w: ambiguous JSON: key %s appears twice in %s",
 			ErrInvalid, Quote(string(k)), orBody(c.path(len(c.frames)-1)))
 	}
