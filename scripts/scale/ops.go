@@ -54,6 +54,9 @@ func (b *bench) measure(ctx context.Context, s size) ([]row, error) {
 	}
 	var rows []row
 	for _, o := range b.ops(s, cursor) {
+		if b.o.only != nil && !b.o.only.MatchString(o.name) {
+			continue
+		}
 		r, err := b.measureOp(ctx, o)
 		if err != nil {
 			return nil, err
