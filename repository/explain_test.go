@@ -121,6 +121,7 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		query{"count an outcome", update(counters, byID("outcome:applied:00"))},
 		query{"erasure: tombstones due", find(users, repository.EraseDueFilter(now), nil)},
 		query{"erasure: a deleted user's events", find(events, repository.EventsToErase("user_1"), nil)},
+		query{"reconcile: walk of active users", find(users, repository.WalkFilter(now), bson.D{{Key: "_id", Value: 1}})},
 	)
 	for _, q := range qs {
 		var res bson.Raw

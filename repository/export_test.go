@@ -40,6 +40,7 @@ var (
 	ChangesOrder     = changesOrder
 	EraseDueFilter   = eraseDueFilter
 	EventsToErase    = userEventsToErase
+	WalkFilter       = walkFilter
 	DocIDForTest     = docID
 	UnavailableCodes = unavailableCodes
 )
