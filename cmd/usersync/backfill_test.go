@@ -115,24 +115,34 @@ func newBackfillEnv(t *testing.T, users []json.RawMessage) *backfillEnv {
 	}}
 }
 
-// backfill runs usersync backfill with args and returns its output.
-func (e *backfillEnv) backfill(t *testing.T, args ...string) (string, error) {
+// command runs usersync command with args in e and returns its output.
+func (e *backfillEnv) command(t *testing.T, command string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	err := run(ctx, append([]string{"backfill"}, args...), func(k string) string { return e.env[k] }, &out)
+	err := run(ctx, append([]string{command}, args...), func(k string) string { return e.env[k] }, &out)
 	return out.String(), err
 }
 
-// mustBackfill runs usersync backfill and fails the test if it fails.
-func (e *backfillEnv) mustBackfill(t *testing.T, args ...string) string {
+// mustCommand runs usersync command and fails the test if it fails.
+func (e *backfillEnv) mustCommand(t *testing.T, command string, args ...string) string {
 	t.Helper()
-	out, err := e.backfill(t, args...)
+	out, err := e.command(t, command, args...)
 	if err != nil {
-		t.Fatalf("backfill %v = %v\n%s", args, err, out)
+		t.Fatalf("%s %v = %v\n%s", command, args, err, out)
 	}
 	return out
+}
+
+func (e *backfillEnv) backfill(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return e.command(t, "backfill", args...)
+}
+
+func (e *backfillEnv) mustBackfill(t *testing.T, args ...string) string {
+	t.Helper()
+	return e.mustCommand(t, "backfill", args...)
 }
 
 // user returns the stored user, deleted or not; ok is false when unknown.

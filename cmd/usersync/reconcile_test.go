@@ -18,23 +18,14 @@ import (
 	"github.com/usersync/usersync/repository"
 )
 
-// reconcile runs usersync reconcile with args and returns its output.
 func (e *backfillEnv) reconcile(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out strings.Builder
-	err := run(ctx, append([]string{"reconcile"}, args...), func(k string) string { return e.env[k] }, &out)
-	return out.String(), err
+	return e.command(t, "reconcile", args...)
 }
 
 func (e *backfillEnv) mustReconcile(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := e.reconcile(t, args...)
-	if err != nil {
-		t.Fatalf("reconcile %v = %v\n%s", args, err, out)
-	}
-	return out
+	return e.mustCommand(t, "reconcile", args...)
 }
 
 // created writes user i as a webhook user.created would, so that it is a
