@@ -52,7 +52,7 @@ func exposedSeries(t *testing.T) map[string]map[string]bool {
 	var metrics *api.Metrics
 	h := newHarness(t, func(o *harnessOptions) {
 		o.store = repotest.NewStore(t)
-		metrics = api.NewMetrics(o.store.Events)
+		metrics = api.NewMetrics(o.store.Events())
 		o.metrics = metrics
 	})
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_alerts", UpdatedAt: t0}))

@@ -11,7 +11,7 @@ import (
 	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/clerk"
 	"github.com/usersync/usersync/clerk/clerktest"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -30,9 +30,9 @@ func syncHarness(t *testing.T, users ...clerkUser) (*harness, *clerktest.Server)
 		t.Fatal(err)
 	}
 	store := repotest.NewStore(t)
-	svc := sync.New(store.Events, store.Users, nil)
+	svc := sync.New(store.Events(), store.Users(), nil)
 	e, err := api.New(api.Config{
-		Sync: svc, Users: store.Users, Events: store.Events, DB: store, Logger: repotest.Discard(),
+		Sync: svc, Users: store.Users(), Events: store.Events(), DB: store, Logger: repotest.Discard(),
 		WebhookSecrets: []string{testSecret}, APIKeys: []string{testAPIKey}, AdminKeys: []string{testAdminKey},
 		ClerkSync: &sync.Fetcher{Service: svc, Clerk: cl},
 	})

@@ -13,7 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/sync"
 )
 
@@ -153,8 +153,8 @@ func TestErase_ByAgeInTheBackgroundLoopOnlyOnceEventsAreProcessed(t *testing.T) 
 	ctx := context.Background()
 	const id = "user_erase2"
 	clock := time.Now()
-	svc := sync.New(h.store.Events, h.store.Users, nil)
-	rec := &sync.Recovery{Service: svc, Store: h.store.Events, Eraser: h.store, EraseAfter: 30 * 24 * time.Hour,
+	svc := sync.New(h.store.Events(), h.store.Users(), nil)
+	rec := &sync.Recovery{Service: svc, Store: h.store.Events(), Eraser: h.store, EraseAfter: 30 * 24 * time.Hour,
 		Grace: time.Minute, Now: func() time.Time { return clock }}
 	erase := func(want models.Erasure) {
 		t.Helper()
@@ -168,7 +168,7 @@ func TestErase_ByAgeInTheBackgroundLoopOnlyOnceEventsAreProcessed(t *testing.T) 
 	h.mustDeliver(newID(), deleteBody(t, id, clock.Add(-24*time.Hour).UnixMilli()))
 	// An update stored before a crash, never applied.
 	stuck := personBody(t, "user.updated", id, t0+1000)
-	if _, _, err := h.store.Events.Record(ctx, models.Event{
+	if _, _, err := h.store.Events().Record(ctx, models.Event{
 		EventID: "msg_stuck", Type: models.TypeUserUpdated, EventType: models.EventUpdated, UserID: id,
 		RawBody: stuck, Source: models.SourceClerk, ReceivedAt: clock.Add(-time.Hour).UTC(), Status: models.StatusStored,
 	}); err != nil {
@@ -199,7 +199,7 @@ func TestErase_ByAgeInTheBackgroundLoopOnlyOnceEventsAreProcessed(t *testing.T) 
 	// The sweep, the replay command and the API process events through
 	// Process: an erased event is refused and left as it is.
 	before := h.event("msg_stuck")
-	ev, err := h.store.Events.Get(ctx, "msg_stuck")
+	ev, err := h.store.Events().Get(ctx, "msg_stuck")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,12 +228,12 @@ func TestErase_EndpointLeavesPendingEventsToTheLoopEvenForARecentDelete(t *testi
 	h := newHarness(t)
 	ctx := context.Background()
 	const id = "user_erase3"
-	svc := sync.New(h.store.Events, h.store.Users, nil)
-	rec := &sync.Recovery{Service: svc, Store: h.store.Events, Eraser: h.store, EraseAfter: 30 * 24 * time.Hour}
+	svc := sync.New(h.store.Events(), h.store.Users(), nil)
+	rec := &sync.Recovery{Service: svc, Store: h.store.Events(), Eraser: h.store, EraseAfter: 30 * 24 * time.Hour}
 
 	h.mustDeliver(newID(), personBody(t, "user.created", id, t0))
 	h.mustDeliver(newID(), deleteBody(t, id, time.Now().UnixMilli())) // deleted just now
-	if _, _, err := h.store.Events.Record(ctx, models.Event{
+	if _, _, err := h.store.Events().Record(ctx, models.Event{
 		EventID: "msg_stuck3", Type: models.TypeUserUpdated, EventType: models.EventUpdated, UserID: id,
 		RawBody: personBody(t, "user.updated", id, t0+1000), Source: models.SourceClerk,
 		ReceivedAt: time.Now().Add(-time.Hour).UTC(), Status: models.StatusStored,

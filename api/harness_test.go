@@ -20,7 +20,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/usersync/usersync/api"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -63,14 +63,14 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	if o.logger == nil {
 		o.logger = repotest.Discard()
 	}
-	var users sync.UserStore = o.store.Users
+	var users sync.UserStore = o.store.Users()
 	if o.wrapUsers != nil {
 		users = o.wrapUsers(users)
 	}
 	e, err := api.New(api.Config{
-		Sync:           sync.New(o.store.Events, users, nil),
-		Users:          o.store.Users,
-		Events:         o.store.Events,
+		Sync:           sync.New(o.store.Events(), users, nil),
+		Users:          o.store.Users(),
+		Events:         o.store.Events(),
 		Eraser:         o.store,
 		DB:             o.store,
 		Logger:         o.logger,

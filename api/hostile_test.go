@@ -14,7 +14,7 @@ import (
 
 	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/sync"
 )
 

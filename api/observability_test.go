@@ -83,7 +83,7 @@ func TestMetrics_CountWebhooksEventsAndRequests(t *testing.T) {
 	var metrics *api.Metrics
 	h := newHarness(t, func(o *harnessOptions) {
 		o.store = repotest.NewStore(t)
-		metrics = api.NewMetrics(o.store.Events)
+		metrics = api.NewMetrics(o.store.Events())
 		o.metrics = metrics
 	})
 	id := newID()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/api"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -73,7 +73,7 @@ func TestMetrics_BackgroundWorkIsVisibleFromTheStart(t *testing.T) {
 	var metrics *api.Metrics
 	h := newHarness(t, func(o *harnessOptions) {
 		o.store = repotest.NewStore(t)
-		metrics = api.NewMetrics(o.store.Events)
+		metrics = api.NewMetrics(o.store.Events())
 		o.metrics = metrics
 	})
 	scrape := func() string {
@@ -143,7 +143,7 @@ func TestMetrics_BacklogCountsEventsNotProcessed(t *testing.T) {
 	var metrics *api.Metrics
 	h := newHarness(t, func(o *harnessOptions) {
 		o.store = repotest.NewStore(t)
-		metrics = api.NewMetrics(o.store.Events)
+		metrics = api.NewMetrics(o.store.Events())
 		o.metrics = metrics
 	})
 	// Never applicable: stored as failed, and not retried by the sweep.
@@ -172,7 +172,7 @@ func TestMetricsAndStats_KeepTheLastGoodEventCountsWhileTheDatabaseIsDown(t *tes
 	var metrics *api.Metrics
 	h := newHarness(t, func(o *harnessOptions) {
 		o.store = repotest.NewStoreAt(t, engine.URI(), repository.Options{})
-		metrics = api.NewMetrics(o.store.Events)
+		metrics = api.NewMetrics(o.store.Events())
 		o.metrics = metrics
 	})
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_kept", UpdatedAt: t0}))

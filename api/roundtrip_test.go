@@ -9,7 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/event"
 
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 )
 

@@ -15,7 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )

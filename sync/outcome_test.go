@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -24,7 +24,7 @@ func TestIngest_ConcurrentDeliveriesOfOneEventKeepItsFirstOutcome(t *testing.T) 
 	s := repotest.NewStoreAt(t, repotest.URI(t), repository.Options{
 		ServerSelectionTimeout: time.Minute, OperationTimeout: time.Minute,
 	})
-	svc := sync.New(s.Events, s.Users, nil)
+	svc := sync.New(s.Events(), s.Users(), nil)
 	raw := userEvent("user_many", 1000, "many@example.com")
 	ce, err := models.DecodeEvent(raw)
 	if err != nil {
@@ -42,11 +42,11 @@ func TestIngest_ConcurrentDeliveriesOfOneEventKeepItsFirstOutcome(t *testing.T) 
 		}()
 	}
 	wg.Wait()
-	ev, _, err := s.Events.Record(ctx, models.Event{EventID: "msg_many"})
+	ev, _, err := s.Events().Record(ctx, models.Event{EventID: "msg_many"})
 	if err != nil || ev.Status != models.StatusProcessed || ev.Outcome != models.OutcomeApplied || ev.Attempts != 1 {
 		t.Errorf("event = %+v, %v; want processed/applied after 1 attempt", ev, err)
 	}
-	st, err := s.Events.Stats(ctx)
+	st, err := s.Events().Stats(ctx)
 	if err != nil || st.ByStatus[models.StatusProcessed] != 1 || st.ByOutcome[models.OutcomeApplied] != 1 {
 		t.Errorf("stats = %+v, %v; want the event counted once", st, err)
 	}
@@ -61,7 +61,7 @@ func TestSweep_SeveralInstancesClaimEachEventSoAttemptsCountRealAttempts(t *test
 	s := repotest.NewStore(t)
 	old := time.Now().Add(-time.Hour)
 	store(t, s, "msg_holder", userEvent("user_holder", 1000, "taken@example.com"), old.Add(-time.Hour))
-	if _, err := (&sync.Recovery{Service: sync.New(s.Events, s.Users, nil), Store: s.Events, Grace: time.Minute}).SweepOnce(ctx); err != nil {
+	if _, err := (&sync.Recovery{Service: sync.New(s.Events(), s.Users(), nil), Store: s.Events(), Grace: time.Minute}).SweepOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	const n = 12
@@ -75,7 +75,7 @@ func TestSweep_SeveralInstancesClaimEachEventSoAttemptsCountRealAttempts(t *test
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := &sync.Recovery{Service: sync.New(s.Events, s.Users, nil), Store: s.Events, Grace: time.Minute, Batch: 5}
+			rec := &sync.Recovery{Service: sync.New(s.Events(), s.Users(), nil), Store: s.Events(), Grace: time.Minute, Batch: 5}
 			if _, err := rec.SweepOnce(ctx); err != nil {
 				t.Error(err)
 			}
@@ -105,18 +105,18 @@ func TestClaim_OneSweepHoldsAnEventUntilItsLeaseEnds(t *testing.T) {
 		{time.Minute + 1, false}, // held again
 	}
 	for i, st := range steps {
-		got, err := s.Events.Claim(ctx, ev.ID, 0, now.Add(st.at), time.Minute)
+		got, err := s.Events().Claim(ctx, ev.ID, 0, now.Add(st.at), time.Minute)
 		if err != nil || got != st.want {
 			t.Fatalf("step %d: Claim at +%v = %v, %v; want %v", i, st.at, got, err, st.want)
 		}
 	}
-	if got, err := s.Events.Claim(ctx, ev.ID, 1, now.Add(time.Hour), time.Minute); err != nil || got {
+	if got, err := s.Events().Claim(ctx, ev.ID, 1, now.Add(time.Hour), time.Minute); err != nil || got {
 		t.Errorf("Claim with attempts the event has not had = %v, %v; want false", got, err)
 	}
-	if err := s.Events.MarkProcessed(ctx, ev.ID, models.OutcomeApplied, now); err != nil {
+	if err := s.Events().MarkProcessed(ctx, ev.ID, models.OutcomeApplied, now); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Events.Claim(ctx, ev.ID, 1, now.Add(time.Hour), time.Minute); err != nil || got {
+	if got, err := s.Events().Claim(ctx, ev.ID, 1, now.Add(time.Hour), time.Minute); err != nil || got {
 		t.Errorf("Claim of a processed event = %v, %v; want false", got, err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -34,7 +34,7 @@ func store(t *testing.T, s *repository.Store, eventID string, body []byte, recei
 	if ch, err := ce.Change(eventID, time.Now()); err == nil {
 		ev.SourceTimestamp = &ch.SourceTime
 	}
-	stored, _, err := s.Events.Record(context.Background(), ev)
+	stored, _, err := s.Events().Record(context.Background(), ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func store(t *testing.T, s *repository.Store, eventID string, body []byte, recei
 
 func status(t *testing.T, s *repository.Store, id string) models.Event {
 	t.Helper()
-	ev, err := s.Events.Get(context.Background(), id)
+	ev, err := s.Events().Get(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,19 +54,19 @@ func TestSweep_ProcessesStuckAndDueEventsAndLeavesTheRest(t *testing.T) {
 	ctx := context.Background()
 	s := repotest.NewStore(t)
 	now := time.Now().UTC()
-	svc := sync.New(s.Events, s.Users, nil)
-	rec := &sync.Recovery{Service: svc, Store: s.Events, Grace: time.Minute}
+	svc := sync.New(s.Events(), s.Users(), nil)
+	rec := &sync.Recovery{Service: svc, Store: s.Events(), Grace: time.Minute}
 
 	stuck := store(t, s, "msg_stuck", userEvent("user_a", 1000, "a@example.com"), now.Add(-2*time.Minute))
 	young := store(t, s, "msg_young", userEvent("user_b", 1000, "b@example.com"), now.Add(-10*time.Second))
 	failed := store(t, s, "msg_failed", userEvent("user_c", 1000, "c@example.com"), now.Add(-time.Hour))
 	past := now.Add(-time.Second)
-	if err := s.Events.MarkFailed(ctx, failed.ID, "database unavailable", &past); err != nil {
+	if err := s.Events().MarkFailed(ctx, failed.ID, "database unavailable", &past); err != nil {
 		t.Fatal(err)
 	}
 	later := store(t, s, "msg_later", userEvent("user_d", 1000, "d@example.com"), now.Add(-time.Hour))
 	future := now.Add(time.Hour)
-	if err := s.Events.MarkFailed(ctx, later.ID, "database unavailable", &future); err != nil {
+	if err := s.Events().MarkFailed(ctx, later.ID, "database unavailable", &future); err != nil {
 		t.Fatal(err)
 	}
 
@@ -86,7 +86,7 @@ func TestSweep_ProcessesStuckAndDueEventsAndLeavesTheRest(t *testing.T) {
 		}
 	}
 	for _, u := range []string{"user_a", "user_c"} {
-		if _, err := s.Users.Get(ctx, u); err != nil {
+		if _, err := s.Users().Get(ctx, u); err != nil {
 			t.Errorf("%s after the sweep: %v", u, err)
 		}
 	}
@@ -101,7 +101,7 @@ func TestSweep_AppliesAUsersEventsInClerkOrder(t *testing.T) {
 	store(t, s, "msg_1", userEvent("user_x", 1000, "shared@example.com"), old)
 	store(t, s, "msg_3", userEvent("user_y", 3000, "shared@example.com"), old.Add(time.Second))
 	store(t, s, "msg_2", userEvent("user_x", 2000, "x@example.com"), old.Add(2*time.Second))
-	rec := &sync.Recovery{Service: sync.New(s.Events, s.Users, nil), Store: s.Events, Grace: time.Minute}
+	rec := &sync.Recovery{Service: sync.New(s.Events(), s.Users(), nil), Store: s.Events(), Grace: time.Minute}
 	rep, err := rec.SweepOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestSweep_AppliesAUsersEventsInClerkOrder(t *testing.T) {
 	if rep.Swept[models.StatusProcessed] != 3 {
 		t.Errorf("sweep report = %+v, want 3 processed", rep)
 	}
-	if y, err := s.Users.Get(ctx, "user_y"); err != nil || y.Email != "shared@example.com" {
+	if y, err := s.Users().Get(ctx, "user_y"); err != nil || y.Email != "shared@example.com" {
 		t.Errorf("user_y = %+v, %v", y, err)
 	}
 }
@@ -119,9 +119,9 @@ func TestSweep_GivesUpAfterMaxAttemptsAndCountsIt(t *testing.T) {
 	s := repotest.NewStore(t)
 	clock := time.Now()
 	now := func() time.Time { return clock }
-	svc := sync.New(s.Events, s.Users, now)
+	svc := sync.New(s.Events(), s.Users(), now)
 	svc.SetBackoff(sync.Backoff{First: time.Second, Max: time.Minute, MaxAttempts: 3})
-	rec := &sync.Recovery{Service: svc, Store: s.Events, Grace: time.Minute, Now: now}
+	rec := &sync.Recovery{Service: svc, Store: s.Events(), Grace: time.Minute, Now: now}
 
 	// The email stays taken: every attempt fails.
 	store(t, s, "msg_holder", userEvent("user_holder", 1000, "taken@example.com"), clock.Add(-2*time.Hour))
@@ -136,7 +136,7 @@ func TestSweep_GivesUpAfterMaxAttemptsAndCountsIt(t *testing.T) {
 	if got.Status != models.StatusFailed || got.Attempts != 3 || got.RetryAt != nil {
 		t.Errorf("event = status %s, %d attempts, retry at %v; want failed after 3 attempts, no retry", got.Status, got.Attempts, got.RetryAt)
 	}
-	st, err := s.Events.Stats(ctx)
+	st, err := s.Events().Stats(ctx)
 	if err != nil || st.GaveUp != 1 || st.ByStatus[models.StatusFailed] != 1 || st.ByStatus[models.StatusProcessed] != 1 {
 		t.Errorf("stats = %+v, %v; want 1 failed (given up) and 1 processed", st, err)
 	}
@@ -155,14 +155,14 @@ func TestSweep_SeveralInstancesApplyEachEventOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := &sync.Recovery{Service: sync.New(s.Events, s.Users, nil), Store: s.Events, Grace: time.Minute, Batch: 7}
+			rec := &sync.Recovery{Service: sync.New(s.Events(), s.Users(), nil), Store: s.Events(), Grace: time.Minute, Batch: 7}
 			if _, err := rec.SweepOnce(ctx); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
 	wg.Wait()
-	st, err := s.Events.Stats(ctx)
+	st, err := s.Events().Stats(ctx)
 	if err != nil || st.ByStatus[models.StatusProcessed] != n || st.ByOutcome[models.OutcomeApplied] != n {
 		t.Errorf("stats = %+v, %v; want all %d processed and applied", st, err, n)
 	}
@@ -176,11 +176,11 @@ func TestRetention_DeletesOnlyOldProcessedEvents(t *testing.T) {
 	ctx := context.Background()
 	s := repotest.NewStore(t)
 	now := time.Now()
-	svc := sync.New(s.Events, s.Users, nil)
+	svc := sync.New(s.Events(), s.Users(), nil)
 	var oldProcessed []string
 	for i := range 5 {
 		ev := store(t, s, fmt.Sprintf("msg_old_%d", i), userEvent(fmt.Sprintf("user_o%d", i), 1000, ""), now.Add(-48*time.Hour))
-		if err := s.Events.MarkProcessed(ctx, ev.ID, models.OutcomeApplied, now.Add(-47*time.Hour)); err != nil {
+		if err := s.Events().MarkProcessed(ctx, ev.ID, models.OutcomeApplied, now.Add(-47*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		oldProcessed = append(oldProcessed, ev.ID)
@@ -191,26 +191,26 @@ func TestRetention_DeletesOnlyOldProcessedEvents(t *testing.T) {
 	}
 	oldStored := store(t, s, "msg_old_stored", userEvent("user_s", 1000, ""), now.Add(-48*time.Hour))
 	oldFailed := store(t, s, "msg_old_failed", userEvent("user_f", 1000, ""), now.Add(-48*time.Hour))
-	if err := s.Events.MarkFailed(ctx, oldFailed.ID, "boom", nil); err != nil {
+	if err := s.Events().MarkFailed(ctx, oldFailed.ID, "boom", nil); err != nil {
 		t.Fatal(err)
 	}
 
-	rec := &sync.Recovery{Service: svc, Store: s.Events, Retention: 24 * time.Hour, Batch: 2}
+	rec := &sync.Recovery{Service: svc, Store: s.Events(), Retention: 24 * time.Hour, Batch: 2}
 	n, err := rec.RetainOnce(ctx)
 	if err != nil || n != 5 {
 		t.Fatalf("RetainOnce = %d, %v; want the 5 old processed events", n, err)
 	}
 	for _, id := range oldProcessed {
-		if _, err := s.Events.Get(ctx, id); err == nil {
+		if _, err := s.Events().Get(ctx, id); err == nil {
 			t.Errorf("old processed event %s kept", id)
 		}
 	}
 	for _, id := range []string{recent.ID, oldStored.ID, oldFailed.ID} {
-		if _, err := s.Events.Get(ctx, id); err != nil {
+		if _, err := s.Events().Get(ctx, id); err != nil {
 			t.Errorf("event %s deleted: %v", id, err)
 		}
 	}
-	if n, _ := (&sync.Recovery{Service: svc, Store: s.Events}).RetainOnce(ctx); n != 0 {
+	if n, _ := (&sync.Recovery{Service: svc, Store: s.Events()}).RetainOnce(ctx); n != 0 {
 		t.Errorf("retention 0 deleted %d events, want none (keep forever)", n)
 	}
 }
@@ -219,7 +219,7 @@ func TestRecovery_RunStopsWhenAsked(t *testing.T) {
 	s := repotest.NewStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	passes := make(chan sync.Report, 10)
-	rec := &sync.Recovery{Service: sync.New(s.Events, s.Users, nil), Store: s.Events,
+	rec := &sync.Recovery{Service: sync.New(s.Events(), s.Users(), nil), Store: s.Events(),
 		Observe: func(r sync.Report) {
 			select {
 			case passes <- r:
@@ -263,8 +263,8 @@ func (d deadlineStore) Due(ctx context.Context, stuckBefore, now time.Time, limi
 // once the collection is large.
 func TestRun_APassMayTakeLongerThanOneRequest(t *testing.T) {
 	s := repotest.NewStore(t)
-	st := deadlineStore{s.Events, make(chan time.Duration, 1)}
-	rec := &sync.Recovery{Service: sync.New(s.Events, s.Users, nil), Store: st, Grace: time.Minute}
+	st := deadlineStore{s.Events(), make(chan time.Duration, 1)}
+	rec := &sync.Recovery{Service: sync.New(s.Events(), s.Users(), nil), Store: st, Grace: time.Minute}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); rec.Run(ctx, time.Hour) }()

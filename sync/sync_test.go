@@ -19,26 +19,26 @@ func TestProcess_AnEventLeftStoredByACrashIsAppliedLater(t *testing.T) {
 	ctx := context.Background()
 	store := repotest.NewStore(t)
 	// The process died after storing the event and before writing the user.
-	stored, _, err := store.Events.Record(ctx, models.Event{
+	stored, _, err := store.Events().Record(ctx, models.Event{
 		EventID: "msg_crash", Type: "user.created", EventType: models.EventCreated, UserID: "user_crash",
 		RawBody: []byte(body), Source: models.SourceClerk, ReceivedAt: time.Now(), Status: models.StatusStored,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Users.Get(ctx, "user_crash"); !errors.Is(err, models.ErrNotFound) {
+	if _, err := store.Users().Get(ctx, "user_crash"); !errors.Is(err, models.ErrNotFound) {
 		t.Fatalf("user before recovery: %v", err)
 	}
-	ev, err := store.Events.Get(ctx, stored.ID)
+	ev, err := store.Events().Get(ctx, stored.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := sync.New(store.Events, store.Users, nil)
+	svc := sync.New(store.Events(), store.Users(), nil)
 	res, err := svc.Process(ctx, ev)
 	if err != nil || res.Status != models.StatusProcessed || res.Outcome != models.OutcomeApplied {
 		t.Fatalf("Process = %+v, %v; want processed/applied", res, err)
 	}
-	u, err := store.Users.Get(ctx, "user_crash")
+	u, err := store.Users().Get(ctx, "user_crash")
 	if err != nil || u.Email != "crash@example.com" || u.LastEventID != "msg_crash" {
 		t.Errorf("user after recovery = %+v, %v", u, err)
 	}
@@ -47,7 +47,7 @@ func TestProcess_AnEventLeftStoredByACrashIsAppliedLater(t *testing.T) {
 	if err != nil || res.Outcome != models.OutcomeApplied {
 		t.Errorf("Process again = %+v, %v", res, err)
 	}
-	if again, _ := store.Users.Get(ctx, "user_crash"); !again.UpdatedAt.Equal(u.UpdatedAt) {
+	if again, _ := store.Users().Get(ctx, "user_crash"); !again.UpdatedAt.Equal(u.UpdatedAt) {
 		t.Errorf("second Process rewrote the user: updatedAt %v → %v", u.UpdatedAt, again.UpdatedAt)
 	}
 }
@@ -60,12 +60,12 @@ func TestIngest_AnInvalidPayloadIsStoredAsFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := sync.New(store.Events, store.Users, nil)
+	svc := sync.New(store.Events(), store.Users(), nil)
 	res, err := svc.Ingest(ctx, sync.Delivery{EventID: "msg_bad", Body: raw, Event: ev})
 	if !errors.Is(err, models.ErrInvalid) || res.Status != models.StatusFailed {
 		t.Fatalf("Ingest = %+v, %v; want failed with ErrInvalid", res, err)
 	}
-	stored, _, err := store.Events.Record(ctx, models.Event{EventID: "msg_bad"})
+	stored, _, err := store.Events().Record(ctx, models.Event{EventID: "msg_bad"})
 	if err != nil || stored.Status != models.StatusFailed || stored.UserID != "user_bad" || stored.Error == "" || stored.Attempts != 1 {
 		t.Errorf("stored event = %+v, %v; want failed for user_bad with its error", stored, err)
 	}

@@ -29,14 +29,14 @@ const (
 func newServer(t *testing.T, wrap func(sync.UserStore) sync.UserStore) string {
 	t.Helper()
 	store := repotest.NewStore(t)
-	var users sync.UserStore = store.Users
+	var users sync.UserStore = store.Users()
 	if wrap != nil {
 		users = wrap(users)
 	}
 	e, err := api.New(api.Config{
-		Sync:           sync.New(store.Events, users, nil),
-		Users:          store.Users,
-		Events:         store.Events,
+		Sync:           sync.New(store.Events(), users, nil),
+		Users:          store.Users(),
+		Events:         store.Events(),
 		DB:             store,
 		Logger:         repotest.Discard(),
 		WebhookSecrets: []string{testSecret},

@@ -19,7 +19,7 @@ import (
 
 	"github.com/usersync/usersync/clerk/clerktest"
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -148,7 +148,7 @@ func (e *backfillEnv) mustBackfill(t *testing.T, args ...string) string {
 // user returns the stored user, deleted or not; ok is false when unknown.
 func (e *backfillEnv) user(t *testing.T, userID string) (u models.User, ok bool) {
 	t.Helper()
-	u, err := e.store.Users.Get(context.Background(), userID)
+	u, err := e.store.Users().Get(context.Background(), userID)
 	if errors.Is(err, models.ErrNotFound) {
 		return models.User{}, false
 	}
@@ -176,7 +176,7 @@ func (e *backfillEnv) ingest(t *testing.T, eventID string, body []byte) sync.Res
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := sync.New(e.store.Events, e.store.Users, nil)
+	svc := sync.New(e.store.Events(), e.store.Users(), nil)
 	res, err := svc.Ingest(context.Background(), sync.Delivery{EventID: eventID, Signature: "v1,test", Body: body, Event: ev})
 	if err != nil {
 		t.Fatalf("ingest %s: %v", eventID, err)
@@ -239,7 +239,7 @@ func TestBackfill_AppliesEveryUserOfEveryPage(t *testing.T) {
 			t.Errorf("user %s = %s (deleted %v), want %s", userID(i), got, u.Deleted(), want)
 		}
 
-		ev, err := e.store.Events.Get(context.Background(), eventID)
+		ev, err := e.store.Events().Get(context.Background(), eventID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,7 +370,7 @@ func TestBackfill_NeverOverwritesNewerStateOrRevivesDeletedUsers(t *testing.T) {
 		outcome models.Outcome
 	}{{0, models.OutcomeStale}, {1, models.OutcomeDeletedUser}, {2, models.OutcomeApplied}} {
 		id := fmt.Sprintf("backfill_%s_%d", userID(tc.user), updatedAt(tc.user))
-		if ev, err := e.store.Events.Get(context.Background(), id); err != nil || ev.Outcome != tc.outcome {
+		if ev, err := e.store.Events().Get(context.Background(), id); err != nil || ev.Outcome != tc.outcome {
 			t.Errorf("event %s: outcome %q (%v), want %s", id, ev.Outcome, err, tc.outcome)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 
 	svix "github.com/svix/svix-webhooks/go"
 
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 )
 

@@ -28,7 +28,7 @@ import (
 
 	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/sync"
 )
 
@@ -229,7 +229,7 @@ var wrapUsers = func(u sync.UserStore) sync.UserStore { return u }
 
 // newService is the sync service with the configured retry policy.
 func newService(cfg config, store *repository.Store) *sync.Service {
-	svc := sync.New(store.Events, wrapUsers(store.Users), nil)
+	svc := sync.New(store.Events(), wrapUsers(store.Users()), nil)
 	b := sync.DefaultBackoff
 	b.MaxAttempts = cfg.MaxAttempts
 	svc.SetBackoff(b)
@@ -240,13 +240,13 @@ func newService(cfg config, store *repository.Store) *sync.Service {
 // cancelled, then lets in-flight requests finish.
 func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.Logger) error {
 	svc := newService(cfg, store)
-	metrics := api.NewMetrics(store.Events)
+	metrics := api.NewMetrics(store.Events())
 	cl, fetcher, err := clerkForServe(cfg, svc)
 	if err != nil {
 		return err
 	}
 	handler, err := api.New(api.Config{
-		Sync: svc, Users: store.Users, Events: store.Events, Eraser: store, DB: store, Logger: log, Metrics: metrics,
+		Sync: svc, Users: store.Users(), Events: store.Events(), Eraser: store, DB: store, Logger: log, Metrics: metrics,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
 		ClerkSync: fetcher,
 	})
@@ -262,7 +262,7 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 	defer stopStats()
 	if cfg.SweepInterval > 0 {
 		rec := &sync.Recovery{
-			Service: svc, Store: store.Events, Log: log,
+			Service: svc, Store: store.Events(), Log: log,
 			Grace: cfg.SweepGrace, Retention: cfg.Retention,
 			Eraser: store, EraseAfter: cfg.EraseAfter,
 			Observe: func(r sync.Report) { metrics.ObserveRecovery(r); logPass(log, r, cfg.Retention) },

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 )
 
 // migrateCommand is `usersync migrate`.

@@ -13,7 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 )
 
 // olderDatabase makes the test database look as an older usersync left
@@ -96,7 +96,7 @@ func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) 
 	}
 	for i := range n {
 		uid := fmt.Sprintf("user_old_%d", i)
-		u, err := store.Users.Get(ctx, uid)
+		u, err := store.Users().Get(ctx, uid)
 		if err != nil || u.Email != uid+"@example.com" {
 			t.Fatalf("user %s after migrate = %+v, %v", uid, u, err)
 		}
@@ -104,11 +104,11 @@ func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) 
 	// The migrated users take newer states, and keep refusing older ones.
 	ch := models.Change{UserID: "user_old_0", EventID: "msg_new", SourceTime: time.Now(), Email: "new@example.com",
 		DisplayName: "New", Metadata: []byte(`{}`)}
-	if o, err := store.Users.Apply(ctx, ch, time.Now()); err != nil || o != models.OutcomeApplied {
+	if o, err := store.Users().Apply(ctx, ch, time.Now()); err != nil || o != models.OutcomeApplied {
 		t.Errorf("Apply after migrate = %q, %v; want applied", o, err)
 	}
 	ch.SourceTime, ch.EventID = time.Now().Add(-2*time.Hour), "msg_older"
-	if o, err := store.Users.Apply(ctx, ch, time.Now()); err != nil || o != models.OutcomeStale {
+	if o, err := store.Users().Apply(ctx, ch, time.Now()); err != nil || o != models.OutcomeStale {
 		t.Errorf("Apply of an older state after migrate = %q, %v; want stale", o, err)
 	}
 	users, err := store.Database().Collection(repository.UsersCollection).CountDocuments(ctx, bson.D{})
@@ -124,7 +124,7 @@ func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) 
 			t.Errorf("index %s kept; no query uses it", s.Name)
 		}
 	}
-	st, err := store.Events.Stats(ctx)
+	st, err := store.Events().Stats(ctx)
 	if err != nil || st.ByStatus[models.StatusProcessed] != 2 || st.ByOutcome[models.OutcomeStale] != 1 {
 		t.Errorf("stats after migrate = %+v, %v; want the 2 processed events of before counted", st, err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/clerk"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/sync"
 )
 
@@ -140,7 +140,7 @@ func userNote(n sync.UserNote) string {
 // instance at a time, until ctx ends; it returns when the loop has stopped.
 func scheduleReconcile(ctx context.Context, cfg config, store *repository.Store, svc *sync.Service,
 	cl *clerk.Client, metrics *api.Metrics, log *slog.Logger) (wait func()) {
-	rec := &sync.Reconciler{Service: svc, Clerk: cl, Users: store.Users}
+	rec := &sync.Reconciler{Service: svc, Clerk: cl, Users: store.Users()}
 	host, _ := os.Hostname()
 	sched := &sync.Scheduler{
 		Leases: repository.NewLeases(store), Name: "reconcile",
@@ -202,5 +202,5 @@ func openReconciler(ctx context.Context, cfg config, cl *clerk.Client) (rec *syn
 	if err != nil {
 		return nil, nil, err
 	}
-	return &sync.Reconciler{Service: newService(cfg, store), Clerk: cl, Users: store.Users}, closeStore, nil
+	return &sync.Reconciler{Service: newService(cfg, store), Clerk: cl, Users: store.Users()}, closeStore, nil
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/usersync/usersync/clerk/clerktest"
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 )
 
 func (e *backfillEnv) reconcile(t *testing.T, args ...string) (string, error) {
@@ -106,7 +106,7 @@ func TestReconcile_DeletesAUserDeletedInClerkDuringAWebhookOutage(t *testing.T) 
 	if u.LastEventID != eventID {
 		t.Errorf("user 1's last event = %s, want %s", u.LastEventID, eventID)
 	}
-	ev, err := e.store.Events.Get(context.Background(), eventID)
+	ev, err := e.store.Events().Get(context.Background(), eventID)
 	if err != nil {
 		t.Fatalf("the delete's event: %v", err)
 	}

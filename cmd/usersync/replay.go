@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/sync"
 )
 
@@ -69,7 +69,7 @@ func runReplay(ctx context.Context, cfg config, opts replayOptions, out io.Write
 	svc := newService(cfg, store)
 	var tally replayTally
 	for i, summary := range evs {
-		ev, err := store.Events.Get(ctx, summary.ID)
+		ev, err := store.Events().Get(ctx, summary.ID)
 		if errors.Is(err, models.ErrNotFound) {
 			continue // removed meanwhile
 		}
@@ -99,7 +99,7 @@ func listAll(ctx context.Context, store *repository.Store, f models.EventFilter)
 	var all []models.Event
 	f.Limit = 500
 	for {
-		page, err := store.Events.List(ctx, f)
+		page, err := store.Events().List(ctx, f)
 		if err != nil {
 			return nil, err
 		}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -43,7 +43,7 @@ func userJSON(id string, updatedAt int, email string) string {
 func TestReplay_ReprocessesFailedEventsInBulk(t *testing.T) {
 	ctx := context.Background()
 	getenv, store := replayEnv(t)
-	svc := sync.New(store.Events, store.Users, nil)
+	svc := sync.New(store.Events(), store.Users(), nil)
 	if _, err := deliver(t, svc, "msg_holder", userJSON("user_holder", 1000, "taken@example.com")); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestReplay_ReprocessesFailedEventsInBulk(t *testing.T) {
 	if !strings.Contains(out.String(), "dry run: 3 failed events would be replayed") || !strings.Contains(out.String(), "msg_blocked_0") {
 		t.Errorf("dry run printed:\n%s", out.String())
 	}
-	if st, _ := store.Events.Stats(ctx); st.ByStatus[models.StatusFailed] != 3 {
+	if st, _ := store.Events().Stats(ctx); st.ByStatus[models.StatusFailed] != 3 {
 		t.Fatalf("a dry run changed events: %+v", st)
 	}
 
@@ -77,7 +77,7 @@ func TestReplay_ReprocessesFailedEventsInBulk(t *testing.T) {
 	if want := "replay: 3/3 events: processed 1 (applied 1, stale 0, deleted_user 0), failed 2"; !strings.Contains(out.String(), want) {
 		t.Errorf("replay printed:\n%s\nwant %q", out.String(), want)
 	}
-	if u, err := store.Users.Get(ctx, "user_b0"); err != nil || u.Email != "taken@example.com" {
+	if u, err := store.Users().Get(ctx, "user_b0"); err != nil || u.Email != "taken@example.com" {
 		t.Errorf("user_b0 = %+v, %v", u, err)
 	}
 

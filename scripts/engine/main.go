@@ -17,7 +17,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 )
 
 func main() {

@@ -18,7 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 
 	"github.com/usersync/usersync/api"
-	"github.com/usersync/usersync/repository"
+	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/sync"
 )
 
@@ -76,10 +76,10 @@ func newBench(ctx context.Context, uri string, o flags, quiet *slog.Logger, prog
 		_ = b.store.Close(ctx)
 		return nil, err
 	}
-	svc := sync.New(b.store.Events, b.store.Users, nil)
-	metrics := api.NewMetrics(b.store.Events)
+	svc := sync.New(b.store.Events(), b.store.Users(), nil)
+	metrics := api.NewMetrics(b.store.Events())
 	handler, err := api.New(api.Config{
-		Sync: svc, Users: b.store.Users, Events: b.store.Events, DB: b.store, Logger: quiet, Metrics: metrics,
+		Sync: svc, Users: b.store.Users(), Events: b.store.Events(), DB: b.store, Logger: quiet, Metrics: metrics,
 		WebhookSecrets: []string{secret}, APIKeys: []string{apiKey}, AdminKeys: []string{adminKey},
 	})
 	if err != nil {
@@ -87,7 +87,7 @@ func newBench(ctx context.Context, uri string, o flags, quiet *slog.Logger, prog
 		return nil, err
 	}
 	b.rec = &sync.Recovery{
-		Service: svc, Store: b.store.Events, Log: quiet, Grace: time.Minute,
+		Service: svc, Store: b.store.Events(), Log: quiet, Grace: time.Minute,
 		Retention: retention(), Observe: metrics.ObserveRecovery,
 	}
 	b.srv = httptest.NewServer(handler)

@@ -1,0 +1,83 @@
+package models
+
+import "time"
+
+// Version is what ordering needs of a user's stored state: the Clerk time
+// and event of the newest state applied, and whether it is a tombstone.
+type Version struct {
+	SourceTime time.Time
+	EventID    string
+	Deleted    bool
+}
+
+// Version returns the version of u's stored state.
+func (u User) Version() Version {
+	return Version{SourceTime: u.SourceUpdatedAt, EventID: u.LastEventID, Deleted: u.Deleted()}
+}
+
+// Decision is what applying a change to a user's stored state does.
+type Decision int
+
+// Decisions.
+const (
+	// DecideCreate: the user is unknown; the change creates it (a deletion
+	// creates a tombstone).
+	DecideCreate Decision = iota + 1
+	// DecideUpdate: the change replaces the stored state of an active user.
+	DecideUpdate
+	// DecideUnchanged: the stored state is this very change (a retry).
+	DecideUnchanged
+	// DecideStale: a newer state is stored; nothing changes.
+	DecideStale
+	// DecideDeletedUser: the user is deleted; nothing changes.
+	DecideDeletedUser
+)
+
+// Writes reports whether the decision writes the change.
+func (d Decision) Writes() bool { return d == DecideCreate || d == DecideUpdate }
+
+// Outcome is the outcome an event records for the decision.
+func (d Decision) Outcome() Outcome {
+	switch d {
+	case DecideStale:
+		return OutcomeStale
+	case DecideDeletedUser:
+		return OutcomeDeletedUser
+	}
+	return OutcomeApplied
+}
+
+// Decide says what applying ch does to a user whose stored state is cur
+// (nil: the user is unknown). It is the one statement of the ordering
+// rules, which both stores express in their own language and which the
+// dry run and reconcile ask directly:
+//   - a tombstone never changes, and never becomes active again;
+//   - a deletion wins over every state of an active user (a deleted object
+//     never comes back, and its last state is unknown);
+//   - otherwise the newer state wins: Clerk's time, then the larger event
+//     id (see Newer), so that every order of delivery ends the same.
+func Decide(cur *Version, ch Change) Decision {
+	switch {
+	case cur == nil:
+		return DecideCreate
+	case cur.EventID == ch.EventID && cur.Deleted == ch.Deleted:
+		return DecideUnchanged
+	case cur.Deleted:
+		return DecideDeletedUser
+	case ch.Deleted:
+		return DecideUpdate
+	case Newer(ch.SourceTime, ch.EventID, cur.SourceTime, cur.EventID):
+		return DecideUpdate
+	}
+	return DecideStale
+}
+
+// TakesEmailFrom reports whether ch, which claims an email, proves that
+// another active user whose stored state is holder no longer holds it.
+// Clerk gives an email one owner at any instant: a state at time T that
+// claims it means that whoever held it in an older state has given it up
+// since (an event that said so may have been lost). A holder whose state
+// is newer keeps it: ch's own user has given it up since.
+func TakesEmailFrom(ch Change, holder Version) bool {
+	return Newer(ch.SourceTime, ch.EventID, holder.SourceTime, holder.EventID)
+}

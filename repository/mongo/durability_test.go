@@ -1,0 +1,69 @@
+package mongo_test
+
+import (
+	"context"
+	stdsync "sync"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+
+	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/repotest"
+)
+
+// TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline looks at
+// the commands the driver sends: writes carry w: "majority" unless the URI
+// sets w, and an operation started without a deadline carries one
+// (maxTimeMS) all the same.
+func TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline(t *testing.T) {
+	for _, tc := range []struct {
+		query string
+		wantW any
+	}{
+		{"", "majority"},
+		{"?w=1", int32(1)},
+	} {
+		var mu stdsync.Mutex
+		cmds := map[string]bson.Raw{}
+		mon := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			cmds[e.CommandName] = e.Command
+		}}
+		uri := repotest.URI(t)
+		if tc.query != "" {
+			if uri[len(uri)-1] != '/' {
+				uri += "/"
+			}
+			uri += tc.query
+		}
+		s := repotest.NewStoreAt(t, uri, repository.Options{Monitor: mon})
+		ctx := context.Background() // no deadline of its own
+		ev, _, err := s.Events().Record(ctx, newEvent("msg_wc", `{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Events().Get(ctx, ev.ID); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		insert, find := cmds["insert"], cmds["find"]
+		mu.Unlock()
+		wc, err := insert.LookupErr("writeConcern", "w")
+		var got any
+		if err == nil {
+			if s, ok := wc.StringValueOK(); ok {
+				got = s
+			} else {
+				got = wc.Int32()
+			}
+		}
+		if got != tc.wantW {
+			t.Errorf("URI %q: insert's writeConcern.w = %v, want %v", tc.query, got, tc.wantW)
+		}
+		if _, err := find.LookupErr("maxTimeMS"); err != nil {
+			t.Errorf("URI %q: a find without a deadline carries no maxTimeMS: %s", tc.query, find)
+		}
+	}
+}

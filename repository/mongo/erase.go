@@ -1,0 +1,221 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/usersync/usersync/models"
+)
+
+// Erasure of deleted users' personal data.
+//
+// A tombstone carries eraseAfter (its deletedAt) while some of its user's
+// events may still hold a body; the sparse eraseAfter index finds the due
+// ones without reading other users. A user's events are found by the
+// userId index of user_events. Once none is left to erase, eraseAfter is
+// removed. An event that arrives for the user later (its outcome is
+// deleted_user) finds it removed and sets it again. A pass that removes it
+// looks for the user's events once more afterwards and sets it back if
+// one came in meanwhile: an event stored before that look is seen by it,
+// and one stored after it finds eraseAfter removed. Either way it is
+// erased.
+
+// eraseEpoch is the eraseAfter of a tombstone whose erasure an admin asked
+// for: due at the next pass, whatever USERSYNC_ERASE_AFTER says.
+var eraseEpoch = time.Unix(0, 0).UTC()
+
+// eraseDoc is what erasure reads of a tombstone.
+type eraseDoc struct {
+	UserID    string     `bson:"userId"`
+	DeletedAt *time.Time `bson:"deletedAt"`
+}
+
+var eraseProjection = bson.D{{Key: "userId", Value: 1}, {Key: "deletedAt", Value: 1}}
+
+// rearmErasure marks the tombstone of userID as holding events to erase
+// again. Apply calls it, holding the user's turn, when an event arrives
+// for a deleted user whose tombstone is not marked; erasure calls it when
+// one came in while it unmarked the tombstone.
+func (u *Users) rearmErasure(ctx context.Context, userID string, deletedAt time.Time) error {
+	// By _id alone: only tombstones are marked, and a tombstone stays one.
+	_, err := u.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(userID)}},
+		// $min: an erasure an admin asked for (eraseEpoch) stays due at once.
+		bson.D{{Key: "$min", Value: bson.D{{Key: "eraseAfter", Value: deletedAt}}}})
+	if err != nil {
+		return fmt.Errorf("mark user %s for erasure: %w", userID, translate(err))
+	}
+	return nil
+}
+
+// EraseDeletedBefore erases the events of every user whose tombstone has
+// been due for erasure since before cutoff: their rawBody and payload are
+// removed and erasedAt is set to now. Events still stored, or failed and to
+// be retried, are left (Pending) until they are processed or given up; the
+// tombstone stays due until then. Errors wrap models.ErrUnavailable when
+// the database is down.
+func (s *Store) EraseDeletedBefore(ctx context.Context, cutoff, now time.Time) (models.Erasure, error) {
+	var total models.Erasure
+	cur, err := s.users.coll.Find(ctx,
+		eraseDueFilter(cutoff),
+		options.Find().SetProjection(eraseProjection).SetBatchSize(100))
+	if err != nil {
+		return total, fmt.Errorf("find users to erase: %w", translate(err))
+	}
+	defer cur.Close(ctx)
+	for cur.Next(ctx) {
+		var d eraseDoc
+		if err := cur.Decode(&d); err != nil {
+			return total, fmt.Errorf("read user to erase: %w", err)
+		}
+		res, err := s.eraseUser(ctx, d, now)
+		total.Users += res.Users
+		total.Events += res.Events
+		total.Pending += res.Pending
+		if err != nil {
+			return total, err
+		}
+	}
+	if err := cur.Err(); err != nil {
+		return total, fmt.Errorf("find users to erase: %w", translate(err))
+	}
+	return total, nil
+}
+
+// EraseUser erases the events of the deleted user userID at once, as
+// EraseDeletedBefore would. Events that cannot be erased yet are erased by
+// the next pass after they are processed or given up. It returns an error
+// wrapping models.ErrNotFound for an unknown user and models.ErrConflict
+// for an active one.
+func (s *Store) EraseUser(ctx context.Context, userID string, now time.Time) (models.Erasure, error) {
+	var d eraseDoc
+	if err := findByID(ctx, s.users.primary, docID(userID), &d, eraseProjection); err != nil {
+		return models.Erasure{}, fmt.Errorf("user %s: %w", userID, translate(err))
+	}
+	if d.DeletedAt == nil {
+		return models.Erasure{}, fmt.Errorf("%w: user %s is active; only a deleted user's events are erased", models.ErrConflict, userID)
+	}
+	res, err := s.eraseUser(ctx, d, now)
+	if err != nil || res.Pending == 0 {
+		return res, err
+	}
+	defer s.users.eng.turn(userID)()
+	_, err = s.users.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(userID)}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "eraseAfter", Value: eraseEpoch}}}})
+	if err != nil {
+		return res, fmt.Errorf("mark user %s for erasure: %w", userID, translate(err))
+	}
+	return res, nil
+}
+
+// erasable is the rule an event must meet to be erased: not erased yet,
+// and processed or failed with no retry to come. It is the condition of
+// the write, as a filter for atomic engines and in Go (isErasable) for
+// serial ones.
+var erasable = bson.D{{Key: "erasedAt", Value: nil}, {Key: "$or", Value: bson.A{
+	bson.D{{Key: "status", Value: models.StatusProcessed}},
+	bson.D{{Key: "status", Value: models.StatusFailed}, {Key: "retryAt", Value: nil}},
+}}}
+
+func isErasable(raw bson.Raw) bool {
+	if v, err := raw.LookupErr("erasedAt"); err == nil && v.Type != bson.TypeNull {
+		return false
+	}
+	st, _ := raw.Lookup("status").StringValueOK()
+	_, retry := raw.LookupErr("retryAt")
+	return st == string(models.StatusProcessed) || (st == string(models.StatusFailed) && retry != nil)
+}
+
+func (s *Store) eraseUser(ctx context.Context, d eraseDoc, now time.Time) (models.Erasure, error) {
+	var res models.Erasure
+	docs, err := s.events.findAll(ctx, userEventsToErase(d.UserID), options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "status", Value: 1}, {Key: "retryAt", Value: 1}}))
+	if err != nil {
+		return res, fmt.Errorf("find events of user %s: %w", d.UserID, err)
+	}
+	for _, ev := range docs {
+		if ev.Status == string(models.StatusStored) || (ev.Status == string(models.StatusFailed) && ev.RetryAt != nil) {
+			res.Pending++
+			continue
+		}
+		done, err := s.events.erase(ctx, ev.ID, now)
+		if err != nil {
+			return res, err
+		}
+		if done {
+			res.Events++
+		} else {
+			res.Pending++ // its status changed meanwhile
+		}
+	}
+	if res.Pending > 0 {
+		return res, nil
+	}
+	if err := s.unmarkErasure(ctx, d); err != nil {
+		return res, err
+	}
+	res.Users++
+	return res, nil
+}
+
+// unmarkErasure removes eraseAfter from d's tombstone, then looks for an
+// event of the user that came in meanwhile, and marks it again if there is
+// one.
+func (s *Store) unmarkErasure(ctx context.Context, d eraseDoc) error {
+	done := s.users.eng.turn(d.UserID)
+	_, err := s.users.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(d.UserID)}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: "eraseAfter", Value: ""}}}})
+	done()
+	if err != nil {
+		return fmt.Errorf("unmark user %s for erasure: %w", d.UserID, translate(err))
+	}
+	n, err := s.events.coll.CountDocuments(ctx, userEventsToErase(d.UserID),
+		options.Count().SetLimit(1))
+	if err != nil {
+		return fmt.Errorf("find events of user %s: %w", d.UserID, translate(err))
+	}
+	if n == 0 {
+		return nil
+	}
+	defer s.users.eng.turn(d.UserID)()
+	return s.users.rearmErasure(ctx, d.UserID, *d.DeletedAt)
+}
+
+// erase removes the body of one event if it is erasable; done is false
+// when it is not (any more).
+func (e *Events) erase(ctx context.Context, id bson.ObjectID, now time.Time) (done bool, err error) {
+	done, err = e.eng.updateIf(ctx, e.primary, id, erasable, isErasable, bson.D{
+		{Key: "$set", Value: bson.D{{Key: "erasedAt", Value: now}}},
+		{Key: "$unset", Value: bson.D{{Key: "rawBody", Value: ""}, {Key: "payload", Value: ""}}},
+	})
+	if err != nil {
+		return false, fmt.Errorf("erase event %s: %w", id.Hex(), err)
+	}
+	if !done {
+		// Erased by a concurrent pass, or no longer erasable.
+		ev, err := e.find(ctx, e.primary, bson.D{{Key: "_id", Value: id}}, summary)
+		if errors.Is(err, models.ErrNotFound) {
+			return true, nil // deleted by retention: nothing left to erase
+		}
+		if err != nil {
+			return false, fmt.Errorf("erase event %s: %w", id.Hex(), err)
+		}
+		return ev.ErasedAt != nil, nil
+	}
+	return true, nil
+}
+
+// eraseDueFilter selects the tombstones whose events are due for erasure;
+// the sparse eraseAfter_1 index holds only tombstones still to erase.
+func eraseDueFilter(cutoff time.Time) bson.D {
+	return bson.D{{Key: "eraseAfter", Value: bson.D{{Key: "$lte", Value: cutoff}}}}
+}
+
+// userEventsToErase selects the events of userID not erased yet, through
+// the userId_1_receivedAt_-1__id_-1 index.
+func userEventsToErase(userID string) bson.D {
+	return bson.D{{Key: "userId", Value: userID}, {Key: "erasedAt", Value: nil}}
+}

@@ -1,0 +1,572 @@
+package mongo
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/usersync/usersync/models"
+)
+
+// Events is the user_events collection: the durable inbox.
+type Events struct {
+	coll     *mongo.Collection
+	primary  *mongo.Collection // reads that decide a write, and the writes
+	eng      engine
+	search   eventSearch // the background work's searches; see eventsearch.go
+	counters *counters
+}
+
+type eventDoc struct {
+	ID              bson.ObjectID `bson:"_id"`
+	EventID         string        `bson:"eventId,omitempty"`
+	Type            string        `bson:"type"`
+	EventType       string        `bson:"eventType"`
+	UserID          string        `bson:"userId,omitempty"`
+	Payload         bson.D        `bson:"payload,omitempty"`
+	RawBody         any           `bson:"rawBody,omitempty"` // string, or binary if not UTF-8
+	Source          string        `bson:"source"`
+	Signature       string        `bson:"signature"`
+	SignatureValid  *bool         `bson:"signatureValid"`
+	SourceTimestamp *time.Time    `bson:"sourceTimestamp,omitempty"`
+	ReceivedAt      time.Time     `bson:"receivedAt"`
+	ProcessedAt     *time.Time    `bson:"processedAt,omitempty"`
+	Status          string        `bson:"status"`
+	Outcome         string        `bson:"outcome,omitempty"`
+	Attempts        int           `bson:"attempts"`
+	Error           string        `bson:"error,omitempty"`
+	RetryAt         *time.Time    `bson:"retryAt,omitempty"` // only while retries remain
+	ClaimedUntil    *time.Time    `bson:"claimedUntil,omitempty"`
+	ErasedAt        *time.Time    `bson:"erasedAt,omitempty"`
+}
+
+func (d eventDoc) model() models.Event {
+	utc := func(t *time.Time) *time.Time {
+		if t == nil {
+			return nil
+		}
+		u := t.UTC()
+		return &u
+	}
+	return models.Event{
+		ID:              d.ID.Hex(),
+		EventID:         d.EventID,
+		Type:            d.Type,
+		EventType:       models.EventType(d.EventType),
+		UserID:          d.UserID,
+		RawBody:         rawBytes(d.RawBody),
+		Source:          d.Source,
+		Signature:       d.Signature,
+		SignatureValid:  d.SignatureValid,
+		SourceTimestamp: utc(d.SourceTimestamp),
+		ReceivedAt:      d.ReceivedAt.UTC(),
+		ProcessedAt:     utc(d.ProcessedAt),
+		Status:          models.EventStatus(d.Status),
+		Outcome:         models.Outcome(d.Outcome),
+		Attempts:        d.Attempts,
+		Error:           d.Error,
+		RetryAt:         utc(d.RetryAt),
+		ErasedAt:        utc(d.ErasedAt),
+	}
+}
+
+// eventIndexes are the indexes of user_events; README.md's query → index
+// table says which query uses each. The unique one is built by Prepare
+// (see uniqueIndexes), the others by EnsureIndexes. Every event log index
+// ends in receivedAt, _id (descending), the order of the log, so that a
+// page is read in index order whatever the filter.
+var eventIndexes = []mongo.IndexModel{
+	{Keys: bson.D{{Key: "eventId", Value: 1}}, Options: options.Index().SetUnique(true).SetSparse(true)},
+	{Keys: bson.D{{Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}},
+	{Keys: bson.D{{Key: "status", Value: 1}, {Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}},
+	{Keys: bson.D{{Key: "eventType", Value: 1}, {Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}},
+	{Keys: bson.D{{Key: "userId", Value: 1}, {Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}},
+	{Keys: bson.D{{Key: "retryAt", Value: 1}}, Options: options.Index().SetSparse(true)},
+	{Keys: bson.D{{Key: "processedAt", Value: 1}}},
+}
+
+// obsoleteEventIndexes were made by earlier versions; their successors
+// end in _id, so that pages need no sort in memory.
+var obsoleteEventIndexes = []string{
+	"receivedAt_-1", "eventType_1_receivedAt_-1", "status_1_receivedAt_-1", "userId_1_receivedAt_-1",
+}
+
+// rawValue is how a body is stored: as a string when it is valid UTF-8
+// (JSON always is), so it reads as text; otherwise as binary.
+func rawValue(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return b
+}
+
+func rawBytes(v any) []byte {
+	switch t := v.(type) {
+	case string:
+		return []byte(t)
+	case bson.Binary:
+		return t.Data
+	case []byte:
+		return t
+	}
+	return nil
+}
+
+// docID returns the document id of an event or a user: derived from its
+// eventId or userId (the first 12 bytes of its SHA-256), so that every
+// lookup of one is by _id, the one lookup the embedded engine filters in
+// SQL (and indexes, see sqliteindex.go); the unique eventId and userId
+// indexes stay the rule. An event without an eventId gets a new id.
+func docID(key string) bson.ObjectID {
+	if key == "" {
+		return bson.NewObjectID()
+	}
+	sum := sha256.Sum256([]byte(key))
+	var id bson.ObjectID
+	copy(id[:], sum[:len(id)])
+	return id
+}
+
+// summary leaves the payload and raw body out of a read.
+var summary = bson.D{{Key: "payload", Value: 0}, {Key: "rawBody", Value: 0}}
+
+// newEventDoc is the document of ev as usersync stores it, with a
+// payload document when payloadDocs (a body that is not a JSON object is
+// still kept raw).
+func newEventDoc(ev models.Event, payloadDocs bool) eventDoc {
+	d := eventDoc{
+		ID:              docID(ev.EventID),
+		EventID:         ev.EventID,
+		Type:            ev.Type,
+		EventType:       string(ev.EventType),
+		UserID:          ev.UserID,
+		RawBody:         rawValue(ev.RawBody),
+		Source:          ev.Source,
+		Signature:       ev.Signature,
+		SignatureValid:  ev.SignatureValid,
+		SourceTimestamp: ev.SourceTimestamp,
+		ReceivedAt:      ev.ReceivedAt,
+		ProcessedAt:     ev.ProcessedAt,
+		Status:          string(ev.Status),
+		Outcome:         string(ev.Outcome),
+		Attempts:        ev.Attempts,
+		Error:           ev.Error,
+		RetryAt:         ev.RetryAt,
+	}
+	if ev.ID != "" {
+		if oid, err := bson.ObjectIDFromHex(ev.ID); err == nil {
+			d.ID = oid
+		}
+	}
+	if payloadDocs {
+		d.Payload, _ = jsonToDoc(ev.RawBody)
+	}
+	return d
+}
+
+// Record stores ev with status stored. If an event with the same eventId is
+// already stored, it stores nothing and returns that event (without its
+// body, read from the primary) and created=false.
+func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Event, created bool, err error) {
+	ev.ID, ev.Status, ev.Outcome, ev.ProcessedAt, ev.Attempts, ev.Error, ev.RetryAt = "", models.StatusStored, "", nil, 0, "", nil
+	d := newEventDoc(ev, e.eng.payloadDocs())
+	err = translate(insertOne(ctx, e.coll, d))
+	if err != nil && d.Payload != nil && !errors.Is(err, models.ErrConflict) &&
+		!errors.Is(err, models.ErrUnavailable) && !errors.Is(err, context.Canceled) {
+		// The engine refused the payload document (nesting too deep, say):
+		// the raw body alone still keeps the event.
+		d.Payload = nil
+		err = translate(insertOne(ctx, e.coll, d))
+	}
+	if err == nil {
+		return d.model(), true, nil
+	}
+	if !errors.Is(err, models.ErrConflict) {
+		return models.Event{}, false, fmt.Errorf("store event %s: %w", ev.EventID, err)
+	}
+	stored, err = e.find(ctx, e.primary, bson.D{{Key: "_id", Value: d.ID}}, summary)
+	if errors.Is(err, models.ErrNotFound) {
+		// Stored under another _id (by another tool): find it by eventId.
+		stored, err = e.find(ctx, e.primary, bson.D{{Key: "eventId", Value: ev.EventID}}, summary)
+	}
+	if err != nil {
+		return models.Event{}, false, fmt.Errorf("read stored event %s: %w", ev.EventID, err)
+	}
+	return stored, false, nil
+}
+
+func insertOne(ctx context.Context, coll *mongo.Collection, doc any) error {
+	_, err := coll.InsertOne(ctx, doc)
+	return err
+}
+
+func (e *Events) find(ctx context.Context, coll *mongo.Collection, filter, projection bson.D) (models.Event, error) {
+	var d eventDoc
+	opts := options.FindOne()
+	if projection != nil {
+		opts.SetProjection(projection)
+	}
+	if err := coll.FindOne(ctx, filter, opts).Decode(&d); err != nil {
+		return models.Event{}, translate(err)
+	}
+	return d.model(), nil
+}
+
+// Get returns the event whose document id or eventId is id, body
+// included, or an error wrapping models.ErrNotFound.
+func (e *Events) Get(ctx context.Context, id string) (models.Event, error) {
+	filter := bson.D{{Key: "_id", Value: docID(id)}}
+	if oid, err := bson.ObjectIDFromHex(id); err == nil {
+		filter = bson.D{{Key: "_id", Value: oid}}
+	}
+	ev, err := e.find(ctx, e.coll, filter, nil)
+	if errors.Is(err, models.ErrNotFound) && len(filter) == 1 && id != "" {
+		ev, err = e.find(ctx, e.coll, bson.D{{Key: "eventId", Value: id}}, nil)
+	}
+	if err != nil {
+		return models.Event{}, fmt.Errorf("event %s: %w", id, err)
+	}
+	return ev, nil
+}
+
+// List returns one page of the event log, newest first (by receivedAt,
+// then _id), without bodies. A malformed cursor wraps models.ErrInvalid.
+func (e *Events) List(ctx context.Context, f models.EventFilter) (models.EventPage, error) {
+	filter, err := eventListFilter(f)
+	if err != nil {
+		return models.EventPage{}, err
+	}
+	docs, err := e.findAll(ctx, filter, options.Find().
+		SetSort(eventLogOrder).
+		SetLimit(int64(f.Limit)+1).
+		SetProjection(summary))
+	if err != nil {
+		return models.EventPage{}, fmt.Errorf("list events: %w", err)
+	}
+	var page models.EventPage
+	if len(docs) > f.Limit {
+		docs = docs[:f.Limit]
+		last := docs[len(docs)-1]
+		page.NextCursor = fmt.Sprintf("%d_%s", last.ReceivedAt.UnixMilli(), last.ID.Hex())
+	}
+	page.Events = make([]models.Event, 0, len(docs))
+	for _, d := range docs {
+		page.Events = append(page.Events, d.model())
+	}
+	return page, nil
+}
+
+// eventLogOrder is the order of the event log: the suffix of every event
+// log index, read forwards.
+var eventLogOrder = bson.D{{Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}
+
+// eventListFilter is the filter of one page of the event log. Each of
+// status, eventType and userId is the first key of an index that then
+// holds the log's order; with several, the planner picks one of those
+// indexes and checks the others on the documents it reads. The time range
+// and the cursor bound receivedAt, so a page is a range of the index.
+func eventListFilter(f models.EventFilter) (bson.D, error) {
+	filter := bson.D{}
+	if f.Status != "" {
+		filter = append(filter, bson.E{Key: "status", Value: f.Status})
+	}
+	if f.EventType != "" {
+		filter = append(filter, bson.E{Key: "eventType", Value: f.EventType})
+	}
+	if f.UserID != "" {
+		filter = append(filter, bson.E{Key: "userId", Value: f.UserID})
+	}
+	received := bson.D{}
+	if !f.Since.IsZero() {
+		received = append(received, bson.E{Key: "$gte", Value: f.Since})
+	}
+	if !f.Until.IsZero() {
+		received = append(received, bson.E{Key: "$lt", Value: f.Until})
+	}
+	var after bson.E
+	if f.After != "" {
+		at, id, err := parseEventCursor(f.After)
+		if err != nil {
+			return nil, err
+		}
+		// receivedAt <= at bounds the index range; the $nor leaves out the
+		// events of that very millisecond already listed. ($nor, not an
+		// $or: an $or of indexed clauses invites a plan that unions two
+		// indexes and then sorts in memory.)
+		received = append(received, bson.E{Key: "$lte", Value: at})
+		after = bson.E{Key: "$nor", Value: bson.A{
+			bson.D{{Key: "receivedAt", Value: at}, {Key: "_id", Value: bson.D{{Key: "$gte", Value: id}}}},
+		}}
+	}
+	if len(received) > 0 {
+		filter = append(filter, bson.E{Key: "receivedAt", Value: received})
+	}
+	if after.Key != "" {
+		filter = append(filter, after)
+	}
+	return filter, nil
+}
+
+func parseEventCursor(c string) (time.Time, bson.ObjectID, error) {
+	ms, hex, ok := strings.Cut(c, "_")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	id, herr := bson.ObjectIDFromHex(hex)
+	if !ok || err != nil || herr != nil {
+		return time.Time{}, bson.ObjectID{}, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+	}
+	return time.UnixMilli(n).UTC(), id, nil
+}
+
+func (e *Events) findAll(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder) ([]eventDoc, error) {
+	cur, err := e.coll.Find(ctx, filter, opts)
+	if err != nil {
+		return nil, translate(err)
+	}
+	var docs []eventDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, translate(err)
+	}
+	return docs, nil
+}
+
+// Stats counts events per status and per outcome. Processed events are
+// not counted: their counts come from the outcome counters (see
+// counters.go), so the cost is that of counting the stored and failed
+// events, through an index (see eventsearch.go).
+func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
+	st := models.EventStats{ByStatus: map[models.EventStatus]int64{}, ByOutcome: map[models.Outcome]int64{}}
+	count := func(k eventCount) (int64, error) {
+		n, err := e.search.count(ctx, e, k)
+		if err != nil {
+			return 0, fmt.Errorf("count events: %w", err)
+		}
+		return n, nil
+	}
+	var err error
+	for _, c := range []struct {
+		status models.EventStatus
+		kind   eventCount
+	}{{models.StatusStored, countStored}, {models.StatusFailed, countFailed}} {
+		if st.ByStatus[c.status], err = count(c.kind); err != nil {
+			return models.EventStats{}, err
+		}
+	}
+	if st.GaveUp, err = count(countGaveUp); err != nil {
+		return models.EventStats{}, err
+	}
+	byOutcome, err := e.counters.outcomes(ctx)
+	if err != nil {
+		return models.EventStats{}, err
+	}
+	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser} {
+		st.ByOutcome[o] = max(byOutcome[o], 0)
+		st.ByStatus[models.StatusProcessed] += st.ByOutcome[o]
+	}
+	return st, nil
+}
+
+// Due returns up to limit events that the recovery sweep should process:
+// stored ones received before stuckBefore (their delivery died between
+// steps; the oldest first, through the status index) and failed ones
+// whose retry time has come (the earliest first, through the retryAt
+// index, which holds only the events that have retries left). The batch
+// comes in Clerk's order, oldest state first, bodies included; it is
+// ordered here rather than by the server, which would sort in memory.
+// On the embedded engine both searches are SQL on its indexes, and each
+// event found is then read by _id (see eventsearch.go).
+func (e *Events) Due(ctx context.Context, stuckBefore, now time.Time, limit int) ([]models.Event, error) {
+	stuck, err := e.search.dueStored(ctx, e, stuckBefore, limit)
+	if err != nil {
+		return nil, fmt.Errorf("find stuck events: %w", err)
+	}
+	retry, err := e.search.dueFailed(ctx, e, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("find events to retry: %w", err)
+	}
+	evs := make([]models.Event, 0, len(stuck)+len(retry))
+	for _, d := range append(stuck, retry...) {
+		evs = append(evs, d.model())
+	}
+	slices.SortStableFunc(evs, func(a, b models.Event) int {
+		switch {
+		case a.SourceTimestamp == nil && b.SourceTimestamp == nil:
+		case a.SourceTimestamp == nil:
+			return -1
+		case b.SourceTimestamp == nil:
+			return 1
+		default:
+			if c := a.SourceTimestamp.Compare(*b.SourceTimestamp); c != 0 {
+				return c
+			}
+		}
+		return a.ReceivedAt.Compare(b.ReceivedAt)
+	})
+	return evs[:min(len(evs), limit)], nil
+}
+
+func dueStoredFilter(stuckBefore time.Time) bson.D {
+	return bson.D{{Key: "status", Value: models.StatusStored}, {Key: "receivedAt", Value: bson.D{{Key: "$lt", Value: stuckBefore}}}}
+}
+
+func dueFailedFilter(now time.Time) bson.D {
+	return bson.D{{Key: "retryAt", Value: bson.D{{Key: "$lte", Value: now}}}}
+}
+
+// DeleteProcessedBefore deletes up to limit processed events that were
+// processed before cutoff, through the processedAt index (only processed
+// events have that field), and returns how many it deleted. Stored and
+// failed events are never deleted. The outcome counters lose what it
+// deletes.
+func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	docs, err := e.search.processedBefore(ctx, e, cutoff, limit)
+	if err != nil {
+		return 0, fmt.Errorf("find old events: %w", err)
+	}
+	byOutcome := map[models.Outcome][]bson.ObjectID{}
+	for _, d := range docs {
+		byOutcome[models.Outcome(d.Outcome)] = append(byOutcome[models.Outcome(d.Outcome)], d.ID)
+	}
+	deleted := 0
+	// One delete per outcome: its count is exact even when another
+	// instance deletes some of the same events at the same time.
+	for outcome, ids := range byOutcome {
+		n, err := e.eng.deleteIf(ctx, e.coll, ids, bson.D{{Key: "status", Value: models.StatusProcessed}}, isProcessed)
+		if err != nil {
+			return deleted, fmt.Errorf("delete old events: %w", err)
+		}
+		deleted += int(n)
+		if err := e.counters.add(ctx, outcome, ids[0], -n); err != nil {
+			return deleted, err
+		}
+	}
+	return deleted, nil
+}
+
+func retentionFilter(cutoff time.Time) bson.D {
+	return bson.D{{Key: "processedAt", Value: bson.D{{Key: "$lt", Value: cutoff}}}}
+}
+
+// notProcessed is the condition of every change to an event: processed is
+// final, and an event keeps its first outcome.
+var notProcessed = bson.E{Key: "status", Value: bson.D{{Key: "$ne", Value: models.StatusProcessed}}}
+
+// MarkProcessed records a successful attempt, unless the event has been
+// processed already (by a concurrent delivery or sweep): the first outcome
+// stays, and attempts counts the attempts up to it. Its error wraps
+// models.ErrNotFound for an id that is not an event id.
+func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Outcome, now time.Time) error {
+	oid, err := bson.ObjectIDFromHex(id)
+	if err != nil {
+		return fmt.Errorf("event %s: %w", id, models.ErrNotFound)
+	}
+	done, err := e.eng.updateIf(ctx, e.primary, oid, bson.D{notProcessed}, isNotProcessed, bson.D{
+		{Key: "$set", Value: bson.D{
+			{Key: "status", Value: models.StatusProcessed},
+			{Key: "outcome", Value: outcome},
+			{Key: "processedAt", Value: now},
+		}},
+		{Key: "$unset", Value: bson.D{{Key: "error", Value: ""}, {Key: "retryAt", Value: ""}, {Key: "claimedUntil", Value: ""}}},
+		{Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}},
+	})
+	if err != nil {
+		return fmt.Errorf("mark event %s processed: %w", id, err)
+	}
+	if !done {
+		return nil
+	}
+	// Counted once, by the write that made the event processed. A crash
+	// between the two writes leaves the counter one short.
+	if err := e.counters.add(ctx, outcome, oid, 1); err != nil {
+		return fmt.Errorf("count event %s: %w", id, err)
+	}
+	return nil
+}
+
+// MarkFailed records a failed attempt with its error and when the sweep
+// should retry it (nil: never), unless the event has been processed
+// meanwhile (by a concurrent delivery): processed is final.
+func (e *Events) MarkFailed(ctx context.Context, id string, cause string, retryAt *time.Time) error {
+	oid, err := bson.ObjectIDFromHex(id)
+	if err != nil {
+		return fmt.Errorf("event %s: %w", id, models.ErrNotFound)
+	}
+	update := bson.D{
+		{Key: "$set", Value: bson.D{
+			{Key: "status", Value: models.StatusFailed},
+			{Key: "error", Value: cause},
+		}},
+		{Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}},
+	}
+	unset := bson.D{{Key: "claimedUntil", Value: ""}}
+	if retryAt != nil {
+		update[0].Value = append(update[0].Value.(bson.D), bson.E{Key: "retryAt", Value: *retryAt})
+	} else {
+		unset = append(unset, bson.E{Key: "retryAt", Value: ""})
+	}
+	update = append(update, bson.E{Key: "$unset", Value: unset})
+	if _, err := e.eng.updateIf(ctx, e.primary, oid, bson.D{notProcessed}, isNotProcessed, update); err != nil {
+		return fmt.Errorf("mark event %s failed: %w", id, err)
+	}
+	return nil
+}
+
+// Claim leases the event to the caller until now+lease, so that one
+// sweep among several instances processes it. attempts is the number of
+// attempts the caller read with the event: Claim reports false when the
+// event has had another attempt since (another sweep or a delivery got
+// there first), is processed, or is leased to another sweep until after
+// now. The lease ends when the event is marked, or when it runs out (the
+// sweep died). Its error wraps models.ErrNotFound for an id that is not
+// an event id.
+func (e *Events) Claim(ctx context.Context, id string, attempts int, now time.Time, lease time.Duration) (bool, error) {
+	oid, err := bson.ObjectIDFromHex(id)
+	if err != nil {
+		return false, fmt.Errorf("event %s: %w", id, models.ErrNotFound)
+	}
+	cond := claimCond(attempts, now)
+	free := func(raw bson.Raw) bool {
+		var d eventDoc
+		if err := bson.Unmarshal(raw, &d); err != nil {
+			return false
+		}
+		return d.Status != string(models.StatusProcessed) && d.Attempts == attempts &&
+			(d.ClaimedUntil == nil || !d.ClaimedUntil.After(now))
+	}
+	ok, err := e.eng.updateIf(ctx, e.primary, oid, cond, free, bson.D{
+		{Key: "$set", Value: bson.D{{Key: "claimedUntil", Value: now.Add(lease)}}},
+	})
+	if err != nil {
+		return false, fmt.Errorf("claim event %s: %w", id, err)
+	}
+	return ok, nil
+}
+
+// claimCond is the condition of Claim, next to the _id.
+func claimCond(attempts int, now time.Time) bson.D {
+	return bson.D{notProcessed, {Key: "attempts", Value: attempts}, {Key: "$or", Value: bson.A{
+		bson.D{{Key: "claimedUntil", Value: nil}},
+		bson.D{{Key: "claimedUntil", Value: bson.D{{Key: "$lte", Value: now}}}},
+	}}}
+}
+
+// isProcessed is retention's condition in Go, for the serial engine.
+func isProcessed(raw bson.Raw) bool { return !isNotProcessed(raw) }
+
+// isNotProcessed is notProcessed in Go, for the serial engine.
+func isNotProcessed(raw bson.Raw) bool {
+	st, _ := raw.Lookup("status").StringValueOK()
+	return st != string(models.StatusProcessed)
+}

@@ -1,0 +1,79 @@
+package mongo
+
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/usersync/usersync/models"
+)
+
+// profileDoc is the profile part of a users document, inlined in userDoc.
+// Strings Clerk has no value for are stored as null, and so is every
+// field of a tombstone (the flags: false).
+type profileDoc struct {
+	FirstName    *string    `bson:"firstName"`
+	LastName     *string    `bson:"lastName"`
+	Username     *string    `bson:"username"`
+	ImageURL     *string    `bson:"imageUrl"`
+	PhoneNumber  *string    `bson:"phoneNumber"`
+	ExternalID   *string    `bson:"externalId"`
+	LastSignInAt *time.Time `bson:"lastSignInAt"`
+	Banned       bool       `bson:"banned"`
+	Locked       bool       `bson:"locked"`
+}
+
+func newProfileDoc(p models.Profile) profileDoc {
+	str := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	d := profileDoc{
+		FirstName: str(p.FirstName), LastName: str(p.LastName), Username: str(p.Username),
+		ImageURL: str(p.ImageURL), PhoneNumber: str(p.PhoneNumber), ExternalID: str(p.ExternalID),
+		Banned: p.Banned, Locked: p.Locked,
+	}
+	if p.LastSignInAt != nil {
+		t := p.LastSignInAt.UTC()
+		d.LastSignInAt = &t
+	}
+	return d
+}
+
+// set is the profile as the $set of an update; a zero profileDoc clears
+// every field (a tombstone).
+func (d profileDoc) set() bson.D {
+	return bson.D{
+		{Key: "firstName", Value: d.FirstName},
+		{Key: "lastName", Value: d.LastName},
+		{Key: "username", Value: d.Username},
+		{Key: "imageUrl", Value: d.ImageURL},
+		{Key: "phoneNumber", Value: d.PhoneNumber},
+		{Key: "externalId", Value: d.ExternalID},
+		{Key: "lastSignInAt", Value: d.LastSignInAt},
+		{Key: "banned", Value: d.Banned},
+		{Key: "locked", Value: d.Locked},
+	}
+}
+
+func (d profileDoc) model() models.Profile {
+	p := models.Profile{
+		FirstName: deref(d.FirstName), LastName: deref(d.LastName), Username: deref(d.Username),
+		ImageURL: deref(d.ImageURL), PhoneNumber: deref(d.PhoneNumber), ExternalID: deref(d.ExternalID),
+		Banned: d.Banned, Locked: d.Locked,
+	}
+	if d.LastSignInAt != nil {
+		t := d.LastSignInAt.UTC()
+		p.LastSignInAt = &t
+	}
+	return p
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,457 @@
+// Package mongo is usersync's MongoDB store (and, until the embedded store
+// replaces it, the embedded engine's): one store per collection, their indexes, and the one place where
+// driver errors become the sentinel errors of package models.
+//
+// Everything here stays inside what MongoDB and FerretDB 1.x do the same
+// way: no transactions, no partial indexes, no collations.
+package mongo
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
+)
+
+// Collection names.
+const (
+	UsersCollection  = "users"
+	EventsCollection = "user_events"
+	// CountersCollection holds the event counters (see counters.go) and
+	// the marks of completed migrations.
+	CountersCollection = "counters"
+)
+
+// Store is a connection to one database and its stores.
+type Store struct {
+	client *mongo.Client
+	db     *mongo.Database
+	uri    string
+	// sqlite is the embedded engine's data file of db, opened by Prepare
+	// when the engine runs in this process; nil otherwise.
+	sqlite    *sql.DB
+	opTimeout time.Duration
+	users     *Users
+	events    *Events
+}
+
+// Options tune a connection.
+type Options struct {
+	// ServerSelectionTimeout bounds how long an operation waits for a
+	// reachable server before failing with models.ErrUnavailable.
+	ServerSelectionTimeout time.Duration
+	// OperationTimeout bounds every operation whose context has no
+	// deadline of its own (default 10 s; the URI's timeoutMS wins).
+	OperationTimeout time.Duration
+	// Monitor, if set, sees every command sent (tests count round trips).
+	Monitor *event.CommandMonitor
+}
+
+// DefaultOperationTimeout bounds an operation whose context has no deadline.
+const DefaultOperationTimeout = 10 * time.Second
+
+// indexBuildTimeout bounds one index build: long enough for any
+// collection usersync keeps, and a deadline of its own so that the
+// client's operation timeout does not apply to it.
+const indexBuildTimeout = 24 * time.Hour
+
+// Open connects to the database named dbName at uri. It does not wait for
+// the server: Prepare does, and must be called before the store is used.
+//
+// Writes are acknowledged by a majority of the replica set unless the URI
+// sets w; the reads that decide a write go to the primary whatever the
+// URI's read preference (see Users.Apply and Events.Record).
+func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
+	if o.ServerSelectionTimeout == 0 {
+		o.ServerSelectionTimeout = 5 * time.Second
+	}
+	if o.OperationTimeout == 0 {
+		o.OperationTimeout = DefaultOperationTimeout
+	}
+	opts := options.Client().ApplyURI(uri).
+		SetServerSelectionTimeout(o.ServerSelectionTimeout).
+		SetConnectTimeout(o.ServerSelectionTimeout).
+		SetAppName("usersync")
+	if opts.WriteConcern == nil {
+		opts.SetWriteConcern(writeconcern.Majority())
+	}
+	if opts.Timeout == nil {
+		opts.SetTimeout(o.OperationTimeout)
+	}
+	if o.Monitor != nil {
+		opts.SetMonitor(o.Monitor)
+	}
+	client, err := mongo.Connect(opts)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", redactURI(uri), err)
+	}
+	db := client.Database(dbName)
+	primary := options.Collection().SetReadPreference(readpref.Primary())
+	eng := engine(atomicEngine{}) // until Prepare knows the server
+	counters := &counters{coll: db.Collection(CountersCollection, primary), eng: eng}
+	return &Store{
+		client:    client,
+		db:        db,
+		uri:       uri,
+		opTimeout: o.OperationTimeout,
+		users: &Users{
+			coll: db.Collection(UsersCollection), primary: db.Collection(UsersCollection, primary), eng: eng,
+		},
+		events: &Events{
+			coll: db.Collection(EventsCollection), primary: db.Collection(EventsCollection, primary), eng: eng,
+			search: driverSearch{}, counters: counters,
+		},
+	}, nil
+}
+
+// Close disconnects from the server.
+func (s *Store) Close(ctx context.Context) error {
+	if s.sqlite != nil {
+		_ = s.sqlite.Close() // read-only use by now: nothing to lose
+	}
+	return s.client.Disconnect(ctx)
+}
+
+// Ping checks that the database answers; its error wraps
+// models.ErrUnavailable when it does not.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.RunCommand(ctx, map[string]int{"ping": 1}).Err(); err != nil {
+		return fmt.Errorf("ping: %w", translate(err))
+	}
+	return nil
+}
+
+// Prepare sets the store up for the server it talks to and makes sure
+// what correctness needs exists: the collections, the unique indexes
+// (eventId, userId, email; built without a time limit however large the
+// collections) and, on the embedded engine, the SQLite index that makes
+// lookups by _id index lookups (see sqliteindex.go) and the ones that
+// the background work's searches of events use (see eventsearch.go).
+// The other indexes
+// are built by EnsureIndexes: serve runs it in the background, usersync
+// migrate in the foreground. Prepare fails with an error wrapping
+// models.ErrNeedsMigration, naming usersync migrate, when the database holds data
+// of an older usersync (see Migrate).
+//
+// On FerretDB (the embedded engine, or a FerretDB at MONGODB_URI), which
+// it reports, writes that depend on a document's state become a read by
+// _id, a decision in Go and a write by _id, taking turns per key within
+// this process (FerretDB's updates are not atomic), and events keep their
+// body raw only, without the "payload" document.
+func (s *Store) Prepare(ctx context.Context) (ferretDB bool, err error) {
+	if ferretDB, err = s.prepare(ctx); err != nil {
+		return ferretDB, err
+	}
+	return ferretDB, s.checkSchema(ctx)
+}
+
+// prepare is Prepare without the check of the schema, which Migrate
+// makes true.
+func (s *Store) prepare(ctx context.Context) (ferretDB bool, err error) {
+	var info bson.Raw
+	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		return false, fmt.Errorf("buildInfo: %w", translate(err))
+	}
+	_, err = info.LookupErr("ferretdbVersion")
+	ferretDB = err == nil
+	eng := engine(atomicEngine{})
+	if ferretDB {
+		eng = serialEngine{locks: new(keyLocks)}
+	}
+	s.users.eng, s.events.eng, s.events.counters.eng = eng, eng, eng
+
+	if err := s.createCollections(ctx); err != nil {
+		return ferretDB, err
+	}
+	bctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
+	defer cancel()
+	if err := s.ensureIndexes(bctx, true); err != nil {
+		return ferretDB, err
+	}
+	s.events.search = driverSearch{}
+	if ferretDB {
+		if dir, ok := embeddedDir(s.uri); ok {
+			if err := s.prepareSQLite(ctx, dir); err != nil {
+				return ferretDB, err
+			}
+		}
+	}
+	return ferretDB, nil
+}
+
+// prepareSQLite opens the embedded engine's data file of the database,
+// once, makes its indexes, and turns the events' searches to SQL.
+func (s *Store) prepareSQLite(ctx context.Context, dir string) error {
+	if s.sqlite == nil {
+		conn, err := openSQLite(dir, s.db.Name())
+		if err != nil {
+			return fmt.Errorf("open embedded data file: %w", err)
+		}
+		s.sqlite = conn
+	}
+	if err := ensureSQLiteIDIndexes(ctx, s.sqlite); err != nil {
+		return err
+	}
+	if err := ensureSQLiteEventIndexes(ctx, s.sqlite); err != nil {
+		return err
+	}
+	s.events.search = sqliteSearch{conn: s.sqlite, uri: s.uri, timeout: s.opTimeout}
+	return nil
+}
+
+// IndexedByID reports whether lookups by _id are index lookups. It is
+// false only for a FerretDB server usersync does not run itself, whose
+// SQLite files it cannot reach.
+func (s *Store) IndexedByID() bool {
+	if _, serial := s.users.eng.(serialEngine); !serial {
+		return true
+	}
+	_, ok := embeddedDir(s.uri)
+	return ok
+}
+
+// createCollections creates the collections that do not exist yet, so
+// that every one has its table on the embedded engine before its _id is
+// indexed.
+func (s *Store) createCollections(ctx context.Context) error {
+	names, err := s.db.ListCollectionNames(ctx, bson.D{})
+	if err != nil {
+		return fmt.Errorf("list collections: %w", translate(err))
+	}
+	have := map[string]bool{}
+	for _, n := range names {
+		have[n] = true
+	}
+	for _, n := range []string{UsersCollection, EventsCollection, CountersCollection} {
+		if have[n] {
+			continue
+		}
+		err := s.db.CreateCollection(ctx, n)
+		var ce mongo.CommandError
+		if errors.As(err, &ce) && ce.Code == 48 { // NamespaceExists: created meanwhile
+			err = nil
+		}
+		if err != nil {
+			return fmt.Errorf("create collection %s: %w", n, translate(err))
+		}
+	}
+	return nil
+}
+
+// Drop removes the whole database. Tests use it to clean up.
+func (s *Store) Drop(ctx context.Context) error {
+	return translate(s.db.Drop(ctx))
+}
+
+// Database returns the underlying database, for tools that seed or inspect
+// it directly (tests, benchmarks).
+func (s *Store) Database() *mongo.Database { return s.db }
+
+// EnsureIndexes creates every index of every collection that is missing
+// and drops the ones no query uses any more. It is idempotent. An index
+// build on a large collection takes as long as it takes (up to 24 h):
+// call it with a context that has no shorter deadline.
+func (s *Store) EnsureIndexes(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
+	defer cancel()
+	return s.ensureIndexes(ctx, false)
+}
+
+// uniqueIndexes are the indexes correctness needs, which Prepare builds
+// before usersync serves.
+var uniqueIndexes = map[string]bool{"userId_1": true, emailIndex: true, "eventId_1": true}
+
+func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
+	for _, c := range []struct {
+		coll     *mongo.Collection
+		want     []mongo.IndexModel
+		obsolete []string
+	}{
+		{s.users.coll, userIndexes, obsoleteUserIndexes},
+		{s.events.coll, eventIndexes, obsoleteEventIndexes},
+	} {
+		want := c.want
+		if uniqueOnly {
+			want = nil
+			for _, m := range c.want {
+				if uniqueIndexes[indexName(m.Keys.(bson.D))] {
+					want = append(want, m)
+				}
+			}
+		}
+		if err := createIndexes(ctx, c.coll, want, c.obsolete); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createIndexes creates the indexes that coll lacks, by name, and drops
+// the obsolete ones it has. Asking the embedded engine to create an index
+// that exists drops the connection, so existing ones are listed first.
+func createIndexes(ctx context.Context, coll *mongo.Collection, want []mongo.IndexModel, obsolete []string) error {
+	specs, err := coll.Indexes().ListSpecifications(ctx)
+	if err != nil {
+		return fmt.Errorf("list indexes of %s: %w", coll.Name(), translate(err))
+	}
+	have := map[string]bool{}
+	for _, s := range specs {
+		have[s.Name] = true
+	}
+	for _, name := range obsolete {
+		if have[name] {
+			if err := coll.Indexes().DropOne(ctx, name); err != nil {
+				return fmt.Errorf("drop index %s of %s: %w", name, coll.Name(), translate(err))
+			}
+		}
+	}
+	var missing []mongo.IndexModel
+	for _, m := range want {
+		if !have[indexName(m.Keys.(bson.D))] {
+			missing = append(missing, m)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if _, err := coll.Indexes().CreateMany(ctx, missing); err != nil {
+		return fmt.Errorf("create indexes on %s: %w", coll.Name(), translate(err))
+	}
+	return nil
+}
+
+// indexName is the name the server gives an index of keys: field_1_other_-1.
+func indexName(keys bson.D) string {
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s_%v", k.Key, k.Value))
+	}
+	return strings.Join(parts, "_")
+}
+
+// translate turns a driver error into one that wraps a models sentinel where
+// one applies, keeping the driver error in the chain for logs. A cancelled
+// context is left as it is: it is the caller going away, not the database
+// failing, and callers tell the two apart.
+func translate(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return models.ErrNotFound
+	case errors.Is(err, context.Canceled):
+		return err
+	case isUniqueViolation(err) && violatesEmail(err):
+		return fmt.Errorf("%w: %w", models.ErrEmailTaken, err)
+	case isUniqueViolation(err):
+		return fmt.Errorf("%w: %w", models.ErrConflict, err)
+	case isStorageFull(err):
+		return storageFull(err)
+	case isUnavailable(err):
+		return fmt.Errorf("%w: %w", models.ErrUnavailable, err)
+	}
+	return err
+}
+
+// isUniqueViolation is true for E11000 and for the embedded engine's way of
+// reporting the same violation from an update (code 1, "UNIQUE constraint
+// failed"); see ../shared/FERRETDB.md.
+func isUniqueViolation(err error) bool {
+	if mongo.IsDuplicateKeyError(err) {
+		return true
+	}
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(1) && strings.Contains(err.Error(), "UNIQUE constraint failed")
+}
+
+// violatesEmail reports whether a unique violation is the email index's,
+// as the engines name it: MongoDB "index: email_1 dup key", the embedded
+// engine's update "UNIQUE constraint failed: index '<table>_email_1'". The
+// embedded engine's insert names no index (see Users.applySerial).
+func violatesEmail(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "index: "+emailIndex+" ") || strings.Contains(msg, "_"+emailIndex+"'")
+}
+
+// unavailableCodes are the server errors a retry may heal: a replica set
+// electing a new primary or shutting down, an unreachable host, and
+// DocumentDB's transient deadlock between concurrent writes.
+var unavailableCodes = []int{
+	6,        // HostUnreachable
+	7,        // HostNotFound
+	89,       // NetworkTimeout
+	91,       // ShutdownInProgress
+	189,      // PrimarySteppedDown
+	9001,     // SocketException
+	10107,    // NotWritablePrimary
+	11600,    // InterruptedAtShutdown
+	11602,    // InterruptedDueToReplStateChange
+	13435,    // NotPrimaryNoSecondaryOk
+	13436,    // NotPrimaryOrSecondary
+	16908292, // DocumentDB: deadlock detected
+}
+
+// isUnavailable reports whether err says the database cannot serve now
+// but may soon: network errors, no server to select, timeouts, failover.
+func isUnavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var sse topology.ServerSelectionError
+	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) || errors.As(err, &sse) ||
+		errors.Is(err, mongo.ErrClientDisconnected) {
+		return true
+	}
+	var se mongo.ServerError
+	if !errors.As(err, &se) {
+		return false
+	}
+	if se.HasErrorLabel("RetryableWriteError") || se.HasErrorLabel("NetworkError") {
+		return true
+	}
+	for _, code := range unavailableCodes {
+		if se.HasErrorCode(code) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactURI drops the credentials from a MongoDB URI for error messages.
+func redactURI(uri string) string {
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		return "the configured URI"
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		rest = "REDACTED@" + rest[at+1:]
+	}
+	return scheme + "://" + rest
+}
+
+// Users returns the users collection.
+func (s *Store) Users() repository.Users { return s.users }
+
+// Events returns the events collection.
+func (s *Store) Events() repository.Events { return s.events }
+
+// Leases returns the leases of the database.
+func (s *Store) Leases() repository.Leases { return NewLeases(s) }
+
+// BuildIndexes is EnsureIndexes.
+func (s *Store) BuildIndexes(ctx context.Context) error { return s.EnsureIndexes(ctx) }
+
+var _ repository.Store = (*Store)(nil)
