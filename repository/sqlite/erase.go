@@ -34,8 +34,7 @@ func (s *Store) EraseDeletedBefore(ctx context.Context, cutoff, now time.Time) (
 		last  = ""
 	)
 	for {
-		rows, err := s.r.QueryContext(ctx, `SELECT user_id, erase_after FROM users INDEXED BY users_erase
-			WHERE erase_after <= ? AND (erase_after, user_id) > (?, ?) ORDER BY erase_after, user_id LIMIT ?`,
+		rows, err := s.r.QueryContext(ctx, qEraseDue,
 			ms(cutoff), after, last, eraseBatch)
 		if err != nil {
 			return total, fmt.Errorf("find users to erase: %w", translate(err))
@@ -89,15 +88,13 @@ func (s *Store) eraseUser(ctx context.Context, userID string, now time.Time, ask
 		case !cur.Deleted:
 			return fmt.Errorf("%w: user %q is active; only a deleted user's events are erased", models.ErrConflict, userID)
 		}
-		n, err := t.execN(`UPDATE events SET raw_body = NULL, erased_at = ? WHERE user_id = ? AND erased_at IS NULL
-			AND (status = 'processed' OR (status = 'failed' AND retry_at IS NULL))`, ms(now), userID)
+		n, err := t.execN(qEraseEvents, ms(now), userID)
 		if err != nil {
 			return err
 		}
 		res.Events = int(n)
 		var pending int64
-		if err := t.row(`SELECT count(*) FROM events INDEXED BY events_user WHERE user_id = ? AND erased_at IS NULL`,
-			userID).Scan(&pending); err != nil {
+		if err := t.row(qErasePending, userID).Scan(&pending); err != nil {
 			return translate(err)
 		}
 		res.Pending = int(pending)

@@ -82,13 +82,12 @@ func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Eve
 // Get returns the event whose id or eventId is id, body included, or an
 // error wrapping models.ErrNotFound.
 func (e *Events) Get(ctx context.Context, id string) (models.Event, error) {
-	q := `SELECT ` + eventColumns + bodyColumn + ` FROM events WHERE `
 	ev, err := models.Event{}, error(models.ErrNotFound)
 	if n, perr := strconv.ParseInt(id, 10, 64); perr == nil {
-		ev, err = scanEvent(e.s.r.QueryRowContext(ctx, q+`id = ?`, n), true)
+		ev, err = scanEvent(e.s.r.QueryRowContext(ctx, qEventByID, n), true)
 	}
 	if err == models.ErrNotFound {
-		ev, err = scanEvent(e.s.r.QueryRowContext(ctx, q+`event_id = ?`, id), true)
+		ev, err = scanEvent(e.s.r.QueryRowContext(ctx, qEventByEventID, id), true)
 	}
 	if err != nil {
 		return models.Event{}, fmt.Errorf("event %q: %w", id, err)
@@ -102,6 +101,25 @@ func (e *Events) Get(ctx context.Context, id string) (models.Event, error) {
 // the time range and the cursor ("<ms>_<id>"). A malformed cursor wraps
 // models.ErrInvalid.
 func (e *Events) List(ctx context.Context, f models.EventFilter) (models.EventPage, error) {
+	q, args, err := logQuery(f)
+	if err != nil {
+		return models.EventPage{}, err
+	}
+	evs, err := e.query(ctx, q, false, args...)
+	if err != nil {
+		return models.EventPage{}, fmt.Errorf("list events: %w", err)
+	}
+	page := models.EventPage{Events: evs}
+	if len(evs) > f.Limit {
+		page.Events = evs[:f.Limit]
+		last := page.Events[f.Limit-1]
+		page.NextCursor = fmt.Sprintf("%d_%s", last.ReceivedAt.UnixMilli(), last.ID)
+	}
+	return page, nil
+}
+
+// logQuery is the query of an event log page of f, and its arguments.
+func logQuery(f models.EventFilter) (string, []any, error) {
 	var (
 		where []string
 		args  []any
@@ -124,7 +142,7 @@ func (e *Events) List(ctx context.Context, f models.EventFilter) (models.EventPa
 	if f.After != "" {
 		at, id, err := parseEventCursor(f.After)
 		if err != nil {
-			return models.EventPage{}, err
+			return "", nil, err
 		}
 		where, args = append(where, "(received_at, id) < (?, ?)"), append(args, at, id)
 	}
@@ -133,17 +151,7 @@ func (e *Events) List(ctx context.Context, f models.EventFilter) (models.EventPa
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	q += ` ORDER BY received_at DESC, id DESC LIMIT ?`
-	evs, err := e.query(ctx, q, false, append(args, f.Limit+1)...)
-	if err != nil {
-		return models.EventPage{}, fmt.Errorf("list events: %w", err)
-	}
-	page := models.EventPage{Events: evs}
-	if len(evs) > f.Limit {
-		page.Events = evs[:f.Limit]
-		last := page.Events[f.Limit-1]
-		page.NextCursor = fmt.Sprintf("%d_%s", last.ReceivedAt.UnixMilli(), last.ID)
-	}
-	return page, nil
+	return q, append(args, f.Limit+1), nil
 }
 
 // logIndex is the index that serves an event log page of f: each ends in
@@ -198,10 +206,7 @@ func (e *Events) query(ctx context.Context, q string, withBody bool, args ...any
 func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 	st := models.EventStats{ByStatus: map[models.EventStatus]int64{}, ByOutcome: map[models.Outcome]int64{}}
 	var retrying int64
-	row := e.s.r.QueryRowContext(ctx, `SELECT
-		(SELECT count(*) FROM events INDEXED BY events_status WHERE status = 'stored'),
-		(SELECT count(*) FROM events INDEXED BY events_status WHERE status = 'failed'),
-		(SELECT count(*) FROM events INDEXED BY events_retry WHERE retry_at IS NOT NULL)`)
+	row := e.s.r.QueryRowContext(ctx, qStats)
 	var stored, failed int64
 	if err := row.Scan(&stored, &failed, &retrying); err != nil {
 		return models.EventStats{}, fmt.Errorf("count events: %w", translate(err))
@@ -242,13 +247,11 @@ func addCounter(t *wtx, name string, n int64) error {
 // first) and failed ones whose retry time has come (the retry index,
 // which holds only failed events with attempts left), in Clerk's order.
 func (e *Events) Due(ctx context.Context, stuckBefore, now time.Time, limit int) ([]models.Event, error) {
-	stuck, err := e.query(ctx, `SELECT `+eventColumns+bodyColumn+` FROM events INDEXED BY events_status
-		WHERE status = 'stored' AND received_at < ? ORDER BY received_at, id LIMIT ?`, true, ms(stuckBefore), limit)
+	stuck, err := e.query(ctx, qDueStored, true, ms(stuckBefore), limit)
 	if err != nil {
 		return nil, fmt.Errorf("find stuck events: %w", err)
 	}
-	retry, err := e.query(ctx, `SELECT `+eventColumns+bodyColumn+` FROM events INDEXED BY events_retry
-		WHERE retry_at <= ? ORDER BY retry_at LIMIT ?`, true, ms(now), limit)
+	retry, err := e.query(ctx, qDueFailed, true, ms(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("find events to retry: %w", err)
 	}
@@ -265,8 +268,7 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 	deleted := 0
 	err := e.s.write(ctx, func(t *wtx) error {
 		deleted = 0
-		rows, err := t.query(`SELECT id, outcome FROM events INDEXED BY events_processed
-			WHERE processed_at < ? AND status = 'processed' ORDER BY processed_at LIMIT ?`, ms(cutoff), limit)
+		rows, err := t.query(qRetention, ms(cutoff), limit)
 		if err != nil {
 			return err
 		}

@@ -86,6 +86,9 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
+	if err := checkOwner(ctx, path); err != nil {
+		return nil, err
+	}
 	w, err := sql.Open("sqlite", dsn(path, false))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -174,25 +177,37 @@ func (s *Store) Close(context.Context) error {
 	return rerr
 }
 
-// prepare checks that path is usersync's (or new), runs the migrations it
-// lacks, and checks that it can be written.
-func prepare(ctx context.Context, w *sql.DB, path string) error {
-	var app, version int
-	if err := w.QueryRowContext(ctx, "PRAGMA application_id").Scan(&app); err != nil {
+// checkOwner refuses a file at path that is not usersync's, before
+// anything writes to it (opening it for writes would switch it to WAL).
+func checkOwner(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro")
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer db.Close()
+	var app, tables int
+	if err := db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&app); err != nil {
+		return fmt.Errorf("%s is not a SQLite file usersync can read (%w): set USERSYNC_DATA_DIR to a directory of usersync's own", path, translate(err))
+	}
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&tables); err != nil {
 		return fmt.Errorf("read %s: %w", path, translate(err))
 	}
+	if app != applicationID && tables > 0 {
+		return fmt.Errorf("%s is not a usersync store (it holds tables of another program): "+
+			"set USERSYNC_DATA_DIR to a directory of usersync's own: %w", path, models.ErrForeignData)
+	}
+	return nil
+}
+
+// prepare runs the migrations path lacks, and checks that it can be
+// written.
+func prepare(ctx context.Context, w *sql.DB, path string) error {
+	var version int
 	if err := w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
 		return fmt.Errorf("read %s: %w", path, translate(err))
-	}
-	if app != applicationID {
-		var tables int
-		if err := w.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&tables); err != nil {
-			return fmt.Errorf("read %s: %w", path, translate(err))
-		}
-		if tables > 0 {
-			return fmt.Errorf("%s is not a usersync store (it holds tables of another program): "+
-				"set USERSYNC_DATA_DIR to a directory of usersync's own: %w", path, models.ErrForeignData)
-		}
 	}
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
@@ -480,4 +495,15 @@ func cursorInt(s string) (int64, error) {
 		return 0, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
 	}
 	return n, nil
+}
+
+// Migrate reports the schema: Open brings it to this version (each
+// migration one transaction, numbered by PRAGMA user_version), so there is
+// nothing left to do.
+func (s *Store) Migrate(ctx context.Context, _ bool) (repository.MigrateReport, error) {
+	var v int
+	if err := s.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return repository.MigrateReport{}, translate(err)
+	}
+	return repository.MigrateReport{Summary: fmt.Sprintf("%s is at schema %d", s.path, v)}, nil
 }

@@ -136,8 +136,7 @@ func claimEmail(t *wtx, ch models.Change, now time.Time) (string, error) {
 		source int64
 		event  string
 	)
-	err := t.row(`SELECT user_id, source_updated_at, last_event_id FROM users
-		WHERE email = ? AND deleted_at IS NULL`, ch.Email).Scan(&holder, &source, &event)
+	err := t.row(qEmailHolder, ch.Email).Scan(&holder, &source, &event)
 	switch {
 	case err == sql.ErrNoRows || holder == ch.UserID:
 		return ch.Email, nil
@@ -189,7 +188,7 @@ func writeTombstone(t *wtx, ch models.Change, now time.Time, create bool) error 
 // Get returns the user with userID, deleted or not, or an error wrapping
 // models.ErrNotFound.
 func (u *Users) Get(ctx context.Context, userID string) (models.User, error) {
-	usr, err := scanUser(u.s.r.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE user_id = ?`, userID))
+	usr, err := scanUser(u.s.r.QueryRowContext(ctx, qUserGet, userID))
 	if err != nil {
 		return models.User{}, fmt.Errorf("user %q: %w", userID, err)
 	}
@@ -207,13 +206,13 @@ func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage,
 	)
 	switch {
 	case f.Email != "":
-		q = `SELECT ` + userColumns + ` FROM users WHERE email = ? AND deleted_at IS NULL AND user_id > ? ORDER BY user_id LIMIT ?`
+		q = qUsersByEmail
 		args = []any{strings.ToLower(strings.TrimSpace(f.Email)), f.After, f.Limit + 1}
 	case f.IncludeDeleted:
-		q = `SELECT ` + userColumns + ` FROM users WHERE user_id > ? ORDER BY user_id LIMIT ?`
+		q = qUsersAll
 		args = []any{f.After, f.Limit + 1}
 	default:
-		q = `SELECT ` + userColumns + ` FROM users WHERE deleted_at IS NULL AND user_id > ? ORDER BY user_id LIMIT ?`
+		q = qUsersActive
 		args = []any{f.After, f.Limit + 1}
 	}
 	users, err := u.query(ctx, q, args...)
@@ -266,9 +265,7 @@ func (u *Users) Changes(ctx context.Context, f models.ChangeFilter) (models.User
 			at, after = c, id
 		}
 	}
-	users, err := u.query(ctx, `SELECT `+userColumns+` FROM users
-		WHERE updated_at >= ? AND updated_at <= ? AND (updated_at, user_id) > (?, ?)
-		ORDER BY updated_at, user_id LIMIT ?`, from, f.Until.UnixMilli(), at, after, f.Limit)
+	users, err := u.query(ctx, qUserChanges, from, f.Until.UnixMilli(), at, after, f.Limit)
 	if err != nil {
 		return models.UserPage{}, fmt.Errorf("list changed users: %w", err)
 	}
@@ -288,8 +285,7 @@ var walkBatch = 1000
 func (u *Users) WalkActive(ctx context.Context, writtenBefore time.Time, fn func(userID string) error) error {
 	after := ""
 	for {
-		rows, err := u.s.r.QueryContext(ctx, `SELECT user_id, created_at FROM users
-			WHERE deleted_at IS NULL AND user_id > ? ORDER BY user_id LIMIT ?`, after, walkBatch)
+		rows, err := u.s.r.QueryContext(ctx, qUsersWalk, after, walkBatch)
 		if err != nil {
 			return fmt.Errorf("walk users: %w", translate(err))
 		}
