@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"testing"
 	"time"
+
+	"github.com/usersync/usersync/models"
 )
 
 func (h *harness) postAs(path, key string) response {
