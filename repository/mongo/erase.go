@@ -38,7 +38,7 @@ type eraseDoc struct {
 var eraseProjection = bson.D{{Key: "userId", Value: 1}, {Key: "deletedAt", Value: 1}}
 
 // rearmErasure marks the tombstone of userID as holding events to erase
-// again. Apply calls it, holding the user's turn, when an event arrives
+// again. Apply calls it when an event arrives
 // for a deleted user whose tombstone is not marked; erasure calls it when
 // one came in while it unmarked the tombstone.
 func (u *Users) rearmErasure(ctx context.Context, userID string, deletedAt time.Time) error {
@@ -103,7 +103,6 @@ func (s *Store) EraseUser(ctx context.Context, userID string, now time.Time) (mo
 	if err != nil || res.Pending == 0 {
 		return res, err
 	}
-	defer s.users.eng.turn(userID)()
 	_, err = s.users.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(userID)}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "eraseAfter", Value: eraseEpoch}}}})
 	if err != nil {
@@ -113,22 +112,12 @@ func (s *Store) EraseUser(ctx context.Context, userID string, now time.Time) (mo
 }
 
 // erasable is the rule an event must meet to be erased: not erased yet,
-// and processed or failed with no retry to come. It is the condition of
-// the write, as a filter for atomic engines and in Go (isErasable) for
-// serial ones.
+// and processed or failed with no retry to come; the condition of the
+// write that erases it.
 var erasable = bson.D{{Key: "erasedAt", Value: nil}, {Key: "$or", Value: bson.A{
 	bson.D{{Key: "status", Value: models.StatusProcessed}},
 	bson.D{{Key: "status", Value: models.StatusFailed}, {Key: "retryAt", Value: nil}},
 }}}
-
-func isErasable(raw bson.Raw) bool {
-	if v, err := raw.LookupErr("erasedAt"); err == nil && v.Type != bson.TypeNull {
-		return false
-	}
-	st, _ := raw.Lookup("status").StringValueOK()
-	_, retry := raw.LookupErr("retryAt")
-	return st == string(models.StatusProcessed) || (st == string(models.StatusFailed) && retry != nil)
-}
 
 func (s *Store) eraseUser(ctx context.Context, d eraseDoc, now time.Time) (models.Erasure, error) {
 	var res models.Erasure
@@ -165,10 +154,8 @@ func (s *Store) eraseUser(ctx context.Context, d eraseDoc, now time.Time) (model
 // event of the user that came in meanwhile, and marks it again if there is
 // one.
 func (s *Store) unmarkErasure(ctx context.Context, d eraseDoc) error {
-	done := s.users.eng.turn(d.UserID)
 	_, err := s.users.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(d.UserID)}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: "eraseAfter", Value: ""}}}})
-	done()
 	if err != nil {
 		return fmt.Errorf("unmark user %s for erasure: %w", d.UserID, translate(err))
 	}
@@ -180,14 +167,13 @@ func (s *Store) unmarkErasure(ctx context.Context, d eraseDoc) error {
 	if n == 0 {
 		return nil
 	}
-	defer s.users.eng.turn(d.UserID)()
 	return s.users.rearmErasure(ctx, d.UserID, *d.DeletedAt)
 }
 
 // erase removes the body of one event if it is erasable; done is false
 // when it is not (any more).
 func (e *Events) erase(ctx context.Context, id bson.ObjectID, now time.Time) (done bool, err error) {
-	done, err = e.eng.updateIf(ctx, e.primary, id, erasable, isErasable, bson.D{
+	done, err = updateByID(ctx, e.primary, id, erasable, bson.D{
 		{Key: "$set", Value: bson.D{{Key: "erasedAt", Value: now}}},
 		{Key: "$unset", Value: bson.D{{Key: "rawBody", Value: ""}, {Key: "payload", Value: ""}}},
 	})

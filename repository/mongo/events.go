@@ -22,8 +22,6 @@ import (
 type Events struct {
 	coll     *mongo.Collection
 	primary  *mongo.Collection // reads that decide a write, and the writes
-	eng      engine
-	search   eventSearch // the background work's searches; see eventsearch.go
 	counters *counters
 }
 
@@ -127,9 +125,10 @@ func rawBytes(v any) []byte {
 
 // docID returns the document id of an event or a user: derived from its
 // eventId or userId (the first 12 bytes of its SHA-256), so that every
-// lookup of one is by _id, the one lookup the embedded engine filters in
-// SQL (and indexes, see sqliteindex.go); the unique eventId and userId
-// indexes stay the rule. An event without an eventId gets a new id.
+// lookup of one is by _id and ids are spread evenly over the _id space
+// (the users page walks it in windows, see window.go); the unique eventId
+// and userId indexes stay the rule. An event without an eventId gets a
+// new id.
 func docID(key string) bson.ObjectID {
 	if key == "" {
 		return bson.NewObjectID()
@@ -143,10 +142,9 @@ func docID(key string) bson.ObjectID {
 // summary leaves the payload and raw body out of a read.
 var summary = bson.D{{Key: "payload", Value: 0}, {Key: "rawBody", Value: 0}}
 
-// newEventDoc is the document of ev as usersync stores it, with a
-// payload document when payloadDocs (a body that is not a JSON object is
-// still kept raw).
-func newEventDoc(ev models.Event, payloadDocs bool) eventDoc {
+// newEventDoc is the document of ev as usersync stores it: the body raw
+// and, when it is a JSON object, as the payload document.
+func newEventDoc(ev models.Event) eventDoc {
 	d := eventDoc{
 		ID:              docID(ev.EventID),
 		EventID:         ev.EventID,
@@ -171,9 +169,7 @@ func newEventDoc(ev models.Event, payloadDocs bool) eventDoc {
 			d.ID = oid
 		}
 	}
-	if payloadDocs {
-		d.Payload, _ = jsonToDoc(ev.RawBody)
-	}
+	d.Payload, _ = jsonToDoc(ev.RawBody)
 	return d
 }
 
@@ -182,7 +178,7 @@ func newEventDoc(ev models.Event, payloadDocs bool) eventDoc {
 // body, read from the primary) and created=false.
 func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Event, created bool, err error) {
 	ev.ID, ev.Status, ev.Outcome, ev.ProcessedAt, ev.Attempts, ev.Error, ev.RetryAt = "", models.StatusStored, "", nil, 0, "", nil
-	d := newEventDoc(ev, e.eng.payloadDocs())
+	d := newEventDoc(ev)
 	err = translate(insertOne(ctx, e.coll, d))
 	if err != nil && d.Payload != nil && !errors.Is(err, models.ErrConflict) &&
 		!errors.Is(err, models.ErrUnavailable) && !errors.Is(err, context.Canceled) {
@@ -345,11 +341,11 @@ func (e *Events) findAll(ctx context.Context, filter bson.D, opts *options.FindO
 // Stats counts events per status and per outcome. Processed events are
 // not counted: their counts come from the outcome counters (see
 // counters.go), so the cost is that of counting the stored and failed
-// events, through an index (see eventsearch.go).
+// events, through the status index.
 func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 	st := models.EventStats{ByStatus: map[models.EventStatus]int64{}, ByOutcome: map[models.Outcome]int64{}}
 	count := func(k eventCount) (int64, error) {
-		n, err := e.search.count(ctx, e, k)
+		n, err := e.count(ctx, k)
 		if err != nil {
 			return 0, fmt.Errorf("count events: %w", err)
 		}
@@ -385,14 +381,12 @@ func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 // index, which holds only the events that have retries left). The batch
 // comes in Clerk's order, oldest state first, bodies included; it is
 // ordered here rather than by the server, which would sort in memory.
-// On the embedded engine both searches are SQL on its indexes, and each
-// event found is then read by _id (see eventsearch.go).
 func (e *Events) Due(ctx context.Context, stuckBefore, now time.Time, limit int) ([]models.Event, error) {
-	stuck, err := e.search.dueStored(ctx, e, stuckBefore, limit)
+	stuck, err := e.dueStored(ctx, stuckBefore, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find stuck events: %w", err)
 	}
-	retry, err := e.search.dueFailed(ctx, e, now, limit)
+	retry, err := e.dueFailed(ctx, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find events to retry: %w", err)
 	}
@@ -431,7 +425,7 @@ func dueFailedFilter(now time.Time) bson.D {
 // failed events are never deleted. The outcome counters lose what it
 // deletes.
 func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	docs, err := e.search.processedBefore(ctx, e, cutoff, limit)
+	docs, err := e.processedBefore(ctx, cutoff, limit)
 	if err != nil {
 		return 0, fmt.Errorf("find old events: %w", err)
 	}
@@ -443,10 +437,14 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 	// One delete per outcome: its count is exact even when another
 	// instance deletes some of the same events at the same time.
 	for outcome, ids := range byOutcome {
-		n, err := e.eng.deleteIf(ctx, e.coll, ids, bson.D{{Key: "status", Value: models.StatusProcessed}}, isProcessed)
+		res, err := e.coll.DeleteMany(ctx, bson.D{
+			{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}},
+			{Key: "status", Value: models.StatusProcessed},
+		})
 		if err != nil {
-			return deleted, fmt.Errorf("delete old events: %w", err)
+			return deleted, fmt.Errorf("delete old events: %w", translate(err))
 		}
+		n := res.DeletedCount
 		deleted += int(n)
 		if err := e.counters.add(ctx, outcome, ids[0], -n); err != nil {
 			return deleted, err
@@ -472,7 +470,7 @@ func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Ou
 	if err != nil {
 		return fmt.Errorf("event %s: %w", id, models.ErrNotFound)
 	}
-	done, err := e.eng.updateIf(ctx, e.primary, oid, bson.D{notProcessed}, isNotProcessed, bson.D{
+	done, err := updateByID(ctx, e.primary, oid, bson.D{notProcessed}, bson.D{
 		{Key: "$set", Value: bson.D{
 			{Key: "status", Value: models.StatusProcessed},
 			{Key: "outcome", Value: outcome},
@@ -517,7 +515,7 @@ func (e *Events) MarkFailed(ctx context.Context, id string, cause string, retryA
 		unset = append(unset, bson.E{Key: "retryAt", Value: ""})
 	}
 	update = append(update, bson.E{Key: "$unset", Value: unset})
-	if _, err := e.eng.updateIf(ctx, e.primary, oid, bson.D{notProcessed}, isNotProcessed, update); err != nil {
+	if _, err := updateByID(ctx, e.primary, oid, bson.D{notProcessed}, update); err != nil {
 		return fmt.Errorf("mark event %s failed: %w", id, err)
 	}
 	return nil
@@ -536,16 +534,7 @@ func (e *Events) Claim(ctx context.Context, id string, attempts int, now time.Ti
 	if err != nil {
 		return false, fmt.Errorf("event %s: %w", id, models.ErrNotFound)
 	}
-	cond := claimCond(attempts, now)
-	free := func(raw bson.Raw) bool {
-		var d eventDoc
-		if err := bson.Unmarshal(raw, &d); err != nil {
-			return false
-		}
-		return d.Status != string(models.StatusProcessed) && d.Attempts == attempts &&
-			(d.ClaimedUntil == nil || !d.ClaimedUntil.After(now))
-	}
-	ok, err := e.eng.updateIf(ctx, e.primary, oid, cond, free, bson.D{
+	ok, err := updateByID(ctx, e.primary, oid, claimCond(attempts, now), bson.D{
 		{Key: "$set", Value: bson.D{{Key: "claimedUntil", Value: now.Add(lease)}}},
 	})
 	if err != nil {
@@ -562,11 +551,26 @@ func claimCond(attempts int, now time.Time) bson.D {
 	}}}
 }
 
-// isProcessed is retention's condition in Go, for the serial engine.
-func isProcessed(raw bson.Raw) bool { return !isNotProcessed(raw) }
+// updateByID applies update to the document of coll with _id id if it
+// is in the state that cond matches, in one conditional write, and
+// reports whether it did. A missing document is not updated.
+func updateByID(ctx context.Context, coll *mongo.Collection, id bson.ObjectID, cond, update bson.D) (bool, error) {
+	res, err := coll.UpdateOne(ctx, append(bson.D{{Key: "_id", Value: id}}, cond...), update)
+	if err != nil {
+		return false, translate(err)
+	}
+	return res.MatchedCount > 0, nil
+}
 
-// isNotProcessed is notProcessed in Go, for the serial engine.
-func isNotProcessed(raw bson.Raw) bool {
-	st, _ := raw.Lookup("status").StringValueOK()
-	return st != string(models.StatusProcessed)
+// findByID reads the document with _id id into v, or returns an error
+// wrapping models.ErrNotFound.
+func findByID(ctx context.Context, coll *mongo.Collection, id bson.ObjectID, v any, projection bson.D) error {
+	opts := options.FindOne()
+	if projection != nil {
+		opts.SetProjection(projection)
+	}
+	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}, opts).Decode(v); err != nil {
+		return translate(err)
+	}
+	return nil
 }

@@ -68,7 +68,7 @@ func (s *Store) Migrate(ctx context.Context) (rekeyed int, err error) {
 	// otherwise bound the cursor over every user.
 	ctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
 	defer cancel()
-	if _, err := s.prepare(ctx); err != nil {
+	if err := s.prepare(ctx); err != nil {
 		return 0, err
 	}
 	err = s.events.counters.coll.FindOne(ctx, bson.D{{Key: "_id", Value: schemaMark}}).Err()
