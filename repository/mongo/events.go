@@ -91,6 +91,7 @@ var eventIndexes = []mongo.IndexModel{
 	{Keys: bson.D{{Key: "userId", Value: 1}, {Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}},
 	{Keys: bson.D{{Key: "retryAt", Value: 1}}, Options: options.Index().SetSparse(true)},
 	{Keys: bson.D{{Key: "processedAt", Value: 1}}},
+	{Keys: bson.D{{Key: "uncounted", Value: 1}}, Options: options.Index().SetSparse(true)}, // processed, not counted yet
 }
 
 // obsoleteEventIndexes were made by earlier versions; their successors
@@ -176,32 +177,80 @@ func newEventDoc(ev models.Event) eventDoc {
 // Record stores ev with status stored. If an event with the same eventId is
 // already stored, it stores nothing and returns that event (without its
 // body, read from the primary) and created=false.
+//
+// Both are one round trip: an upsert by the _id derived from the eventId
+// that sets the event only on insert and returns the document that was
+// there before, if any. mongod retries concurrent upserts of one new _id
+// itself; a DocumentDB-based engine refuses all but one with a duplicate
+// key, and the stored event is then read.
 func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Event, created bool, err error) {
 	ev.ID, ev.Status, ev.Outcome, ev.ProcessedAt, ev.Attempts, ev.Error, ev.RetryAt = "", models.StatusStored, "", nil, 0, "", nil
 	d := newEventDoc(ev)
-	err = translate(insertOne(ctx, e.coll, d))
+	stored, created, err = e.record(ctx, d)
 	if err != nil && d.Payload != nil && !errors.Is(err, models.ErrConflict) &&
 		!errors.Is(err, models.ErrUnavailable) && !errors.Is(err, context.Canceled) {
-		// The engine refused the payload document (nesting too deep, say):
-		// the raw body alone still keeps the event.
+		// Refused: by the eventId index, for an event stored under another
+		// _id (an engine may word that as an internal error), or for the
+		// payload document (nesting too deep, say), when the raw body alone
+		// still keeps the event.
+		if stored, err := e.find(ctx, e.primary, bson.D{{Key: "eventId", Value: ev.EventID}}, summary); err == nil {
+			return stored, false, nil
+		}
 		d.Payload = nil
-		err = translate(insertOne(ctx, e.coll, d))
+		stored, created, err = e.record(ctx, d)
 	}
-	if err == nil {
-		return d.model(), true, nil
-	}
-	if !errors.Is(err, models.ErrConflict) {
-		return models.Event{}, false, fmt.Errorf("store event %s: %w", ev.EventID, err)
-	}
-	stored, err = e.find(ctx, e.primary, bson.D{{Key: "_id", Value: d.ID}}, summary)
-	if errors.Is(err, models.ErrNotFound) {
-		// Stored under another _id (by another tool): find it by eventId.
-		stored, err = e.find(ctx, e.primary, bson.D{{Key: "eventId", Value: ev.EventID}}, summary)
+	if errors.Is(err, models.ErrConflict) {
+		// A concurrent first delivery won, or the event is stored under
+		// another _id (by another tool): read it.
+		stored, err = e.find(ctx, e.primary, bson.D{{Key: "_id", Value: d.ID}}, summary)
+		if errors.Is(err, models.ErrNotFound) {
+			stored, err = e.find(ctx, e.primary, bson.D{{Key: "eventId", Value: ev.EventID}}, summary)
+		}
+		if err != nil {
+			return models.Event{}, false, fmt.Errorf("read stored event %s: %w", ev.EventID, err)
+		}
+		return stored, false, nil
 	}
 	if err != nil {
-		return models.Event{}, false, fmt.Errorf("read stored event %s: %w", ev.EventID, err)
+		return models.Event{}, false, fmt.Errorf("store event %s: %w", ev.EventID, err)
 	}
+	return stored, created, nil
+}
+
+// record upserts d: created, or the event stored under d's _id.
+func (e *Events) record(ctx context.Context, d eventDoc) (models.Event, bool, error) {
+	set, err := withoutID(d)
+	if err != nil {
+		return models.Event{}, false, err
+	}
+	var before eventDoc
+	err = e.primary.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$setOnInsert", Value: set}},
+		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.Before)).Decode(&before)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return d.model(), true, nil
+	}
+	if err != nil {
+		return models.Event{}, false, translate(err)
+	}
+	// No projection: not every engine applies one to findAndModify. A
+	// duplicate delivery reads the body back, and drops it here.
+	stored := before.model()
+	stored.RawBody = nil
 	return stored, false, nil
+}
+
+// withoutID is d as a document without its _id, for $setOnInsert (an
+// upsert takes the _id from the filter).
+func withoutID(d eventDoc) (bson.D, error) {
+	b, err := bson.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("encode event: %w: %v", models.ErrInvalid, err)
+	}
+	var doc bson.D
+	if err := bson.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("encode event: %w: %v", models.ErrInvalid, err)
+	}
+	return slices.DeleteFunc(doc, func(e bson.E) bool { return e.Key == "_id" }), nil
 }
 
 func insertOne(ctx context.Context, coll *mongo.Collection, doc any) error {
@@ -340,8 +389,9 @@ func (e *Events) findAll(ctx context.Context, filter bson.D, opts *options.FindO
 
 // Stats counts events per status and per outcome. Processed events are
 // not counted: their counts come from the outcome counters (see
-// counters.go), so the cost is that of counting the stored and failed
-// events, through the status index.
+// counters.go), which Stats folds first, so the cost is that of counting
+// the stored and failed events through the status index, and the
+// processed ones since the fold through the uncounted index.
 func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 	st := models.EventStats{ByStatus: map[models.EventStatus]int64{}, ByOutcome: map[models.Outcome]int64{}}
 	count := func(k eventCount) (int64, error) {
@@ -363,12 +413,29 @@ func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 	if st.GaveUp, err = count(countGaveUp); err != nil {
 		return models.EventStats{}, err
 	}
-	byOutcome, err := e.counters.outcomes(ctx)
+	if err := e.fold(ctx); err != nil {
+		return models.EventStats{}, err
+	}
+	byOutcome, pending, err := e.counters.outcomes(ctx)
 	if err != nil {
 		return models.EventStats{}, err
 	}
-	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser} {
-		st.ByOutcome[o] = max(byOutcome[o], 0)
+	for _, o := range outcomes {
+		// Events flagged since the fold, less those a concurrent fold has
+		// counted and not yet unflagged.
+		flagged, err := e.coll.CountDocuments(ctx, uncountedFilter(o))
+		if err != nil {
+			return models.EventStats{}, fmt.Errorf("count %s events: %w", o, translate(err))
+		}
+		if len(pending[o]) > 0 {
+			both, err := e.coll.CountDocuments(ctx, append(uncountedFilter(o),
+				bson.E{Key: "_id", Value: bson.D{{Key: "$in", Value: pending[o]}}}))
+			if err != nil {
+				return models.EventStats{}, fmt.Errorf("count %s events: %w", o, translate(err))
+			}
+			flagged -= both
+		}
+		st.ByOutcome[o] = max(byOutcome[o]+flagged, 0)
 		st.ByStatus[models.StatusProcessed] += st.ByOutcome[o]
 	}
 	return st, nil
@@ -425,6 +492,10 @@ func dueFailedFilter(now time.Time) bson.D {
 // failed events are never deleted. The outcome counters lose what it
 // deletes.
 func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	// Only counted events are deleted, and subtracted from the counters.
+	if err := e.fold(ctx); err != nil {
+		return 0, err
+	}
 	docs, err := e.processedBefore(ctx, cutoff, limit)
 	if err != nil {
 		return 0, fmt.Errorf("find old events: %w", err)
@@ -440,6 +511,7 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 		res, err := e.coll.DeleteMany(ctx, bson.D{
 			{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}},
 			{Key: "status", Value: models.StatusProcessed},
+			{Key: "uncounted", Value: nil},
 		})
 		if err != nil {
 			return deleted, fmt.Errorf("delete old events: %w", translate(err))
@@ -453,8 +525,10 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 	return deleted, nil
 }
 
+// retentionFilter selects the events processed before cutoff that the
+// counters count, through the processedAt index.
 func retentionFilter(cutoff time.Time) bson.D {
-	return bson.D{{Key: "processedAt", Value: bson.D{{Key: "$lt", Value: cutoff}}}}
+	return bson.D{{Key: "processedAt", Value: bson.D{{Key: "$lt", Value: cutoff}}}, {Key: "uncounted", Value: nil}}
 }
 
 // notProcessed is the condition of every change to an event: processed is
@@ -463,32 +537,26 @@ var notProcessed = bson.E{Key: "status", Value: bson.D{{Key: "$ne", Value: model
 
 // MarkProcessed records a successful attempt, unless the event has been
 // processed already (by a concurrent delivery or sweep): the first outcome
-// stays, and attempts counts the attempts up to it. Its error wraps
-// models.ErrNotFound for an id that is not an event id.
+// stays, and attempts counts the attempts up to it. The same write flags
+// the event for the outcome counters (see counters.go): one round trip.
+// Its error wraps models.ErrNotFound for an id that is not an event id.
 func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Outcome, now time.Time) error {
 	oid, err := bson.ObjectIDFromHex(id)
 	if err != nil {
 		return fmt.Errorf("event %s: %w", id, models.ErrNotFound)
 	}
-	done, err := updateByID(ctx, e.primary, oid, bson.D{notProcessed}, bson.D{
+	_, err = updateByID(ctx, e.primary, oid, bson.D{notProcessed}, bson.D{
 		{Key: "$set", Value: bson.D{
 			{Key: "status", Value: models.StatusProcessed},
 			{Key: "outcome", Value: outcome},
 			{Key: "processedAt", Value: now},
+			{Key: "uncounted", Value: outcome}, // see counters.go
 		}},
 		{Key: "$unset", Value: bson.D{{Key: "error", Value: ""}, {Key: "retryAt", Value: ""}, {Key: "claimedUntil", Value: ""}}},
 		{Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}},
 	})
 	if err != nil {
 		return fmt.Errorf("mark event %s processed: %w", id, err)
-	}
-	if !done {
-		return nil
-	}
-	// Counted once, by the write that made the event processed. A crash
-	// between the two writes leaves the counter one short.
-	if err := e.counters.add(ctx, outcome, oid, 1); err != nil {
-		return fmt.Errorf("count event %s: %w", id, err)
 	}
 	return nil
 }
