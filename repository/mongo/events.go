@@ -539,6 +539,8 @@ var notProcessed = bson.E{Key: "status", Value: bson.D{{Key: "$ne", Value: model
 // processed already (by a concurrent delivery or sweep): the first outcome
 // stays, and attempts counts the attempts up to it. The same write flags
 // the event for the outcome counters (see counters.go): one round trip.
+// An event of a deleted user (deleted_user) whose data was erased already
+// is erased at once (see eraseIfUserErased).
 // Its error wraps models.ErrNotFound for an id that is not an event id.
 func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Outcome, now time.Time) error {
 	oid, err := bson.ObjectIDFromHex(id)
@@ -558,12 +560,18 @@ func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Ou
 	if err != nil {
 		return fmt.Errorf("mark event %s processed: %w", id, err)
 	}
+	if outcome == models.OutcomeDeletedUser {
+		if err := e.eraseIfUserErased(ctx, oid, now); err != nil {
+			return fmt.Errorf("mark event %s processed: %w", id, err)
+		}
+	}
 	return nil
 }
 
 // MarkFailed records a failed attempt with its error and when the sweep
 // should retry it (nil: never), unless the event has been processed
-// meanwhile (by a concurrent delivery): processed is final.
+// meanwhile (by a concurrent delivery): processed is final. An event given
+// up whose user was erased is erased at once.
 func (e *Events) MarkFailed(ctx context.Context, id string, cause string, retryAt *time.Time) error {
 	oid, err := bson.ObjectIDFromHex(id)
 	if err != nil {
@@ -583,8 +591,15 @@ func (e *Events) MarkFailed(ctx context.Context, id string, cause string, retryA
 		unset = append(unset, bson.E{Key: "retryAt", Value: ""})
 	}
 	update = append(update, bson.E{Key: "$unset", Value: unset})
-	if _, err := updateByID(ctx, e.primary, oid, bson.D{notProcessed}, update); err != nil {
+	done, err := updateByID(ctx, e.primary, oid, bson.D{notProcessed}, update)
+	if err != nil {
 		return fmt.Errorf("mark event %s failed: %w", id, err)
+	}
+	if done && retryAt == nil {
+		// Given up: erasable now, and at once if its user was erased.
+		if err := e.eraseIfUserErased(ctx, oid, time.Now().UTC()); err != nil {
+			return fmt.Errorf("mark event %s failed: %w", id, err)
+		}
 	}
 	return nil
 }

@@ -42,6 +42,8 @@ type userDoc struct {
 	// EraseAfter is set on a tombstone whose events still hold personal
 	// data: the time erasure counts from (see erase.go). Sparse-indexed.
 	EraseAfter *time.Time `bson:"eraseAfter,omitempty"`
+	// ErasedAt is set on a tombstone once its events were erased.
+	ErasedAt *time.Time `bson:"erasedAt,omitempty"`
 }
 
 func (d userDoc) model() (models.User, error) {
@@ -276,12 +278,18 @@ func withoutEmail(ch models.Change) models.Change {
 
 // keepErasable makes erasure come back for a deleted user whose events
 // were all erased already: the event that found the user deleted holds
-// personal data too.
+// personal data too. Marking it processed erases it at once when the user
+// was erased (see eraseIfUserErased); this mark is for a mark that never
+// comes (a crash), and is then due at once.
 func (u *Users) keepErasable(ctx context.Context, d models.Decision, cur userDoc) error {
 	if d != models.DecideDeletedUser || cur.EraseAfter != nil || cur.DeletedAt == nil {
 		return nil
 	}
-	return u.rearmErasure(ctx, cur.UserID, *cur.DeletedAt)
+	due := *cur.DeletedAt
+	if cur.ErasedAt != nil {
+		due = eraseEpoch
+	}
+	return u.rearmErasure(ctx, cur.UserID, due)
 }
 
 // userWrite is ch as the write of Apply.
@@ -361,7 +369,7 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 // write.
 var versionProjection = bson.D{
 	{Key: "userId", Value: 1}, {Key: "deletedAt", Value: 1}, {Key: "sourceUpdatedAt", Value: 1}, {Key: "lastEventId", Value: 1},
-	{Key: "eraseAfter", Value: 1},
+	{Key: "eraseAfter", Value: 1}, {Key: "erasedAt", Value: 1},
 }
 
 // version is the version of d's stored state, for models.Decide.
