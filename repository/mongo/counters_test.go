@@ -10,7 +10,6 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
-	"github.com/usersync/usersync/repository/repotest"
 )
 
 // TestStats_ProcessedEventsAreCountedByCountersNotByReadingThem checks
@@ -20,7 +19,7 @@ import (
 // counted, and retention's deletes are subtracted.
 func TestStats_ProcessedEventsAreCountedByCountersNotByReadingThem(t *testing.T) {
 	ctx := context.Background()
-	s := repotest.NewStore(t)
+	s := newStore(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	old := now.Add(-48 * time.Hour)
 	var seeded []models.Event
@@ -89,7 +88,7 @@ func TestStats_ProcessedEventsAreCountedByCountersNotByReadingThem(t *testing.T)
 // twice with different outcomes, as two concurrent deliveries would.
 func TestEventsMarkProcessed_TheFirstOutcomeStays(t *testing.T) {
 	ctx := context.Background()
-	s := repotest.NewStore(t)
+	s := newStore(t)
 	ev, _, err := s.Events().Record(ctx, newEvent("msg_first", `{}`))
 	if err != nil {
 		t.Fatal(err)
@@ -102,5 +101,45 @@ func TestEventsMarkProcessed_TheFirstOutcomeStays(t *testing.T) {
 	got, err := s.Events().Get(ctx, ev.ID)
 	if err != nil || got.Outcome != models.OutcomeApplied || got.Attempts != 1 || !got.ProcessedAt.Equal(t0) {
 		t.Errorf("event = %+v, %v; want its first outcome, applied, after 1 attempt", got, err)
+	}
+}
+
+// TestStats_AFoldStoppedHalfWayCountsItsBatchOnce leaves a fold as a crash
+// would, its batch counted in the fold counter and its events still
+// flagged: Stats counts each event once, before and after it finishes the
+// fold.
+func TestStats_AFoldStoppedHalfWayCountsItsBatchOnce(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	var ids []bson.ObjectID
+	for i := range 3 {
+		ev, _, err := s.Events().Record(ctx, newEvent(fmt.Sprintf("msg_fold_%d", i), `{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Events().MarkProcessed(ctx, ev.ID, models.OutcomeApplied, t0); err != nil {
+			t.Fatal(err)
+		}
+		oid, _ := bson.ObjectIDFromHex(ev.ID)
+		ids = append(ids, oid)
+	}
+	// Two of the three counted by a fold that stopped before unflagging them.
+	if _, err := s.Database().Collection(repository.CountersCollection).InsertOne(ctx, bson.D{
+		{Key: "_id", Value: "outcome:applied:fold"}, {Key: "n", Value: int64(2)}, {Key: "pending", Value: ids[:2]},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []string{"first", "second"} {
+		st, err := s.Events().Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ByOutcome[models.OutcomeApplied] != 3 || st.ByStatus[models.StatusProcessed] != 3 {
+			t.Errorf("%s Stats = %+v; want 3 applied", step, st)
+		}
+	}
+	n, err := s.Database().Collection(repository.EventsCollection).CountDocuments(ctx, bson.D{{Key: "uncounted", Value: bson.D{{Key: "$exists", Value: true}}}})
+	if err != nil || n != 0 {
+		t.Errorf("%d events still flagged after Stats folded, %v; want 0", n, err)
 	}
 }

@@ -11,20 +11,15 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
-	"github.com/usersync/usersync/repository/repotest"
 )
 
 // TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory asks the server to
 // explain each query of README.md's query → index table and fails when
 // its winning plan scans the collection (COLLSCAN) or sorts in memory
-// (SORT). It needs a MongoDB at MONGODB_URI: the embedded engine neither
-// explains nor uses indexes that way (see sqliteindex_test.go for it).
+// (SORT). It needs a MongoDB at MONGODB_URI.
 func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
-	if !repotest.UsesMongoDB() {
-		t.Skip("needs MONGODB_URI: explains MongoDB's query plans")
-	}
 	ctx := context.Background()
-	s := repotest.NewStore(t)
+	s := newStore(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	// Some documents, so that every collection and index exists.
 	if _, err := s.Users().Apply(ctx, change("user_1", "msg_1", time.Second, "a@example.com"), now); err != nil {

@@ -68,7 +68,7 @@ func (s *Store) Migrate(ctx context.Context) (rekeyed int, err error) {
 	// otherwise bound the cursor over every user.
 	ctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
 	defer cancel()
-	if _, err := s.prepare(ctx); err != nil {
+	if err := s.prepare(ctx); err != nil {
 		return 0, err
 	}
 	err = s.events.counters.coll.FindOne(ctx, bson.D{{Key: "_id", Value: schemaMark}}).Err()
@@ -101,6 +101,7 @@ func (s *Store) recount(ctx context.Context) error {
 	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser} {
 		n, err := s.events.primary.CountDocuments(ctx, bson.D{
 			{Key: "status", Value: models.StatusProcessed}, {Key: "outcome", Value: o},
+			{Key: "uncounted", Value: nil}, // the flagged ones are counted as such (see counters.go)
 		})
 		if err != nil {
 			return fmt.Errorf("count %s events: %w", o, translate(err))

@@ -1,14 +1,16 @@
-// Package mongo is usersync's MongoDB store (and, until the embedded store
-// replaces it, the embedded engine's): one store per collection, their indexes, and the one place where
-// driver errors become the sentinel errors of package models.
+// Package mongo is usersync's MongoDB store: one store per collection,
+// their indexes, and the one place where driver errors become the
+// sentinel errors of package models.
 //
-// Everything here stays inside what MongoDB and FerretDB 1.x do the same
-// way: no transactions, no partial indexes, no collations.
+// Everything here stays inside what MongoDB and the DocumentDB-based
+// engines do the same way (../shared/ENGINES.md): no transactions, no
+// partial indexes, no collations; every write whose result depends on a
+// document's state is one conditional write, which the server applies
+// atomically.
 package mongo
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -37,12 +39,9 @@ const (
 
 // Store is a connection to one database and its stores.
 type Store struct {
-	client *mongo.Client
-	db     *mongo.Database
-	uri    string
-	// sqlite is the embedded engine's data file of db, opened by Prepare
-	// when the engine runs in this process; nil otherwise.
-	sqlite    *sql.DB
+	client    *mongo.Client
+	db        *mongo.Database
+	uri       string
 	opTimeout time.Duration
 	users     *Users
 	events    *Events
@@ -100,28 +99,24 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 	}
 	db := client.Database(dbName)
 	primary := options.Collection().SetReadPreference(readpref.Primary())
-	eng := engine(atomicEngine{}) // until Prepare knows the server
-	counters := &counters{coll: db.Collection(CountersCollection, primary), eng: eng}
+	counters := &counters{coll: db.Collection(CountersCollection, primary)}
 	return &Store{
 		client:    client,
 		db:        db,
 		uri:       uri,
 		opTimeout: o.OperationTimeout,
 		users: &Users{
-			coll: db.Collection(UsersCollection), primary: db.Collection(UsersCollection, primary), eng: eng,
+			coll: db.Collection(UsersCollection), primary: db.Collection(UsersCollection, primary),
 		},
 		events: &Events{
-			coll: db.Collection(EventsCollection), primary: db.Collection(EventsCollection, primary), eng: eng,
-			search: driverSearch{}, counters: counters,
+			coll: db.Collection(EventsCollection), primary: db.Collection(EventsCollection, primary),
+			counters: counters,
 		},
 	}, nil
 }
 
 // Close disconnects from the server.
 func (s *Store) Close(ctx context.Context) error {
-	if s.sqlite != nil {
-		_ = s.sqlite.Close() // read-only use by now: nothing to lose
-	}
 	return s.client.Disconnect(ctx)
 }
 
@@ -134,98 +129,32 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Prepare sets the store up for the server it talks to and makes sure
-// what correctness needs exists: the collections, the unique indexes
-// (eventId, userId, email; built without a time limit however large the
-// collections) and, on the embedded engine, the SQLite index that makes
-// lookups by _id index lookups (see sqliteindex.go) and the ones that
-// the background work's searches of events use (see eventsearch.go).
-// The other indexes
-// are built by EnsureIndexes: serve runs it in the background, usersync
-// migrate in the foreground. Prepare fails with an error wrapping
-// models.ErrNeedsMigration, naming usersync migrate, when the database holds data
-// of an older usersync (see Migrate).
-//
-// On FerretDB (the embedded engine, or a FerretDB at MONGODB_URI), which
-// it reports, writes that depend on a document's state become a read by
-// _id, a decision in Go and a write by _id, taking turns per key within
-// this process (FerretDB's updates are not atomic), and events keep their
-// body raw only, without the "payload" document.
-func (s *Store) Prepare(ctx context.Context) (ferretDB bool, err error) {
-	if ferretDB, err = s.prepare(ctx); err != nil {
-		return ferretDB, err
+// Prepare makes sure what correctness needs exists: the collections and
+// the unique indexes (eventId, userId, email; built without a time limit
+// however large the collections). The other indexes are built by
+// EnsureIndexes: serve runs it in the background, usersync migrate in the
+// foreground. Prepare fails with an error wrapping
+// models.ErrNeedsMigration, naming usersync migrate, when the database
+// holds data of an older usersync (see Migrate).
+func (s *Store) Prepare(ctx context.Context) error {
+	if err := s.prepare(ctx); err != nil {
+		return err
 	}
-	return ferretDB, s.checkSchema(ctx)
+	return s.checkSchema(ctx)
 }
 
 // prepare is Prepare without the check of the schema, which Migrate
 // makes true.
-func (s *Store) prepare(ctx context.Context) (ferretDB bool, err error) {
-	var info bson.Raw
-	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
-		return false, fmt.Errorf("buildInfo: %w", translate(err))
-	}
-	_, err = info.LookupErr("ferretdbVersion")
-	ferretDB = err == nil
-	eng := engine(atomicEngine{})
-	if ferretDB {
-		eng = serialEngine{locks: new(keyLocks)}
-	}
-	s.users.eng, s.events.eng, s.events.counters.eng = eng, eng, eng
-
+func (s *Store) prepare(ctx context.Context) error {
 	if err := s.createCollections(ctx); err != nil {
-		return ferretDB, err
+		return err
 	}
 	bctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
 	defer cancel()
-	if err := s.ensureIndexes(bctx, true); err != nil {
-		return ferretDB, err
-	}
-	s.events.search = driverSearch{}
-	if ferretDB {
-		if dir, ok := embeddedDir(s.uri); ok {
-			if err := s.prepareSQLite(ctx, dir); err != nil {
-				return ferretDB, err
-			}
-		}
-	}
-	return ferretDB, nil
+	return s.ensureIndexes(bctx, true)
 }
 
-// prepareSQLite opens the embedded engine's data file of the database,
-// once, makes its indexes, and turns the events' searches to SQL.
-func (s *Store) prepareSQLite(ctx context.Context, dir string) error {
-	if s.sqlite == nil {
-		conn, err := openSQLite(dir, s.db.Name())
-		if err != nil {
-			return fmt.Errorf("open embedded data file: %w", err)
-		}
-		s.sqlite = conn
-	}
-	if err := ensureSQLiteIDIndexes(ctx, s.sqlite); err != nil {
-		return err
-	}
-	if err := ensureSQLiteEventIndexes(ctx, s.sqlite); err != nil {
-		return err
-	}
-	s.events.search = sqliteSearch{conn: s.sqlite, uri: s.uri, timeout: s.opTimeout}
-	return nil
-}
-
-// IndexedByID reports whether lookups by _id are index lookups. It is
-// false only for a FerretDB server usersync does not run itself, whose
-// SQLite files it cannot reach.
-func (s *Store) IndexedByID() bool {
-	if _, serial := s.users.eng.(serialEngine); !serial {
-		return true
-	}
-	_, ok := embeddedDir(s.uri)
-	return ok
-}
-
-// createCollections creates the collections that do not exist yet, so
-// that every one has its table on the embedded engine before its _id is
-// indexed.
+// createCollections creates the collections that do not exist yet.
 func (s *Store) createCollections(ctx context.Context) error {
 	names, err := s.db.ListCollectionNames(ctx, bson.D{})
 	if err != nil {

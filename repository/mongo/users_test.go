@@ -3,14 +3,12 @@ package mongo_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	stdsync "sync"
 	"testing"
 	"time"
 
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/repository/repotest"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
@@ -28,7 +26,7 @@ func deletion(userID, eventID string, at time.Duration) models.Change {
 
 func TestUsersApply_OrderingAndDeletes(t *testing.T) {
 	ctx := context.Background()
-	s := repotest.NewStore(t)
+	s := newStore(t)
 	steps := []struct {
 		ch   models.Change
 		want models.Outcome
@@ -63,23 +61,28 @@ func TestUsersApply_OrderingAndDeletes(t *testing.T) {
 	if err != nil || u3.Email != "c@example.com" || u3.DeletedAt != nil {
 		t.Errorf("user_3 = %+v, %v", u3, err)
 	}
-	_, err = s.Users().Apply(ctx, change("user_4", "msg_i", time.Second, "c@example.com"), time.Now())
-	if !errors.Is(err, models.ErrEmailTaken) {
-		t.Errorf("Apply with a taken email: err = %v, want ErrEmailTaken", err)
+	// user_4's state at 1s claims c@example.com, which user_3 holds with an
+	// older state (same time, smaller event id): user_3 has given it up.
+	if got, err := s.Users().Apply(ctx, change("user_4", "msg_i", time.Second, "c@example.com"), time.Now()); err != nil || got != models.OutcomeApplied {
+		t.Errorf("Apply with an email an older state holds = %q, %v; want applied", got, err)
 	}
-	// Update path (the user exists) to a taken email.
+	// The same on the update path (the user exists).
 	if _, err := s.Users().Apply(ctx, change("user_5", "msg_j", time.Second, "free@example.com"), time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Users().Apply(ctx, change("user_5", "msg_k", 2*time.Second, "c@example.com"), time.Now())
-	if !errors.Is(err, models.ErrEmailTaken) {
-		t.Errorf("update to a taken email: err = %v, want ErrEmailTaken", err)
+	if got, err := s.Users().Apply(ctx, change("user_5", "msg_k", 2*time.Second, "c@example.com"), time.Now()); err != nil || got != models.OutcomeApplied {
+		t.Errorf("update to an email an older state holds = %q, %v; want applied", got, err)
+	}
+	for user, want := range map[string]string{"user_3": "", "user_4": "", "user_5": "c@example.com"} {
+		if u, err := s.Users().Get(ctx, user); err != nil || u.Email != want {
+			t.Errorf("%s = %+v, %v; want email %q", user, u, err, want)
+		}
 	}
 }
 
 func TestUsersApply_MetadataKeysRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	s := repotest.NewStore(t)
+	s := newStore(t)
 	meta := `{"a.b":1,"$set":{"x.y":[1,2.5,"z",null,true]},"%2E":"pct","":"empty","ü€😀":{"k\u0000":"nul"},"big":12345678901234,"neg":-3,"html":"<&>","arr":[{"$k":{}}],"b":false}`
 	ch := change("user_m", "msg_m", time.Second, "")
 	ch.Metadata = json.RawMessage(meta)
@@ -100,7 +103,7 @@ func TestUsersApply_MetadataKeysRoundTrip(t *testing.T) {
 
 func TestUsersApply_ConcurrentStatesOfAUserEndOnTheNewest(t *testing.T) {
 	ctx := context.Background()
-	s := repotest.NewStore(t)
+	s := newStore(t)
 	const users, versions = 30, 4
 	for u := range users {
 		if _, err := s.Users().Apply(ctx, change(fmt.Sprintf("user_%d", u), "msg_0", 0, ""), time.Now()); err != nil {
