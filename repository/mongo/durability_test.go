@@ -9,7 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 
 	repository "github.com/usersync/usersync/repository/mongo"
-	"github.com/usersync/usersync/repository/repotest"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline looks at
@@ -31,14 +31,14 @@ func TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline(t *testing.T) 
 			defer mu.Unlock()
 			cmds[e.CommandName] = e.Command
 		}}
-		uri := repotest.URI(t)
+		uri := mongotest.URI(t)
 		if tc.query != "" {
 			if uri[len(uri)-1] != '/' {
 				uri += "/"
 			}
 			uri += tc.query
 		}
-		s := repotest.NewStoreAt(t, uri, repository.Options{Monitor: mon})
+		s := mongotest.OpenAt(t, uri, repository.Options{Monitor: mon})
 		ctx := context.Background() // no deadline of its own
 		ev, _, err := s.Events().Record(ctx, newEvent("msg_wc", `{}`))
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
-	"github.com/usersync/usersync/repository/repotest"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // An event stored for a deleted user while a pass unmarks the user's
@@ -17,7 +17,7 @@ import (
 // the next pass erases that event.
 func TestErasure_AnEventStoredDuringAPassKeepsTheUserDue(t *testing.T) {
 	ctx := context.Background()
-	s := repotest.NewStore(t)
+	s := mongotest.Open(t)
 	marked := func(userID string) bool {
 		t.Helper()
 		n, err := s.Database().Collection(repository.UsersCollection).CountDocuments(ctx, bson.D{

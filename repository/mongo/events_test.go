@@ -11,6 +11,7 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 	"github.com/usersync/usersync/repository/repotest"
 )
 
@@ -23,7 +24,7 @@ func newEvent(id, body string) models.Event {
 
 func TestEventsRecord_ARetryIsRecognised(t *testing.T) {
 	ctx := context.Background()
-	s := repotest.NewStore(t)
+	s := mongotest.Open(t)
 	first, created, err := s.Events().Record(ctx, newEvent("msg_1", `{"type":"user.created"}`))
 	if err != nil || !created || first.Status != models.StatusStored {
 		t.Fatalf("Record = %+v, %v, %v; want a new stored event", first, created, err)
@@ -50,7 +51,7 @@ func TestEventsRecord_ARetryIsRecognised(t *testing.T) {
 
 func TestEventsRecord_KeepsEveryBodyTheEngineCannotStoreAsADocument(t *testing.T) {
 	ctx := context.Background()
-	s := repotest.NewStore(t)
+	s := mongotest.Open(t)
 	repository.SetPayloadDocsForTest(s, true) // the payload document is what an engine may refuse
 	deep := `{"type":"user.created","data":` + strings.Repeat(`{"a":`, 300) + `1` + strings.Repeat(`}`, 300) + `}`
 	ev, created, err := s.Events().Record(ctx, newEvent("msg_deep", deep))
@@ -64,7 +65,7 @@ func TestEventsRecord_KeepsEveryBodyTheEngineCannotStoreAsADocument(t *testing.T
 }
 
 func TestEventsGet_UnknownIsNotFound(t *testing.T) {
-	s := repotest.NewStore(t)
+	s := mongotest.Open(t)
 	for _, id := range []string{"nope", bson.NewObjectID().Hex()} {
 		if _, err := s.Events().Get(context.Background(), id); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("Get(%q) error = %v, want ErrNotFound", id, err)
@@ -91,7 +92,7 @@ func TestStore_EngineDownIsUnavailable(t *testing.T) {
 func TestEventsRecord_StoresThePayloadAsADocumentAndTheBodyExactly(t *testing.T) {
 	ctx := context.Background()
 	for _, docs := range []bool{true, false} {
-		s := repotest.NewStore(t)
+		s := mongotest.Open(t)
 		repository.SetPayloadDocsForTest(s, docs) // as on MongoDB, and as on FerretDB
 		body := `{"type":"user.created","data":{"id":"user_1","public_metadata":{"a.b":{"$c":1}}}}`
 		ev, _, err := s.Events().Record(ctx, newEvent("msg_p", body))
@@ -120,7 +121,7 @@ func TestEventsRecord_StoresThePayloadAsADocumentAndTheBodyExactly(t *testing.T)
 
 func TestEventsRecord_KeepsANonUTF8BodyAsBinary(t *testing.T) {
 	ctx := context.Background()
-	s := repotest.NewStore(t)
+	s := mongotest.Open(t)
 	body := "{\"type\":\"user.created\",\"x\":\"\xff\xfe\"}"
 	ev, _, err := s.Events().Record(ctx, newEvent("msg_bin", body))
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
-	"github.com/usersync/usersync/repository/repotest"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory asks the server to
@@ -20,11 +20,8 @@ import (
 // (SORT). It needs a MongoDB at MONGODB_URI: the embedded engine neither
 // explains nor uses indexes that way (see sqliteindex_test.go for it).
 func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
-	if !repotest.UsesMongoDB() {
-		t.Skip("needs MONGODB_URI: explains MongoDB's query plans")
-	}
 	ctx := context.Background()
-	s := repotest.NewStore(t)
+	s := mongotest.Open(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	// Some documents, so that every collection and index exists.
 	if _, err := s.Users().Apply(ctx, change("user_1", "msg_1", time.Second, "a@example.com"), now); err != nil {

@@ -9,26 +9,15 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	repository "github.com/usersync/usersync/repository/mongo"
-
-	"github.com/usersync/usersync/repository/repotest"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 func TestStore_EnsureIndexesIsIdempotent(t *testing.T) {
-	s := repotest.NewStore(t) // ensures once
+	s := mongotest.Open(t) // ensures once
 	for i := 0; i < 2; i++ {
 		if err := s.EnsureIndexes(context.Background()); err != nil {
 			t.Fatalf("EnsureIndexes again: %v", err)
 		}
-	}
-}
-
-func TestStore_RecognisesTheEmbeddedEngineAsFerretDB(t *testing.T) {
-	if repotest.UsesMongoDB() {
-		t.Skip("the server at MONGODB_URI may be either")
-	}
-	ferret, err := repotest.NewStore(t).Prepare(context.Background())
-	if err != nil || !ferret {
-		t.Errorf("Prepare() = %v, %v; want FerretDB recognised", ferret, err)
 	}
 }
 
@@ -37,7 +26,7 @@ func TestStore_RecognisesTheEmbeddedEngineAsFerretDB(t *testing.T) {
 // planner slower), are dropped, and the ones the queries use exist.
 func TestStore_EnsureIndexesDropsIndexesNoQueryUses(t *testing.T) {
 	ctx := context.Background()
-	s := repotest.NewStore(t)
+	s := mongotest.Open(t)
 	old := map[string][]mongo.IndexModel{
 		repository.UsersCollection: {
 			{Keys: bson.D{{Key: "updatedAt", Value: -1}}},
