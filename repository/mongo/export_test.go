@@ -47,6 +47,9 @@ var (
 // TranslateForTest is translate.
 func TranslateForTest(err error) error { return translate(err) }
 
+// ConflictIndexForTest is the index that refused the write err reports.
+func ConflictIndexForTest(err error) string { return conflictIndex(err) }
+
 // UserWriteFilter is the filter of Apply's conditional update of ch.
 func UserWriteFilter(ch models.Change) bson.D {
 	w, _ := newUserWrite(ch, time.Now())

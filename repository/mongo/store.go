@@ -345,45 +345,32 @@ func indexName(keys bson.D) string {
 // translate turns a driver error into one that wraps a models sentinel where
 // one applies, keeping the driver error in the chain for logs. A cancelled
 // context is left as it is: it is the caller going away, not the database
-// failing, and callers tell the two apart.
+// failing, and callers tell the two apart. A unique-index violation is
+// models.ErrEmailTaken for the email index and models.ErrConflict for any
+// other, whatever code or words the engine used, and its text never
+// carries the server's message, which quotes the duplicate value (see
+// conflictError).
 func translate(err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, mongo.ErrNoDocuments):
+	}
+	if errors.Is(err, mongo.ErrNoDocuments) {
 		return models.ErrNotFound
-	case errors.Is(err, context.Canceled):
+	}
+	var translated *conflictError
+	if errors.Is(err, context.Canceled) || errors.As(err, &translated) {
 		return err
-	case isUniqueViolation(err) && violatesEmail(err):
-		return fmt.Errorf("%w: %w", models.ErrEmailTaken, err)
-	case isUniqueViolation(err):
-		return fmt.Errorf("%w: %w", models.ErrConflict, err)
+	}
+	if index, ok := uniqueViolation(err); ok {
+		return translateConflict(err, index)
+	}
+	switch {
 	case isStorageFull(err):
 		return storageFull(err)
 	case isUnavailable(err):
 		return fmt.Errorf("%w: %w", models.ErrUnavailable, err)
 	}
 	return err
-}
-
-// isUniqueViolation is true for E11000 and for the embedded engine's way of
-// reporting the same violation from an update (code 1, "UNIQUE constraint
-// failed"); see ../shared/FERRETDB.md.
-func isUniqueViolation(err error) bool {
-	if mongo.IsDuplicateKeyError(err) {
-		return true
-	}
-	var se mongo.ServerError
-	return errors.As(err, &se) && se.HasErrorCode(1) && strings.Contains(err.Error(), "UNIQUE constraint failed")
-}
-
-// violatesEmail reports whether a unique violation is the email index's,
-// as the engines name it: MongoDB "index: email_1 dup key", the embedded
-// engine's update "UNIQUE constraint failed: index '<table>_email_1'". The
-// embedded engine's insert names no index (see Users.applySerial).
-func violatesEmail(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "index: "+emailIndex+" ") || strings.Contains(msg, "_"+emailIndex+"'")
 }
 
 // unavailableCodes are the server errors a retry may heal: a replica set
