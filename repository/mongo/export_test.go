@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/usersync/usersync/models"
 )
@@ -43,6 +44,11 @@ var (
 	DocIDForTest     = docID
 	UnavailableCodes = unavailableCodes
 )
+
+// ClientOptionsForTest is clientOptions.
+func ClientOptionsForTest(uri string, o Options) (*options.ClientOptions, error) {
+	return clientOptions(uri, o)
+}
 
 // TranslateForTest is translate.
 func TranslateForTest(err error) error { return translate(err) }

@@ -51,7 +51,8 @@ type Store struct {
 // Options tune a connection.
 type Options struct {
 	// ServerSelectionTimeout bounds how long an operation waits for a
-	// reachable server before failing with models.ErrUnavailable.
+	// reachable server before failing with models.ErrUnavailable (default
+	// 5 s; the URI's serverSelectionTimeoutMS wins).
 	ServerSelectionTimeout time.Duration
 	// OperationTimeout bounds every operation whose context has no
 	// deadline of its own (default 10 s; the URI's timeoutMS wins).
@@ -71,28 +72,16 @@ const indexBuildTimeout = 24 * time.Hour
 // Open connects to the database named dbName at uri. It does not wait for
 // the server: Prepare does, and must be called before the store is used.
 //
-// Writes are acknowledged by a majority of the replica set unless the URI
-// sets w; the reads that decide a write go to the primary whatever the
-// URI's read preference (see Users.Apply and Events.Record).
+// The URI is the user's: what it sets wins over every default here (see
+// clientOptions). A URI that asks for unacknowledged writes (w=0) is
+// refused with an error wrapping models.ErrInvalid.
 func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
-	if o.ServerSelectionTimeout == 0 {
-		o.ServerSelectionTimeout = 5 * time.Second
-	}
 	if o.OperationTimeout == 0 {
 		o.OperationTimeout = DefaultOperationTimeout
 	}
-	opts := options.Client().ApplyURI(uri).
-		SetServerSelectionTimeout(o.ServerSelectionTimeout).
-		SetConnectTimeout(o.ServerSelectionTimeout).
-		SetAppName("usersync")
-	if opts.WriteConcern == nil {
-		opts.SetWriteConcern(writeconcern.Majority())
-	}
-	if opts.Timeout == nil {
-		opts.SetTimeout(o.OperationTimeout)
-	}
-	if o.Monitor != nil {
-		opts.SetMonitor(o.Monitor)
+	opts, err := clientOptions(uri, o)
+	if err != nil {
+		return nil, err
 	}
 	client, err := mongo.Connect(opts)
 	if err != nil {
@@ -115,6 +104,70 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 			search: driverSearch{}, counters: counters,
 		},
 	}, nil
+}
+
+// Defaults of a connection, where the URI says nothing.
+const (
+	defaultServerSelectionTimeout = 5 * time.Second
+	defaultAppName                = "usersync"
+)
+
+// clientOptions are the driver's options for uri: the URI's own, and a
+// default for what it leaves unset. The driver parses the URI
+// (connstring, and for mongodb+srv its DNS records) once, in ApplyURI;
+// an option it leaves nil is one the URI did not set. So a URI's w,
+// journal, timeoutMS, serverSelectionTimeoutMS, connectTimeoutMS,
+// appName, readPreference and retryWrites all stand: Amazon DocumentDB
+// and Cosmos DB are used with retryWrites=false, a w=1 or a
+// secondaryPreferred is a choice of the user's. The defaults:
+//   - writes are acknowledged by a majority of the replica set (w:
+//     "majority"; a URI that sets only journal keeps it), so that an
+//     acknowledged event survives a failover;
+//   - an operation without a deadline of its own gets o.OperationTimeout;
+//   - server selection and connecting give up after
+//     o.ServerSelectionTimeout (5 s), and the server sees the application
+//     name "usersync".
+//
+// Reads that decide a write go to the primary, whatever the URI's read
+// preference (see Users.Apply and Events.Record): that is part of the
+// write, not a preference. Every other read follows the URI.
+func clientOptions(uri string, o Options) (*options.ClientOptions, error) {
+	opts := options.Client().ApplyURI(uri)
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("MONGODB_URI %s: %w: %w", redactURI(uri), models.ErrInvalid, err)
+	}
+	if wc := opts.WriteConcern; wc != nil && !wc.Acknowledged() {
+		return nil, fmt.Errorf("MONGODB_URI %s asks for unacknowledged writes (w=0): usersync answers a webhook only once its event is stored: %w",
+			redactURI(uri), models.ErrInvalid)
+	}
+	switch {
+	case opts.WriteConcern == nil:
+		opts.SetWriteConcern(writeconcern.Majority())
+	case opts.WriteConcern.W == nil: // journal alone
+		wc := *opts.WriteConcern
+		wc.W = writeconcern.Majority().W
+		opts.SetWriteConcern(&wc)
+	}
+	if opts.Timeout == nil && o.OperationTimeout > 0 {
+		opts.SetTimeout(o.OperationTimeout)
+	}
+	selection := o.ServerSelectionTimeout
+	if selection == 0 {
+		selection = defaultServerSelectionTimeout
+	}
+	if opts.ServerSelectionTimeout == nil {
+		opts.SetServerSelectionTimeout(selection)
+	}
+	if opts.ConnectTimeout == nil {
+		opts.SetConnectTimeout(selection)
+	}
+	if opts.AppName == nil {
+		opts.SetAppName(defaultAppName)
+	}
+	if o.Monitor != nil {
+		opts.SetMonitor(o.Monitor)
+	}
+	return opts, nil
 }
 
 // Close disconnects from the server.

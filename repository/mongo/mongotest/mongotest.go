@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,4 +95,26 @@ func Unprepared(t testing.TB, uri, dbName string, o repository.Options) *reposit
 		_ = s.Close(ctx)
 	})
 	return s
+}
+
+// WithOption returns uri with the option key=value in its query: merged
+// into the query the URI has (replacing the key if it is there), never
+// appended as a second one.
+func WithOption(uri, key, value string) string {
+	base, query, hasQuery := strings.Cut(uri, "?")
+	if !hasQuery {
+		// The options follow the hosts and the database: "host/?k=v".
+		_, rest, _ := strings.Cut(base, "://")
+		if !strings.Contains(rest, "/") {
+			base += "/"
+		}
+	}
+	var kept []string
+	for _, kv := range strings.Split(query, "&") {
+		k, _, _ := strings.Cut(kv, "=")
+		if kv != "" && !strings.EqualFold(k, key) {
+			kept = append(kept, kv)
+		}
+	}
+	return base + "?" + strings.Join(append(kept, key+"="+value), "&")
 }
