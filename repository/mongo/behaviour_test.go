@@ -1,5 +1,3 @@
-//go:build storetest
-
 package mongo_test
 
 import (
