@@ -39,7 +39,7 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (s store, clos
 	}
 	// No deadline: building a unique index on a large collection takes
 	// what it takes, and a stop signal still cancels ctx.
-	if _, err := m.Prepare(ctx); err != nil {
+	if err := m.Prepare(ctx); err != nil {
 		closeStore()
 		if errors.Is(err, models.ErrUnavailable) {
 			return nil, nil, fmt.Errorf("MONGODB_URI: cannot prepare database %q (is the server reachable, and are the URI's host, port and credentials right?): %w", cfg.Database, err)

@@ -50,7 +50,8 @@ type Store struct {
 // Options tune a connection.
 type Options struct {
 	// ServerSelectionTimeout bounds how long an operation waits for a
-	// reachable server before failing with models.ErrUnavailable.
+	// reachable server before failing with models.ErrUnavailable (default
+	// 5 s; the URI's serverSelectionTimeoutMS wins).
 	ServerSelectionTimeout time.Duration
 	// OperationTimeout bounds every operation whose context has no
 	// deadline of its own (default 10 s; the URI's timeoutMS wins).
@@ -70,28 +71,16 @@ const indexBuildTimeout = 24 * time.Hour
 // Open connects to the database named dbName at uri. It does not wait for
 // the server: Prepare does, and must be called before the store is used.
 //
-// Writes are acknowledged by a majority of the replica set unless the URI
-// sets w; the reads that decide a write go to the primary whatever the
-// URI's read preference (see Users.Apply and Events.Record).
+// The URI is the user's: what it sets wins over every default here (see
+// clientOptions). A URI that asks for unacknowledged writes (w=0) is
+// refused with an error wrapping models.ErrInvalid.
 func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
-	if o.ServerSelectionTimeout == 0 {
-		o.ServerSelectionTimeout = 5 * time.Second
-	}
 	if o.OperationTimeout == 0 {
 		o.OperationTimeout = DefaultOperationTimeout
 	}
-	opts := options.Client().ApplyURI(uri).
-		SetServerSelectionTimeout(o.ServerSelectionTimeout).
-		SetConnectTimeout(o.ServerSelectionTimeout).
-		SetAppName("usersync")
-	if opts.WriteConcern == nil {
-		opts.SetWriteConcern(writeconcern.Majority())
-	}
-	if opts.Timeout == nil {
-		opts.SetTimeout(o.OperationTimeout)
-	}
-	if o.Monitor != nil {
-		opts.SetMonitor(o.Monitor)
+	opts, err := clientOptions(uri, o)
+	if err != nil {
+		return nil, err
 	}
 	client, err := mongo.Connect(opts)
 	if err != nil {
@@ -113,6 +102,70 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 			counters: counters,
 		},
 	}, nil
+}
+
+// Defaults of a connection, where the URI says nothing.
+const (
+	defaultServerSelectionTimeout = 5 * time.Second
+	defaultAppName                = "usersync"
+)
+
+// clientOptions are the driver's options for uri: the URI's own, and a
+// default for what it leaves unset. The driver parses the URI
+// (connstring, and for mongodb+srv its DNS records) once, in ApplyURI;
+// an option it leaves nil is one the URI did not set. So a URI's w,
+// journal, timeoutMS, serverSelectionTimeoutMS, connectTimeoutMS,
+// appName, readPreference and retryWrites all stand: Amazon DocumentDB
+// and Cosmos DB are used with retryWrites=false, a w=1 or a
+// secondaryPreferred is a choice of the user's. The defaults:
+//   - writes are acknowledged by a majority of the replica set (w:
+//     "majority"; a URI that sets only journal keeps it), so that an
+//     acknowledged event survives a failover;
+//   - an operation without a deadline of its own gets o.OperationTimeout;
+//   - server selection and connecting give up after
+//     o.ServerSelectionTimeout (5 s), and the server sees the application
+//     name "usersync".
+//
+// Reads that decide a write go to the primary, whatever the URI's read
+// preference (see Users.Apply and Events.Record): that is part of the
+// write, not a preference. Every other read follows the URI.
+func clientOptions(uri string, o Options) (*options.ClientOptions, error) {
+	opts := options.Client().ApplyURI(uri)
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("MONGODB_URI %s: %w: %w", redactURI(uri), models.ErrInvalid, err)
+	}
+	if wc := opts.WriteConcern; wc != nil && !wc.Acknowledged() {
+		return nil, fmt.Errorf("MONGODB_URI %s asks for unacknowledged writes (w=0): usersync answers a webhook only once its event is stored: %w",
+			redactURI(uri), models.ErrInvalid)
+	}
+	switch {
+	case opts.WriteConcern == nil:
+		opts.SetWriteConcern(writeconcern.Majority())
+	case opts.WriteConcern.W == nil: // journal alone
+		wc := *opts.WriteConcern
+		wc.W = writeconcern.Majority().W
+		opts.SetWriteConcern(&wc)
+	}
+	if opts.Timeout == nil && o.OperationTimeout > 0 {
+		opts.SetTimeout(o.OperationTimeout)
+	}
+	selection := o.ServerSelectionTimeout
+	if selection == 0 {
+		selection = defaultServerSelectionTimeout
+	}
+	if opts.ServerSelectionTimeout == nil {
+		opts.SetServerSelectionTimeout(selection)
+	}
+	if opts.ConnectTimeout == nil {
+		opts.SetConnectTimeout(selection)
+	}
+	if opts.AppName == nil {
+		opts.SetAppName(defaultAppName)
+	}
+	if o.Monitor != nil {
+		opts.SetMonitor(o.Monitor)
+	}
+	return opts, nil
 }
 
 // Close disconnects from the server.
@@ -274,45 +327,32 @@ func indexName(keys bson.D) string {
 // translate turns a driver error into one that wraps a models sentinel where
 // one applies, keeping the driver error in the chain for logs. A cancelled
 // context is left as it is: it is the caller going away, not the database
-// failing, and callers tell the two apart.
+// failing, and callers tell the two apart. A unique-index violation is
+// models.ErrEmailTaken for the email index and models.ErrConflict for any
+// other, whatever code or words the engine used, and its text never
+// carries the server's message, which quotes the duplicate value (see
+// conflictError).
 func translate(err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, mongo.ErrNoDocuments):
+	}
+	if errors.Is(err, mongo.ErrNoDocuments) {
 		return models.ErrNotFound
-	case errors.Is(err, context.Canceled):
+	}
+	var translated *conflictError
+	if errors.Is(err, context.Canceled) || errors.As(err, &translated) {
 		return err
-	case isUniqueViolation(err) && violatesEmail(err):
-		return fmt.Errorf("%w: %w", models.ErrEmailTaken, err)
-	case isUniqueViolation(err):
-		return fmt.Errorf("%w: %w", models.ErrConflict, err)
+	}
+	if index, ok := uniqueViolation(err); ok {
+		return translateConflict(err, index)
+	}
+	switch {
 	case isStorageFull(err):
 		return storageFull(err)
 	case isUnavailable(err):
 		return fmt.Errorf("%w: %w", models.ErrUnavailable, err)
 	}
 	return err
-}
-
-// isUniqueViolation is true for E11000 and for the embedded engine's way of
-// reporting the same violation from an update (code 1, "UNIQUE constraint
-// failed"); see ../shared/FERRETDB.md.
-func isUniqueViolation(err error) bool {
-	if mongo.IsDuplicateKeyError(err) {
-		return true
-	}
-	var se mongo.ServerError
-	return errors.As(err, &se) && se.HasErrorCode(1) && strings.Contains(err.Error(), "UNIQUE constraint failed")
-}
-
-// violatesEmail reports whether a unique violation is the email index's,
-// as the engines name it: MongoDB "index: email_1 dup key", the embedded
-// engine's update "UNIQUE constraint failed: index '<table>_email_1'". The
-// embedded engine's insert names no index (see Users.applySerial).
-func violatesEmail(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "index: "+emailIndex+" ") || strings.Contains(msg, "_"+emailIndex+"'")
 }
 
 // unavailableCodes are the server errors a retry may heal: a replica set
