@@ -9,7 +9,6 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
-	"github.com/usersync/usersync/repository/repotest"
 )
 
 // benchSeeded is the Clerk time of every seeded user's state.
@@ -31,19 +30,17 @@ func seedUsers(b *testing.B, s *repository.Store, n int) {
 	}
 }
 
-// BenchmarkUsersApply_Embedded measures the write of one user change on
-// the embedded engine, whatever MONGODB_URI says, as the collection grows:
-// a newer state of an existing user (a read and an update by _id), an
-// older one (a read by _id), and a new user (one insert). With the _id
-// index (see sqliteindex.go) none of them should grow with the
-// collection. The engine runs in this process: the allocations reported
-// are its as well as the driver's.
-func BenchmarkUsersApply_Embedded(b *testing.B) {
-	engine := repotest.StartEngine(b)
+// BenchmarkUsersApply measures the write of one user change on the server
+// at MONGODB_URI as the collection grows: a newer state of an existing
+// user (one conditional upsert), an older one (the upsert, refused, and a
+// read by _id), and a new user (the upsert). None of them should grow with
+// the collection.
+func BenchmarkUsersApply(b *testing.B) {
+	uri := serverURI(b)
 	ctx := context.Background()
 	meta := json.RawMessage(`{"plan":"pro","roles":["editor"]}`)
 	for _, size := range []int{100, 1000} {
-		s := repotest.NewStoreAt(b, engine.URI(), repository.Options{})
+		s := newStoreWith(b, uri, repository.Options{})
 		seedUsers(b, s, size)
 		seq := 0 // every change gets a later Clerk time and its own event id
 		ops := []struct {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
-	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // TestStats_ProcessedEventsAreCountedByCountersNotByReadingThem checks
@@ -20,7 +19,7 @@ import (
 // counted, and retention's deletes are subtracted.
 func TestStats_ProcessedEventsAreCountedByCountersNotByReadingThem(t *testing.T) {
 	ctx := context.Background()
-	s := mongotest.Open(t)
+	s := newStore(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	old := now.Add(-48 * time.Hour)
 	var seeded []models.Event
@@ -89,7 +88,7 @@ func TestStats_ProcessedEventsAreCountedByCountersNotByReadingThem(t *testing.T)
 // twice with different outcomes, as two concurrent deliveries would.
 func TestEventsMarkProcessed_TheFirstOutcomeStays(t *testing.T) {
 	ctx := context.Background()
-	s := mongotest.Open(t)
+	s := newStore(t)
 	ev, _, err := s.Events().Record(ctx, newEvent("msg_first", `{}`))
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
-	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // TestUsersApply_ATakenEmailIsSaidByTheFirstRefusedWrite gives a user an
@@ -35,7 +34,7 @@ func TestUsersApply_ATakenEmailIsSaidByTheFirstRefusedWrite(t *testing.T) {
 		cmds = nil
 		return c
 	}
-	s := mongotest.OpenWith(t, repository.Options{Monitor: mon})
+	s := newStoreWith(t, serverURI(t), repository.Options{Monitor: mon})
 	for _, ch := range []models.Change{
 		change("user_holder", "msg_1", time.Second, "taken@example.com"),
 		change("user_other", "msg_2", time.Second, "free@example.com"),

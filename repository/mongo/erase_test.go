@@ -9,7 +9,6 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
-	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // An event stored for a deleted user while a pass unmarks the user's
@@ -17,7 +16,7 @@ import (
 // the next pass erases that event.
 func TestErasure_AnEventStoredDuringAPassKeepsTheUserDue(t *testing.T) {
 	ctx := context.Background()
-	s := mongotest.Open(t)
+	s := newStore(t)
 	marked := func(userID string) bool {
 		t.Helper()
 		n, err := s.Database().Collection(repository.UsersCollection).CountDocuments(ctx, bson.D{

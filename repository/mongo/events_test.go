@@ -5,14 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
-	"github.com/usersync/usersync/repository/mongo/mongotest"
-	"github.com/usersync/usersync/repository/repotest"
 )
 
 func newEvent(id, body string) models.Event {
@@ -24,7 +21,7 @@ func newEvent(id, body string) models.Event {
 
 func TestEventsRecord_ARetryIsRecognised(t *testing.T) {
 	ctx := context.Background()
-	s := mongotest.Open(t)
+	s := newStore(t)
 	first, created, err := s.Events().Record(ctx, newEvent("msg_1", `{"type":"user.created"}`))
 	if err != nil || !created || first.Status != models.StatusStored {
 		t.Fatalf("Record = %+v, %v, %v; want a new stored event", first, created, err)
@@ -51,7 +48,7 @@ func TestEventsRecord_ARetryIsRecognised(t *testing.T) {
 
 func TestEventsRecord_KeepsEveryBodyTheEngineCannotStoreAsADocument(t *testing.T) {
 	ctx := context.Background()
-	s := mongotest.Open(t)
+	s := newStore(t)
 	repository.SetPayloadDocsForTest(s, true) // the payload document is what an engine may refuse
 	deep := `{"type":"user.created","data":` + strings.Repeat(`{"a":`, 300) + `1` + strings.Repeat(`}`, 300) + `}`
 	ev, created, err := s.Events().Record(ctx, newEvent("msg_deep", deep))
@@ -65,7 +62,7 @@ func TestEventsRecord_KeepsEveryBodyTheEngineCannotStoreAsADocument(t *testing.T
 }
 
 func TestEventsGet_UnknownIsNotFound(t *testing.T) {
-	s := mongotest.Open(t)
+	s := newStore(t)
 	for _, id := range []string{"nope", bson.NewObjectID().Hex()} {
 		if _, err := s.Events().Get(context.Background(), id); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("Get(%q) error = %v, want ErrNotFound", id, err)
@@ -73,26 +70,10 @@ func TestEventsGet_UnknownIsNotFound(t *testing.T) {
 	}
 }
 
-func TestStore_EngineDownIsUnavailable(t *testing.T) {
-	if repotest.UsesMongoDB() {
-		t.Skip("stops the embedded engine")
-	}
-	engine := repotest.StartEngine(t)
-	s := repotest.NewStoreAt(t, engine.URI(), repository.Options{ServerSelectionTimeout: 500 * time.Millisecond})
-	engine.Stop()
-	if err := s.Ping(context.Background()); !errors.Is(err, models.ErrUnavailable) {
-		t.Errorf("Ping with the engine down = %v, want ErrUnavailable", err)
-	}
-	engine.Start()
-	if err := s.Ping(context.Background()); err != nil {
-		t.Errorf("Ping after restart = %v", err)
-	}
-}
-
 func TestEventsRecord_StoresThePayloadAsADocumentAndTheBodyExactly(t *testing.T) {
 	ctx := context.Background()
 	for _, docs := range []bool{true, false} {
-		s := mongotest.Open(t)
+		s := newStore(t)
 		repository.SetPayloadDocsForTest(s, docs) // as on MongoDB, and as on FerretDB
 		body := `{"type":"user.created","data":{"id":"user_1","public_metadata":{"a.b":{"$c":1}}}}`
 		ev, _, err := s.Events().Record(ctx, newEvent("msg_p", body))
@@ -121,7 +102,7 @@ func TestEventsRecord_StoresThePayloadAsADocumentAndTheBodyExactly(t *testing.T)
 
 func TestEventsRecord_KeepsANonUTF8BodyAsBinary(t *testing.T) {
 	ctx := context.Background()
-	s := mongotest.Open(t)
+	s := newStore(t)
 	body := "{\"type\":\"user.created\",\"x\":\"\xff\xfe\"}"
 	ev, _, err := s.Events().Record(ctx, newEvent("msg_bin", body))
 	if err != nil {

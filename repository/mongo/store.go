@@ -1,16 +1,17 @@
-// Package mongo is usersync's MongoDB store (and, until the embedded store
-// replaces it, the embedded engine's): one store per collection, their indexes, and the one place where
-// driver errors become the sentinel errors of package models.
+// Package mongo is usersync's MongoDB store: one store per collection,
+// their indexes, and the one place where driver errors become the
+// sentinel errors of package models.
 //
-// Everything here stays inside what MongoDB and FerretDB 1.x do the same
-// way: no transactions, no partial indexes, no collations.
+// Everything here stays inside what MongoDB and the DocumentDB-based
+// engines do the same way (../shared/ENGINES.md, docs/mongodb.md): no
+// transactions, no partial indexes, no collations.
 package mongo
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,26 +27,28 @@ import (
 	"github.com/usersync/usersync/repository"
 )
 
-// Collection names.
+// Collection names, before Options.CollectionPrefix.
 const (
 	UsersCollection  = "users"
 	EventsCollection = "user_events"
-	// CountersCollection holds the event counters (see counters.go) and
-	// the marks of completed migrations.
+	// CountersCollection holds the event counters (see counters.go), and
+	// the marks of migrations of earlier versions.
 	CountersCollection = "counters"
 )
 
 // Store is a connection to one database and its stores.
 type Store struct {
-	client *mongo.Client
-	db     *mongo.Database
-	uri    string
-	// sqlite is the embedded engine's data file of db, opened by Prepare
-	// when the engine runs in this process; nil otherwise.
-	sqlite    *sql.DB
+	client    *mongo.Client
+	db        *mongo.Database
+	uri       string
 	opTimeout time.Duration
-	users     *Users
-	events    *Events
+	names     collNames
+	server    Server
+	// owned is set once this store has checked, or made, the database's
+	// mark (see ownership.go); nothing builds indexes before.
+	owned  bool
+	users  *Users
+	events *Events
 }
 
 // Options tune a connection.
@@ -59,6 +62,11 @@ type Options struct {
 	OperationTimeout time.Duration
 	// Monitor, if set, sees every command sent (tests count round trips).
 	Monitor *event.CommandMonitor
+	// CollectionPrefix is put before the name of each of usersync's
+	// collections, for a database usersync must share with another
+	// program: "usersync_" gives usersync_users, usersync_user_events and
+	// so on. Letters, digits, _, - and . only.
+	CollectionPrefix string
 }
 
 // DefaultOperationTimeout bounds an operation whose context has no deadline.
@@ -79,6 +87,9 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 	if o.OperationTimeout == 0 {
 		o.OperationTimeout = DefaultOperationTimeout
 	}
+	if err := checkPrefix(o.CollectionPrefix); err != nil {
+		return nil, err
+	}
 	opts, err := clientOptions(uri, o)
 	if err != nil {
 		return nil, err
@@ -88,19 +99,21 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("connect to %s: %w", redactURI(uri), err)
 	}
 	db := client.Database(dbName)
+	names := collNames{prefix: o.CollectionPrefix}
 	primary := options.Collection().SetReadPreference(readpref.Primary())
 	eng := engine(atomicEngine{}) // until Prepare knows the server
-	counters := &counters{coll: db.Collection(CountersCollection, primary), eng: eng}
+	counters := &counters{coll: db.Collection(names.of(CountersCollection), primary), eng: eng}
 	return &Store{
 		client:    client,
 		db:        db,
 		uri:       uri,
 		opTimeout: o.OperationTimeout,
+		names:     names,
 		users: &Users{
-			coll: db.Collection(UsersCollection), primary: db.Collection(UsersCollection, primary), eng: eng,
+			coll: db.Collection(names.of(UsersCollection)), primary: db.Collection(names.of(UsersCollection), primary), eng: eng,
 		},
 		events: &Events{
-			coll: db.Collection(EventsCollection), primary: db.Collection(EventsCollection, primary), eng: eng,
+			coll: db.Collection(names.of(EventsCollection)), primary: db.Collection(names.of(EventsCollection), primary), eng: eng,
 			search: driverSearch{}, counters: counters,
 		},
 	}, nil
@@ -172,9 +185,6 @@ func clientOptions(uri string, o Options) (*options.ClientOptions, error) {
 
 // Close disconnects from the server.
 func (s *Store) Close(ctx context.Context) error {
-	if s.sqlite != nil {
-		_ = s.sqlite.Close() // read-only use by now: nothing to lose
-	}
 	return s.client.Disconnect(ctx)
 }
 
@@ -187,98 +197,104 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Prepare sets the store up for the server it talks to and makes sure
-// what correctness needs exists: the collections, the unique indexes
-// (eventId, userId, email; built without a time limit however large the
-// collections) and, on the embedded engine, the SQLite index that makes
-// lookups by _id index lookups (see sqliteindex.go) and the ones that
-// the background work's searches of events use (see eventsearch.go).
-// The other indexes
-// are built by EnsureIndexes: serve runs it in the background, usersync
-// migrate in the foreground. Prepare fails with an error wrapping
-// models.ErrNeedsMigration, naming usersync migrate, when the database holds data
-// of an older usersync (see Migrate).
+// Prepare checks that usersync may use the database, and makes what
+// correctness needs before the first write. In order, writing nothing
+// before it has decided:
+//   - it names the engine (see Server) and refuses, with an error wrapping
+//     models.ErrUnsupportedEngine, one that cannot hold usersync's rules;
+//   - it refuses a database that is not usersync's (see ownership.go): one
+//     whose collections of usersync's names hold another program's
+//     documents and no mark of usersync's is an error wrapping
+//     models.ErrForeignData, naming MONGODB_DATABASE; one of an older
+//     usersync an error wrapping models.ErrNeedsMigration, naming usersync
+//     migrate (see Migrate);
+//   - it creates the collections and the unique indexes (userId, email,
+//     eventId; built without a time limit however large the collections),
+//     checks with listIndexes that the engine keeps them unique and sparse
+//     as asked, and refuses it (models.ErrUnsupportedEngine) if not;
+//   - it marks a database it prepared for the first time.
 //
-// On FerretDB (the embedded engine, or a FerretDB at MONGODB_URI), which
-// it reports, writes that depend on a document's state become a read by
-// _id, a decision in Go and a write by _id, taking turns per key within
-// this process (FerretDB's updates are not atomic), and events keep their
-// body raw only, without the "payload" document.
-func (s *Store) Prepare(ctx context.Context) (ferretDB bool, err error) {
-	if ferretDB, err = s.prepare(ctx); err != nil {
-		return ferretDB, err
+// The other indexes are built by EnsureIndexes: serve runs it in the
+// background, usersync migrate in the foreground.
+func (s *Store) Prepare(ctx context.Context) error {
+	own, sv, err := s.inspect(ctx)
+	if err != nil {
+		return err
 	}
-	return ferretDB, s.checkSchema(ctx)
+	if own == ownOlder {
+		return fmt.Errorf("database %q holds data of an older usersync: stop it and run `usersync migrate`: %w",
+			s.db.Name(), models.ErrNeedsMigration)
+	}
+	return s.setUp(ctx, sv, true)
 }
 
-// prepare is Prepare without the check of the schema, which Migrate
-// makes true.
-func (s *Store) prepare(ctx context.Context) (ferretDB bool, err error) {
+// Server returns the engine Prepare or Migrate found.
+func (s *Store) Server() Server { return s.server }
+
+// inspect names the server, refuses one that cannot hold usersync's
+// rules, and judges the database (see decideOwnership), writing nothing.
+func (s *Store) inspect(ctx context.Context) (ownership, survey, error) {
 	var info bson.Raw
 	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
-		return false, fmt.Errorf("buildInfo: %w", translate(err))
+		return 0, survey{}, fmt.Errorf("buildInfo: %w", translate(err))
 	}
-	_, err = info.LookupErr("ferretdbVersion")
-	ferretDB = err == nil
-	eng := engine(atomicEngine{})
-	if ferretDB {
-		eng = serialEngine{locks: new(keyLocks)}
+	s.server = identifyServer(info, s.uri)
+	if err := refuseServer(s.server); err != nil {
+		return 0, survey{}, err
 	}
-	s.users.eng, s.events.eng, s.events.counters.eng = eng, eng, eng
+	sv, err := s.survey(ctx)
+	if err != nil {
+		return 0, sv, err
+	}
+	own, err := decideOwnership(sv)
+	return own, sv, err
+}
 
+// setUp makes, in a database inspect found to be usersync's, what
+// correctness needs: the collections and the unique indexes, checked;
+// with mark, it then marks the database (Migrate marks it only once the
+// data is in shape).
+func (s *Store) setUp(ctx context.Context, sv survey, mark bool) error {
+	missing, populated := map[string][]string{}, map[string]bool{}
+	for _, r := range uniqueRules {
+		c, ok := sv.colls[r.base]
+		populated[r.base] = ok && len(c.sample) > 0
+		if !ok || !slices.ContainsFunc(c.indexes, func(sp indexSpec) bool { return sp.Name == r.index }) {
+			missing[r.base] = append(missing[r.base], r.index)
+		}
+	}
+	if err := checkCanCreateUnique(s.server, missing, populated); err != nil {
+		return err
+	}
 	if err := s.createCollections(ctx); err != nil {
-		return ferretDB, err
+		return err
 	}
 	bctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
 	defer cancel()
 	if err := s.ensureIndexes(bctx, true); err != nil {
-		return ferretDB, err
+		return err
 	}
-	s.events.search = driverSearch{}
-	if ferretDB {
-		if dir, ok := embeddedDir(s.uri); ok {
-			if err := s.prepareSQLite(ctx, dir); err != nil {
-				return ferretDB, err
-			}
-		}
-	}
-	return ferretDB, nil
-}
-
-// prepareSQLite opens the embedded engine's data file of the database,
-// once, makes its indexes, and turns the events' searches to SQL.
-func (s *Store) prepareSQLite(ctx context.Context, dir string) error {
-	if s.sqlite == nil {
-		conn, err := openSQLite(dir, s.db.Name())
+	specs := map[string][]indexSpec{}
+	for _, coll := range []*mongo.Collection{s.users.primary, s.events.primary} {
+		sp, err := listIndexes(ctx, coll)
 		if err != nil {
-			return fmt.Errorf("open embedded data file: %w", err)
+			return err
 		}
-		s.sqlite = conn
+		specs[strings.TrimPrefix(coll.Name(), s.names.prefix)] = sp
 	}
-	if err := ensureSQLiteIDIndexes(ctx, s.sqlite); err != nil {
+	if err := checkUniqueIndexes(s.server, specs); err != nil {
 		return err
 	}
-	if err := ensureSQLiteEventIndexes(ctx, s.sqlite); err != nil {
-		return err
+	if mark && (sv.mark == nil || sv.mark.Schema != schemaVersion) {
+		if err := s.writeMark(ctx, time.Now()); err != nil {
+			return err
+		}
 	}
-	s.events.search = sqliteSearch{conn: s.sqlite, uri: s.uri, timeout: s.opTimeout}
+	s.owned = mark
 	return nil
 }
 
-// IndexedByID reports whether lookups by _id are index lookups. It is
-// false only for a FerretDB server usersync does not run itself, whose
-// SQLite files it cannot reach.
-func (s *Store) IndexedByID() bool {
-	if _, serial := s.users.eng.(serialEngine); !serial {
-		return true
-	}
-	_, ok := embeddedDir(s.uri)
-	return ok
-}
-
-// createCollections creates the collections that do not exist yet, so
-// that every one has its table on the embedded engine before its _id is
-// indexed.
+// createCollections creates the collections that do not exist yet.
 func (s *Store) createCollections(ctx context.Context) error {
 	names, err := s.db.ListCollectionNames(ctx, bson.D{})
 	if err != nil {
@@ -288,7 +304,8 @@ func (s *Store) createCollections(ctx context.Context) error {
 	for _, n := range names {
 		have[n] = true
 	}
-	for _, n := range []string{UsersCollection, EventsCollection, CountersCollection} {
+	for _, base := range []string{UsersCollection, EventsCollection, CountersCollection, MetaCollection} {
+		n := s.names.of(base)
 		if have[n] {
 			continue
 		}
@@ -304,10 +321,28 @@ func (s *Store) createCollections(ctx context.Context) error {
 	return nil
 }
 
-// Drop removes the whole database. Tests use it to clean up.
+// Drop removes usersync's collections, and the database when nothing
+// else is left in it. Tests use it to clean up.
 func (s *Store) Drop(ctx context.Context) error {
-	return translate(s.db.Drop(ctx))
+	for _, base := range ownedCollections {
+		if err := s.db.Collection(s.names.of(base)).Drop(ctx); err != nil {
+			return fmt.Errorf("drop %s: %w", s.names.of(base), translate(err))
+		}
+	}
+	names, err := s.db.ListCollectionNames(ctx, bson.D{})
+	if err != nil {
+		return fmt.Errorf("list collections: %w", translate(err))
+	}
+	if len(names) == 0 {
+		return translate(s.db.Drop(ctx))
+	}
+	return nil
 }
+
+// CollectionName is the name of the collection base (UsersCollection,
+// say) in this store's database, prefixed as Options.CollectionPrefix
+// says.
+func (s *Store) CollectionName(base string) string { return s.names.of(base) }
 
 // Database returns the underlying database, for tools that seed or inspect
 // it directly (tests, benchmarks).
@@ -318,14 +353,13 @@ func (s *Store) Database() *mongo.Database { return s.db }
 // build on a large collection takes as long as it takes (up to 24 h):
 // call it with a context that has no shorter deadline.
 func (s *Store) EnsureIndexes(ctx context.Context) error {
+	if !s.owned {
+		return errors.New("build indexes: the database has not been prepared (Prepare or Migrate)")
+	}
 	ctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
 	defer cancel()
 	return s.ensureIndexes(ctx, false)
 }
-
-// uniqueIndexes are the indexes correctness needs, which Prepare builds
-// before usersync serves.
-var uniqueIndexes = map[string]bool{"userId_1": true, emailIndex: true, "eventId_1": true}
 
 func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 	for _, c := range []struct {
@@ -340,7 +374,8 @@ func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 		if uniqueOnly {
 			want = nil
 			for _, m := range c.want {
-				if uniqueIndexes[indexName(m.Keys.(bson.D))] {
+				name := indexName(m.Keys.(bson.D))
+				if slices.ContainsFunc(uniqueRules, func(r uniqueRule) bool { return r.index == name }) {
 					want = append(want, m)
 				}
 			}

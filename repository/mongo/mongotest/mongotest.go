@@ -66,7 +66,7 @@ func OpenAt(t testing.TB, uri string, o repository.Options) *repository.Store {
 	s := Unprepared(t, uri, DatabaseName(), o)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := s.Prepare(ctx); err != nil {
+	if err := s.Prepare(ctx); err != nil {
 		t.Fatalf("prepare store: %v", err)
 	}
 	if err := s.EnsureIndexes(ctx); err != nil {
