@@ -536,18 +536,7 @@ func (e *Events) Claim(ctx context.Context, id string, attempts int, now time.Ti
 	if err != nil {
 		return false, fmt.Errorf("event %s: %w", id, models.ErrNotFound)
 	}
-	cond := claimCond(attempts, now)
-	free := func(raw bson.Raw) bool {
-		var d eventDoc
-		if err := bson.Unmarshal(raw, &d); err != nil {
-			return false
-		}
-		return d.Status != string(models.StatusProcessed) && d.Attempts == attempts &&
-			(d.ClaimedUntil == nil || !d.ClaimedUntil.After(now))
-	}
-	ok, err := e.eng.updateIf(ctx, e.primary, oid, cond, free, bson.D{
-		{Key: "$set", Value: bson.D{{Key: "claimedUntil", Value: now.Add(lease)}}},
-	})
+	ok, err := e.claimByID(ctx, oid, attempts, now, lease) // see claim.go
 	if err != nil {
 		return false, fmt.Errorf("claim event %s: %w", id, err)
 	}
