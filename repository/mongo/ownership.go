@@ -297,15 +297,25 @@ func listIndexes(ctx context.Context, coll *mongo.Collection) ([]indexSpec, erro
 	return specs, nil
 }
 
-// writeMark marks the database as usersync's, at schemaVersion.
+// writeMark marks the database as usersync's, at schemaVersion. Of
+// concurrent upserts of one new document, the DocumentDB engines let one
+// through and answer the others with a duplicate key (mongod retries them
+// itself): an instance that lost that race writes again, onto the mark
+// the other made.
 func (s *Store) writeMark(ctx context.Context, now time.Time) error {
-	_, err := s.db.Collection(s.names.of(MetaCollection)).UpdateOne(ctx, bson.D{{Key: "_id", Value: markID}},
-		bson.D{
-			{Key: "$set", Value: bson.D{{Key: "schema", Value: schemaVersion}}},
-			{Key: "$setOnInsert", Value: bson.D{{Key: "createdAt", Value: now.UTC()}}},
-		}, options.UpdateOne().SetUpsert(true))
+	var err error
+	for try := 0; try < 2; try++ {
+		_, err = s.db.Collection(s.names.of(MetaCollection)).UpdateOne(ctx, bson.D{{Key: "_id", Value: markID}},
+			bson.D{
+				{Key: "$set", Value: bson.D{{Key: "schema", Value: schemaVersion}}},
+				{Key: "$setOnInsert", Value: bson.D{{Key: "createdAt", Value: now.UTC()}}},
+			}, options.UpdateOne().SetUpsert(true))
+		if err = translate(err); !errors.Is(err, models.ErrConflict) {
+			break
+		}
+	}
 	if err != nil {
-		return fmt.Errorf("mark the database as usersync's: %w", translate(err))
+		return fmt.Errorf("mark the database as usersync's: %w", err)
 	}
 	return nil
 }
