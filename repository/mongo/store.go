@@ -529,4 +529,7 @@ func (s *Store) Leases() repository.Leases { return NewLeases(s) }
 // BuildIndexes is EnsureIndexes.
 func (s *Store) BuildIndexes(ctx context.Context) error { return s.EnsureIndexes(ctx) }
 
-var _ repository.Store = (*Store)(nil)
+var (
+	_ repository.Store    = (*Store)(nil)
+	_ repository.Migrator = (*Store)(nil)
+)
