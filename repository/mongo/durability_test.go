@@ -2,7 +2,6 @@ package mongo_test
 
 import (
 	"context"
-	"strings"
 	stdsync "sync"
 	"testing"
 
@@ -35,7 +34,7 @@ func TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline(t *testing.T) 
 		uri := mongotest.URI(t)
 		if tc.w != "" {
 			uri = mongotest.WithOption(uri, "w", tc.w)
-		} else if strings.Contains(strings.ToLower(uri), "w=") {
+		} else if mongotest.HasOption(uri, "w") {
 			t.Skip("MONGODB_URI sets w: the default cannot be seen")
 		}
 		s := mongotest.OpenAt(t, uri, repository.Options{Monitor: mon})
