@@ -103,3 +103,43 @@ func TestEventsMarkProcessed_TheFirstOutcomeStays(t *testing.T) {
 		t.Errorf("event = %+v, %v; want its first outcome, applied, after 1 attempt", got, err)
 	}
 }
+
+// TestStats_AFoldStoppedHalfWayCountsItsBatchOnce leaves a fold as a crash
+// would, its batch counted in the fold counter and its events still
+// flagged: Stats counts each event once, before and after it finishes the
+// fold.
+func TestStats_AFoldStoppedHalfWayCountsItsBatchOnce(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	var ids []bson.ObjectID
+	for i := range 3 {
+		ev, _, err := s.Events().Record(ctx, newEvent(fmt.Sprintf("msg_fold_%d", i), `{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Events().MarkProcessed(ctx, ev.ID, models.OutcomeApplied, t0); err != nil {
+			t.Fatal(err)
+		}
+		oid, _ := bson.ObjectIDFromHex(ev.ID)
+		ids = append(ids, oid)
+	}
+	// Two of the three counted by a fold that stopped before unflagging them.
+	if _, err := s.Database().Collection(repository.CountersCollection).InsertOne(ctx, bson.D{
+		{Key: "_id", Value: "outcome:applied:fold"}, {Key: "n", Value: int64(2)}, {Key: "pending", Value: ids[:2]},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []string{"first", "second"} {
+		st, err := s.Events().Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ByOutcome[models.OutcomeApplied] != 3 || st.ByStatus[models.StatusProcessed] != 3 {
+			t.Errorf("%s Stats = %+v; want 3 applied", step, st)
+		}
+	}
+	n, err := s.Database().Collection(repository.EventsCollection).CountDocuments(ctx, bson.D{{Key: "uncounted", Value: bson.D{{Key: "$exists", Value: true}}}})
+	if err != nil || n != 0 {
+		t.Errorf("%d events still flagged after Stats folded, %v; want 0", n, err)
+	}
+}

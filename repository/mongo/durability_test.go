@@ -31,13 +31,13 @@ func TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline(t *testing.T) 
 			defer mu.Unlock()
 			cmds[e.CommandName] = e.Command
 		}}
-		uri := mongotest.URI(t)
+		uri := serverURI(t)
 		if tc.w != "" {
 			uri = mongotest.WithOption(uri, "w", tc.w)
 		} else if mongotest.HasOption(uri, "w") {
 			t.Skip("MONGODB_URI sets w: the default cannot be seen")
 		}
-		s := mongotest.OpenAt(t, uri, repository.Options{Monitor: mon})
+		s := newStoreWith(t, uri, repository.Options{Monitor: mon})
 		ctx := context.Background() // no deadline of its own
 		ev, _, err := s.Events().Record(ctx, newEvent("msg_wc", `{}`))
 		if err != nil {
@@ -47,7 +47,8 @@ func TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline(t *testing.T) 
 			t.Fatal(err)
 		}
 		mu.Lock()
-		insert, find := cmds["insert"], cmds["find"]
+		// Record stores an event with an upsert (findAndModify).
+		insert, find := cmds["findAndModify"], cmds["find"]
 		mu.Unlock()
 		wc, err := insert.LookupErr("writeConcern", "w")
 		var got any
@@ -59,7 +60,7 @@ func TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline(t *testing.T) 
 			}
 		}
 		if got != tc.wantW {
-			t.Errorf("URI w=%q: insert's writeConcern.w = %v, want %v", tc.w, got, tc.wantW)
+			t.Errorf("URI w=%q: the store of an event: writeConcern.w = %v, want %v", tc.w, got, tc.wantW)
 		}
 		if _, err := find.LookupErr("maxTimeMS"); err != nil {
 			t.Errorf("URI w=%q: a find without a deadline carries no maxTimeMS: %s", tc.w, find)

@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
 	"github.com/usersync/usersync/models"
 )
@@ -24,6 +25,12 @@ import (
 // one came in meanwhile: an event stored before that look is seen by it,
 // and one stored after it finds eraseAfter removed. Either way it is
 // erased.
+//
+// The pass that removes eraseAfter sets erasedAt on the tombstone: the
+// user's personal data is gone. An event that arrives for the user after
+// that is erased when it is marked processed (deleted_user) or given up,
+// in the same call (see Events.eraseIfUserErased): nothing waits for the
+// next pass.
 
 // eraseEpoch is the eraseAfter of a tombstone whose erasure an admin asked
 // for: due at the next pass, whatever USERSYNC_ERASE_AFTER says.
@@ -38,14 +45,14 @@ type eraseDoc struct {
 var eraseProjection = bson.D{{Key: "userId", Value: 1}, {Key: "deletedAt", Value: 1}}
 
 // rearmErasure marks the tombstone of userID as holding events to erase
-// again. Apply calls it, holding the user's turn, when an event arrives
-// for a deleted user whose tombstone is not marked; erasure calls it when
-// one came in while it unmarked the tombstone.
-func (u *Users) rearmErasure(ctx context.Context, userID string, deletedAt time.Time) error {
+// again, due from dueAt. Apply calls it when an event arrives for a
+// deleted user whose tombstone is not marked; erasure calls it when one
+// came in while it unmarked the tombstone.
+func (u *Users) rearmErasure(ctx context.Context, userID string, dueAt time.Time) error {
 	// By _id alone: only tombstones are marked, and a tombstone stays one.
 	_, err := u.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(userID)}},
 		// $min: an erasure an admin asked for (eraseEpoch) stays due at once.
-		bson.D{{Key: "$min", Value: bson.D{{Key: "eraseAfter", Value: deletedAt}}}})
+		bson.D{{Key: "$min", Value: bson.D{{Key: "eraseAfter", Value: dueAt}}}})
 	if err != nil {
 		return fmt.Errorf("mark user %s for erasure: %w", userID, translate(err))
 	}
@@ -103,7 +110,6 @@ func (s *Store) EraseUser(ctx context.Context, userID string, now time.Time) (mo
 	if err != nil || res.Pending == 0 {
 		return res, err
 	}
-	defer s.users.eng.turn(userID)()
 	_, err = s.users.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(userID)}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "eraseAfter", Value: eraseEpoch}}}})
 	if err != nil {
@@ -113,22 +119,12 @@ func (s *Store) EraseUser(ctx context.Context, userID string, now time.Time) (mo
 }
 
 // erasable is the rule an event must meet to be erased: not erased yet,
-// and processed or failed with no retry to come. It is the condition of
-// the write, as a filter for atomic engines and in Go (isErasable) for
-// serial ones.
+// and processed or failed with no retry to come; the condition of the
+// write that erases it.
 var erasable = bson.D{{Key: "erasedAt", Value: nil}, {Key: "$or", Value: bson.A{
 	bson.D{{Key: "status", Value: models.StatusProcessed}},
 	bson.D{{Key: "status", Value: models.StatusFailed}, {Key: "retryAt", Value: nil}},
 }}}
-
-func isErasable(raw bson.Raw) bool {
-	if v, err := raw.LookupErr("erasedAt"); err == nil && v.Type != bson.TypeNull {
-		return false
-	}
-	st, _ := raw.Lookup("status").StringValueOK()
-	_, retry := raw.LookupErr("retryAt")
-	return st == string(models.StatusProcessed) || (st == string(models.StatusFailed) && retry != nil)
-}
 
 func (s *Store) eraseUser(ctx context.Context, d eraseDoc, now time.Time) (models.Erasure, error) {
 	var res models.Erasure
@@ -154,21 +150,21 @@ func (s *Store) eraseUser(ctx context.Context, d eraseDoc, now time.Time) (model
 	if res.Pending > 0 {
 		return res, nil
 	}
-	if err := s.unmarkErasure(ctx, d); err != nil {
+	if err := s.unmarkErasure(ctx, d, now); err != nil {
 		return res, err
 	}
 	res.Users++
 	return res, nil
 }
 
-// unmarkErasure removes eraseAfter from d's tombstone, then looks for an
-// event of the user that came in meanwhile, and marks it again if there is
-// one.
-func (s *Store) unmarkErasure(ctx context.Context, d eraseDoc) error {
-	done := s.users.eng.turn(d.UserID)
-	_, err := s.users.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(d.UserID)}},
-		bson.D{{Key: "$unset", Value: bson.D{{Key: "eraseAfter", Value: ""}}}})
-	done()
+// unmarkErasure removes eraseAfter from d's tombstone and sets erasedAt,
+// then looks for an event of the user that came in meanwhile, and marks
+// it again, due at once, if there is one.
+func (s *Store) unmarkErasure(ctx context.Context, d eraseDoc, now time.Time) error {
+	_, err := s.users.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(d.UserID)}}, bson.D{
+		{Key: "$unset", Value: bson.D{{Key: "eraseAfter", Value: ""}}},
+		{Key: "$set", Value: bson.D{{Key: "erasedAt", Value: now}}},
+	})
 	if err != nil {
 		return fmt.Errorf("unmark user %s for erasure: %w", d.UserID, translate(err))
 	}
@@ -180,14 +176,13 @@ func (s *Store) unmarkErasure(ctx context.Context, d eraseDoc) error {
 	if n == 0 {
 		return nil
 	}
-	defer s.users.eng.turn(d.UserID)()
-	return s.users.rearmErasure(ctx, d.UserID, *d.DeletedAt)
+	return s.users.rearmErasure(ctx, d.UserID, eraseEpoch)
 }
 
 // erase removes the body of one event if it is erasable; done is false
 // when it is not (any more).
 func (e *Events) erase(ctx context.Context, id bson.ObjectID, now time.Time) (done bool, err error) {
-	done, err = e.eng.updateIf(ctx, e.primary, id, erasable, isErasable, bson.D{
+	done, err = updateByID(ctx, e.primary, id, erasable, bson.D{
 		{Key: "$set", Value: bson.D{{Key: "erasedAt", Value: now}}},
 		{Key: "$unset", Value: bson.D{{Key: "rawBody", Value: ""}, {Key: "payload", Value: ""}}},
 	})
@@ -218,4 +213,33 @@ func eraseDueFilter(cutoff time.Time) bson.D {
 // the userId_1_receivedAt_-1__id_-1 index.
 func userEventsToErase(userID string) bson.D {
 	return bson.D{{Key: "userId", Value: userID}, {Key: "erasedAt", Value: nil}}
+}
+
+// eraseIfUserErased erases the event with _id id, just marked processed
+// with outcome deleted_user or given up, if its user's data has been
+// erased already (the tombstone has erasedAt): such an event holds the
+// personal data of an erased user, and is not left for a pass.
+func (e *Events) eraseIfUserErased(ctx context.Context, id bson.ObjectID, now time.Time) error {
+	var ev struct {
+		UserID string `bson:"userId"`
+	}
+	if err := findByID(ctx, e.primary, id, &ev, bson.D{{Key: "userId", Value: 1}}); err != nil || ev.UserID == "" {
+		if errors.Is(err, models.ErrNotFound) {
+			err = nil
+		}
+		return err
+	}
+	var u struct {
+		ErasedAt *time.Time `bson:"erasedAt"`
+	}
+	users := e.primary.Database().Collection(UsersCollection, options.Collection().SetReadPreference(readpref.Primary()))
+	err := findByID(ctx, users, docID(ev.UserID), &u, bson.D{{Key: "erasedAt", Value: 1}})
+	if errors.Is(err, models.ErrNotFound) || err == nil && u.ErasedAt == nil {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read user %s: %w", ev.UserID, err)
+	}
+	_, err = e.erase(ctx, id, now)
+	return err
 }

@@ -2,6 +2,7 @@ package mongo_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/sync"
 )
 
 // An event stored for a deleted user while a pass unmarks the user's
@@ -53,5 +55,64 @@ func TestErasure_AnEventStoredDuringAPassKeepsTheUserDue(t *testing.T) {
 		if got := marked(tc.user); got != tc.lateEvent {
 			t.Errorf("%s: marked after the pass = %v, want %v", tc.user, got, tc.lateEvent)
 		}
+	}
+}
+
+// TestErasure_AnEventAfterTheUserWasErasedIsErasedAtOnce delivers events
+// for a user an admin has erased: one the store applies (deleted_user)
+// and one it gives up on (its payload cannot be applied). Both are erased
+// in the delivery itself, and no collection holds the user's email after.
+func TestErasure_AnEventAfterTheUserWasErasedIsErasedAtOnce(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	svc := sync.New(s.Events(), s.Users(), nil)
+	const t0 = int64(1_760_000_000_000)
+	const email = "erased.person@example.com"
+	deliver := func(id string, body []byte) sync.Result {
+		t.Helper()
+		ce, err := models.DecodeEvent(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, _ := svc.Ingest(ctx, sync.Delivery{EventID: id, Signature: "v1,x", Body: body, Event: ce})
+		return res
+	}
+	deliver("msg_created", clerkBody(t, "user.created", "user_gone", t0, email))
+	del := models.Change{UserID: "user_gone", EventID: "msg_deleted", SourceTime: time.UnixMilli(t0 + 1000), Deleted: true}
+	if _, err := s.Users().Apply(ctx, del, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EraseUser(ctx, "user_gone", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	late := deliver("msg_late", clerkBody(t, "user.updated", "user_gone", t0+2000, email))
+	if late.Status != models.StatusProcessed || late.Outcome != models.OutcomeDeletedUser {
+		t.Fatalf("late event = %+v; want processed, deleted_user", late)
+	}
+	invalid := clerkBody(t, "user.updated", "user_gone", t0+3000, email)
+	invalid = []byte(strings.Replace(string(invalid), `"updated_at":`, `"updated_at":"x","was":`, 1))
+	if res := deliver("msg_invalid", invalid); res.Status != models.StatusFailed {
+		t.Fatalf("invalid event = %+v; want failed", res)
+	}
+	for _, id := range []string{"msg_late", "msg_invalid"} {
+		ev, err := s.Events().Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.ErasedAt == nil || len(ev.RawBody) != 0 {
+			t.Errorf("%s = erased at %v, body %q; want it erased", id, ev.ErasedAt, ev.RawBody)
+		}
+	}
+	for _, coll := range []string{repository.UsersCollection, repository.EventsCollection, repository.CountersCollection} {
+		cur, err := s.Database().Collection(coll).Find(ctx, bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for cur.Next(ctx) {
+			if text := cur.Current.String(); strings.Contains(strings.ToLower(text), email) {
+				t.Errorf("%s holds the erased user's email: %s", coll, text)
+			}
+		}
+		cur.Close(ctx)
 	}
 }

@@ -22,8 +22,6 @@ import (
 type Events struct {
 	coll     *mongo.Collection
 	primary  *mongo.Collection // reads that decide a write, and the writes
-	eng      engine
-	search   eventSearch // the background work's searches; see eventsearch.go
 	counters *counters
 }
 
@@ -93,6 +91,7 @@ var eventIndexes = []mongo.IndexModel{
 	{Keys: bson.D{{Key: "userId", Value: 1}, {Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}},
 	{Keys: bson.D{{Key: "retryAt", Value: 1}}, Options: options.Index().SetSparse(true)},
 	{Keys: bson.D{{Key: "processedAt", Value: 1}}},
+	{Keys: bson.D{{Key: "uncounted", Value: 1}}, Options: options.Index().SetSparse(true)}, // processed, not counted yet
 }
 
 // obsoleteEventIndexes were made by earlier versions; their successors
@@ -127,9 +126,10 @@ func rawBytes(v any) []byte {
 
 // docID returns the document id of an event or a user: derived from its
 // eventId or userId (the first 12 bytes of its SHA-256), so that every
-// lookup of one is by _id, the one lookup the embedded engine filters in
-// SQL (and indexes, see sqliteindex.go); the unique eventId and userId
-// indexes stay the rule. An event without an eventId gets a new id.
+// lookup of one is by _id and ids are spread evenly over the _id space
+// (the users page walks it in windows, see window.go); the unique eventId
+// and userId indexes stay the rule. An event without an eventId gets a
+// new id.
 func docID(key string) bson.ObjectID {
 	if key == "" {
 		return bson.NewObjectID()
@@ -143,10 +143,9 @@ func docID(key string) bson.ObjectID {
 // summary leaves the payload and raw body out of a read.
 var summary = bson.D{{Key: "payload", Value: 0}, {Key: "rawBody", Value: 0}}
 
-// newEventDoc is the document of ev as usersync stores it, with a
-// payload document when payloadDocs (a body that is not a JSON object is
-// still kept raw).
-func newEventDoc(ev models.Event, payloadDocs bool) eventDoc {
+// newEventDoc is the document of ev as usersync stores it: the body raw
+// and, when it is a JSON object, as the payload document.
+func newEventDoc(ev models.Event) eventDoc {
 	d := eventDoc{
 		ID:              docID(ev.EventID),
 		EventID:         ev.EventID,
@@ -171,41 +170,87 @@ func newEventDoc(ev models.Event, payloadDocs bool) eventDoc {
 			d.ID = oid
 		}
 	}
-	if payloadDocs {
-		d.Payload, _ = jsonToDoc(ev.RawBody)
-	}
+	d.Payload, _ = jsonToDoc(ev.RawBody)
 	return d
 }
 
 // Record stores ev with status stored. If an event with the same eventId is
 // already stored, it stores nothing and returns that event (without its
 // body, read from the primary) and created=false.
+//
+// Both are one round trip: an upsert by the _id derived from the eventId
+// that sets the event only on insert and returns the document that was
+// there before, if any. mongod retries concurrent upserts of one new _id
+// itself; a DocumentDB-based engine refuses all but one with a duplicate
+// key, and the stored event is then read.
 func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Event, created bool, err error) {
 	ev.ID, ev.Status, ev.Outcome, ev.ProcessedAt, ev.Attempts, ev.Error, ev.RetryAt = "", models.StatusStored, "", nil, 0, "", nil
-	d := newEventDoc(ev, e.eng.payloadDocs())
-	err = translate(insertOne(ctx, e.coll, d))
+	d := newEventDoc(ev)
+	stored, created, err = e.record(ctx, d)
 	if err != nil && d.Payload != nil && !errors.Is(err, models.ErrConflict) &&
 		!errors.Is(err, models.ErrUnavailable) && !errors.Is(err, context.Canceled) {
-		// The engine refused the payload document (nesting too deep, say):
-		// the raw body alone still keeps the event.
+		// Refused: by the eventId index, for an event stored under another
+		// _id (an engine may word that as an internal error), or for the
+		// payload document (nesting too deep, say), when the raw body alone
+		// still keeps the event.
+		if stored, err := e.find(ctx, e.primary, bson.D{{Key: "eventId", Value: ev.EventID}}, summary); err == nil {
+			return stored, false, nil
+		}
 		d.Payload = nil
-		err = translate(insertOne(ctx, e.coll, d))
+		stored, created, err = e.record(ctx, d)
 	}
-	if err == nil {
-		return d.model(), true, nil
-	}
-	if !errors.Is(err, models.ErrConflict) {
-		return models.Event{}, false, fmt.Errorf("store event %s: %w", ev.EventID, err)
-	}
-	stored, err = e.find(ctx, e.primary, bson.D{{Key: "_id", Value: d.ID}}, summary)
-	if errors.Is(err, models.ErrNotFound) {
-		// Stored under another _id (by another tool): find it by eventId.
-		stored, err = e.find(ctx, e.primary, bson.D{{Key: "eventId", Value: ev.EventID}}, summary)
+	if errors.Is(err, models.ErrConflict) {
+		// A concurrent first delivery won, or the event is stored under
+		// another _id (by another tool): read it.
+		stored, err = e.find(ctx, e.primary, bson.D{{Key: "_id", Value: d.ID}}, summary)
+		if errors.Is(err, models.ErrNotFound) {
+			stored, err = e.find(ctx, e.primary, bson.D{{Key: "eventId", Value: ev.EventID}}, summary)
+		}
+		if err != nil {
+			return models.Event{}, false, fmt.Errorf("read stored event %s: %w", ev.EventID, err)
+		}
+		return stored, false, nil
 	}
 	if err != nil {
-		return models.Event{}, false, fmt.Errorf("read stored event %s: %w", ev.EventID, err)
+		return models.Event{}, false, fmt.Errorf("store event %s: %w", ev.EventID, err)
 	}
+	return stored, created, nil
+}
+
+// record upserts d: created, or the event stored under d's _id.
+func (e *Events) record(ctx context.Context, d eventDoc) (models.Event, bool, error) {
+	set, err := withoutID(d)
+	if err != nil {
+		return models.Event{}, false, err
+	}
+	var before eventDoc
+	err = e.primary.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$setOnInsert", Value: set}},
+		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.Before)).Decode(&before)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return d.model(), true, nil
+	}
+	if err != nil {
+		return models.Event{}, false, translate(err)
+	}
+	// No projection: not every engine applies one to findAndModify. A
+	// duplicate delivery reads the body back, and drops it here.
+	stored := before.model()
+	stored.RawBody = nil
 	return stored, false, nil
+}
+
+// withoutID is d as a document without its _id, for $setOnInsert (an
+// upsert takes the _id from the filter).
+func withoutID(d eventDoc) (bson.D, error) {
+	b, err := bson.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("encode event: %w: %v", models.ErrInvalid, err)
+	}
+	var doc bson.D
+	if err := bson.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("encode event: %w: %v", models.ErrInvalid, err)
+	}
+	return slices.DeleteFunc(doc, func(e bson.E) bool { return e.Key == "_id" }), nil
 }
 
 func insertOne(ctx context.Context, coll *mongo.Collection, doc any) error {
@@ -344,12 +389,13 @@ func (e *Events) findAll(ctx context.Context, filter bson.D, opts *options.FindO
 
 // Stats counts events per status and per outcome. Processed events are
 // not counted: their counts come from the outcome counters (see
-// counters.go), so the cost is that of counting the stored and failed
-// events, through an index (see eventsearch.go).
+// counters.go), which Stats folds first, so the cost is that of counting
+// the stored and failed events through the status index, and the
+// processed ones since the fold through the uncounted index.
 func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 	st := models.EventStats{ByStatus: map[models.EventStatus]int64{}, ByOutcome: map[models.Outcome]int64{}}
 	count := func(k eventCount) (int64, error) {
-		n, err := e.search.count(ctx, e, k)
+		n, err := e.count(ctx, k)
 		if err != nil {
 			return 0, fmt.Errorf("count events: %w", err)
 		}
@@ -367,12 +413,29 @@ func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 	if st.GaveUp, err = count(countGaveUp); err != nil {
 		return models.EventStats{}, err
 	}
-	byOutcome, err := e.counters.outcomes(ctx)
+	if err := e.fold(ctx); err != nil {
+		return models.EventStats{}, err
+	}
+	byOutcome, pending, err := e.counters.outcomes(ctx)
 	if err != nil {
 		return models.EventStats{}, err
 	}
-	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser} {
-		st.ByOutcome[o] = max(byOutcome[o], 0)
+	for _, o := range outcomes {
+		// Events flagged since the fold, less those a concurrent fold has
+		// counted and not yet unflagged.
+		flagged, err := e.coll.CountDocuments(ctx, uncountedFilter(o))
+		if err != nil {
+			return models.EventStats{}, fmt.Errorf("count %s events: %w", o, translate(err))
+		}
+		if len(pending[o]) > 0 {
+			both, err := e.coll.CountDocuments(ctx, append(uncountedFilter(o),
+				bson.E{Key: "_id", Value: bson.D{{Key: "$in", Value: pending[o]}}}))
+			if err != nil {
+				return models.EventStats{}, fmt.Errorf("count %s events: %w", o, translate(err))
+			}
+			flagged -= both
+		}
+		st.ByOutcome[o] = max(byOutcome[o]+flagged, 0)
 		st.ByStatus[models.StatusProcessed] += st.ByOutcome[o]
 	}
 	return st, nil
@@ -385,14 +448,12 @@ func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 // index, which holds only the events that have retries left). The batch
 // comes in Clerk's order, oldest state first, bodies included; it is
 // ordered here rather than by the server, which would sort in memory.
-// On the embedded engine both searches are SQL on its indexes, and each
-// event found is then read by _id (see eventsearch.go).
 func (e *Events) Due(ctx context.Context, stuckBefore, now time.Time, limit int) ([]models.Event, error) {
-	stuck, err := e.search.dueStored(ctx, e, stuckBefore, limit)
+	stuck, err := e.dueStored(ctx, stuckBefore, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find stuck events: %w", err)
 	}
-	retry, err := e.search.dueFailed(ctx, e, now, limit)
+	retry, err := e.dueFailed(ctx, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find events to retry: %w", err)
 	}
@@ -431,7 +492,11 @@ func dueFailedFilter(now time.Time) bson.D {
 // failed events are never deleted. The outcome counters lose what it
 // deletes.
 func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	docs, err := e.search.processedBefore(ctx, e, cutoff, limit)
+	// Only counted events are deleted, and subtracted from the counters.
+	if err := e.fold(ctx); err != nil {
+		return 0, err
+	}
+	docs, err := e.processedBefore(ctx, cutoff, limit)
 	if err != nil {
 		return 0, fmt.Errorf("find old events: %w", err)
 	}
@@ -443,10 +508,15 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 	// One delete per outcome: its count is exact even when another
 	// instance deletes some of the same events at the same time.
 	for outcome, ids := range byOutcome {
-		n, err := e.eng.deleteIf(ctx, e.coll, ids, bson.D{{Key: "status", Value: models.StatusProcessed}}, isProcessed)
+		res, err := e.coll.DeleteMany(ctx, bson.D{
+			{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}},
+			{Key: "status", Value: models.StatusProcessed},
+			{Key: "uncounted", Value: nil},
+		})
 		if err != nil {
-			return deleted, fmt.Errorf("delete old events: %w", err)
+			return deleted, fmt.Errorf("delete old events: %w", translate(err))
 		}
+		n := res.DeletedCount
 		deleted += int(n)
 		if err := e.counters.add(ctx, outcome, ids[0], -n); err != nil {
 			return deleted, err
@@ -455,8 +525,10 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 	return deleted, nil
 }
 
+// retentionFilter selects the events processed before cutoff that the
+// counters count, through the processedAt index.
 func retentionFilter(cutoff time.Time) bson.D {
-	return bson.D{{Key: "processedAt", Value: bson.D{{Key: "$lt", Value: cutoff}}}}
+	return bson.D{{Key: "processedAt", Value: bson.D{{Key: "$lt", Value: cutoff}}}, {Key: "uncounted", Value: nil}}
 }
 
 // notProcessed is the condition of every change to an event: processed is
@@ -465,18 +537,22 @@ var notProcessed = bson.E{Key: "status", Value: bson.D{{Key: "$ne", Value: model
 
 // MarkProcessed records a successful attempt, unless the event has been
 // processed already (by a concurrent delivery or sweep): the first outcome
-// stays, and attempts counts the attempts up to it. Its error wraps
-// models.ErrNotFound for an id that is not an event id.
+// stays, and attempts counts the attempts up to it. The same write flags
+// the event for the outcome counters (see counters.go): one round trip.
+// An event of a deleted user (deleted_user) whose data was erased already
+// is erased at once (see eraseIfUserErased).
+// Its error wraps models.ErrNotFound for an id that is not an event id.
 func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Outcome, now time.Time) error {
 	oid, err := bson.ObjectIDFromHex(id)
 	if err != nil {
 		return fmt.Errorf("event %s: %w", id, models.ErrNotFound)
 	}
-	done, err := e.eng.updateIf(ctx, e.primary, oid, bson.D{notProcessed}, isNotProcessed, bson.D{
+	_, err = updateByID(ctx, e.primary, oid, bson.D{notProcessed}, bson.D{
 		{Key: "$set", Value: bson.D{
 			{Key: "status", Value: models.StatusProcessed},
 			{Key: "outcome", Value: outcome},
 			{Key: "processedAt", Value: now},
+			{Key: "uncounted", Value: outcome}, // see counters.go
 		}},
 		{Key: "$unset", Value: bson.D{{Key: "error", Value: ""}, {Key: "retryAt", Value: ""}, {Key: "claimedUntil", Value: ""}}},
 		{Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}},
@@ -484,20 +560,18 @@ func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Ou
 	if err != nil {
 		return fmt.Errorf("mark event %s processed: %w", id, err)
 	}
-	if !done {
-		return nil
-	}
-	// Counted once, by the write that made the event processed. A crash
-	// between the two writes leaves the counter one short.
-	if err := e.counters.add(ctx, outcome, oid, 1); err != nil {
-		return fmt.Errorf("count event %s: %w", id, err)
+	if outcome == models.OutcomeDeletedUser {
+		if err := e.eraseIfUserErased(ctx, oid, now); err != nil {
+			return fmt.Errorf("mark event %s processed: %w", id, err)
+		}
 	}
 	return nil
 }
 
 // MarkFailed records a failed attempt with its error and when the sweep
 // should retry it (nil: never), unless the event has been processed
-// meanwhile (by a concurrent delivery): processed is final.
+// meanwhile (by a concurrent delivery): processed is final. An event given
+// up whose user was erased is erased at once.
 func (e *Events) MarkFailed(ctx context.Context, id string, cause string, retryAt *time.Time) error {
 	oid, err := bson.ObjectIDFromHex(id)
 	if err != nil {
@@ -517,8 +591,15 @@ func (e *Events) MarkFailed(ctx context.Context, id string, cause string, retryA
 		unset = append(unset, bson.E{Key: "retryAt", Value: ""})
 	}
 	update = append(update, bson.E{Key: "$unset", Value: unset})
-	if _, err := e.eng.updateIf(ctx, e.primary, oid, bson.D{notProcessed}, isNotProcessed, update); err != nil {
+	done, err := updateByID(ctx, e.primary, oid, bson.D{notProcessed}, update)
+	if err != nil {
 		return fmt.Errorf("mark event %s failed: %w", id, err)
+	}
+	if done && retryAt == nil {
+		// Given up: erasable now, and at once if its user was erased.
+		if err := e.eraseIfUserErased(ctx, oid, time.Now().UTC()); err != nil {
+			return fmt.Errorf("mark event %s failed: %w", id, err)
+		}
 	}
 	return nil
 }
@@ -551,11 +632,26 @@ func claimCond(attempts int, now time.Time) bson.D {
 	}}}
 }
 
-// isProcessed is retention's condition in Go, for the serial engine.
-func isProcessed(raw bson.Raw) bool { return !isNotProcessed(raw) }
+// updateByID applies update to the document of coll with _id id if it
+// is in the state that cond matches, in one conditional write, and
+// reports whether it did. A missing document is not updated.
+func updateByID(ctx context.Context, coll *mongo.Collection, id bson.ObjectID, cond, update bson.D) (bool, error) {
+	res, err := coll.UpdateOne(ctx, append(bson.D{{Key: "_id", Value: id}}, cond...), update)
+	if err != nil {
+		return false, translate(err)
+	}
+	return res.MatchedCount > 0, nil
+}
 
-// isNotProcessed is notProcessed in Go, for the serial engine.
-func isNotProcessed(raw bson.Raw) bool {
-	st, _ := raw.Lookup("status").StringValueOK()
-	return st != string(models.StatusProcessed)
+// findByID reads the document with _id id into v, or returns an error
+// wrapping models.ErrNotFound.
+func findByID(ctx context.Context, coll *mongo.Collection, id bson.ObjectID, v any, projection bson.D) error {
+	opts := options.FindOne()
+	if projection != nil {
+		opts.SetProjection(projection)
+	}
+	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}, opts).Decode(v); err != nil {
+		return translate(err)
+	}
+	return nil
 }

@@ -49,7 +49,6 @@ func TestEventsRecord_ARetryIsRecognised(t *testing.T) {
 func TestEventsRecord_KeepsEveryBodyTheEngineCannotStoreAsADocument(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	repository.SetPayloadDocsForTest(s, true) // the payload document is what an engine may refuse
 	deep := `{"type":"user.created","data":` + strings.Repeat(`{"a":`, 300) + `1` + strings.Repeat(`}`, 300) + `}`
 	ev, created, err := s.Events().Record(ctx, newEvent("msg_deep", deep))
 	if err != nil || !created {
@@ -72,31 +71,22 @@ func TestEventsGet_UnknownIsNotFound(t *testing.T) {
 
 func TestEventsRecord_StoresThePayloadAsADocumentAndTheBodyExactly(t *testing.T) {
 	ctx := context.Background()
-	for _, docs := range []bool{true, false} {
-		s := newStore(t)
-		repository.SetPayloadDocsForTest(s, docs) // as on MongoDB, and as on FerretDB
-		body := `{"type":"user.created","data":{"id":"user_1","public_metadata":{"a.b":{"$c":1}}}}`
-		ev, _, err := s.Events().Record(ctx, newEvent("msg_p", body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var raw bson.Raw
-		oid, _ := bson.ObjectIDFromHex(ev.ID)
-		if err := s.Database().Collection(repository.EventsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: oid}}).Decode(&raw); err != nil {
-			t.Fatal(err)
-		}
-		if got, _ := raw.Lookup("rawBody").StringValueOK(); got != body {
-			t.Errorf("rawBody = %v, want the body as a string", raw.Lookup("rawBody"))
-		}
-		_, err = raw.LookupErr("payload")
-		hasPayload := err == nil
-		escaped, _ := raw.Lookup("payload", "data", "public_metadata", "a%2Eb", "%24c").AsInt64OK()
-		switch {
-		case docs && (!hasPayload || escaped != 1):
-			t.Errorf("payload documents on: payload = %v, want the body with escaped keys", raw.Lookup("payload"))
-		case !docs && hasPayload:
-			t.Errorf("payload documents off: payload stored: %v", raw.Lookup("payload"))
-		}
+	s := newStore(t)
+	body := `{"type":"user.created","data":{"id":"user_1","public_metadata":{"a.b":{"$c":1}}}}`
+	ev, _, err := s.Events().Record(ctx, newEvent("msg_p", body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw bson.Raw
+	oid, _ := bson.ObjectIDFromHex(ev.ID)
+	if err := s.Database().Collection(repository.EventsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: oid}}).Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := raw.Lookup("rawBody").StringValueOK(); got != body {
+		t.Errorf("rawBody = %v, want the body as a string", raw.Lookup("rawBody"))
+	}
+	if escaped, _ := raw.Lookup("payload", "data", "public_metadata", "a.b", "%24c").AsInt64OK(); escaped != 1 {
+		t.Errorf("payload = %v, want the body with its $-prefixed key escaped", raw.Lookup("payload"))
 	}
 }
 

@@ -15,14 +15,24 @@ import (
 )
 
 // JSON objects from Clerk (payloads, metadata) are application-defined: any
-// key may appear. Keys with a "." or a leading "$" are refused by the
-// embedded engine, and a NUL cannot be stored in a BSON key at all, so keys
-// are stored escaped: "%" → "%25", "." → "%2E", a leading "$" → "%24",
-// NUL → "%00". Ordinary keys are stored as they are, so documents stay
-// readable and queryable; decoding reverses the escape exactly. Duplicate
-// keys keep the last value, as encoding/json does.
+// key may appear. Keys are stored as they are, except where MongoDB needs
+// them escaped:
+//   - a NUL cannot be in a BSON key at all (keys are C strings): "%00";
+//   - a leading "$": MongoDB 5+ stores $-prefixed names on an insert (and
+//     the insert of an upsert), but an update operator refuses them in the
+//     value it sets once it matches a document, and Apply writes metadata
+//     with $set on an existing user: "%24";
+//   - "%" itself, so that the escape reverses exactly: "%25".
+//
+// A "." is stored as it is: MongoDB 5+ stores dotted names, and no query
+// or update of usersync addresses a key of a payload or of metadata by
+// path (such a name would read as a path; tools such as mongoexport
+// mishandle them: read these documents with $getField). Earlier versions
+// escaped it as "%2E" (FerretDB 1.x refused it); decoding still reverses
+// that, and since "%" is always escaped, no key stored now reads as one of
+// those. Duplicate keys keep the last value, as encoding/json does.
 
-var keyEscaper = strings.NewReplacer("%", "%25", ".", "%2E", "\x00", "%00")
+var keyEscaper = strings.NewReplacer("%", "%25", "\x00", "%00")
 var keyUnescaper = strings.NewReplacer("%25", "%", "%2E", ".", "%00", "\x00", "%24", "$")
 
 func escapeKey(k string) string {

@@ -2,6 +2,8 @@ package mongo
 
 import (
 	"encoding/json"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,7 +23,7 @@ func TestJSONDoc_RoundTripsKeysExactly(t *testing.T) {
 			t.Fatalf("jsonToDoc(%s): %v", in, err)
 		}
 		for _, e := range d {
-			if strings.Contains(e.Key, ".") || strings.HasPrefix(e.Key, "$") || strings.Contains(e.Key, "\x00") {
+			if strings.HasPrefix(e.Key, "$") || strings.Contains(e.Key, "\x00") {
 				t.Errorf("stored key %q would be refused", e.Key)
 			}
 		}
@@ -32,6 +34,24 @@ func TestJSONDoc_RoundTripsKeysExactly(t *testing.T) {
 		if string(out) != in {
 			t.Errorf("round trip of %s = %s", in, out)
 		}
+	}
+}
+
+// TestJSONDoc_EscapesOnlyWhatMongoDBRefuses: a NUL and a leading "$" are
+// escaped, a "." is not, and keys escaped by earlier versions ("%2E")
+// still read back as they were sent.
+func TestJSONDoc_EscapesOnlyWhatMongoDBRefuses(t *testing.T) {
+	d, err := jsonToDoc([]byte(`{"a.b":{"$c":1,"x\u0000":2,"50%":3}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := d[0].Value.(bson.D)
+	if d[0].Key != "a.b" || inner[0].Key != "%24c" || inner[1].Key != "x%00" || inner[2].Key != "50%25" {
+		t.Errorf("stored keys %q and %v, want a.b, then %%24c, x%%00, 50%%25", d[0].Key, inner)
+	}
+	old := bson.D{{Key: "a%2Eb", Value: bson.D{{Key: "%24c", Value: int64(1)}}}}
+	if got, err := docToJSON(old); err != nil || string(got) != `{"a.b":{"$c":1}}` {
+		t.Errorf("docToJSON(escaped by an earlier version) = %s, %v", got, err)
 	}
 }
 

@@ -27,12 +27,6 @@ func NewLeases(s *Store) *Leases {
 	return &Leases{coll: s.db.Collection(s.names.of(LeasesCollection))}
 }
 
-// leaseLocks makes each lease write atomic within this process: the
-// embedded engine runs a conditional update as a read and a rewrite (see
-// keyLocks), and one process owns an embedded engine. On MongoDB the
-// conditional writes are atomic by themselves; the lock costs nothing there.
-var leaseLocks keyLocks
-
 type leaseDoc struct {
 	Name      string    `bson:"_id"`
 	Owner     string    `bson:"owner"`
@@ -43,7 +37,6 @@ type leaseDoc struct {
 // never existed, or it has expired by now. It reports whether owner holds
 // it now; errors wrap models.ErrUnavailable when the database is down.
 func (l *Leases) Acquire(ctx context.Context, name, owner string, now, until time.Time) (bool, error) {
-	defer leaseLocks.lock(l.coll.Database().Name() + "/" + name)()
 	res, err := l.coll.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: name}, {Key: "expiresAt", Value: bson.D{{Key: "$lte", Value: now.UTC()}}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: owner}, {Key: "expiresAt", Value: until.UTC()}}}})
@@ -69,7 +62,6 @@ func (l *Leases) Acquire(ctx context.Context, name, owner string, now, until tim
 // the end of a run that keeps others away until the next one is due). It
 // reports false when owner no longer holds the lease.
 func (l *Leases) Extend(ctx context.Context, name, owner string, until time.Time) (bool, error) {
-	defer leaseLocks.lock(l.coll.Database().Name() + "/" + name)()
 	res, err := l.coll.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: name}, {Key: "owner", Value: owner}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "expiresAt", Value: until.UTC()}}}})

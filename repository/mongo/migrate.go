@@ -97,6 +97,12 @@ func (s *Store) Migrate(ctx context.Context, dryRun bool) (repository.MigrateRep
 	return m.report(false), nil
 }
 
+// MigrateData is Migrate, under the name cmd/usersync's wrapper calls; a
+// Store is a repository.Migrator itself.
+func (s *Store) MigrateData(ctx context.Context, dryRun bool) (repository.MigrateReport, error) {
+	return s.Migrate(ctx, dryRun)
+}
+
 // migration is what a migration did, or would do.
 type migration struct {
 	mark, older bool
@@ -243,6 +249,7 @@ func (s *Store) recount(ctx context.Context, m *migration) error {
 	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser} {
 		n, err := s.events.primary.CountDocuments(ctx, bson.D{
 			{Key: "status", Value: models.StatusProcessed}, {Key: "outcome", Value: o},
+			{Key: "uncounted", Value: nil}, // the flagged ones are counted as such (see counters.go)
 		})
 		if err != nil {
 			return fmt.Errorf("count %s events: %w", o, translate(err))

@@ -72,7 +72,7 @@ func (s *Store) SeedEvents(ctx context.Context, events []models.Event) error {
 		return nil
 	}
 	for _, ev := range events {
-		d := newEventDoc(ev, s.events.eng.payloadDocs())
+		d := newEventDoc(ev)
 		docs = append(docs, d)
 		if ev.Status == models.StatusProcessed {
 			counts[ev.Outcome]++

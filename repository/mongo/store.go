@@ -4,7 +4,9 @@
 //
 // Everything here stays inside what MongoDB and the DocumentDB-based
 // engines do the same way (../shared/ENGINES.md, docs/mongodb.md): no
-// transactions, no partial indexes, no collations.
+// transactions, no partial indexes, no collations; every write whose
+// result depends on a document's state is one conditional write, which
+// the server applies atomically.
 package mongo
 
 import (
@@ -101,8 +103,7 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 	db := client.Database(dbName)
 	names := collNames{prefix: o.CollectionPrefix}
 	primary := options.Collection().SetReadPreference(readpref.Primary())
-	eng := engine(atomicEngine{}) // until Prepare knows the server
-	counters := &counters{coll: db.Collection(names.of(CountersCollection), primary), eng: eng}
+	counters := &counters{coll: db.Collection(names.of(CountersCollection), primary)}
 	return &Store{
 		client:    client,
 		db:        db,
@@ -110,11 +111,11 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		opTimeout: o.OperationTimeout,
 		names:     names,
 		users: &Users{
-			coll: db.Collection(names.of(UsersCollection)), primary: db.Collection(names.of(UsersCollection), primary), eng: eng,
+			coll: db.Collection(names.of(UsersCollection)), primary: db.Collection(names.of(UsersCollection), primary),
 		},
 		events: &Events{
-			coll: db.Collection(names.of(EventsCollection)), primary: db.Collection(names.of(EventsCollection), primary), eng: eng,
-			search: driverSearch{}, counters: counters,
+			coll: db.Collection(names.of(EventsCollection)), primary: db.Collection(names.of(EventsCollection), primary),
+			counters: counters,
 		},
 	}, nil
 }

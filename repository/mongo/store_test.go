@@ -47,7 +47,7 @@ func TestStore_EnsureIndexesDropsIndexesNoQueryUses(t *testing.T) {
 	want := map[string][]string{
 		repository.UsersCollection: {"_id_", "userId_1", "email_1", "updatedAt_1__id_1", "eraseAfter_1"},
 		repository.EventsCollection: {"_id_", "eventId_1", "receivedAt_-1__id_-1", "status_1_receivedAt_-1__id_-1",
-			"eventType_1_receivedAt_-1__id_-1", "userId_1_receivedAt_-1__id_-1", "retryAt_1", "processedAt_1"},
+			"eventType_1_receivedAt_-1__id_-1", "userId_1_receivedAt_-1__id_-1", "retryAt_1", "processedAt_1", "uncounted_1"},
 	}
 	for coll, names := range want {
 		specs, err := s.Database().Collection(coll).Indexes().ListSpecifications(ctx)

@@ -18,7 +18,9 @@ import (
 type Users struct {
 	coll    *mongo.Collection
 	primary *mongo.Collection // reads that decide a write
-	eng     engine
+	// afterTake, if set, runs after Apply took an email from another user
+	// and before it writes again (tests race it).
+	afterTake func()
 }
 
 // userDoc is a users document. Its _id is derived from userId (see
@@ -40,6 +42,8 @@ type userDoc struct {
 	// EraseAfter is set on a tombstone whose events still hold personal
 	// data: the time erasure counts from (see erase.go). Sparse-indexed.
 	EraseAfter *time.Time `bson:"eraseAfter,omitempty"`
+	// ErasedAt is set on a tombstone once its events were erased.
+	ErasedAt *time.Time `bson:"erasedAt,omitempty"`
 }
 
 func (d userDoc) model() (models.User, error) {
@@ -86,151 +90,214 @@ var userIndexes = []mongo.IndexModel{
 // the planner intersected deletedAt_1_updatedAt_-1 with userId_1.
 var obsoleteUserIndexes = []string{"updatedAt_-1", "deletedAt_1_updatedAt_-1"}
 
-// maxApplyTries bounds the retries of Apply when a concurrent write to the
-// same user wins a race.
-const maxApplyTries = 3
+// maxApplyTries bounds the writes of one Apply: a write that lost a race
+// to a concurrent write of the same user, or whose email had to be taken
+// from another user first, is tried again, up to this many writes in all.
+const maxApplyTries = 5
 
-// Apply writes ch to its user if the user is unknown, or active with an
-// older stored state (Clerk time, then event id). It returns
+// Apply writes ch to its user if models.Decide says so: the user is
+// unknown, or active with an older stored state (Clerk time, then event
+// id), or ch deletes it. It returns
 //   - OutcomeApplied when ch is now the user's state (also when this very
-//     event had been applied before);
+//     event had been applied before, and when ch's email had to be left
+//     out, see below);
 //   - OutcomeStale when a newer state is stored;
 //   - OutcomeDeletedUser when the user is deleted;
-//   - an error wrapping models.ErrEmailTaken when ch's email is held by
-//     another active user, models.ErrConflict when concurrent writes to
-//     the user kept winning races, models.ErrInvalid when ch's metadata
-//     cannot be stored, or models.ErrUnavailable when the database is down.
+//   - an error wrapping models.ErrEmailTaken when another active user
+//     kept claiming ch's email faster than it could be taken (see
+//     takeEmail), models.ErrConflict when concurrent writes to the user
+//     kept winning races, models.ErrInvalid when ch's metadata cannot be
+//     stored, or models.ErrUnavailable when the database is down. No
+//     error carries an email: it may end up in an event's error field.
 //
-// How depends on the engine (see engine): applyAtomic on MongoDB,
-// applySerial on FerretDB.
+// The rules are those of models.Decide, each written once as the filter
+// of one conditional write: an upsert of the user by _id that matches
+// only an active user with an older state (any active user for a
+// deletion), or inserts the user when it is unknown. A new user and an
+// update cost one round trip. When the write does not go through, the
+// user's state says why, through models.Decide; the stored state is the
+// explanation, not a second statement of the rules.
+//
+// An email held by another active user is taken from it when ch proves
+// that it no longer holds it (models.TakesEmailFrom): see takeEmail. So
+// two users that swapped emails in Clerk converge whatever the order of
+// delivery, and whatever events were lost.
 func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
 	w, err := newUserWrite(ch, now)
 	if err != nil {
 		return "", err
 	}
-	outcome, err := u.eng.applyUser(ctx, u, w)
-	if err != nil {
+	fail := func(err error) (models.Outcome, error) {
 		return "", fmt.Errorf("apply event %s to user %s: %w", ch.EventID, ch.UserID, err)
 	}
-	return outcome, nil
-}
-
-func (atomicEngine) applyUser(ctx context.Context, u *Users, w userWrite) (models.Outcome, error) {
-	return u.applyAtomic(ctx, w)
-}
-
-func (serialEngine) applyUser(ctx context.Context, u *Users, w userWrite) (models.Outcome, error) {
-	return u.applySerial(ctx, w)
-}
-
-// applyAtomic is Apply where updates are atomic: one of two writes does
-// it, a conditional update of an existing user or the insert of a new one
-// (refused by the _id and userId indexes if the user exists). The one more
-// likely to succeed goes first (the insert for user.created), so the usual
-// case is one round trip. When neither goes through, the user's state,
-// read from the primary, says why.
-func (u *Users) applyAtomic(ctx context.Context, w userWrite) (models.Outcome, error) {
-	writes := []func(context.Context) (bool, error){w.updateOld(u.coll), w.insertNew(u.coll)}
-	if w.ch.New {
-		writes[0], writes[1] = writes[1], writes[0]
-	}
-	for try := 1; ; try++ {
-		for _, write := range writes {
-			if done, err := write(ctx); err != nil || done {
-				return models.OutcomeApplied, err
-			}
-		}
-		// Neither write went through: the user exists and is newer or
-		// deleted, or a concurrent write got in between.
-		cur, err := u.state(ctx, w.doc.ID)
+	emailHeld := false
+	for try := 1; try <= maxApplyTries; try++ {
+		outcome, err := u.write(ctx, w)
+		emailHeld = errors.Is(err, errEmailHeld)
 		switch {
-		case errors.Is(err, models.ErrNotFound):
-			// The insert was refused, and not for the user (users are
-			// never removed): an engine that did not name the email index.
-			return "", fmt.Errorf("insert refused with no user there: %w", models.ErrEmailTaken)
-		case err != nil:
-			return "", err
-		default:
-			if outcome, final := w.explain(cur); final {
-				return outcome, u.keepErasable(ctx, outcome, cur)
+		case errors.Is(err, errLostRace):
+			continue
+		case emailHeld:
+			drop, err := u.takeEmail(ctx, w.ch, now)
+			if err != nil {
+				return fail(err)
 			}
-		}
-		if try == maxApplyTries {
-			return "", fmt.Errorf("concurrent writes to the user kept winning: %w", models.ErrConflict)
-		}
-	}
-}
-
-// applySerial is Apply where updates are not atomic: under the user's
-// turn, the state is read by _id, the decision made in Go, and the user
-// inserted or updated by _id. For user.created the insert goes first (the
-// user is probably new), and the state is read only if it is refused.
-func (u *Users) applySerial(ctx context.Context, w userWrite) (models.Outcome, error) {
-	defer u.eng.turn(w.ch.UserID)()
-	for try := 1; ; try++ {
-		var cur userDoc
-		err := models.ErrNotFound // for user.created, the insert first
-		if !w.ch.New || try > 1 {
-			cur, err = u.state(ctx, w.doc.ID)
-		}
-		if errors.Is(err, models.ErrNotFound) {
-			err = translate(insertOne(ctx, u.coll, w.doc))
-			if !errors.Is(err, models.ErrConflict) {
-				return models.OutcomeApplied, err
+			if drop {
+				if w, err = newUserWrite(withoutEmail(ch), now); err != nil {
+					return fail(err)
+				}
 			}
-			// FerretDB does not say which index refused an insert: the
-			// user itself (it exists) or its email.
-			if _, serr := u.state(ctx, w.doc.ID); errors.Is(serr, models.ErrNotFound) {
-				return "", fmt.Errorf("insert refused with no user there: %w", models.ErrEmailTaken)
-			}
-			if try == maxApplyTries {
-				return "", err
+			if u.afterTake != nil {
+				u.afterTake()
 			}
 			continue
+		case err != nil:
+			return fail(err)
 		}
-		if err != nil {
-			return "", err
-		}
-		if outcome, final := w.explain(cur); final {
-			return outcome, u.keepErasable(ctx, outcome, cur)
-		}
-		if _, err := u.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: w.doc.ID}}, w.changes); err != nil {
-			return "", translate(err)
-		}
-		return models.OutcomeApplied, nil
+		return outcome, nil
 	}
+	if emailHeld {
+		return fail(fmt.Errorf("other users kept claiming the email: %w", models.ErrEmailTaken))
+	}
+	return fail(fmt.Errorf("concurrent writes to the user kept winning: %w", models.ErrConflict))
 }
 
-// explain decides, from the stored state cur of the user, what ch does
-// when it is not newer than cur: final is false when ch is to be written.
-func (w userWrite) explain(cur userDoc) (outcome models.Outcome, final bool) {
-	switch {
-	case cur.LastEventID == w.ch.EventID && (cur.DeletedAt != nil) == w.ch.Deleted:
-		return models.OutcomeApplied, true // a retry of an applied event
-	case cur.DeletedAt != nil:
-		return models.OutcomeDeletedUser, true
-	case !models.Newer(w.ch.SourceTime, w.ch.EventID, cur.SourceUpdatedAt, cur.LastEventID):
-		return models.OutcomeStale, true
+// Reasons for Apply to write again. Neither leaves Apply.
+var (
+	// errEmailHeld: ch's email is held by another active user.
+	errEmailHeld = errors.New("email held by another user")
+	// errLostRace: a concurrent write changed the user between the write
+	// and the read that explains it.
+	errLostRace = errors.New("lost a race")
+)
+
+// write makes the conditional write of w once. It returns the outcome,
+// errEmailHeld, errLostRace or another error. The driver's error for a
+// duplicate key is never returned: its message holds the key (an email).
+func (u *Users) write(ctx context.Context, w userWrite) (models.Outcome, error) {
+	_, err := u.coll.UpdateOne(ctx, w.filter, w.update, options.UpdateOne().SetUpsert(true))
+	if err == nil {
+		return models.OutcomeApplied, nil // updated, or inserted
 	}
-	return "", false
+	err = translate(err)
+	switch {
+	case errors.Is(err, models.ErrEmailTaken):
+		return "", errEmailHeld
+	case !errors.Is(err, models.ErrConflict):
+		return "", err
+	}
+	// A duplicate key that the engine did not name (DocumentDB-based
+	// engines word it differently): the upsert's insert was refused by
+	// _id because the user exists with a state the filter rejects, or by
+	// the email index. The user's state tells which.
+	cur, err := u.state(ctx, w.doc.ID)
+	switch {
+	case errors.Is(err, models.ErrNotFound) && w.ch.Email != "":
+		return "", errEmailHeld
+	case errors.Is(err, models.ErrNotFound):
+		return "", fmt.Errorf("%w: the user is stored under another _id: run usersync migrate", models.ErrConflict)
+	case err != nil:
+		return "", err
+	}
+	d := models.Decide(new(cur.version()), w.ch)
+	if !d.Writes() {
+		return d.Outcome(), u.keepErasable(ctx, d, cur)
+	}
+	if w.ch.Email != "" {
+		// The filter matches the stored state: the email index refused it.
+		// (Or a concurrent write got in between; taking the email then
+		// finds no holder, and the write is tried again.)
+		return "", errEmailHeld
+	}
+	return "", errLostRace
+}
+
+// takeEmail settles a claim of ch on an email that another active user
+// holds, by models.TakesEmailFrom: ch is a state at time T that claims
+// the email, so a holder whose stored state is older than T no longer
+// holds it (the event that said so may have been lost), and loses it
+// here: one conditional write, whose filter checks the holder's version,
+// so a newer state of the holder written meanwhile keeps it. A holder
+// whose stored state is newer keeps it: ch's own user has given the email
+// up since, and drop reports that ch must be written without it. In every
+// other case (no holder any more, or a different one) Apply writes again.
+//
+// The holder's document changes, so its updatedAt moves, and the change
+// feed serves it; its Clerk version (sourceUpdatedAt, lastEventId) stays:
+// its next event is still applied.
+func (u *Users) takeEmail(ctx context.Context, ch models.Change, now time.Time) (drop bool, err error) {
+	res, err := u.primary.UpdateOne(ctx, takeEmailFilter(ch), bson.D{
+		{Key: "$unset", Value: bson.D{{Key: "email", Value: ""}}},
+		{Key: "$set", Value: bson.D{{Key: "updatedAt", Value: now}}},
+	})
+	if err != nil {
+		return false, fmt.Errorf("take the email from its holder: %w", translate(err))
+	}
+	if res.MatchedCount > 0 {
+		return false, nil
+	}
+	var holder userDoc
+	err = u.primary.FindOne(ctx, bson.D{{Key: "email", Value: ch.Email}}, options.FindOne().SetProjection(versionProjection)).Decode(&holder)
+	if err = translate(err); errors.Is(err, models.ErrNotFound) {
+		return false, nil // given up meanwhile
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the holder of the email: %w", err)
+	}
+	if holder.UserID == ch.UserID || holder.DeletedAt != nil {
+		return false, nil
+	}
+	return !models.TakesEmailFrom(ch, holder.version()), nil
+}
+
+// takeEmailFilter selects the other active user that holds ch's email
+// with a stored state older than ch, through the email index.
+func takeEmailFilter(ch models.Change) bson.D {
+	return append(bson.D{
+		{Key: "email", Value: ch.Email},
+		{Key: "deletedAt", Value: nil},
+		{Key: "userId", Value: bson.D{{Key: "$ne", Value: ch.UserID}}},
+	}, olderThan(ch))
+}
+
+// olderThan matches a stored state older than ch: Clerk's time, then the
+// event id (models.Newer).
+func olderThan(ch models.Change) bson.E {
+	ts := ch.SourceTime.UTC()
+	return bson.E{Key: "$or", Value: bson.A{
+		bson.D{{Key: "sourceUpdatedAt", Value: bson.D{{Key: "$lt", Value: ts}}}},
+		bson.D{{Key: "sourceUpdatedAt", Value: ts}, {Key: "lastEventId", Value: bson.D{{Key: "$lt", Value: ch.EventID}}}},
+	}}
+}
+
+// withoutEmail is ch with its email left out.
+func withoutEmail(ch models.Change) models.Change {
+	ch.Email = ""
+	return ch
 }
 
 // keepErasable makes erasure come back for a deleted user whose events
 // were all erased already: the event that found the user deleted holds
-// personal data too.
-func (u *Users) keepErasable(ctx context.Context, outcome models.Outcome, cur userDoc) error {
-	if outcome != models.OutcomeDeletedUser || cur.EraseAfter != nil || cur.DeletedAt == nil {
+// personal data too. Marking it processed erases it at once when the user
+// was erased (see eraseIfUserErased); this mark is for a mark that never
+// comes (a crash), and is then due at once.
+func (u *Users) keepErasable(ctx context.Context, d models.Decision, cur userDoc) error {
+	if d != models.DecideDeletedUser || cur.EraseAfter != nil || cur.DeletedAt == nil {
 		return nil
 	}
-	return u.rearmErasure(ctx, cur.UserID, *cur.DeletedAt)
+	due := *cur.DeletedAt
+	if cur.ErasedAt != nil {
+		due = eraseEpoch
+	}
+	return u.rearmErasure(ctx, cur.UserID, due)
 }
 
-// userWrite is ch as the writes of Apply.
+// userWrite is ch as the write of Apply.
 type userWrite struct {
-	ch      models.Change
-	filter  bson.D  // an active user older than ch (for atomic engines)
-	changes bson.D  // that user as ch says
-	doc     userDoc // a new user as ch says
+	ch     models.Change
+	filter bson.D  // models.Decide's DecideUpdate, and the user's _id
+	update bson.D  // the user as ch says; with upsert, the new user
+	doc    userDoc // a new user as ch says (seeds)
 }
 
 // newUserWrite builds, from ch, both the document of a new user and the
@@ -239,6 +306,8 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 	ts := ch.SourceTime.UTC()
 	w := userWrite{
 		ch: ch,
+		// An upsert inserts these equalities too: the _id, and no deletedAt
+		// until a deletion's $set gives one.
 		filter: bson.D{
 			{Key: "_id", Value: docID(ch.UserID)},
 			{Key: "deletedAt", Value: nil},
@@ -248,12 +317,17 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 			SourceUpdatedAt: ts, LastEventID: ch.EventID,
 		},
 	}
+	onInsert := bson.E{Key: "$setOnInsert", Value: bson.D{
+		{Key: "userId", Value: ch.UserID},
+		{Key: "createdAt", Value: now},
+	}}
 	if ch.Deleted {
-		// A delete wins over every state; it turns the user into a tombstone
-		// so that every order of delivery ends in the same document.
+		// A delete wins over every state of an active user; it turns the
+		// user into a tombstone so that every order of delivery ends in
+		// the same document.
 		w.doc.DisplayName, w.doc.Metadata, w.doc.DeletedAt = ch.UserID, bson.D{}, &ts
 		w.doc.EraseAfter = &ts
-		w.changes = bson.D{
+		w.update = bson.D{
 			{Key: "$set", Value: append(bson.D{
 				{Key: "deletedAt", Value: ts},
 				{Key: "displayName", Value: w.doc.DisplayName},
@@ -264,6 +338,7 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 				{Key: "eraseAfter", Value: ts},
 			}, profileDoc{}.set()...)},
 			{Key: "$unset", Value: bson.D{{Key: "email", Value: ""}}},
+			onInsert,
 		}
 		return w, nil
 	}
@@ -273,10 +348,7 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 	}
 	w.doc.Email, w.doc.DisplayName, w.doc.Metadata = ch.Email, ch.DisplayName, meta
 	w.doc.Profile = newProfileDoc(ch.Profile)
-	w.filter = append(w.filter, bson.E{Key: "$or", Value: bson.A{
-		bson.D{{Key: "sourceUpdatedAt", Value: bson.D{{Key: "$lt", Value: ts}}}},
-		bson.D{{Key: "sourceUpdatedAt", Value: ts}, {Key: "lastEventId", Value: bson.D{{Key: "$lt", Value: ch.EventID}}}},
-	}})
+	w.filter = append(w.filter, olderThan(ch))
 	set := bson.D{
 		{Key: "displayName", Value: ch.DisplayName},
 		{Key: "metadata", Value: meta},
@@ -286,47 +358,30 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 	}
 	set = append(set, w.doc.Profile.set()...)
 	if ch.Email != "" {
-		w.changes = bson.D{{Key: "$set", Value: append(set, bson.E{Key: "email", Value: ch.Email})}}
+		w.update = bson.D{{Key: "$set", Value: append(set, bson.E{Key: "email", Value: ch.Email})}, onInsert}
 	} else {
-		w.changes = bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "email", Value: ""}}}}
+		w.update = bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "email", Value: ""}}}, onInsert}
 	}
 	return w, nil
 }
 
-// updateOld is the conditional update of an existing active user with an
-// older state. done is false when there is none. A taken email is an
-// error wrapping models.ErrEmailTaken.
-func (w userWrite) updateOld(coll *mongo.Collection) func(context.Context) (bool, error) {
-	return func(ctx context.Context) (bool, error) {
-		res, err := coll.UpdateOne(ctx, w.filter, w.changes)
-		if err != nil {
-			return false, translate(err)
-		}
-		return res.MatchedCount > 0, nil
-	}
+// versionProjection is what Apply reads of a user to decide or explain a
+// write.
+var versionProjection = bson.D{
+	{Key: "userId", Value: 1}, {Key: "deletedAt", Value: 1}, {Key: "sourceUpdatedAt", Value: 1}, {Key: "lastEventId", Value: 1},
+	{Key: "eraseAfter", Value: 1}, {Key: "erasedAt", Value: 1},
 }
 
-// insertNew writes a new user. done is false when the user exists. A
-// taken email is an error wrapping models.ErrEmailTaken.
-func (w userWrite) insertNew(coll *mongo.Collection) func(context.Context) (bool, error) {
-	return func(ctx context.Context) (bool, error) {
-		err := translate(insertOne(ctx, coll, w.doc))
-		if errors.Is(err, models.ErrConflict) {
-			return false, nil // the user exists (_id or userId)
-		}
-		return err == nil, err
-	}
+// version is the version of d's stored state, for models.Decide.
+func (d userDoc) version() models.Version {
+	return models.Version{SourceTime: d.SourceUpdatedAt, EventID: d.LastEventID, Deleted: d.DeletedAt != nil}
 }
 
 // state reads, from the primary, what Apply needs to decide or explain a
 // write.
 func (u *Users) state(ctx context.Context, id bson.ObjectID) (userDoc, error) {
 	var d userDoc
-	err := findByID(ctx, u.primary, id, &d, bson.D{
-		{Key: "userId", Value: 1}, {Key: "deletedAt", Value: 1}, {Key: "sourceUpdatedAt", Value: 1}, {Key: "lastEventId", Value: 1},
-		{Key: "eraseAfter", Value: 1},
-	})
-	if err != nil {
+	if err := findByID(ctx, u.primary, id, &d, versionProjection); err != nil {
 		return userDoc{}, fmt.Errorf("read user: %w", err)
 	}
 	return d, nil

@@ -93,6 +93,9 @@ func (s *Store) eraseUser(ctx context.Context, userID string, now time.Time, ask
 			return err
 		}
 		res.Events = int(n)
+		if n > 0 {
+			s.erased.Store(true)
+		}
 		var pending int64
 		if err := t.row(qErasePending, userID).Scan(&pending); err != nil {
 			return translate(err)
@@ -113,8 +116,11 @@ func (s *Store) eraseUser(ctx context.Context, userID string, now time.Time, ask
 
 // eraseIfUserErased erases the event id if its user is a tombstone whose
 // events were all erased already: its body would otherwise outlive them.
-func eraseIfUserErased(t *wtx, id int64, now time.Time) error {
-	_, err := t.exec(`UPDATE events SET raw_body = NULL, erased_at = ? WHERE id = ? AND erased_at IS NULL
+func (s *Store) eraseIfUserErased(t *wtx, id int64, now time.Time) error {
+	n, err := t.execN(`UPDATE events SET raw_body = NULL, erased_at = ? WHERE id = ? AND erased_at IS NULL
 		AND EXISTS (SELECT 1 FROM users WHERE users.user_id = events.user_id AND users.erased_at IS NOT NULL)`, ms(now), id)
+	if n > 0 {
+		s.erased.Store(true)
+	}
 	return err
 }

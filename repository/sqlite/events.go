@@ -332,7 +332,7 @@ func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Ou
 			return err
 		}
 		if outcome == models.OutcomeDeletedUser {
-			return eraseIfUserErased(t, n, now)
+			return e.s.eraseIfUserErased(t, n, now)
 		}
 		return nil
 	})
@@ -356,7 +356,7 @@ func (e *Events) MarkFailed(ctx context.Context, id string, cause string, retryA
 		if err != nil || changed == 0 || retryAt != nil {
 			return err
 		}
-		return eraseIfUserErased(t, n, time.Now())
+		return e.s.eraseIfUserErased(t, n, time.Now())
 	})
 	if err != nil {
 		return fmt.Errorf("mark event %q failed: %w", id, err)

@@ -1,14 +1,12 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -264,88 +262,5 @@ func importEvent(t *wtx, doc sjson) (models.Outcome, error) {
 
 var keyUnescaper = strings.NewReplacer("%25", "%", "%2E", ".", "%00", "\x00", "%24", "$")
 
-// unescapeKeys rewrites a JSON value with every object key unescaped, in
-// the order the keys were stored, numbers as they were written.
-func unescapeKeys(raw []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var out bytes.Buffer
-	type frame struct {
-		object bool
-		n      int  // values written
-		key    bool // the next string is a key
-	}
-	var stack []*frame
-	sep := func() {
-		if len(stack) == 0 {
-			return
-		}
-		f := stack[len(stack)-1]
-		if f.object && !f.key {
-			out.WriteByte(':')
-			return
-		}
-		if f.n > 0 {
-			out.WriteByte(',')
-		}
-	}
-	done := func() {
-		if len(stack) == 0 {
-			return
-		}
-		f := stack[len(stack)-1]
-		if f.object {
-			if f.key {
-				f.key = false
-				return
-			}
-			f.key = true
-		}
-		f.n++
-	}
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return out.Bytes(), nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		switch v := tok.(type) {
-		case json.Delim:
-			switch v {
-			case '{', '[':
-				sep()
-				out.WriteByte(byte(v))
-				stack = append(stack, &frame{object: v == '{', key: v == '{'})
-			default:
-				stack = stack[:len(stack)-1]
-				out.WriteByte(byte(v))
-				done()
-			}
-			continue
-		case string:
-			f := (*frame)(nil)
-			if len(stack) > 0 {
-				f = stack[len(stack)-1]
-			}
-			sep()
-			if f != nil && f.object && f.key {
-				v = keyUnescaper.Replace(v)
-			}
-			writeJSON(&out, v)
-		default:
-			sep()
-			writeJSON(&out, v)
-		}
-		done()
-	}
-}
-
-// writeJSON writes v as JSON, without escaping <, > and &.
-func writeJSON(out *bytes.Buffer, v any) {
-	enc := json.NewEncoder(out)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-	out.Truncate(out.Len() - 1) // Encode ends with a newline
-}
+// unescapeKeys rewrites a JSON value with every object key unescaped.
+func unescapeKeys(raw []byte) ([]byte, error) { return models.RewriteJSON(raw, keyUnescaper.Replace) }

@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	sqlite3 "modernc.org/sqlite"
@@ -58,13 +59,17 @@ type Options struct {
 
 // Store is the embedded store.
 type Store struct {
-	path   string
-	w      *sql.DB // the one write connection, used by the writer alone
-	r      *sql.DB // read-only connections
-	reqs   chan *writeReq
-	stop   chan struct{}
-	done   chan struct{}
-	batch  int
+	path  string
+	w     *sql.DB // the one write connection, used by the writer alone
+	r     *sql.DB // read-only connections
+	reqs  chan *writeReq
+	stop  chan struct{}
+	done  chan struct{}
+	batch int
+	// erased is set by a write that erased personal data: the writer then
+	// checkpoints the write-ahead log after its commit, so that the erased
+	// bytes leave the log as well as the database (secure_delete).
+	erased atomic.Bool
 	users  *Users
 	events *Events
 	leases *Leases
@@ -369,6 +374,12 @@ func (s *Store) commit(batch []*writeReq) {
 				errs[i] = translate(err)
 			}
 		}
+		return
+	}
+	if s.erased.Swap(false) {
+		// Best effort: a checkpoint that readers hold back is completed
+		// by a later one.
+		_, _ = s.w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
 	}
 }
 

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -198,12 +199,17 @@ func (u *Users) Get(ctx context.Context, userID string) (models.User, error) {
 // List returns one page of users in user id order after f.After (the
 // users_active index, or the primary key with deleted users), or, with an
 // email, the one active user holding it (users_email). The cursor is the
-// last user id of the page.
+// last user id of the page, in hex (so that it is one token in a URL).
 func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage, error) {
 	var (
 		q    string
 		args []any
 	)
+	after, err := hex.DecodeString(f.After)
+	if err != nil {
+		return models.UserPage{}, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+	}
+	f.After = string(after)
 	switch {
 	case f.Email != "":
 		q = qUsersByEmail
@@ -222,7 +228,7 @@ func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage,
 	page := models.UserPage{Users: users}
 	if len(users) > f.Limit {
 		page.Users = users[:f.Limit]
-		page.NextCursor = page.Users[f.Limit-1].UserID
+		page.NextCursor = hex.EncodeToString([]byte(page.Users[f.Limit-1].UserID))
 	}
 	return page, nil
 }

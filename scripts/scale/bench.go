@@ -40,7 +40,6 @@ func retention() time.Duration { return time.Since(epoch.Add(-24 * time.Hour)) }
 // bench is one usersync, in process, over the database being measured.
 type bench struct {
 	store    *repository.Store
-	ferretDB bool
 	srv      *httptest.Server
 	client   *http.Client
 	wh       *svix.Webhook
@@ -69,7 +68,7 @@ func newBench(ctx context.Context, uri string, o flags, quiet *slog.Logger, prog
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Minute) // index builds on a kept database
 	defer cancel()
 	// As usersync migrate does: every index built before the measurement.
-	if b.ferretDB, err = b.store.Prepare(pctx); err == nil {
+	if err = b.store.Prepare(pctx); err == nil {
 		err = b.store.EnsureIndexes(pctx)
 	}
 	if err != nil {
@@ -105,10 +104,6 @@ func (b *bench) close(keep bool) {
 		_ = b.store.Drop(ctx)
 	}
 	_ = b.store.Close(ctx)
-}
-
-func startEmbedded(dir string, quiet *slog.Logger) (*repository.Embedded, error) {
-	return repository.StartEmbedded(dir, "127.0.0.1:0", quiet)
 }
 
 // bodyTemplate makes Clerk user event bodies from the user.updated fixture

@@ -28,7 +28,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"runtime/pprof"
@@ -136,26 +135,9 @@ func run(ctx context.Context, o flags, out, progress io.Writer) error {
 	engineName := "MongoDB at -mongodb-uri"
 	uri := o.uri
 	if uri == "" {
-		engineName = "embedded engine (FerretDB 1.24.2 on SQLite)"
-		dir := o.dir
-		if dir == "" {
-			if dir, err = os.MkdirTemp("", "usersync-scale-"); err != nil {
-				return err
-			}
-			if !o.keep {
-				defer os.RemoveAll(dir)
-			}
-		}
-		if o.keep {
-			abs, _ := filepath.Abs(dir)
-			fmt.Fprintf(progress, "data dir (kept): %s\n", abs)
-		}
-		engine, err := startEmbedded(filepath.Join(dir, "db"), quiet)
-		if err != nil {
-			return err
-		}
-		defer engine.Stop()
-		uri = engine.URI()
+		// The embedded store is measured by its own benchmarks for now
+		// (see README.md); this program drives MongoDB's driver.
+		return errors.New("-mongodb-uri is required: the scale program measures the MongoDB store")
 	}
 	b, err := newBench(ctx, uri, o, quiet, progress)
 	if err != nil {
