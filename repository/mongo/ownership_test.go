@@ -61,6 +61,7 @@ func sameSnapshot(t *testing.T, what string, got, want map[string][]string) {
 func seedApp(t *testing.T, db *mongo.Database) {
 	t.Helper()
 	ctx := context.Background()
+	t.Cleanup(func() { _ = db.Drop(context.Background()) }) // Store.Drop leaves what is not usersync's
 	users := db.Collection("users")
 	if _, err := users.InsertMany(ctx, []any{
 		bson.D{{Key: "email", Value: "bob@example.com"}, {Key: "name", Value: "Bob"}, {Key: "passwordHash", Value: "$2a$10$x"}},
