@@ -389,8 +389,9 @@ func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 }
 
 // createIndexes creates the indexes that coll lacks, by name, and drops
-// the obsolete ones it has. Asking the embedded engine to create an index
-// that exists drops the connection, so existing ones are listed first.
+// the obsolete ones it has. An index of that name made otherwise is left
+// as it is: Prepare's check of the unique ones refuses it (see
+// checkUniqueIndexes).
 func createIndexes(ctx context.Context, coll *mongo.Collection, want []mongo.IndexModel, obsolete []string) error {
 	specs, err := coll.Indexes().ListSpecifications(ctx)
 	if err != nil {
