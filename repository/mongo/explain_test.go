@@ -12,7 +12,6 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
-	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory asks the server at
@@ -24,7 +23,7 @@ import (
 // NotImplemented) is reported, not failed.
 func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	ctx := context.Background()
-	s := mongotest.Open(t)
+	s := newStore(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	// Some documents, so that every collection and index exists.
 	if _, err := s.Users().Apply(ctx, change("user_1", "msg_1", time.Second, "a@example.com"), now); err != nil {
