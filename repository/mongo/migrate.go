@@ -97,11 +97,6 @@ func (s *Store) Migrate(ctx context.Context, dryRun bool) (repository.MigrateRep
 	return m.report(false), nil
 }
 
-// MigrateData is Migrate, under the name cmd/usersync's wrapper calls; a
-// Store is a repository.Migrator itself.
-func (s *Store) MigrateData(ctx context.Context, dryRun bool) (repository.MigrateReport, error) {
-	return s.Migrate(ctx, dryRun)
-}
 
 // migration is what a migration did, or would do.
 type migration struct {
