@@ -97,7 +97,6 @@ func (s *Store) Migrate(ctx context.Context, dryRun bool) (repository.MigrateRep
 	return m.report(false), nil
 }
 
-
 // migration is what a migration did, or would do.
 type migration struct {
 	mark, older bool
