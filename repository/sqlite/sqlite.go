@@ -384,10 +384,34 @@ func (s *Store) commit(batch []*writeReq) {
 }
 
 // wtx is the write transaction a write runs in.
-type wtx struct{ tx *sql.Tx }
+type wtx struct {
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt // closed with the transaction
+}
+
+// stmt is q prepared once in the transaction and reused by every write of
+// it (the statements of a batch, the rows of a seed).
+func (t *wtx) stmt(q string) (*sql.Stmt, error) {
+	st, ok := t.stmts[q]
+	if !ok {
+		var err error
+		if st, err = t.tx.PrepareContext(context.Background(), q); err != nil {
+			return nil, translate(err)
+		}
+		if t.stmts == nil {
+			t.stmts = map[string]*sql.Stmt{}
+		}
+		t.stmts[q] = st
+	}
+	return st, nil
+}
 
 func (t *wtx) exec(q string, args ...any) (sql.Result, error) {
-	res, err := t.tx.ExecContext(context.Background(), q, args...)
+	st, err := t.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	res, err := st.ExecContext(context.Background(), args...)
 	return res, translate(err)
 }
 
@@ -401,7 +425,12 @@ func (t *wtx) execN(q string, args ...any) (int64, error) {
 }
 
 func (t *wtx) row(q string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(context.Background(), q, args...)
+	st, err := t.stmt(q)
+	if err != nil {
+		// The same error again, from the row: the caller's Scan reports it.
+		return t.tx.QueryRowContext(context.Background(), q, args...)
+	}
+	return st.QueryRowContext(context.Background(), args...)
 }
 
 func (t *wtx) query(q string, args ...any) (*sql.Rows, error) {
