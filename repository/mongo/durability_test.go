@@ -47,7 +47,8 @@ func TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline(t *testing.T) 
 			t.Fatal(err)
 		}
 		mu.Lock()
-		insert, find := cmds["insert"], cmds["find"]
+		// Record stores an event with an upsert (findAndModify).
+		insert, find := cmds["findAndModify"], cmds["find"]
 		mu.Unlock()
 		wc, err := insert.LookupErr("writeConcern", "w")
 		var got any
@@ -59,7 +60,7 @@ func TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline(t *testing.T) 
 			}
 		}
 		if got != tc.wantW {
-			t.Errorf("URI %q: insert's writeConcern.w = %v, want %v", tc.query, got, tc.wantW)
+			t.Errorf("URI %q: the store of an event: writeConcern.w = %v, want %v", tc.query, got, tc.wantW)
 		}
 		if _, err := find.LookupErr("maxTimeMS"); err != nil {
 			t.Errorf("URI %q: a find without a deadline carries no maxTimeMS: %s", tc.query, find)
