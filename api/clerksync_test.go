@@ -11,7 +11,6 @@ import (
 	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/clerk"
 	"github.com/usersync/usersync/clerk/clerktest"
-	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -105,7 +104,7 @@ func TestSyncUser_AUserClerkDoesNotKnowIs404AndChangesNothing(t *testing.T) {
 	if r.Code != http.StatusNotFound {
 		t.Errorf("POST sync of an unknown user = %s, want 404", r)
 	}
-	if n := h.count(repository.UsersCollection, nil) + h.count(repository.EventsCollection, nil); n != 0 {
+	if n := h.countUsers() + h.countEvents(); n != 0 {
 		t.Errorf("%d documents written, want none", n)
 	}
 }
@@ -117,7 +116,7 @@ func TestSyncUser_ADeletedUserChangesNothing(t *testing.T) {
 	h.mustDeliver(newID(), userBody(t, "user.created", u))
 	h.mustDeliver(newID(), deleteBody(t, "user_gone", u.UpdatedAt+1000))
 	before := h.user("user_gone")
-	events := h.count(repository.EventsCollection, nil)
+	events := h.countEvents()
 
 	if r := h.syncUser("user_gone", testAPIKey); r.Code != http.StatusNotFound {
 		t.Errorf("POST sync of a deleted user = %s, want 404 as GET answers", r)
@@ -129,7 +128,7 @@ func TestSyncUser_ADeletedUserChangesNothing(t *testing.T) {
 	if after["deletedAt"] == nil || after["updatedAt"] != before["updatedAt"] {
 		t.Errorf("user after sync = %v, want it unchanged (%v)", after, before)
 	}
-	if n := h.count(repository.EventsCollection, nil); n != events {
+	if n := h.countEvents(); n != events {
 		t.Errorf("%d events, want %d: nothing stored", n, events)
 	}
 	if n := clerkUserReads(fake.Requests()); n != 0 {

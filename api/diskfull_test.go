@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
+	"github.com/usersync/usersync/repository/sqlite"
 )
 
 // smallDisk mounts a tmpfs of size bytes for the test, or skips the test
@@ -22,7 +22,7 @@ import (
 func smallDisk(t *testing.T, size int) string {
 	t.Helper()
 	if repotest.UsesMongoDB() {
-		t.Skip("fills the embedded engine's disk")
+		t.Skip("fills the embedded store's disk")
 	}
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(size)); err != nil {
@@ -56,12 +56,11 @@ var engineErrors = regexp.MustCompile(`(?m)^usersync_engine_errors_total (\d+)`)
 
 func TestWebhook_FullDiskIsUnavailableCountedAndNotReady(t *testing.T) {
 	dir := smallDisk(t, 8<<20)
-	engine, err := repository.StartEmbedded(filepath.Join(dir, "db"), "127.0.0.1:0", repotest.Discard())
+	store, err := sqlite.Open(context.Background(), filepath.Join(dir, "db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(engine.Stop)
-	store := repotest.NewStoreAt(t, engine.URI(), repository.Options{})
+	t.Cleanup(func() { _ = store.Close(context.Background()) })
 	h := newHarness(t, func(o *harnessOptions) { o.store = store })
 	before := newID()
 	h.mustDeliver(before, userBody(t, "user.created", clerkUser{ID: "user_before", UpdatedAt: t0, Email: "before@example.org"}))

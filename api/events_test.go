@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"testing"
 	"time"
+
+	"github.com/usersync/usersync/models"
 )
 
 func (h *harness) postAs(path, key string) response {
@@ -166,8 +168,9 @@ func TestEvents_StatsCountPerStatusAndOutcome(t *testing.T) {
 }
 
 func TestReplay_ProcessesAFailedEventThroughTheWebhookPath(t *testing.T) {
-	h := newHarness(t)
-	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_1", UpdatedAt: t0, Email: "e@example.com"}))
+	h, flaky := newFlakyHarness(t)
+	flaky.err = fmt.Errorf("test: %w", models.ErrRetryLater)
+	flaky.fail.Store(true)
 	blocked := newID()
 	if r := h.deliver(blocked, userBody(t, "user.created", clerkUser{ID: "user_2", UpdatedAt: t0 + 2, Email: "e@example.com"})); r.Code != http.StatusServiceUnavailable {
 		t.Fatalf("blocked create = %s", r)
@@ -177,7 +180,7 @@ func TestReplay_ProcessesAFailedEventThroughTheWebhookPath(t *testing.T) {
 	if res := r.JSON(t); r.Code != http.StatusOK || res["status"] != "failed" || res["error"] == nil {
 		t.Errorf("replay while blocked = %s, want 200 with status failed and the error", r)
 	}
-	h.mustDeliver(newID(), userBody(t, "user.updated", clerkUser{ID: "user_1", UpdatedAt: t0 + 1, Email: "new@example.com"}))
+	flaky.fail.Store(false)
 	r = h.postAs("/v1/events/"+blocked+"/replay", testAdminKey)
 	if res := r.JSON(t); r.Code != http.StatusOK || res["status"] != "processed" || res["outcome"] != "applied" {
 		t.Errorf("replay = %s, want processed/applied", r)

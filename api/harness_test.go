@@ -17,10 +17,9 @@ import (
 	"time"
 
 	svix "github.com/svix/svix-webhooks/go"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/usersync/usersync/api"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -37,13 +36,13 @@ const (
 // harness is a usersync server on the real router and a real engine.
 type harness struct {
 	t     *testing.T
-	store *repository.Store
+	store repotest.Store
 	url   string
 }
 
 type harnessOptions struct {
 	logger    *slog.Logger
-	store     *repository.Store
+	store     repotest.Store
 	secrets   []string
 	wrapUsers func(sync.UserStore) sync.UserStore
 	limits    api.Limits
@@ -195,28 +194,65 @@ func (h *harness) user(userID string) map[string]any {
 	return r.JSON(h.t)
 }
 
-// count counts documents of a collection matching filter.
-func (h *harness) count(coll string, filter bson.D) int64 {
+// countEvents counts the stored events, through the event log.
+func (h *harness) countEvents() int {
 	h.t.Helper()
-	if filter == nil {
-		filter = bson.D{}
+	n := 0
+	f := models.EventFilter{Limit: 500}
+	for {
+		page, err := h.store.Events().List(context.Background(), f)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		n += len(page.Events)
+		if page.NextCursor == "" {
+			return n
+		}
+		f.After = page.NextCursor
 	}
-	n, err := h.store.Database().Collection(coll).CountDocuments(context.Background(), filter)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return n
 }
 
-// event reads the stored event with eventId id directly.
-func (h *harness) event(id string) bson.M {
+// countUsers counts the users, deleted ones included.
+func (h *harness) countUsers() int {
 	h.t.Helper()
-	var m bson.M
-	err := h.store.Database().Collection(repository.EventsCollection).
-		FindOne(context.Background(), bson.D{{Key: "eventId", Value: id}}).Decode(&m)
+	n := 0
+	f := models.UserFilter{Limit: 500, IncludeDeleted: true}
+	for {
+		page, err := h.store.Users().List(context.Background(), f)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		n += len(page.Users)
+		if page.NextCursor == "" {
+			return n
+		}
+		f.After = page.NextCursor
+	}
+}
+
+// event reads the stored event with eventId id, as a map of the fields
+// of user_events (a field the event lacks is absent).
+func (h *harness) event(id string) map[string]any {
+	h.t.Helper()
+	ev, err := h.store.Events().Get(context.Background(), id)
 	if err != nil {
 		h.t.Fatalf("event %s: %v", id, err)
 	}
+	m := map[string]any{"eventId": ev.EventID, "status": string(ev.Status), "attempts": int32(ev.Attempts),
+		"type": ev.Type, "receivedAt": ev.ReceivedAt}
+	put := func(k string, v any, ok bool) {
+		if ok {
+			m[k] = v
+		}
+	}
+	put("outcome", string(ev.Outcome), ev.Outcome != "")
+	put("error", ev.Error, ev.Error != "")
+	put("rawBody", string(ev.RawBody), ev.RawBody != nil)
+	put("userId", ev.UserID, ev.UserID != "")
+	put("erasedAt", ev.ErasedAt, ev.ErasedAt != nil)
+	put("processedAt", ev.ProcessedAt, ev.ProcessedAt != nil)
+	put("sourceTimestamp", ev.SourceTimestamp, ev.SourceTimestamp != nil)
+	put("retryAt", ev.RetryAt, ev.RetryAt != nil)
 	return m
 }
 

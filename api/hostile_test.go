@@ -14,7 +14,6 @@ import (
 
 	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/sync"
 )
 
@@ -124,7 +123,7 @@ func TestWebhook_LongSvixIDIsRefusedBeforeStoring(t *testing.T) {
 			t.Errorf("%s-id of 100,000 characters = %s (%s), want 400 naming it", hdr, r, code)
 		}
 	}
-	if n := h.count(repository.EventsCollection, nil); n != 0 {
+	if n := h.countEvents(); n != 0 {
 		t.Errorf("%d events stored, want 0", n)
 	}
 	if strings.Contains(logs.buf.String(), strings.Repeat("x", 200)) {
@@ -141,7 +140,7 @@ func TestWebhook_BodyOver256KiBIsRefused(t *testing.T) {
 	if code, _ := errorOf(t, r); r.Code != http.StatusRequestEntityTooLarge || code != "payload_too_large" {
 		t.Errorf("a 300 KB body = %s, want 413 payload_too_large", r)
 	}
-	if n := h.count(repository.EventsCollection, nil); n != 0 {
+	if n := h.countEvents(); n != 0 {
 		t.Errorf("%d events stored, want 0", n)
 	}
 }
@@ -322,7 +321,7 @@ func TestWebhook_WhatUsersMustNotStoreIs400AndStoredAsFailed(t *testing.T) {
 			if ev := h.event(id); ev["status"] != "failed" || !strings.Contains(fmt.Sprint(ev["error"]), tc.wantMsg) {
 				t.Errorf("stored event = status %v, error %v; want failed with the reason", ev["status"], ev["error"])
 			}
-			if n := h.count(repository.UsersCollection, nil); n != 0 {
+			if n := h.countUsers(); n != 0 {
 				t.Errorf("%d users stored, want 0", n)
 			}
 		})
@@ -343,7 +342,7 @@ func TestWebhook_AmbiguousOrNonUTF8BodiesAreRefusedBeforeStoring(t *testing.T) {
 			if code, msg := errorOf(t, r); r.Code != http.StatusBadRequest || code != "invalid_request" || !strings.Contains(msg, tc.wantMsg) {
 				t.Errorf("delivery = %s, want 400 mentioning %q", r, tc.wantMsg)
 			}
-			if n := h.count(repository.EventsCollection, nil); n != 0 {
+			if n := h.countEvents(); n != 0 {
 				t.Errorf("%d events stored, want 0", n)
 			}
 		})

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/api"
-	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -38,11 +37,8 @@ func TestProbes_AnswerHEADAsTheyAnswerGET(t *testing.T) {
 }
 
 func TestProbes_HEADReadyzIs503WhileTheDatabaseIsDown(t *testing.T) {
-	if repotest.UsesMongoDB() {
-		t.Skip("stops the embedded engine")
-	}
-	engine := repotest.StartEngine(t)
-	h := newHarness(t, func(o *harnessOptions) { o.store = repotest.NewStoreAt(t, engine.URI(), repository.Options{}) })
+	engine := repotest.NewOutage(t)
+	h := newHarness(t, func(o *harnessOptions) { o.store = engine })
 	engine.Stop()
 	if r := h.head("/readyz"); r.Code != http.StatusServiceUnavailable {
 		t.Errorf("HEAD /readyz with the engine down = %s, want 503", r)
@@ -165,13 +161,10 @@ func TestMetrics_BacklogCountsEventsNotProcessed(t *testing.T) {
 }
 
 func TestMetricsAndStats_KeepTheLastGoodEventCountsWhileTheDatabaseIsDown(t *testing.T) {
-	if repotest.UsesMongoDB() {
-		t.Skip("stops the embedded engine")
-	}
-	engine := repotest.StartEngine(t)
+	engine := repotest.NewOutage(t)
 	var metrics *api.Metrics
 	h := newHarness(t, func(o *harnessOptions) {
-		o.store = repotest.NewStoreAt(t, engine.URI(), repository.Options{})
+		o.store = engine
 		metrics = api.NewMetrics(o.store.Events())
 		o.metrics = metrics
 	})

@@ -8,14 +8,12 @@ import (
 	"reflect"
 	"strings"
 	stdsync "sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
 
-	"go.mongodb.org/mongo-driver/v2/event"
-
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -168,7 +166,7 @@ func TestWebhook_DuplicateDeliveryChangesNothing(t *testing.T) {
 	if after := h.user("user_dup"); !reflect.DeepEqual(after, before) {
 		t.Errorf("user after retry = %v, want unchanged %v", after, before)
 	}
-	if n := h.count(repository.EventsCollection, nil); n != 1 {
+	if n := h.countEvents(); n != 1 {
 		t.Errorf("%d events stored, want 1", n)
 	}
 	if ev := h.event(id); ev["attempts"] != int32(1) {
@@ -176,45 +174,8 @@ func TestWebhook_DuplicateDeliveryChangesNothing(t *testing.T) {
 	}
 }
 
-// userWrites counts the insert and update commands on users that changed a
-// document.
-type userWrites struct {
-	mu      stdsync.Mutex
-	writes  map[int64]string // request id → command name
-	changed int
-}
-
-func (w *userWrites) monitor() *event.CommandMonitor {
-	w.writes = map[int64]string{}
-	return &event.CommandMonitor{
-		Started: func(_ context.Context, e *event.CommandStartedEvent) {
-			if name := e.CommandName; name == "insert" || name == "update" {
-				if coll, _ := e.Command.Lookup(name).StringValueOK(); coll == repository.UsersCollection {
-					w.mu.Lock()
-					w.writes[e.RequestID] = name
-					w.mu.Unlock()
-				}
-			}
-		},
-		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			n, _ := e.Reply.Lookup("n").AsInt64OK()
-			modified, _ := e.Reply.Lookup("nModified").AsInt64OK()
-			switch w.writes[e.RequestID] {
-			case "insert":
-				w.changed += int(n)
-			case "update":
-				w.changed += int(modified)
-			}
-		},
-	}
-}
-
 func TestWebhook_ConcurrentDuplicatesStoreOneEventAndChangeTheUserOnce(t *testing.T) {
-	var writes userWrites
-	store := repotest.NewStoreAt(t, repotest.URI(t), repository.Options{Monitor: writes.monitor()})
-	h := newHarness(t, func(o *harnessOptions) { o.store = store })
+	h := newHarness(t)
 	id := newID()
 	body := userBody(t, "user.created", clerkUser{ID: "user_conc", UpdatedAt: t0, Email: "conc@example.com", First: "C"})
 
@@ -246,14 +207,15 @@ func TestWebhook_ConcurrentDuplicatesStoreOneEventAndChangeTheUserOnce(t *testin
 	if firsts != 1 {
 		t.Errorf("%d deliveries answered duplicate=false, want 1", firsts)
 	}
-	if got := h.count(repository.EventsCollection, nil); got != 1 {
+	if got := h.countEvents(); got != 1 {
 		t.Errorf("%d events stored, want 1", got)
 	}
-	if got := h.count(repository.UsersCollection, nil); got != 1 {
+	if got := h.countUsers(); got != 1 {
 		t.Errorf("%d users stored, want 1", got)
 	}
-	if writes.changed != 1 {
-		t.Errorf("%d writes changed the user, want 1", writes.changed)
+	// Written once: a second write would have moved updatedAt.
+	if u, err := h.store.Users().Get(context.Background(), "user_conc"); err != nil || !u.UpdatedAt.Equal(u.CreatedAt) {
+		t.Errorf("user = %+v, %v; want it written once (updatedAt = createdAt)", u, err)
 	}
 }
 
@@ -330,35 +292,79 @@ func TestWebhook_EmailOfADeletedUserCanBeReused(t *testing.T) {
 	}
 }
 
-func TestWebhook_EmailSwapFailsThenHealsOnRetry(t *testing.T) {
-	h := newHarness(t)
-	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_1", UpdatedAt: t0, Email: "e@example.com"}))
+// flakyUsers fails every Apply while fail is set, as a database that
+// refuses writes for a while would (with err, or models.ErrUnavailable).
+type flakyUsers struct {
+	sync.UserStore
+	fail atomic.Bool
+	err  error
+}
 
-	// user_2 takes e@example.com, but its create arrives before user_1's
-	// update that frees the address.
-	createID := newID()
-	create2 := userBody(t, "user.created", clerkUser{ID: "user_2", UpdatedAt: t0 + 2000, Email: "E@example.com"})
-	r := h.deliver(createID, create2)
-	if r.Code != http.StatusServiceUnavailable {
-		t.Fatalf("create with a taken email = %s, want 503 so that Svix retries", r)
+func (f *flakyUsers) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+	if f.fail.Load() {
+		if f.err != nil {
+			return "", f.err
+		}
+		return "", fmt.Errorf("test outage: %w", models.ErrUnavailable)
 	}
-	if e := r.JSON(t)["error"].(map[string]any); e["code"] != "retry_later" || !strings.Contains(e["message"].(string), "email") {
-		t.Errorf("error = %v, want retry_later about the email", e)
+	return f.UserStore.Apply(ctx, ch, now)
+}
+
+func newFlakyHarness(t *testing.T) (*harness, *flakyUsers) {
+	flaky := &flakyUsers{}
+	h := newHarness(t, func(o *harnessOptions) {
+		o.wrapUsers = func(u sync.UserStore) sync.UserStore { flaky.UserStore = u; return flaky }
+	})
+	return h, flaky
+}
+
+func TestWebhook_AFailedDeliveryHealsOnSvixRetry(t *testing.T) {
+	h, flaky := newFlakyHarness(t)
+	id := newID()
+	body := userBody(t, "user.created", clerkUser{ID: "user_2", UpdatedAt: t0 + 2000, Email: "E@example.com"})
+	flaky.fail.Store(true)
+	if r := h.deliver(id, body); r.Code != http.StatusServiceUnavailable {
+		t.Fatalf("delivery while writes fail = %s, want 503 so that Svix retries", r)
 	}
-	if ev := h.event(createID); ev["status"] != "failed" || ev["error"] == nil || ev["attempts"] != int32(1) {
+	if ev := h.event(id); ev["status"] != "failed" || ev["error"] == nil || ev["attempts"] != int32(1) {
 		t.Errorf("event = status %v error %v attempts %v, want failed with an error after 1 attempt", ev["status"], ev["error"], ev["attempts"])
 	}
-
-	h.mustDeliver(newID(), userBody(t, "user.updated", clerkUser{ID: "user_1", UpdatedAt: t0 + 1000, Email: "other@example.com"}))
-	res := h.mustDeliver(createID, create2) // Svix's retry
+	flaky.fail.Store(false)
+	res := h.mustDeliver(id, body) // Svix's retry
 	if res["outcome"] != "applied" || res["duplicate"] != true {
 		t.Errorf("retry answered %v, want an applied duplicate", res)
 	}
 	if u := h.user("user_2"); u["email"] != "e@example.com" {
 		t.Errorf("user_2 = %v", u)
 	}
-	if ev := h.event(createID); ev["status"] != "processed" || ev["error"] != nil || ev["attempts"] != int32(2) {
+	if ev := h.event(id); ev["status"] != "processed" || ev["error"] != nil || ev["attempts"] != int32(2) {
 		t.Errorf("event = status %v error %v attempts %v, want processed after 2 attempts", ev["status"], ev["error"], ev["attempts"])
+	}
+}
+
+// TestWebhook_ANewerStateTakesAnEmailFromAnOlderHolder: user_2 claims an
+// email user_1 held in an older state, before user_1's update that gave
+// it up arrives. Clerk gives an email one owner at a time: the claim
+// applies at once, and user_1's late update applies too.
+func TestWebhook_ANewerStateTakesAnEmailFromAnOlderHolder(t *testing.T) {
+	h := newHarness(t)
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_1", UpdatedAt: t0, Email: "e@example.com", First: "One"}))
+	res := h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_2", UpdatedAt: t0 + 2000, Email: "E@example.com"}))
+	if res["outcome"] != "applied" {
+		t.Fatalf("the newer claim answered %v, want applied", res)
+	}
+	if u := h.user("user_2"); u["email"] != "e@example.com" {
+		t.Errorf("user_2 = %v, want the email", u)
+	}
+	if u := h.user("user_1"); u["email"] != nil || u["displayName"] != "One" {
+		t.Errorf("user_1 = %v, want its other fields and no email", u)
+	}
+	h.mustDeliver(newID(), userBody(t, "user.updated", clerkUser{ID: "user_1", UpdatedAt: t0 + 1000, Email: "other@example.com", First: "One"}))
+	if u := h.user("user_1"); u["email"] != "other@example.com" {
+		t.Errorf("user_1 after its late update = %v", u)
+	}
+	if page := h.get("/v1/users?email=e@example.com", testAPIKey).JSON(t)["data"].([]any); len(page) != 1 || page[0].(map[string]any)["userId"] != "user_2" {
+		t.Errorf("the email finds %v, want user_2 alone", page)
 	}
 }
 
@@ -398,7 +404,7 @@ func TestWebhook_RejectsWhatItCannotTrustOrUse(t *testing.T) {
 		body       []byte
 		header     func(id string, body []byte) http.Header
 		wantCode   int
-		wantEvents int64
+		wantEvents int
 	}{
 		{"forged signature", valid, func(id string, b []byte) http.Header { return sign(t, otherSecret, id, now, b) }, 401, 0},
 		{"tampered body", valid, func(id string, b []byte) http.Header {
@@ -442,10 +448,10 @@ func TestWebhook_RejectsWhatItCannotTrustOrUse(t *testing.T) {
 					t.Errorf("error body = %s, want code, message and requestId", r.Body)
 				}
 			}
-			if n := h.count(repository.EventsCollection, nil); n != tc.wantEvents {
+			if n := h.countEvents(); n != tc.wantEvents {
 				t.Errorf("%d events stored, want %d", n, tc.wantEvents)
 			}
-			if n := h.count(repository.UsersCollection, nil); n != 0 {
+			if n := h.countUsers(); n != 0 {
 				t.Errorf("%d users stored, want 0", n)
 			}
 			if tc.wantEvents == 1 {
@@ -497,13 +503,9 @@ func (s *stopEngineOnApply) Apply(ctx context.Context, ch models.Change, now tim
 }
 
 func TestWebhook_EngineDownMidRequestIsA5xxAndARetryHeals(t *testing.T) {
-	if repotest.UsesMongoDB() {
-		t.Skip("stops the embedded engine")
-	}
-	engine := repotest.StartEngine(t)
-	store := repotest.NewStoreAt(t, engine.URI(), repository.Options{})
+	engine := repotest.NewOutage(t)
 	h := newHarness(t, func(o *harnessOptions) {
-		o.store = store
+		o.store = engine
 		o.wrapUsers = func(u sync.UserStore) sync.UserStore { return &stopEngineOnApply{UserStore: u, stop: engine.Stop} }
 	})
 	id := newID()

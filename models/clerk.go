@@ -212,6 +212,10 @@ func (u ClerkUser) change(eventID string) (Change, error) {
 	if err := checkMetadata(meta); err != nil {
 		return Change{}, err
 	}
+	meta, err := NormalizeJSON(meta)
+	if err != nil {
+		return Change{}, fmt.Errorf("%w: data.public_metadata: %v", ErrInvalid, err)
+	}
 	ts, err := clerkTime(json.RawMessage(fmt.Sprint(u.UpdatedAt)))
 	if err != nil {
 		return Change{}, fmt.Errorf("%w: data.updated_at %v", ErrInvalid, err)

@@ -39,3 +39,8 @@ var ErrEmailTaken = errors.New("the user's email is held by another active user"
 // ErrNeedsMigration: the database holds data written by an older usersync;
 // `usersync migrate` must run before usersync serves it.
 var ErrNeedsMigration = errors.New("the database needs `usersync migrate`")
+
+// ErrForeignData: the database holds data usersync did not write (an
+// application's own collections, another program's file). usersync
+// refuses it before writing anything.
+var ErrForeignData = errors.New("the database holds data usersync did not write")

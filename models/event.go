@@ -89,3 +89,21 @@ type EventStats struct {
 	// invalid payloads, and events out of attempts. A replay still may.
 	GaveUp int64
 }
+
+// CompareClerkOrder orders events for processing: oldest Clerk state first
+// (events without a usable time first: they fail at once), then the oldest
+// received.
+func CompareClerkOrder(a, b Event) int {
+	switch {
+	case a.SourceTimestamp == nil && b.SourceTimestamp == nil:
+	case a.SourceTimestamp == nil:
+		return -1
+	case b.SourceTimestamp == nil:
+		return 1
+	default:
+		if c := a.SourceTimestamp.Compare(*b.SourceTimestamp); c != 0 {
+			return c
+		}
+	}
+	return a.ReceivedAt.Compare(b.ReceivedAt)
+}

@@ -116,3 +116,18 @@ type Seeder interface {
 	SeedUsers(ctx context.Context, changes []models.Change, now time.Time) error
 	SeedEvents(ctx context.Context, events []models.Event) error
 }
+
+// Migrator brings a store's data to this version of usersync.
+type Migrator interface {
+	// Migrate changes only data it recognises as usersync's, never
+	// removes a document before its replacement is durable, and can be run
+	// again after a crash at any point. With dryRun it changes nothing and
+	// reports what it would do.
+	Migrate(ctx context.Context, dryRun bool) (MigrateReport, error)
+}
+
+// MigrateReport says what a migration did, or would do.
+type MigrateReport struct {
+	Changed int    // documents or rows changed (or to change)
+	Summary string // one line for an operator
+}

@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -21,7 +18,7 @@ func userEvent(userID string, updatedAt int64, email string) []byte {
 }
 
 // store records ev as if a delivery had stored it at receivedAt and died.
-func store(t *testing.T, s *repository.Store, eventID string, body []byte, receivedAt time.Time) models.Event {
+func store(t *testing.T, s repotest.Store, eventID string, body []byte, receivedAt time.Time) models.Event {
 	t.Helper()
 	ce, err := models.DecodeEvent(body)
 	if err != nil {
@@ -41,7 +38,7 @@ func store(t *testing.T, s *repository.Store, eventID string, body []byte, recei
 	return stored
 }
 
-func status(t *testing.T, s *repository.Store, id string) models.Event {
+func status(t *testing.T, s repotest.Store, id string) models.Event {
 	t.Helper()
 	ev, err := s.Events().Get(context.Background(), id)
 	if err != nil {
@@ -119,12 +116,15 @@ func TestSweep_GivesUpAfterMaxAttemptsAndCountsIt(t *testing.T) {
 	s := repotest.NewStore(t)
 	clock := time.Now()
 	now := func() time.Time { return clock }
-	svc := sync.New(s.Events(), s.Users(), now)
+	// The user cannot be written: every attempt fails.
+	svc := sync.New(s.Events(), refusing{s.Users()}, now)
 	svc.SetBackoff(sync.Backoff{First: time.Second, Max: time.Minute, MaxAttempts: 3})
 	rec := &sync.Recovery{Service: svc, Store: s.Events(), Grace: time.Minute, Now: now}
 
-	// The email stays taken: every attempt fails.
 	store(t, s, "msg_holder", userEvent("user_holder", 1000, "taken@example.com"), clock.Add(-2*time.Hour))
+	if _, err := sync.New(s.Events(), s.Users(), now).Process(ctx, status(t, s, "msg_holder")); err != nil {
+		t.Fatal(err)
+	}
 	ev := store(t, s, "msg_blocked", userEvent("user_blocked", 1000, "taken@example.com"), clock.Add(-time.Hour))
 	for range 5 {
 		if _, err := rec.SweepOnce(ctx); err != nil {
@@ -166,9 +166,9 @@ func TestSweep_SeveralInstancesApplyEachEventOnce(t *testing.T) {
 	if err != nil || st.ByStatus[models.StatusProcessed] != n || st.ByOutcome[models.OutcomeApplied] != n {
 		t.Errorf("stats = %+v, %v; want all %d processed and applied", st, err, n)
 	}
-	users, err := s.Database().Collection(repository.UsersCollection).CountDocuments(ctx, bson.D{})
-	if err != nil || users != n {
-		t.Errorf("%d users, %v; want %d", users, err, n)
+	page, err := s.Users().List(ctx, models.UserFilter{Limit: 1000, IncludeDeleted: true})
+	if err != nil || len(page.Users) != n {
+		t.Errorf("%d users, %v; want %d", len(page.Users), err, n)
 	}
 }
 

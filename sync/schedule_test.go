@@ -8,25 +8,13 @@ import (
 	"testing"
 	"time"
 
-	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
 
 func TestScheduler_TwoSchedulersNeverRunTwoJobsAtOnce(t *testing.T) {
 	store := repotest.NewStore(t)
-	// Two instances on one database: each has its own connection.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	second, err := repository.Open(ctx, repotest.URI(t), store.Database().Name(), repository.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Close(context.Background())
-	if _, err := second.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	other := repository.NewLeases(second)
+	other := store.Leases()
 	var running, most, runs atomic.Int64
 	job := func(context.Context) error {
 		n := running.Add(1)
@@ -42,7 +30,7 @@ func TestScheduler_TwoSchedulersNeverRunTwoJobsAtOnce(t *testing.T) {
 		return nil
 	}
 	scheds := []*sync.Scheduler{
-		{Leases: repository.NewLeases(store), Name: "reconcile", Owner: "a", Job: job, Log: repotest.Discard()},
+		{Leases: store.Leases(), Name: "reconcile", Owner: "a", Job: job, Log: repotest.Discard()},
 		{Leases: other, Name: "reconcile", Owner: "b", Job: job, Log: repotest.Discard()},
 	}
 	var wg stdsync.WaitGroup
@@ -83,7 +71,7 @@ func TestScheduler_RunsOncePerIntervalAcrossInstances(t *testing.T) {
 	var runs []string
 	mk := func(owner string) *sync.Scheduler {
 		return &sync.Scheduler{
-			Leases: repository.NewLeases(store), Name: "reconcile", Owner: owner, Interval: time.Hour, Now: clock,
+			Leases: store.Leases(), Name: "reconcile", Owner: owner, Interval: time.Hour, Now: clock,
 			Log: repotest.Discard(),
 			Job: func(context.Context) error { runs = append(runs, owner); return nil },
 		}
@@ -118,7 +106,7 @@ func TestScheduler_RunsOncePerIntervalAcrossInstances(t *testing.T) {
 
 func TestScheduler_AnExpiredLeaseIsTakenOver(t *testing.T) {
 	store := repotest.NewStore(t)
-	leases := repository.NewLeases(store)
+	leases := store.Leases()
 	ctx := context.Background()
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	// Process a took the lease for a minute and died.

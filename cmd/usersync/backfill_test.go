@@ -11,15 +11,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/usersync/usersync/clerk/clerktest"
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -76,43 +72,20 @@ func someUsers(t testing.TB, n int) []json.RawMessage {
 	return users
 }
 
-var backfillDBs atomic.Int64
-
 // backfillEnv is what a backfill runs against: a fresh database on the
 // test engine, a store on it to check the results, and a fake Clerk.
 type backfillEnv struct {
 	clerk *clerktest.Server
-	store *repository.Store
+	store repotest.Store
 	env   map[string]string
 }
 
 func newBackfillEnv(t *testing.T, users []json.RawMessage) *backfillEnv {
 	t.Helper()
-	uri := repotest.URI(t)
-	db := fmt.Sprintf("usersync_backfill_%d_%d", os.Getpid(), backfillDBs.Add(1))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	store, err := repository.Open(ctx, uri, db, repository.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = store.Drop(ctx)
-		_ = store.Close(ctx)
-	})
-	if _, err := store.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store, env := repotest.NewStoreEnv(t)
 	clerk := clerktest.New(t, users)
-	return &backfillEnv{clerk: clerk, store: store, env: map[string]string{
-		"MONGODB_URI":       uri,
-		"MONGODB_DATABASE":  db,
-		"USERSYNC_DATA_DIR": t.TempDir(),
-		"CLERK_SECRET_KEY":  testClerkKey,
-		"CLERK_API_URL":     clerk.URL,
-	}}
+	env["CLERK_SECRET_KEY"], env["CLERK_API_URL"] = testClerkKey, clerk.URL
+	return &backfillEnv{clerk: clerk, store: store, env: env}
 }
 
 // command runs usersync command with args in e and returns its output.
@@ -158,14 +131,40 @@ func (e *backfillEnv) user(t *testing.T, userID string) (u models.User, ok bool)
 	return u, true
 }
 
-// count counts the documents of coll matching filter.
-func (e *backfillEnv) count(t *testing.T, coll string, filter bson.D) int64 {
+// events counts the events of the log that f selects.
+func (e *backfillEnv) events(t *testing.T, f models.EventFilter) int {
 	t.Helper()
-	n, err := e.store.Database().Collection(coll).CountDocuments(context.Background(), filter)
-	if err != nil {
-		t.Fatal(err)
+	n := 0
+	f.Limit = 500
+	for {
+		page, err := e.store.Events().List(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(page.Events)
+		if page.NextCursor == "" {
+			return n
+		}
+		f.After = page.NextCursor
 	}
-	return n
+}
+
+// users counts the users, deleted ones with includeDeleted.
+func (e *backfillEnv) users(t *testing.T, includeDeleted bool) int {
+	t.Helper()
+	n := 0
+	f := models.UserFilter{Limit: 500, IncludeDeleted: includeDeleted}
+	for {
+		page, err := e.store.Users().List(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(page.Users)
+		if page.NextCursor == "" {
+			return n
+		}
+		f.After = page.NextCursor
+	}
 }
 
 // ingest applies a webhook body through the sync service, as the webhook
@@ -284,7 +283,7 @@ func TestBackfill_WaitsOutA429(t *testing.T) {
 	}
 	wantLine(t, out, "backfill: offset 2: rate limited by Clerk, waiting 1s")
 	wantLine(t, out, "backfill: done, offsets 0 to 3: 3 users (applied 3, stale 0, deleted_user 0, duplicate 0, failed 0)")
-	if n := e.count(t, repository.UsersCollection, bson.D{}); n != 3 {
+	if n := e.users(t, true); n != 3 {
 		t.Errorf("%d users stored, want 3", n)
 	}
 }
@@ -331,10 +330,10 @@ func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
 	wantLine(t, out, "backfill: done, offsets 2 to 4: 2 users (applied 0, stale 0, deleted_user 0, duplicate 2, failed 0)")
 
 	for i := range 4 {
-		if n := e.count(t, repository.UsersCollection, bson.D{{Key: "userId", Value: userID(i)}}); n != 1 {
-			t.Errorf("user %d stored %d times, want once", i, n)
+		if _, ok := e.user(t, userID(i)); !ok {
+			t.Errorf("user %d not stored", i)
 		}
-		if n := e.count(t, repository.EventsCollection, bson.D{{Key: "userId", Value: userID(i)}}); n != 1 {
+		if n := e.events(t, models.EventFilter{UserID: userID(i)}); n != 1 {
 			t.Errorf("user %d has %d events, want 1", i, n)
 		}
 	}
@@ -401,7 +400,7 @@ func TestBackfill_CountsUsersItCannotApplyAndGoesOn(t *testing.T) {
 			t.Errorf("user %d stored = %v, want %v", i, ok, want)
 		}
 	}
-	if n := e.count(t, repository.EventsCollection, bson.D{{Key: "status", Value: models.StatusFailed}}); n != 2 {
+	if n := e.events(t, models.EventFilter{Status: models.StatusFailed}); n != 2 {
 		t.Errorf("%d failed events, want 2 (kept for a replay)", n)
 	}
 }

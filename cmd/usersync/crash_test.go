@@ -29,16 +29,13 @@ const childEnv = "USERSYNC_TEST_CHILD"
 
 // child runs usersync in this process. In mode "crash-before-apply" the
 // process kills itself (SIGKILL, no clean-up of any kind) when it is about
-// to write its first user: the event is stored, the user is not. In mode
-// "engine" it runs only the database engine, as an external server would.
+// to write its first user: the event is stored, the user is not.
 func child(mode string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	switch mode {
 	case "crash-before-apply":
 		wrapUsers = func(u sync.UserStore) sync.UserStore { return killBeforeApply{u} }
-	case "engine":
-		return runEngine(ctx)
 	}
 	if err := run(ctx, nil, os.Getenv, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "usersync:", err)

@@ -21,14 +21,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/usersync/usersync/api"
-	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/sync"
 )
 
@@ -154,81 +152,12 @@ func durationStrings(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// openStore connects to MongoDB, or starts the embedded engine, and
-// prepares the store (see repository.Store.Prepare). closeStore
-// disconnects and stops the engine.
-func openStore(ctx context.Context, cfg config, log *slog.Logger) (store *repository.Store, closeStore func(), err error) {
-	store, closeStore, err = connectStore(ctx, cfg, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	// No deadline: building a unique index on a large collection takes
-	// what it takes, and a stop signal still cancels ctx.
-	ferret, err := store.Prepare(ctx)
-	if err != nil {
-		closeStore()
-		if !cfg.Embedded() && errors.Is(err, models.ErrUnavailable) {
-			return nil, nil, fmt.Errorf("MONGODB_URI: cannot prepare database %q (is the server reachable, and are the URI's host, port and credentials right?): %w", cfg.Database, err)
-		}
-		return nil, nil, fmt.Errorf("prepare database %q: %w", cfg.Database, err)
-	}
-	if ferret && !cfg.Embedded() {
-		// Writes take turns within this process only (see Prepare), and
-		// its SQLite files are out of reach (see Store.IndexedByID).
-		log.Warn("MONGODB_URI is a FerretDB server: run a single usersync instance against it",
-			slog.Bool("indexed_by_id", store.IndexedByID()))
-	}
-	return store, closeStore, nil
-}
-
-// connectStore connects to MongoDB, or starts the embedded engine, without
-// preparing the store.
-func connectStore(ctx context.Context, cfg config, log *slog.Logger) (store *repository.Store, closeStore func(), err error) {
-	uri := string(cfg.MongoURI)
-	var engine *repository.Embedded
-	var unlock func()
-	if cfg.Embedded() {
-		dir := filepath.Join(cfg.DataDir, "db")
-		if unlock, err = lockDir(dir); err != nil {
-			return nil, nil, err
-		}
-		engine, err = repository.StartEmbedded(dir, "127.0.0.1:0", log)
-		if err != nil {
-			unlock()
-			return nil, nil, err
-		}
-		uri = engine.URI()
-		log.Info("embedded engine started", slog.String("dir", dir), slog.String("addr", engine.Addr()))
-	}
-	stopEngine := func() {
-		if engine != nil {
-			engine.Stop()
-			unlock()
-		}
-	}
-	store, err = repository.Open(ctx, uri, cfg.Database, repository.Options{})
-	if err != nil {
-		stopEngine()
-		if !cfg.Embedded() {
-			err = fmt.Errorf("MONGODB_URI: %w", err)
-		}
-		return nil, nil, err
-	}
-	closeStore = func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = store.Close(ctx) // before the engine, or it waits for the connections
-		stopEngine()
-	}
-	return store, closeStore, nil
-}
-
 // wrapUsers stands between the service and the users store; tests use it
 // to stop the process between storing an event and applying it.
 var wrapUsers = func(u sync.UserStore) sync.UserStore { return u }
 
 // newService is the sync service with the configured retry policy.
-func newService(cfg config, store *repository.Store) *sync.Service {
+func newService(cfg config, store repository.Store) *sync.Service {
 	svc := sync.New(store.Events(), wrapUsers(store.Users()), nil)
 	b := sync.DefaultBackoff
 	b.MaxAttempts = cfg.MaxAttempts
@@ -238,7 +167,7 @@ func newService(cfg config, store *repository.Store) *sync.Service {
 
 // serve runs the HTTP server and the recovery sweep until ctx is
 // cancelled, then lets in-flight requests finish.
-func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.Logger) error {
+func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Logger) error {
 	svc := newService(cfg, store)
 	metrics := api.NewMetrics(store.Events())
 	cl, fetcher, err := clerkForServe(cfg, svc)

@@ -8,31 +8,40 @@ import (
 	"log/slog"
 	"time"
 
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository"
 )
 
-// migrateCommand is `usersync migrate`.
-func migrateCommand(*flag.FlagSet) func(context.Context, config, io.Writer) error {
-	return runMigrate
+// migrateCommand is `usersync migrate [-dry-run]`.
+func migrateCommand(fs *flag.FlagSet) func(context.Context, config, io.Writer) error {
+	dryRun := fs.Bool("dry-run", false, "say what would change, and change nothing")
+	return func(ctx context.Context, cfg config, out io.Writer) error { return runMigrate(ctx, cfg, *dryRun, out) }
 }
 
-// runMigrate brings the database up to this version (see
-// repository.Store.Migrate) in the foreground, however long the index
-// builds take, and says what it did.
-func runMigrate(ctx context.Context, cfg config, out io.Writer) error {
+// runMigrate brings the store up to this version (see
+// repository.Migrator) in the foreground, however long the index builds
+// take, and says what it did.
+func runMigrate(ctx context.Context, cfg config, dryRun bool, out io.Writer) error {
 	log := newLogger(cfg)
-	store, closeStore, err := connectStore(ctx, cfg, log)
+	store, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 	start := time.Now()
-	rekeyed, err := store.Migrate(ctx)
+	rep, err := store.Migrate(ctx, dryRun)
 	if err != nil {
-		return fmt.Errorf("migrate database %q (%d users re-keyed so far; run it again to finish): %w", cfg.Database, rekeyed, err)
+		return fmt.Errorf("migrate (%d changed so far; run it again to finish): %w", rep.Changed, err)
 	}
-	fmt.Fprintf(out, "migrate: database %q is up to date: %d users re-keyed, indexes built, in %s\n",
-		cfg.Database, rekeyed, time.Since(start).Round(time.Millisecond))
+	if !dryRun {
+		if err := store.BuildIndexes(ctx); err != nil {
+			return fmt.Errorf("build indexes: %w", err)
+		}
+	}
+	verb := "is up to date"
+	if dryRun {
+		verb = "dry run, nothing changed"
+	}
+	fmt.Fprintf(out, "migrate: %s: %s, in %s\n", verb, rep.Summary, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -40,12 +49,12 @@ func runMigrate(ctx context.Context, cfg config, out io.Writer) error {
 // repository.Store.EnsureIndexes) in the background, with no deadline
 // but ctx's, and logs the result. The returned channel closes when it is
 // done.
-func buildIndexes(ctx context.Context, store *repository.Store, log *slog.Logger) <-chan struct{} {
+func buildIndexes(ctx context.Context, store repository.Store, log *slog.Logger) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		start := time.Now()
-		if err := store.EnsureIndexes(ctx); err != nil {
+		if err := store.BuildIndexes(ctx); err != nil {
 			if ctx.Err() == nil {
 				log.Error("building indexes failed; queries may scan until `usersync migrate` builds them", slog.String("err", err.Error()))
 			}

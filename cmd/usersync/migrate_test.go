@@ -62,7 +62,11 @@ func olderDatabase(t *testing.T, store *repository.Store, users int) {
 
 func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) {
 	ctx := context.Background()
-	getenv, store := replayEnv(t)
+	getenv, anyStore := replayEnv(t)
+	store, ok := anyStore.(*repository.Store)
+	if !ok {
+		t.Skip("re-keying users is the MongoDB store's migration; it runs when MONGODB_URI is set")
+	}
 	const n = 25
 	olderDatabase(t, store, n)
 
@@ -132,5 +136,20 @@ func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) 
 	out.Reset()
 	if err := run(ctx, []string{"migrate"}, getenv, &out); err != nil || !strings.Contains(out.String(), " 0 users re-keyed") {
 		t.Errorf("migrate again = %v, %q; want 0 users re-keyed", err, &out)
+	}
+}
+
+func TestMigrate_TheEmbeddedStoreSaysItsSchema(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	env := map[string]string{"USERSYNC_DATA_DIR": dir}
+	for _, args := range [][]string{{"migrate", "-dry-run"}, {"migrate"}} {
+		out.Reset()
+		if err := run(context.Background(), args, func(k string) string { return env[k] }, &out); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "schema 1") {
+			t.Errorf("%v said %q, want the schema", args, out.String())
+		}
 	}
 }

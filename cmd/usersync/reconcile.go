@@ -13,7 +13,7 @@ import (
 
 	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/clerk"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/sync"
 )
 
@@ -138,12 +138,12 @@ func userNote(n sync.UserNote) string {
 
 // scheduleReconcile runs reconcile every cfg.ReconcileInterval, on one
 // instance at a time, until ctx ends; it returns when the loop has stopped.
-func scheduleReconcile(ctx context.Context, cfg config, store *repository.Store, svc *sync.Service,
+func scheduleReconcile(ctx context.Context, cfg config, store repository.Store, svc *sync.Service,
 	cl *clerk.Client, metrics *api.Metrics, log *slog.Logger) (wait func()) {
 	rec := &sync.Reconciler{Service: svc, Clerk: cl, Users: store.Users()}
 	host, _ := os.Hostname()
 	sched := &sync.Scheduler{
-		Leases: repository.NewLeases(store), Name: "reconcile",
+		Leases: store.Leases(), Name: "reconcile",
 		Owner:    fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()),
 		Interval: cfg.ReconcileInterval, Log: log,
 		Job: func(ctx context.Context) error {

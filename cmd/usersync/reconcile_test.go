@@ -11,11 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/usersync/usersync/clerk/clerktest"
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
 )
 
 func (e *backfillEnv) reconcile(t *testing.T, args ...string) (string, error) {
@@ -186,7 +183,7 @@ func TestReconcile_AListingThatFailsMidwayDeletesNothing(t *testing.T) {
 	if got := userRequests(e.clerk.Requests()); len(got) != 0 {
 		t.Errorf("users read one by one = %v, want none", got)
 	}
-	if n := e.count(t, repository.EventsCollection, bson.D{{Key: "eventType", Value: models.EventDeleted}}); n != 0 {
+	if n := e.events(t, models.EventFilter{EventType: models.EventDeleted}); n != 0 {
 		t.Errorf("%d delete events stored, want none", n)
 	}
 }
@@ -209,7 +206,7 @@ func TestReconcile_RefusesMoreDeletionsThanMaxDeletes(t *testing.T) {
 	if got := runSummary(t, out); !strings.Contains(got, "deleted 0,") {
 		t.Errorf("summary = %q, want deleted 0", got)
 	}
-	if n := e.count(t, repository.EventsCollection, bson.D{{Key: "eventType", Value: models.EventDeleted}}); n != 0 {
+	if n := e.events(t, models.EventFilter{EventType: models.EventDeleted}); n != 0 {
 		t.Errorf("%d delete events stored, want none", n)
 	}
 
@@ -230,9 +227,9 @@ func TestReconcile_DryRunWritesNothingAndSaysWhatWouldChange(t *testing.T) {
 	// user 2 signed up meanwhile
 	counts := func() string {
 		return fmt.Sprintf("users %d, active %d, events %d",
-			e.count(t, repository.UsersCollection, bson.D{}),
-			e.count(t, repository.UsersCollection, bson.D{{Key: "deletedAt", Value: nil}}),
-			e.count(t, repository.EventsCollection, bson.D{}))
+			e.users(t, true),
+			e.users(t, false),
+			e.events(t, models.EventFilter{}))
 	}
 	was := counts()
 	out := e.mustReconcile(t, "-dry-run")

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/sync"
 )
 
@@ -95,7 +95,7 @@ func runReplay(ctx context.Context, cfg config, opts replayOptions, out io.Write
 }
 
 // listAll reads every page of the event log that matches f.
-func listAll(ctx context.Context, store *repository.Store, f models.EventFilter) ([]models.Event, error) {
+func listAll(ctx context.Context, store repository.Store, f models.EventFilter) ([]models.Event, error) {
 	var all []models.Event
 	f.Limit = 500
 	for {

@@ -9,20 +9,15 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
 
 // replayEnv points usersync at a fresh database on the test engine and
 // returns the environment and a store on that database.
-func replayEnv(t *testing.T) (func(string) string, *repository.Store) {
+func replayEnv(t *testing.T) (func(string) string, repotest.Store) {
 	t.Helper()
-	store := repotest.NewStore(t)
-	env := map[string]string{
-		"MONGODB_URI":      repotest.URI(t),
-		"MONGODB_DATABASE": store.Database().Name(),
-	}
+	store, env := repotest.NewStoreEnv(t)
 	return func(k string) string { return env[k] }, store
 }
 

@@ -1,149 +1,215 @@
-// Package repotest gives tests a fresh database on a real engine: the
-// embedded one by default, or the MongoDB at MONGODB_URI when it is set.
+// Package repotest gives tests a fresh store: the embedded SQLite store in
+// a directory of the test's own by default, or a new database at the
+// MongoDB at MONGODB_URI when it is set.
 package repotest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
-	stdsync "sync"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	repository "github.com/usersync/usersync/repository/mongo"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
+	"github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/sqlite"
 )
 
-var (
-	once     stdsync.Once
-	shared   *repository.Embedded
-	dir      string
-	startErr error
-	dbs      atomic.Int64
-)
-
-// Main runs a package's tests and then stops the shared embedded engine.
-// Call it from TestMain.
-func Main(m *testing.M) {
-	code := m.Run()
-	if shared != nil {
-		shared.Stop()
-		os.RemoveAll(dir)
-	}
-	os.Exit(code)
+// Store is a store as tests use it: the contract, and seeding.
+type Store interface {
+	repository.Store
+	repository.Seeder
 }
 
-// URI returns the URI of the engine the tests run against, starting the
-// shared embedded engine on first use.
-func URI(t testing.TB) string {
-	t.Helper()
-	if uri := os.Getenv("MONGODB_URI"); uri != "" {
-		return uri
-	}
-	once.Do(func() {
-		dir, startErr = os.MkdirTemp("", "usersync-test-")
-		if startErr != nil {
-			return
-		}
-		shared, startErr = repository.StartEmbedded(dir, "127.0.0.1:0", Discard())
-	})
-	if startErr != nil {
-		t.Fatalf("start embedded engine: %v", startErr)
-	}
-	return shared.URI()
-}
+var dbs atomic.Int64
 
-// NewStore returns a store on a new, empty database with its indexes, on
-// the test engine; the database is dropped when the test ends.
-func NewStore(t testing.TB) *repository.Store {
-	t.Helper()
-	return NewStoreAt(t, URI(t), repository.Options{})
-}
+// Main runs a package's tests.
+func Main(m *testing.M) { os.Exit(m.Run()) }
 
-// NewStoreAt is NewStore on the engine at uri, with options o (the
-// server selection timeout defaults to 2 s). The store is prepared for its
-// server as usersync prepares it, and has all its indexes.
-func NewStoreAt(t testing.TB, uri string, o repository.Options) *repository.Store {
-	t.Helper()
-	if o.ServerSelectionTimeout == 0 {
-		o.ServerSelectionTimeout = 2 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	name := fmt.Sprintf("usersync_test_%d_%d", os.Getpid(), dbs.Add(1))
-	s, err := repository.Open(ctx, uri, name, o)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	if _, err := s.Prepare(ctx); err != nil {
-		t.Fatalf("prepare store: %v", err)
-	}
-	if err := s.EnsureIndexes(ctx); err != nil {
-		t.Fatalf("ensure indexes: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = s.Drop(ctx) // the engine may have been stopped by the test
-		_ = s.Close(ctx)
-	})
+// NewStore returns a fresh, empty store, closed (and, on MongoDB,
+// dropped) when the test ends.
+func NewStore(t testing.TB) Store {
+	s, _ := NewStoreEnv(t)
 	return s
 }
 
-// Engine is an embedded engine of one test's own, which the test may stop
-// and start again on the same port and files.
-type Engine struct {
-	t    testing.TB
-	dir  string
-	addr string
-	e    *repository.Embedded
-}
-
-// StartEngine starts an embedded engine for t alone.
-func StartEngine(t testing.TB) *Engine {
+// NewStoreEnv is NewStore, with the environment that points usersync at
+// the same store (USERSYNC_DATA_DIR, or MONGODB_URI and MONGODB_DATABASE).
+func NewStoreEnv(t testing.TB) (Store, map[string]string) {
 	t.Helper()
-	en := &Engine{t: t, dir: t.TempDir(), addr: "127.0.0.1:0"}
-	en.Start()
-	en.addr = en.e.Addr()
-	t.Cleanup(en.Stop)
-	return en
-}
-
-// Dir is the directory of the engine's files.
-func (en *Engine) Dir() string { return en.dir }
-
-// URI is the engine's MongoDB URI; it stays the same across restarts.
-func (en *Engine) URI() string { return "mongodb://" + en.addr + "/" }
-
-// Start starts the engine again after Stop.
-func (en *Engine) Start() {
-	en.t.Helper()
-	if en.e != nil {
-		return
-	}
-	var err error
-	for try := 0; try < 50; try++ { // the old listener's port may still be closing
-		if en.e, err = repository.StartEmbedded(en.dir, en.addr, Discard()); err == nil {
-			return
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if uri := os.Getenv("MONGODB_URI"); uri != "" {
+		name := fmt.Sprintf("usersync_test_%d_%d", os.Getpid(), dbs.Add(1))
+		s, err := mongo.Open(ctx, uri, name, mongo.Options{ServerSelectionTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatalf("open store: %v", err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		if _, err := s.Prepare(ctx); err != nil {
+			t.Fatalf("prepare store: %v", err)
+		}
+		if err := s.EnsureIndexes(ctx); err != nil {
+			t.Fatalf("ensure indexes: %v", err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = s.Drop(ctx)
+			_ = s.Close(ctx)
+		})
+		return s, map[string]string{"MONGODB_URI": uri, "MONGODB_DATABASE": name}
 	}
-	en.t.Fatalf("start embedded engine: %v", err)
-}
-
-// Stop stops the engine; its clients see it as down.
-func (en *Engine) Stop() {
-	if en.e != nil {
-		en.e.Stop()
-		en.e = nil
+	dir := t.TempDir()
+	s, err := sqlite.Open(ctx, dir, sqlite.Options{})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
 	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s, map[string]string{"USERSYNC_DATA_DIR": dir}
 }
 
 // Discard is a logger that writes nothing.
 func Discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // UsesMongoDB reports whether the tests run against MONGODB_URI rather
-// than the embedded engine.
+// than the embedded store.
 func UsesMongoDB() bool { return os.Getenv("MONGODB_URI") != "" }
+
+// Outage is a fresh store that can be made to answer as a database that
+// is down (every call models.ErrUnavailable) and brought back: for tests
+// of what usersync does during an outage of its database, which the
+// embedded store cannot have by itself.
+type Outage struct {
+	Store
+	down atomic.Bool
+}
+
+// NewOutage returns a fresh store that can be stopped and started.
+func NewOutage(t testing.TB) *Outage { return &Outage{Store: NewStore(t)} }
+
+// Stop makes every call fail as with a database that is down.
+func (o *Outage) Stop() { o.down.Store(true) }
+
+// Start ends the outage.
+func (o *Outage) Start() { o.down.Store(false) }
+
+func (o *Outage) err() error {
+	if o.down.Load() {
+		return fmt.Errorf("test outage: %w", models.ErrUnavailable)
+	}
+	return nil
+}
+
+func (o *Outage) Ping(ctx context.Context) error {
+	if err := o.err(); err != nil {
+		return err
+	}
+	return o.Store.Ping(ctx)
+}
+
+func (o *Outage) Users() repository.Users   { return outageUsers{o.Store.Users(), o} }
+func (o *Outage) Events() repository.Events { return outageEvents{o.Store.Events(), o} }
+
+type outageUsers struct {
+	repository.Users
+	o *Outage
+}
+
+func (u outageUsers) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+	if err := u.o.err(); err != nil {
+		return "", err
+	}
+	return u.Users.Apply(ctx, ch, now)
+}
+
+func (u outageUsers) Get(ctx context.Context, userID string) (models.User, error) {
+	if err := u.o.err(); err != nil {
+		return models.User{}, err
+	}
+	return u.Users.Get(ctx, userID)
+}
+
+func (u outageUsers) List(ctx context.Context, f models.UserFilter) (models.UserPage, error) {
+	if err := u.o.err(); err != nil {
+		return models.UserPage{}, err
+	}
+	return u.Users.List(ctx, f)
+}
+
+type outageEvents struct {
+	repository.Events
+	o *Outage
+}
+
+func (e outageEvents) Record(ctx context.Context, ev models.Event) (models.Event, bool, error) {
+	if err := e.o.err(); err != nil {
+		return models.Event{}, false, err
+	}
+	return e.Events.Record(ctx, ev)
+}
+
+func (e outageEvents) Stats(ctx context.Context) (models.EventStats, error) {
+	if err := e.o.err(); err != nil {
+		return models.EventStats{}, err
+	}
+	return e.Events.Stats(ctx)
+}
+
+func (e outageEvents) List(ctx context.Context, f models.EventFilter) (models.EventPage, error) {
+	if err := e.o.err(); err != nil {
+		return models.EventPage{}, err
+	}
+	return e.Events.List(ctx, f)
+}
+
+// Raw returns, lowercased, everything the store keeps, read around its
+// API: every document of every collection on MongoDB, the bytes of the
+// files (database and write-ahead log) of the embedded store. A test of
+// erasure looks for personal data in it.
+func Raw(t testing.TB, s Store) string {
+	t.Helper()
+	ctx := context.Background()
+	var b strings.Builder
+	switch st := s.(type) {
+	case *sqlite.Store:
+		for _, suffix := range []string{"", "-wal"} {
+			data, err := os.ReadFile(st.Path() + suffix)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Fatal(err)
+			}
+			b.Write(data)
+		}
+	case *mongo.Store:
+		db := st.Database()
+		names, err := db.ListCollectionNames(ctx, bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			cur, err := db.Collection(name).Find(ctx, bson.D{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for cur.Next(ctx) {
+				text, err := bson.MarshalExtJSON(cur.Current, false, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.Write(text)
+			}
+			_ = cur.Close(ctx)
+		}
+	default:
+		t.Fatalf("Raw of a %T", s)
+	}
+	return strings.ToLower(b.String())
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
+	"github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/sqlite"
+)
+
+// store is what every command uses of the store the configuration names.
+type store interface {
+	repository.Store
+	repository.Migrator
+}
+
+// openStore opens the store the configuration names: the embedded SQLite
+// store in the data dir (locked to this process; the data of an earlier
+// version's embedded engine imported once), or MongoDB at MONGODB_URI,
+// prepared. It is the one place where the choice is made. closeStore
+// closes it.
+func openStore(ctx context.Context, cfg config, log *slog.Logger) (s store, closeStore func(), err error) {
+	if cfg.Embedded() {
+		return openEmbedded(ctx, cfg, log)
+	}
+	m, err := mongo.Open(ctx, string(cfg.MongoURI), cfg.Database, mongo.Options{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("MONGODB_URI: %w", err)
+	}
+	closeStore = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = m.Close(ctx)
+	}
+	// No deadline: building a unique index on a large collection takes
+	// what it takes, and a stop signal still cancels ctx.
+	if _, err := m.Prepare(ctx); err != nil {
+		closeStore()
+		if errors.Is(err, models.ErrUnavailable) {
+			return nil, nil, fmt.Errorf("MONGODB_URI: cannot prepare database %q (is the server reachable, and are the URI's host, port and credentials right?): %w", cfg.Database, err)
+		}
+		return nil, nil, fmt.Errorf("prepare database %q: %w", cfg.Database, err)
+	}
+	return mongoStore{m}, closeStore, nil
+}
+
+// mongoStore is the MongoDB store with its migration as the contract says.
+type mongoStore struct{ *mongo.Store }
+
+func (s mongoStore) Migrate(ctx context.Context, dryRun bool) (repository.MigrateReport, error) {
+	return s.MigrateData(ctx, dryRun)
+}
+
+func openEmbedded(ctx context.Context, cfg config, log *slog.Logger) (store, func(), error) {
+	unlock, err := lockDir(cfg.DataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := importEarlier(ctx, cfg, log); err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	s, err := sqlite.Open(ctx, cfg.DataDir, sqlite.Options{})
+	if err != nil {
+		unlock()
+		return nil, nil, fmt.Errorf("USERSYNC_DATA_DIR: %w", err)
+	}
+	log.Info("embedded store opened", slog.String("file", s.Path()))
+	return s, func() {
+		_ = s.Close(context.Background())
+		unlock()
+	}, nil
+}
+
+// importEarlier imports, once, the data an earlier version kept in the
+// data dir with its embedded engine (FerretDB 1.24's files under db/).
+func importEarlier(ctx context.Context, cfg config, log *slog.Logger) error {
+	rep, err := sqlite.ImportEarlier(ctx, cfg.DataDir, cfg.Database)
+	if err != nil {
+		return fmt.Errorf("USERSYNC_DATA_DIR: %w", err)
+	}
+	if rep.Imported {
+		log.Info("imported the data of an earlier version", slog.Int("users", rep.Users),
+			slog.Int("events", rep.Events), slog.String("from", rep.From), slog.String("kept_as", rep.KeptAs))
+	}
+	return nil
+}

@@ -1,0 +1,387 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/usersync/usersync/models"
+)
+
+// Events is the events table: the inbox and the event log.
+type Events struct{ s *Store }
+
+// eventColumns are the columns of an event without its body, in
+// scanEvent's order; bodyColumn follows them when the body is read.
+const eventColumns = `id, event_id, type, event_type, user_id, source, signature, signature_valid,
+	source_timestamp, received_at, processed_at, status, outcome, attempts, error, retry_at, erased_at`
+
+const bodyColumn = `, raw_body`
+
+func scanEvent(r scanner, withBody bool) (models.Event, error) {
+	var (
+		ev                                models.Event
+		id, received                      int64
+		eventID, userID, outcome, errText sql.NullString
+		valid                             sql.NullBool
+		source, processed, retry, erased  sql.NullInt64
+		status, eventType                 string
+		body                              []byte
+	)
+	dest := []any{&id, &eventID, &ev.Type, &eventType, &userID, &ev.Source, &ev.Signature, &valid,
+		&source, &received, &processed, &status, &outcome, &ev.Attempts, &errText, &retry, &erased}
+	if withBody {
+		dest = append(dest, &body)
+	}
+	if err := r.Scan(dest...); err != nil {
+		return models.Event{}, translate(err)
+	}
+	ev.ID, ev.EventID, ev.EventType, ev.UserID = strconv.FormatInt(id, 10), eventID.String, models.EventType(eventType), userID.String
+	if valid.Valid {
+		ev.SignatureValid = &valid.Bool
+	}
+	ev.SourceTimestamp, ev.ReceivedAt, ev.ProcessedAt = timePtr(source), fromMS(received), timePtr(processed)
+	ev.Status, ev.Outcome, ev.Error = models.EventStatus(status), models.Outcome(outcome.String), errText.String
+	ev.RetryAt, ev.ErasedAt, ev.RawBody = timePtr(retry), timePtr(erased), body
+	return ev, nil
+}
+
+// Record stores ev as a new stored event, or returns the event stored
+// under its eventId (without its body) with created=false: the unique
+// event_id index recognises a retry.
+func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Event, created bool, err error) {
+	ev.ID, ev.Status, ev.Outcome, ev.ProcessedAt, ev.Attempts, ev.Error, ev.RetryAt = "", models.StatusStored, "", nil, 0, "", nil
+	err = e.s.write(ctx, func(t *wtx) error {
+		res, err := t.exec(`INSERT INTO events (event_id, type, event_type, user_id, raw_body, source, signature,
+			signature_valid, source_timestamp, received_at, status, attempts)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (event_id) DO NOTHING`,
+			text(ev.EventID), ev.Type, string(ev.EventType), text(ev.UserID), ev.RawBody, ev.Source, ev.Signature,
+			nullBool(ev.SignatureValid), msPtr(ev.SourceTimestamp), ms(ev.ReceivedAt), string(ev.Status))
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			id, err := res.LastInsertId()
+			stored, created = ev, true
+			stored.ID = strconv.FormatInt(id, 10)
+			return err
+		}
+		stored, err = scanEvent(t.row(`SELECT `+eventColumns+` FROM events WHERE event_id = ?`, ev.EventID), false)
+		return err
+	})
+	if err != nil {
+		return models.Event{}, false, fmt.Errorf("store event %q: %w", ev.EventID, err)
+	}
+	return stored, created, nil
+}
+
+// Get returns the event whose id or eventId is id, body included, or an
+// error wrapping models.ErrNotFound.
+func (e *Events) Get(ctx context.Context, id string) (models.Event, error) {
+	ev, err := models.Event{}, error(models.ErrNotFound)
+	if n, perr := strconv.ParseInt(id, 10, 64); perr == nil {
+		ev, err = scanEvent(e.s.r.QueryRowContext(ctx, qEventByID, n), true)
+	}
+	if err == models.ErrNotFound {
+		ev, err = scanEvent(e.s.r.QueryRowContext(ctx, qEventByEventID, id), true)
+	}
+	if err != nil {
+		return models.Event{}, fmt.Errorf("event %q: %w", id, err)
+	}
+	return ev, nil
+}
+
+// List returns one page of the event log, newest first (received_at, then
+// id), without bodies. Each combination of filters is read from the index
+// that holds it in the log's order (see logIndex), as a range bounded by
+// the time range and the cursor ("<ms>_<id>"). A malformed cursor wraps
+// models.ErrInvalid.
+func (e *Events) List(ctx context.Context, f models.EventFilter) (models.EventPage, error) {
+	q, args, err := logQuery(f)
+	if err != nil {
+		return models.EventPage{}, err
+	}
+	evs, err := e.query(ctx, q, false, args...)
+	if err != nil {
+		return models.EventPage{}, fmt.Errorf("list events: %w", err)
+	}
+	page := models.EventPage{Events: evs}
+	if len(evs) > f.Limit {
+		page.Events = evs[:f.Limit]
+		last := page.Events[f.Limit-1]
+		page.NextCursor = fmt.Sprintf("%d_%s", last.ReceivedAt.UnixMilli(), last.ID)
+	}
+	return page, nil
+}
+
+// logQuery is the query of an event log page of f, and its arguments.
+func logQuery(f models.EventFilter) (string, []any, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if f.UserID != "" {
+		where, args = append(where, "user_id = ?"), append(args, f.UserID)
+	}
+	if f.Status != "" {
+		where, args = append(where, "status = ?"), append(args, string(f.Status))
+	}
+	if f.EventType != "" {
+		where, args = append(where, "event_type = ?"), append(args, string(f.EventType))
+	}
+	if !f.Since.IsZero() {
+		where, args = append(where, "received_at >= ?"), append(args, ms(f.Since))
+	}
+	if !f.Until.IsZero() {
+		where, args = append(where, "received_at < ?"), append(args, ms(f.Until))
+	}
+	if f.After != "" {
+		at, id, err := parseEventCursor(f.After)
+		if err != nil {
+			return "", nil, err
+		}
+		where, args = append(where, "(received_at, id) < (?, ?)"), append(args, at, id)
+	}
+	q := `SELECT ` + eventColumns + ` FROM events INDEXED BY ` + logIndex(f)
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY received_at DESC, id DESC LIMIT ?`
+	return q, append(args, f.Limit+1), nil
+}
+
+// logIndex is the index that serves an event log page of f: each ends in
+// (received_at, id), the log's order. A user's events are few, so the user
+// index serves every filter with a user.
+func logIndex(f models.EventFilter) string {
+	switch {
+	case f.UserID != "":
+		return "events_user"
+	case f.Status != "" && f.EventType != "":
+		return "events_status_type"
+	case f.Status != "":
+		return "events_status"
+	case f.EventType != "":
+		return "events_type"
+	}
+	return "events_log"
+}
+
+func parseEventCursor(c string) (int64, int64, error) {
+	a, b, ok := strings.Cut(c, "_")
+	at, err1 := strconv.ParseInt(a, 10, 64)
+	id, err2 := strconv.ParseInt(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+	}
+	return at, id, nil
+}
+
+func (e *Events) query(ctx context.Context, q string, withBody bool, args ...any) ([]models.Event, error) {
+	rows, err := e.s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	evs := []models.Event{}
+	for rows.Next() {
+		ev, err := scanEvent(rows, withBody)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, translate(rows.Err())
+}
+
+// Stats counts events per status and per outcome. Processed events are not
+// counted: the outcome counters move in the transactions that make an
+// event processed or delete it. Stored and failed events are counted in
+// the status index; those failed for good are the failed ones less those
+// with a retry time (the retry index).
+func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
+	st := models.EventStats{ByStatus: map[models.EventStatus]int64{}, ByOutcome: map[models.Outcome]int64{}}
+	var retrying int64
+	row := e.s.r.QueryRowContext(ctx, qStats)
+	var stored, failed int64
+	if err := row.Scan(&stored, &failed, &retrying); err != nil {
+		return models.EventStats{}, fmt.Errorf("count events: %w", translate(err))
+	}
+	st.ByStatus[models.StatusStored], st.ByStatus[models.StatusFailed], st.GaveUp = stored, failed, max(failed-retrying, 0)
+	rows, err := e.s.r.QueryContext(ctx, `SELECT name, n FROM counters WHERE name >= 'outcome:' AND name < 'outcome;'`)
+	if err != nil {
+		return models.EventStats{}, fmt.Errorf("read counters: %w", translate(err))
+	}
+	defer rows.Close()
+	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser} {
+		st.ByOutcome[o] = 0
+	}
+	for rows.Next() {
+		var (
+			name string
+			n    int64
+		)
+		if err := rows.Scan(&name, &n); err != nil {
+			return models.EventStats{}, translate(err)
+		}
+		o := models.Outcome(strings.TrimPrefix(name, "outcome:"))
+		st.ByOutcome[o] = max(n, 0)
+		st.ByStatus[models.StatusProcessed] += max(n, 0)
+	}
+	return st, translate(rows.Err())
+}
+
+func outcomeCounter(o models.Outcome) string { return "outcome:" + string(o) }
+
+func addCounter(t *wtx, name string, n int64) error {
+	_, err := t.exec(`INSERT INTO counters (name, n) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET n = n + excluded.n`, name, n)
+	return err
+}
+
+// Due returns up to limit events for the recovery sweep, bodies included:
+// stored ones received before stuckBefore (the status index, oldest
+// first) and failed ones whose retry time has come (the retry index,
+// which holds only failed events with attempts left), in Clerk's order.
+func (e *Events) Due(ctx context.Context, stuckBefore, now time.Time, limit int) ([]models.Event, error) {
+	stuck, err := e.query(ctx, qDueStored, true, ms(stuckBefore), limit)
+	if err != nil {
+		return nil, fmt.Errorf("find stuck events: %w", err)
+	}
+	retry, err := e.query(ctx, qDueFailed, true, ms(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("find events to retry: %w", err)
+	}
+	evs := append(stuck, retry...)
+	slices.SortStableFunc(evs, models.CompareClerkOrder)
+	return evs[:min(len(evs), limit)], nil
+}
+
+// DeleteProcessedBefore deletes up to limit events processed before
+// cutoff (the processed index, oldest first) and takes them off the
+// outcome counters, in one transaction. Stored and failed events have no
+// processed_at: they are never deleted.
+func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	deleted := 0
+	err := e.s.write(ctx, func(t *wtx) error {
+		deleted = 0
+		rows, err := t.query(qRetention, ms(cutoff), limit)
+		if err != nil {
+			return err
+		}
+		byOutcome := map[string][]int64{}
+		for rows.Next() {
+			var (
+				id      int64
+				outcome string
+			)
+			if err := rows.Scan(&id, &outcome); err != nil {
+				rows.Close()
+				return translate(err)
+			}
+			byOutcome[outcome] = append(byOutcome[outcome], id)
+		}
+		rows.Close()
+		for outcome, ids := range byOutcome {
+			for _, id := range ids {
+				if _, err := t.exec(`DELETE FROM events WHERE id = ?`, id); err != nil {
+					return err
+				}
+			}
+			deleted += len(ids)
+			if err := addCounter(t, outcomeCounter(models.Outcome(outcome)), -int64(len(ids))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete old events: %w", err)
+	}
+	return deleted, nil
+}
+
+func eventID(id string) (int64, error) {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("event %q: %w", id, models.ErrNotFound)
+	}
+	return n, nil
+}
+
+// MarkProcessed records a successful attempt, unless the event is
+// processed already: the first outcome stays, and only the write that made
+// the event processed counts it, in the same transaction. An event that
+// found its user deleted and already erased is erased at once.
+func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Outcome, now time.Time) error {
+	n, err := eventID(id)
+	if err != nil {
+		return err
+	}
+	err = e.s.write(ctx, func(t *wtx) error {
+		changed, err := t.execN(`UPDATE events SET status = 'processed', outcome = ?, processed_at = ?,
+			error = NULL, retry_at = NULL, claimed_until = NULL, attempts = attempts + 1
+			WHERE id = ? AND status != 'processed'`, string(outcome), ms(now), n)
+		if err != nil || changed == 0 {
+			return err
+		}
+		if err := addCounter(t, outcomeCounter(outcome), 1); err != nil {
+			return err
+		}
+		if outcome == models.OutcomeDeletedUser {
+			return e.s.eraseIfUserErased(t, n, now)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("mark event %q processed: %w", id, err)
+	}
+	return nil
+}
+
+// MarkFailed records a failed attempt with its error and when the sweep
+// retries it (nil: never), unless the event is processed: processed is
+// final. An event given up for a user already erased is erased at once.
+func (e *Events) MarkFailed(ctx context.Context, id string, cause string, retryAt *time.Time) error {
+	n, err := eventID(id)
+	if err != nil {
+		return err
+	}
+	err = e.s.write(ctx, func(t *wtx) error {
+		changed, err := t.execN(`UPDATE events SET status = 'failed', error = ?, retry_at = ?, claimed_until = NULL,
+			attempts = attempts + 1 WHERE id = ? AND status != 'processed'`, cause, msPtr(retryAt), n)
+		if err != nil || changed == 0 || retryAt != nil {
+			return err
+		}
+		return e.s.eraseIfUserErased(t, n, time.Now())
+	})
+	if err != nil {
+		return fmt.Errorf("mark event %q failed: %w", id, err)
+	}
+	return nil
+}
+
+// Claim leases the event to one sweep until now+lease: it reports false
+// when the event is processed, has had another attempt than the caller
+// read (attempts), or is leased to another sweep until after now. The
+// condition and the write are one statement.
+func (e *Events) Claim(ctx context.Context, id string, attempts int, now time.Time, lease time.Duration) (bool, error) {
+	n, err := eventID(id)
+	if err != nil {
+		return false, err
+	}
+	var ok bool
+	err = e.s.write(ctx, func(t *wtx) error {
+		changed, err := t.execN(`UPDATE events SET claimed_until = ? WHERE id = ? AND status != 'processed'
+			AND attempts = ? AND (claimed_until IS NULL OR claimed_until <= ?)`, ms(now.Add(lease)), n, attempts, ms(now))
+		ok = changed == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("claim event %q: %w", id, err)
+	}
+	return ok, nil
+}

@@ -1,0 +1,97 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/usersync/usersync/models"
+)
+
+// TestExplain_EveryQueryIsAnIndexSearchWithNoSort asks SQLite for the plan
+// of every query whose cost could grow with the tables, and of the event
+// log with every combination of filters: each must read through an index
+// (SEARCH, or a SCAN of an index in its order bounded by LIMIT), never
+// scan a whole table, and never sort in a temporary B-tree.
+func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
+	s, err := Open(context.Background(), t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	now := time.Now().UnixMilli()
+	queries := []struct {
+		name, index, sql string
+		args             []any
+	}{
+		{"get user", "PRIMARY KEY", qUserGet, []any{"user_1"}},
+		{"email holder", "users_email", qEmailHolder, []any{"a@example.com"}},
+		{"users by email", "users_email", qUsersByEmail, []any{"a@example.com", "", 10}},
+		{"active users page", "users_active", qUsersActive, []any{"user_5", 10}},
+		{"users page with deleted", "PRIMARY KEY", qUsersAll, []any{"user_5", 10}},
+		{"change feed page", "users_changes", qUserChanges, []any{now, now, now, "user_1", 10}},
+		{"walk of active users", "users_active", qUsersWalk, []any{"user_1", 1000}},
+		{"tombstones to erase", "users_erase", qEraseDue, []any{now, 0, "", 100}},
+		{"erase a user's events", "events_user", qEraseEvents, []any{now, "user_1"}},
+		{"a user's events left to erase", "events_user", qErasePending, []any{"user_1"}},
+		{"due stored events", "events_status", qDueStored, []any{now, 20}},
+		{"due failed events", "events_retry", qDueFailed, []any{now, 20}},
+		{"retention", "events_processed", qRetention, []any{now, 20}},
+		{"stats", "events_status", qStats, nil},
+		{"event by id", "", qEventByID, []any{1}},
+		{"event by svix-id", "sqlite_autoindex_events_1", qEventByEventID, []any{"msg_1"}},
+	}
+	statuses := []models.EventStatus{"", models.StatusFailed}
+	types := []models.EventType{"", models.EventUpdated}
+	for _, st := range statuses {
+		for _, et := range types {
+			for _, user := range []string{"", "user_1"} {
+				for _, window := range []bool{false, true} {
+					f := models.EventFilter{Status: st, EventType: et, UserID: user, Limit: 100, After: fmt.Sprintf("%d_5", now)}
+					if window {
+						f.Since, f.Until = time.UnixMilli(now-1000), time.UnixMilli(now)
+					}
+					q, args, err := logQuery(f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					queries = append(queries, struct {
+						name, index, sql string
+						args             []any
+					}{fmt.Sprintf("event log %+v", f), logIndex(f), q, args})
+				}
+			}
+		}
+	}
+	for _, q := range queries {
+		rows, err := s.r.Query("EXPLAIN QUERY PLAN "+q.sql, q.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", q.name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		text := strings.Join(plan, "; ")
+		for _, line := range plan {
+			fullScan := strings.HasPrefix(line, "SCAN ") && !strings.Contains(line, " INDEX ") && line != "SCAN CONSTANT ROW"
+			if fullScan || strings.Contains(line, "TEMP B-TREE") {
+				t.Errorf("%s: plan %q scans a table or sorts", q.name, text)
+			}
+		}
+		if q.index != "" && !strings.Contains(text, q.index) {
+			t.Errorf("%s: plan %q does not use %s", q.name, text, q.index)
+		}
+		if q.index == "" && !strings.Contains(text, "INTEGER PRIMARY KEY") {
+			t.Errorf("%s: plan %q is not a primary key lookup", q.name, text)
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Leases is the leases table.
+type Leases struct{ s *Store }
+
+// Acquire takes the lease name for owner until until if it is free: it
+// never existed, or it expired by now. It reports whether owner holds it.
+func (l *Leases) Acquire(ctx context.Context, name, owner string, now, until time.Time) (bool, error) {
+	var ok bool
+	err := l.s.write(ctx, func(t *wtx) error {
+		n, err := t.execN(`INSERT INTO leases (name, owner, expires_at) VALUES (?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+			WHERE leases.expires_at <= ?`, name, owner, ms(until), ms(now))
+		ok = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("acquire lease %q: %w", name, err)
+	}
+	return ok, nil
+}
+
+// Extend moves the expiry of the lease owner holds to until; false when
+// owner no longer holds it.
+func (l *Leases) Extend(ctx context.Context, name, owner string, until time.Time) (bool, error) {
+	var ok bool
+	err := l.s.write(ctx, func(t *wtx) error {
+		n, err := t.execN(`UPDATE leases SET expires_at = ? WHERE name = ? AND owner = ?`, ms(until), name, owner)
+		ok = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("extend lease %q: %w", name, err)
+	}
+	return ok, nil
+}

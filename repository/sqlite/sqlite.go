@@ -1,0 +1,520 @@
+// Package sqlite is usersync's embedded store: its own schema in one SQLite
+// file under the data dir, through modernc.org/sqlite (pure Go, so the
+// binary stays static). It implements repository.Store with the promises of
+// the MongoDB store (see repository/storetest), for one process.
+//
+// Writes go through one connection, owned by one goroutine, in short
+// IMMEDIATE transactions; the writes that arrive while one commits share
+// the next transaction (group commit: one sync to disk for all of them,
+// each in a savepoint of its own so that one failing leaves the others).
+// Reads use a pool of read-only connections and see the last commit (WAL).
+// Every rule that decides a write (ordering, tombstones, email ownership,
+// the first outcome, claims) is checked inside that write's transaction,
+// so concurrent deliveries of one user need no locks in Go.
+//
+// Durability: synchronous=FULL in WAL mode, so a commit is on disk when it
+// returns: a 200 answered for a webhook survives a crash of the process and
+// of the machine.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	sqlite3 "modernc.org/sqlite"
+	sqlite3lib "modernc.org/sqlite/lib"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
+)
+
+// FileName is the store's file in the data dir.
+const FileName = "usersync.db"
+
+// applicationID marks a SQLite file as usersync's (PRAGMA application_id):
+// "usyn".
+const applicationID = 0x7573796e
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Options tune a store.
+type Options struct {
+	// Readers is the number of read connections; default 4.
+	Readers int
+	// MaxBatch bounds the writes that share one transaction; default 64.
+	MaxBatch int
+}
+
+// Store is the embedded store.
+type Store struct {
+	path  string
+	w     *sql.DB // the one write connection, used by the writer alone
+	r     *sql.DB // read-only connections
+	reqs  chan *writeReq
+	stop  chan struct{}
+	done  chan struct{}
+	batch int
+	// erased is set by a write that erased personal data: the writer then
+	// checkpoints the write-ahead log after its commit, so that the erased
+	// bytes leave the log as well as the database (secure_delete).
+	erased atomic.Bool
+	users  *Users
+	events *Events
+	leases *Leases
+}
+
+var _ repository.Store = (*Store)(nil)
+
+// Open opens (creating it if needed) the store in dir and brings its
+// schema to this version. It refuses a file that is not usersync's, and a
+// file it cannot write, naming the file.
+func Open(ctx context.Context, dir string, o Options) (*Store, error) {
+	if o.Readers <= 0 {
+		o.Readers = 4
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 64
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	if err := checkOwner(ctx, path); err != nil {
+		return nil, err
+	}
+	w, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := prepare(ctx, w, path); err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(o.Readers)
+	r.SetMaxIdleConns(o.Readers)
+	s := &Store{
+		path: path, w: w, r: r, batch: o.MaxBatch,
+		reqs: make(chan *writeReq, 256), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	s.users = &Users{s: s}
+	s.events = &Events{s: s}
+	s.leases = &Leases{s: s}
+	go s.writer()
+	return s, nil
+}
+
+// dsn is the data source name of path: WAL, full sync, a busy timeout
+// (another process, such as a backup, may hold the file briefly), IMMEDIATE
+// write transactions, and secure_delete so that erased bodies are
+// overwritten on disk rather than left in free pages.
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	for _, p := range []string{"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(FULL)", "secure_delete(ON)", "foreign_keys(ON)"} {
+		q.Add("_pragma", p)
+	}
+	if readOnly {
+		q.Add("_pragma", "query_only(ON)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.path }
+
+// Users returns the users.
+func (s *Store) Users() repository.Users { return s.users }
+
+// Events returns the event inbox and log.
+func (s *Store) Events() repository.Events { return s.events }
+
+// Leases returns the leases.
+func (s *Store) Leases() repository.Leases { return s.leases }
+
+// BuildIndexes has nothing to do: every index exists from the migration
+// that made its table.
+func (s *Store) BuildIndexes(context.Context) error { return nil }
+
+// Ping checks that the file answers a read and can be written: a file that
+// became read-only, or a full disk, is not ready.
+func (s *Store) Ping(ctx context.Context) error {
+	var n int
+	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&n); err != nil {
+		return fmt.Errorf("ping: %w", translate(err))
+	}
+	return nil
+}
+
+// Close stops the writer after the writes queued so far and closes the file.
+func (s *Store) Close(context.Context) error {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+	rerr := s.r.Close()
+	if err := s.w.Close(); err != nil {
+		return err
+	}
+	return rerr
+}
+
+// checkOwner refuses a file at path that is not usersync's, before
+// anything writes to it (opening it for writes would switch it to WAL).
+func checkOwner(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro")
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer db.Close()
+	var app, tables int
+	if err := db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&app); err != nil {
+		return fmt.Errorf("%s is not a SQLite file usersync can read (%w): set USERSYNC_DATA_DIR to a directory of usersync's own", path, translate(err))
+	}
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&tables); err != nil {
+		return fmt.Errorf("read %s: %w", path, translate(err))
+	}
+	if app != applicationID && tables > 0 {
+		return fmt.Errorf("%s is not a usersync store (it holds tables of another program): "+
+			"set USERSYNC_DATA_DIR to a directory of usersync's own: %w", path, models.ErrForeignData)
+	}
+	return nil
+}
+
+// prepare runs the migrations path lacks, and checks that it can be
+// written.
+func prepare(ctx context.Context, w *sql.DB, path string) error {
+	var version int
+	if err := w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read %s: %w", path, translate(err))
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	if version > len(names) {
+		return fmt.Errorf("%s has schema %d, newer than this usersync knows (%d): run a newer usersync", path, version, len(names))
+	}
+	for i := version; i < len(names); i++ {
+		body, err := migrations.ReadFile(names[i])
+		if err != nil {
+			return err
+		}
+		if err := migrate(ctx, w, string(body), i+1); err != nil {
+			return fmt.Errorf("migrate %s to schema %d: %w", path, i+1, translate(err))
+		}
+	}
+	// A file that cannot be written is refused now, not at the first
+	// webhook: a write that changes nothing still needs the write lock.
+	if _, err := w.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(names))); err != nil {
+		return fmt.Errorf("%s cannot be written (%w): check its permissions and the disk", path, translate(err))
+	}
+	return nil
+}
+
+func migrate(ctx context.Context, w *sql.DB, body string, version int) error {
+	tx, err := w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, body); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", version)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// writeReq is one write waiting for the writer.
+type writeReq struct {
+	ctx context.Context
+	fn  func(tx *wtx) error
+	err chan error
+}
+
+// errClosed: the store is closed.
+var errClosed = fmt.Errorf("the store is closed: %w", models.ErrUnavailable)
+
+// write runs fn in a write transaction, shared with the writes queued at
+// the same time, and returns once that transaction is committed (fn's
+// changes are on disk) or fn failed (its changes are undone). fn runs on
+// the writer: it must be short and must not wait for anything but the
+// database. A request whose ctx ends before it runs is not run.
+func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
+	req := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
+	select {
+	case s.reqs <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.stop:
+		return errClosed
+	}
+	// Once queued, the answer is waited for: the write may commit.
+	return <-req.err
+}
+
+func (s *Store) writer() {
+	defer close(s.done)
+	for {
+		var first *writeReq
+		select {
+		case first = <-s.reqs:
+		case <-s.stop:
+			for {
+				select {
+				case r := <-s.reqs:
+					s.commit([]*writeReq{r})
+				default:
+					return
+				}
+			}
+		}
+		batch := []*writeReq{first}
+	fill:
+		for len(batch) < s.batch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+// commit runs the batch in one transaction, each write in a savepoint.
+func (s *Store) commit(batch []*writeReq) {
+	errs := make([]error, len(batch))
+	reply := func() {
+		for i, r := range batch {
+			r.err <- errs[i]
+		}
+	}
+	defer reply()
+	// The writer's statements never take a caller's context: interrupting
+	// one statement would roll back the whole shared transaction.
+	ctx := context.Background()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		for i := range errs {
+			errs[i] = translate(err)
+		}
+		return
+	}
+	t := &wtx{tx: tx}
+	ran := 0
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+			errs[i] = translate(err)
+			continue
+		}
+		if err := r.fn(t); err != nil {
+			errs[i] = err
+			if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO w"); rerr != nil {
+				// The transaction is in an unknown state: give it up whole.
+				_ = tx.Rollback()
+				for j := range errs {
+					if errs[j] == nil || j == i {
+						errs[j] = fmt.Errorf("%w (and undoing it: %w)", errs[j], translate(rerr))
+					}
+				}
+				return
+			}
+		} else {
+			ran++
+		}
+		if _, err := tx.ExecContext(ctx, "RELEASE w"); err != nil && errs[i] == nil {
+			errs[i] = translate(err)
+		}
+	}
+	if ran == 0 {
+		_ = tx.Rollback()
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = translate(err)
+			}
+		}
+		return
+	}
+	if s.erased.Swap(false) {
+		// Best effort: a checkpoint that readers hold back is completed
+		// by a later one.
+		_, _ = s.w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+	}
+}
+
+// wtx is the write transaction a write runs in.
+type wtx struct{ tx *sql.Tx }
+
+func (t *wtx) exec(q string, args ...any) (sql.Result, error) {
+	res, err := t.tx.ExecContext(context.Background(), q, args...)
+	return res, translate(err)
+}
+
+// execN runs q and returns the number of rows it changed.
+func (t *wtx) execN(q string, args ...any) (int64, error) {
+	res, err := t.exec(q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (t *wtx) row(q string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(context.Background(), q, args...)
+}
+
+func (t *wtx) query(q string, args ...any) (*sql.Rows, error) {
+	rows, err := t.tx.QueryContext(context.Background(), q, args...)
+	return rows, translate(err)
+}
+
+// translate turns a SQLite error into one that wraps a models sentinel
+// where one applies, keeping the driver's error in the chain. A cancelled
+// context is left as it is.
+func translate(err error) error {
+	var se *sqlite3.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sql.ErrNoRows):
+		return models.ErrNotFound
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case !errors.As(err, &se):
+		return err
+	}
+	switch se.Code() & 0xff {
+	case sqlite3lib.SQLITE_FULL:
+		return &dbError{msg: "the disk is full", sentinels: []error{models.ErrStorageFull, models.ErrUnavailable}, err: err}
+	case sqlite3lib.SQLITE_READONLY:
+		return &dbError{msg: "the database file cannot be written", sentinels: []error{models.ErrUnavailable}, err: err}
+	case sqlite3lib.SQLITE_BUSY, sqlite3lib.SQLITE_LOCKED, sqlite3lib.SQLITE_IOERR, sqlite3lib.SQLITE_CANTOPEN:
+		return &dbError{msg: "the database file is not available", sentinels: []error{models.ErrUnavailable}, err: err}
+	case sqlite3lib.SQLITE_CORRUPT, sqlite3lib.SQLITE_NOTADB:
+		return &dbError{msg: "the database file is damaged", sentinels: []error{models.ErrUnavailable}, err: err}
+	case sqlite3lib.SQLITE_CONSTRAINT:
+		return &dbError{msg: "a unique rule refused the write", sentinels: []error{errDuplicate}, err: err}
+	}
+	return err
+}
+
+// errDuplicate: a unique index refused a write. It stays inside the
+// store: every write that can meet one decides what it means.
+var errDuplicate = errors.New("duplicate key")
+
+// dbError is a SQLite error as the rest of usersync sees it: a message of
+// its own (the driver's may carry values and internals), the sentinels it
+// means, and the driver's error for errors.As.
+type dbError struct {
+	msg       string
+	sentinels []error
+	err       error
+}
+
+func (e *dbError) Error() string { return e.msg }
+
+// Unwrap gives the sentinels, then the driver's error.
+func (e *dbError) Unwrap() []error { return append(slices.Clone(e.sentinels), e.err) }
+
+// ms is t as stored: Unix milliseconds.
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// msPtr is t as stored, NULL for nil.
+func msPtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+// fromMS is a stored time.
+func fromMS(n int64) time.Time { return time.UnixMilli(n).UTC() }
+
+// timePtr is a stored nullable time.
+func timePtr(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := fromMS(n.Int64)
+	return &t
+}
+
+// text is s as stored: NULL for "".
+func text(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// nullBool is a stored nullable bool.
+func nullBool(b *bool) any {
+	if b == nil {
+		return nil
+	}
+	if *b {
+		return 1
+	}
+	return 0
+}
+
+// cursorInt parses the integer of a cursor.
+func cursorInt(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+	}
+	return n, nil
+}
+
+// Migrate reports the schema: Open brings it to this version (each
+// migration one transaction, numbered by PRAGMA user_version), so there is
+// nothing left to do.
+func (s *Store) Migrate(ctx context.Context, _ bool) (repository.MigrateReport, error) {
+	var v int
+	if err := s.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return repository.MigrateReport{}, translate(err)
+	}
+	return repository.MigrateReport{Summary: fmt.Sprintf("%s is at schema %d", s.path, v)}, nil
+}

@@ -1,0 +1,329 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/usersync/usersync/models"
+)
+
+// Users is the users table.
+type Users struct{ s *Store }
+
+// userColumns are the columns a user is read from, in scanUser's order.
+const userColumns = `user_id, email, display_name, metadata, created_at, updated_at, deleted_at,
+	source_updated_at, last_event_id, first_name, last_name, username, image_url, phone_number,
+	external_id, last_sign_in_at, banned, locked`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanUser(r scanner) (models.User, error) {
+	var (
+		u                                          models.User
+		email, first, last, username, image, phone sql.NullString
+		external                                   sql.NullString
+		meta                                       string
+		created, updated, source                   int64
+		deleted, lastSignIn                        sql.NullInt64
+		banned, locked                             bool
+	)
+	err := r.Scan(&u.UserID, &email, &u.DisplayName, &meta, &created, &updated, &deleted,
+		&source, &u.LastEventID, &first, &last, &username, &image, &phone, &external, &lastSignIn, &banned, &locked)
+	if err != nil {
+		return models.User{}, translate(err)
+	}
+	u.Email, u.Metadata = email.String, json.RawMessage(meta)
+	u.CreatedAt, u.UpdatedAt, u.SourceUpdatedAt = fromMS(created), fromMS(updated), fromMS(source)
+	u.DeletedAt = timePtr(deleted)
+	u.Profile = models.Profile{
+		FirstName: first.String, LastName: last.String, Username: username.String, ImageURL: image.String,
+		PhoneNumber: phone.String, ExternalID: external.String, LastSignInAt: timePtr(lastSignIn),
+		Banned: banned, Locked: locked,
+	}
+	return u, nil
+}
+
+// state is what Apply reads of a user to decide: its version, and its
+// erasure marks.
+type state struct {
+	models.Version
+	deletedAt  sql.NullInt64
+	eraseAfter sql.NullInt64
+	erasedAt   sql.NullInt64
+}
+
+func readState(t *wtx, userID string) (*state, error) {
+	var (
+		st     state
+		source int64
+	)
+	err := t.row(`SELECT source_updated_at, last_event_id, deleted_at, erase_after, erased_at
+		FROM users WHERE user_id = ?`, userID).Scan(&source, &st.EventID, &st.deletedAt, &st.eraseAfter, &st.erasedAt)
+	if err == sql.ErrNoRows {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	st.SourceTime, st.Deleted = fromMS(source), st.deletedAt.Valid
+	return &st, nil
+}
+
+// Apply writes ch to its user as models.Decide says, in one transaction:
+// read the user's version, decide, and write. A change that claims an
+// email takes it from another active user whose state is older
+// (models.TakesEmailFrom); when that user's state is newer, the change is
+// written without the email (its user has given the email up since). So a
+// taken email never blocks a change: swaps and longer chains converge in
+// any order of arrival. It returns the outcome of the decision; errors wrap
+// models.ErrInvalid for metadata that is not a JSON object.
+func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+	meta := []byte("{}")
+	if !ch.Deleted && len(ch.Metadata) > 0 {
+		if !json.Valid(ch.Metadata) || !strings.HasPrefix(strings.TrimSpace(string(ch.Metadata)), "{") {
+			return "", fmt.Errorf("user %q metadata: %w: not a JSON object", ch.UserID, models.ErrInvalid)
+		}
+		meta = ch.Metadata
+	}
+	var outcome models.Outcome
+	err := u.s.write(ctx, func(t *wtx) error {
+		cur, err := readState(t, ch.UserID)
+		if err != nil {
+			return err
+		}
+		var v *models.Version
+		if cur != nil {
+			v = &cur.Version
+		}
+		d := models.Decide(v, ch)
+		outcome = d.Outcome()
+		switch {
+		case d == models.DecideDeletedUser && !cur.eraseAfter.Valid && !cur.erasedAt.Valid:
+			// A tombstone that lost its mark (written by an earlier
+			// version): the event that found it holds personal data.
+			_, err := t.exec(`UPDATE users SET erase_after = deleted_at WHERE user_id = ?`, ch.UserID)
+			return err
+		case !d.Writes():
+			return nil
+		case ch.Deleted:
+			return writeTombstone(t, ch, now, d == models.DecideCreate)
+		}
+		email, err := claimEmail(t, ch, now)
+		if err != nil {
+			return err
+		}
+		return writeState(t, ch, email, meta, now, d == models.DecideCreate)
+	})
+	if err != nil {
+		return "", fmt.Errorf("apply event %q to user %q: %w", ch.EventID, ch.UserID, err)
+	}
+	return outcome, nil
+}
+
+// claimEmail returns the email ch writes: its own, taken from an active
+// user whose state is older; "" when an active user with a newer state
+// holds it.
+func claimEmail(t *wtx, ch models.Change, now time.Time) (string, error) {
+	if ch.Email == "" {
+		return "", nil
+	}
+	var (
+		holder string
+		source int64
+		event  string
+	)
+	err := t.row(qEmailHolder, ch.Email).Scan(&holder, &source, &event)
+	switch {
+	case err == sql.ErrNoRows || holder == ch.UserID:
+		return ch.Email, nil
+	case err != nil:
+		return "", translate(err)
+	case !models.TakesEmailFrom(ch, models.Version{SourceTime: fromMS(source), EventID: event}):
+		return "", nil
+	}
+	_, err = t.exec(`UPDATE users SET email = NULL, updated_at = ? WHERE user_id = ?`, ms(now), holder)
+	return ch.Email, err
+}
+
+func writeState(t *wtx, ch models.Change, email string, meta []byte, now time.Time, create bool) error {
+	p := ch.Profile
+	args := []any{text(email), ch.DisplayName, string(meta), ms(now), ms(ch.SourceTime), ch.EventID,
+		text(p.FirstName), text(p.LastName), text(p.Username), text(p.ImageURL), text(p.PhoneNumber),
+		text(p.ExternalID), msPtr(p.LastSignInAt), p.Banned, p.Locked, ch.UserID}
+	if create {
+		_, err := t.exec(`INSERT INTO users (email, display_name, metadata, updated_at, source_updated_at,
+			last_event_id, first_name, last_name, username, image_url, phone_number, external_id,
+			last_sign_in_at, banned, locked, user_id, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(args, ms(now))...)
+		return err
+	}
+	_, err := t.exec(`UPDATE users SET email = ?, display_name = ?, metadata = ?, updated_at = ?,
+		source_updated_at = ?, last_event_id = ?, first_name = ?, last_name = ?, username = ?,
+		image_url = ?, phone_number = ?, external_id = ?, last_sign_in_at = ?, banned = ?, locked = ?
+		WHERE user_id = ?`, args...)
+	return err
+}
+
+// writeTombstone turns the user into a tombstone: every order of delivery
+// ends in the same row, with no personal data but the id.
+func writeTombstone(t *wtx, ch models.Change, now time.Time, create bool) error {
+	ts := ms(ch.SourceTime)
+	if create {
+		_, err := t.exec(`INSERT INTO users (user_id, display_name, metadata, created_at, updated_at,
+			deleted_at, source_updated_at, last_event_id, erase_after)
+			VALUES (?, ?, '{}', ?, ?, ?, ?, ?, ?)`, ch.UserID, ch.UserID, ms(now), ms(now), ts, ts, ch.EventID, ts)
+		return err
+	}
+	_, err := t.exec(`UPDATE users SET email = NULL, display_name = user_id, metadata = '{}', updated_at = ?,
+		deleted_at = ?, source_updated_at = ?, last_event_id = ?, first_name = NULL, last_name = NULL,
+		username = NULL, image_url = NULL, phone_number = NULL, external_id = NULL, last_sign_in_at = NULL,
+		banned = 0, locked = 0, erase_after = ? WHERE user_id = ?`, ms(now), ts, ts, ch.EventID, ts, ch.UserID)
+	return err
+}
+
+// Get returns the user with userID, deleted or not, or an error wrapping
+// models.ErrNotFound.
+func (u *Users) Get(ctx context.Context, userID string) (models.User, error) {
+	usr, err := scanUser(u.s.r.QueryRowContext(ctx, qUserGet, userID))
+	if err != nil {
+		return models.User{}, fmt.Errorf("user %q: %w", userID, err)
+	}
+	return usr, nil
+}
+
+// List returns one page of users in user id order after f.After (the
+// users_active index, or the primary key with deleted users), or, with an
+// email, the one active user holding it (users_email). The cursor is the
+// last user id of the page, in hex (so that it is one token in a URL).
+func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage, error) {
+	var (
+		q    string
+		args []any
+	)
+	after, err := hex.DecodeString(f.After)
+	if err != nil {
+		return models.UserPage{}, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+	}
+	f.After = string(after)
+	switch {
+	case f.Email != "":
+		q = qUsersByEmail
+		args = []any{strings.ToLower(strings.TrimSpace(f.Email)), f.After, f.Limit + 1}
+	case f.IncludeDeleted:
+		q = qUsersAll
+		args = []any{f.After, f.Limit + 1}
+	default:
+		q = qUsersActive
+		args = []any{f.After, f.Limit + 1}
+	}
+	users, err := u.query(ctx, q, args...)
+	if err != nil {
+		return models.UserPage{}, fmt.Errorf("list users: %w", err)
+	}
+	page := models.UserPage{Users: users}
+	if len(users) > f.Limit {
+		page.Users = users[:f.Limit]
+		page.NextCursor = hex.EncodeToString([]byte(page.Users[f.Limit-1].UserID))
+	}
+	return page, nil
+}
+
+func (u *Users) query(ctx context.Context, q string, args ...any) ([]models.User, error) {
+	rows, err := u.s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	users := []models.User{}
+	for rows.Next() {
+		usr, err := scanUser(rows)
+		if err != nil {
+			return nil, err
+		}
+		users = append(users, usr)
+	}
+	return users, translate(rows.Err())
+}
+
+// Changes returns the users whose row changed (updated_at) within
+// [f.Since, f.Until], oldest change first (updated_at, then user_id: the
+// users_changes index), after the cursor f.After ("<ms>_<userId>").
+// NextCursor is always set: on the last page it is where the next poll
+// starts. A malformed cursor wraps models.ErrInvalid.
+func (u *Users) Changes(ctx context.Context, f models.ChangeFilter) (models.UserPage, error) {
+	// Stored times are milliseconds: Since rounded up selects the same rows.
+	from := f.Since.UTC().Add(time.Millisecond - time.Nanosecond).Truncate(time.Millisecond).UnixMilli()
+	at, after := from, ""
+	next := fmt.Sprintf("%d_", from)
+	if f.After != "" {
+		n, id, ok := strings.Cut(f.After, "_")
+		c, err := cursorInt(n)
+		if err != nil || !ok {
+			return models.UserPage{}, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+		}
+		next = f.After
+		if c > at || (c == at && id > after) {
+			at, after = c, id
+		}
+	}
+	users, err := u.query(ctx, qUserChanges, from, f.Until.UnixMilli(), at, after, f.Limit)
+	if err != nil {
+		return models.UserPage{}, fmt.Errorf("list changed users: %w", err)
+	}
+	if n := len(users); n > 0 {
+		next = fmt.Sprintf("%d_%s", users[n-1].UpdatedAt.UnixMilli(), users[n-1].UserID)
+	}
+	return models.UserPage{Users: users, NextCursor: next}, nil
+}
+
+// walkBatch is how many user ids one query of WalkActive reads.
+var walkBatch = 1000
+
+// WalkActive calls fn with the id of every active user first written
+// before writtenBefore, in user id order, a batch at a time (each batch a
+// short read of the users_active index, so that no read holds the file for
+// the whole walk), and stops at fn's first error, which it returns.
+func (u *Users) WalkActive(ctx context.Context, writtenBefore time.Time, fn func(userID string) error) error {
+	after := ""
+	for {
+		rows, err := u.s.r.QueryContext(ctx, qUsersWalk, after, walkBatch)
+		if err != nil {
+			return fmt.Errorf("walk users: %w", translate(err))
+		}
+		var ids []string
+		n := 0
+		for rows.Next() {
+			var (
+				id      string
+				created int64
+			)
+			if err := rows.Scan(&id, &created); err != nil {
+				rows.Close()
+				return fmt.Errorf("walk users: %w", translate(err))
+			}
+			n++
+			after = id
+			if created < writtenBefore.UnixMilli() {
+				ids = append(ids, id)
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return fmt.Errorf("walk users: %w", translate(err))
+		}
+		for _, id := range ids {
+			if err := fn(id); err != nil {
+				return err
+			}
+		}
+		if n < walkBatch {
+			return nil
+		}
+	}
+}
