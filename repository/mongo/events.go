@@ -82,7 +82,7 @@ func (d eventDoc) model() models.Event {
 	}
 }
 
-// eventIndexes are the indexes of user_events; README.md's query → index
+// eventIndexes are the indexes of user_events; docs/mongodb-queries.md's query → index
 // table says which query uses each. The unique one is built by Prepare
 // (see uniqueIndexes), the others by EnsureIndexes. Every event log index
 // ends in receivedAt, _id (descending), the order of the log, so that a

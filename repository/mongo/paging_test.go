@@ -266,3 +266,62 @@ func TestEventsDue_WindowedSearchesFindEveryDueEventOldestFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestUsersChanges_WindowedPagesServeEveryChangeOnceInOrder writes users
+// at uneven times (the same millisecond, minutes and days apart) and
+// follows the change feed from long before, a few users a page.
+func TestUsersChanges_WindowedPagesServeEveryChangeOnceInOrder(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	at := time.Now().UTC().Truncate(time.Millisecond).Add(-60 * 24 * time.Hour)
+	type written struct {
+		id string
+		at time.Time
+	}
+	var all []written
+	for i := range 80 {
+		switch r.IntN(4) {
+		case 0:
+			at = at.Add(time.Duration(1+r.IntN(5)) * 24 * time.Hour)
+		case 1:
+		default:
+			at = at.Add(time.Duration(1+r.IntN(300)) * time.Second)
+		}
+		id := fmt.Sprintf("user_feed_%02d", i)
+		if _, err := s.Users().Apply(ctx, change(id, "m", 0, ""), at); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, written{id, at})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].at.Equal(all[j].at) {
+			return all[i].at.Before(all[j].at)
+		}
+		return repository.DocIDForTest(all[i].id).Hex() < repository.DocIDForTest(all[j].id).Hex()
+	})
+	var want []string
+	for _, w := range all {
+		want = append(want, w.id)
+	}
+	for walk := range 2 {
+		f := models.ChangeFilter{Since: all[0].at.Add(-365 * 24 * time.Hour), Until: at, Limit: 6}
+		var got []string
+		for pages := 0; pages < 100; pages++ {
+			page, err := s.Users().Changes(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range page.Users {
+				got = append(got, u.UserID)
+			}
+			f.After = page.NextCursor
+			if len(page.Users) < f.Limit {
+				break
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("walk %d: feed served %v\nwant %v", walk, got, want)
+		}
+	}
+}

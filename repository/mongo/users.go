@@ -79,7 +79,7 @@ func (d userDoc) model() (models.User, error) {
 // name.
 const emailIndex = "email_1"
 
-// userIndexes are the indexes of users; README.md's query → index table
+// userIndexes are the indexes of users; docs/mongodb-queries.md's query → index table
 // says which query uses each. The unique ones are built by Prepare (see
 // uniqueIndexes), the others by EnsureIndexes.
 var userIndexes = []mongo.IndexModel{

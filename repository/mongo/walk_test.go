@@ -58,9 +58,8 @@ func TestUsersWalkActive_EveryActiveUserWrittenBeforeTheTimeOnce(t *testing.T) {
 }
 
 // TestUsersWalkActive_IsOneQuery: the walk reads the collection once,
-// batch after batch of one cursor. A query per batch would read the whole
-// collection once per batch on the embedded engine, whose filters other
-// than {_id} read every document.
+// batch after batch of one cursor. A query per batch would sort every
+// active user once per batch on an engine that reads no index in order.
 func TestUsersWalkActive_IsOneQuery(t *testing.T) {
 	defer repository.SetWalkBatchForTest(3)()
 	ctx := context.Background()
