@@ -351,7 +351,8 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 	}
 	w.doc.Email, w.doc.DisplayName, w.doc.Metadata = ch.Email, ch.DisplayName, meta
 	w.doc.Profile = newProfileDoc(ch.Profile)
-	w.filter = append(w.filter, olderThan(ch))
+	// Not this very event (DecideUnchanged: a retry), and older.
+	w.filter = append(w.filter, bson.E{Key: "lastEventId", Value: bson.D{{Key: "$ne", Value: ch.EventID}}}, olderThan(ch))
 	set := bson.D{
 		{Key: "displayName", Value: ch.DisplayName},
 		{Key: "metadata", Value: meta},
