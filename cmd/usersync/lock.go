@@ -22,7 +22,7 @@ func lockDir(dir string) (unlock func(), err error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("the embedded engine in %s is in use by another usersync process: stop it first, or use MONGODB_URI", dir)
+			return nil, fmt.Errorf("the embedded store in %s is in use by another usersync process: stop it first, or use MONGODB_URI", dir)
 		}
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}

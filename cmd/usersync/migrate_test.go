@@ -71,7 +71,7 @@ func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) 
 	olderDatabase(t, store, n)
 
 	// Before: usersync will not serve the database, and says what to run.
-	_, err := store.Prepare(ctx)
+	err := store.Prepare(ctx)
 	if !errors.Is(err, models.ErrNeedsMigration) || !strings.Contains(err.Error(), "usersync migrate") {
 		t.Fatalf("Prepare before migrate = %v; want ErrNeedsMigration naming usersync migrate", err)
 	}
@@ -95,7 +95,7 @@ func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) 
 	if !strings.Contains(out.String(), fmt.Sprintf("%d users re-keyed", n)) {
 		t.Errorf("migrate said %q, want %d users re-keyed", &out, n)
 	}
-	if _, err := store.Prepare(ctx); err != nil {
+	if err := store.Prepare(ctx); err != nil {
 		t.Fatalf("Prepare after migrate = %v", err)
 	}
 	for i := range n {

@@ -198,7 +198,7 @@ func clerkForServe(cfg config, svc *sync.Service) (*clerk.Client, api.UserSyncer
 // openReconciler opens the store and returns the reconciler of backfill
 // and reconcile over it; closeStore closes the store.
 func openReconciler(ctx context.Context, cfg config, cl *clerk.Client) (rec *sync.Reconciler, closeStore func(), err error) {
-	store, closeStore, err := openStore(ctx, cfg, newLogger(cfg))
+	store, closeStore, err := openStore(ctx, cfg, newLogger(cfg), false)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
@@ -49,8 +51,6 @@ func TestTranslate_FailoverIsUnavailableAndACancelledRequestIsNot(t *testing.T) 
 			Message: "E11000 duplicate key error collection: db.users index: userId_1 dup key"}}}, models.ErrConflict},
 		{"duplicate email", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
 			Message: `E11000 duplicate key error collection: db.users index: email_1 dup key: { email: "a@example.com" }`}}}, models.ErrEmailTaken},
-		{"embedded engine: email taken by an update", mongo.CommandError{Code: 1,
-			Message: "UNIQUE constraint failed: index 'users_5e7cc513_email_1'"}, models.ErrEmailTaken},
 		{"no documents", mongo.ErrNoDocuments, models.ErrNotFound},
 		{"unauthorized", cmd(13), nil},
 	}
@@ -70,6 +70,145 @@ func TestTranslate_FailoverIsUnavailableAndACancelledRequestIsNot(t *testing.T) 
 		got := repository.TranslateForTest(err)
 		if errors.Is(got, models.ErrUnavailable) || !errors.Is(got, context.Canceled) {
 			t.Errorf("translate(%v) = %v; want context.Canceled, not unavailable", err, got)
+		}
+	}
+}
+
+// rawDoc is the BSON document of extended JSON s.
+func rawDoc(t *testing.T, s string) bson.Raw {
+	t.Helper()
+	var raw bson.Raw
+	if err := bson.UnmarshalExtJSON([]byte(s), false, &raw); err != nil {
+		t.Fatalf("%s: %v", s, err)
+	}
+	return raw
+}
+
+// TestTranslate_UniqueViolationsInEveryEngineWords gives translate the
+// duplicate-key answers of MongoDB (with keyPattern, as current servers
+// send it, and with the message alone) and of the DocumentDB engines, in
+// every form the driver returns them: the email
+// index's is ErrEmailTaken, any other's ErrConflict.
+func TestTranslate_UniqueViolationsInEveryEngineWords(t *testing.T) {
+	const mongoEmail = `E11000 duplicate key error collection: usersync.users index: email_1 dup key: { email: "holder@example.com" }`
+	const mongoUserID = `E11000 duplicate key error collection: usersync.users index: userId_1 dup key: { userId: "user_1" }`
+	const docdbEmail = `Duplicate key violation on the requested collection: Index 'email_1'`
+	withRaw := func(code int, msg, raw string) mongo.WriteException {
+		return mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: code, Message: msg, Raw: rawDoc(t, raw)}}}
+	}
+	tests := []struct {
+		name      string
+		err       error
+		want      error
+		wantIndex string
+	}{
+		{"MongoDB insert, keyPattern", withRaw(11000, mongoEmail,
+			`{"index": 0, "code": 11000, "errmsg": "x", "keyPattern": {"email": 1}, "keyValue": {"email": "holder@example.com"}}`),
+			models.ErrEmailTaken, "email_1"},
+		{"keyPattern wins over the message", withRaw(11000, mongoEmail,
+			`{"code": 11000, "keyPattern": {"userId": 1}, "keyValue": {"userId": "user_1"}}`),
+			models.ErrConflict, "userId_1"},
+		{"MongoDB insert, message only", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: mongoEmail}}},
+			models.ErrEmailTaken, "email_1"},
+		{"MongoDB insert, userId", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: mongoUserID}}},
+			models.ErrConflict, "userId_1"},
+		{"MongoDB, _id", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
+			Message: `E11000 duplicate key error collection: usersync.user_events index: _id_ dup key: { _id: ObjectId('116b88f173007be5e05df2a8') }`}}},
+			models.ErrConflict, "_id_"},
+		{"MongoDB update on an old server (11001)", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11001, Message: mongoEmail}}},
+			models.ErrEmailTaken, "email_1"},
+		{"MongoDB bulk write", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{
+			Index: 3, Code: 11000, Message: mongoEmail, Raw: rawDoc(t, `{"index": 3, "code": 11000, "keyPattern": {"email": 1}}`)}}}},
+			models.ErrEmailTaken, "email_1"},
+		{"MongoDB findAndModify (a command error)", mongo.CommandError{Code: 11000, Name: "DuplicateKey", Message: mongoEmail,
+			Raw: rawDoc(t, `{"ok": 0, "code": 11000, "errmsg": "x", "keyPattern": {"email": 1}, "keyValue": {"email": "holder@example.com"}}`)},
+			models.ErrEmailTaken, "email_1"},
+		{"mongos insert (16460)", mongo.CommandError{Code: 16460, Message: "write failed :: caused by :: " + mongoEmail},
+			models.ErrEmailTaken, "email_1"},
+		{"DocumentDB insert", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: docdbEmail}}},
+			models.ErrEmailTaken, "email_1"},
+		{"DocumentDB eventId", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
+			Message: `Duplicate key violation on the requested collection: Index 'eventId_1'`}}},
+			models.ErrConflict, "eventId_1"},
+		{"DocumentDB bulk write", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{Code: 11000, Message: docdbEmail}}}},
+			models.ErrEmailTaken, "email_1"},
+		{"DocumentDB findOneAndUpdate onto a taken value (code 1)", mongo.CommandError{Code: 1, Name: "InternalError",
+			Message: "conflicting key value violates exclusion constraint \"documents_rum_index_74\""},
+			models.ErrConflict, ""},
+		{"a server that names no index", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
+			Message: "E11000 duplicate key error collection: usersync.users. Failed _id or unique index constraint."}}},
+			models.ErrConflict, ""},
+		{"wrapped by the caller", fmt.Errorf("insert: %w", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: docdbEmail}}}),
+			models.ErrEmailTaken, "email_1"},
+		{"code 1 for something else", mongo.CommandError{Code: 1, Message: "internal error"}, nil, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := repository.TranslateForTest(tc.err)
+			for _, s := range []error{models.ErrEmailTaken, models.ErrConflict} {
+				if errors.Is(got, s) != (s == tc.want) {
+					t.Errorf("translate(%v) = %v: is %v = %v, want %v", tc.err, got, s, errors.Is(got, s), s == tc.want)
+				}
+			}
+			if index := repository.ConflictIndexForTest(got); index != tc.wantIndex {
+				t.Errorf("index of %v = %q, want %q", got, index, tc.wantIndex)
+			}
+			if again := repository.TranslateForTest(got); again.Error() != got.Error() {
+				t.Errorf("translate twice = %q, want %q", again, got)
+			}
+		})
+	}
+}
+
+// TestTranslate_AConflictNeverSaysTheServersMessage checks that the text of
+// a translated unique violation, and of every error that wraps it, says
+// which rule refused the write but not the server's message, which quotes
+// the duplicate value: another user's email, which would reach an HTTP
+// body, the event's stored error and the logs. The driver's error stays
+// reachable for code that asks for it.
+func TestTranslate_AConflictNeverSaysTheServersMessage(t *testing.T) {
+	const email = "holder@example.com"
+	driverErrs := []error{
+		mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
+			Message: `E11000 duplicate key error collection: usersync.users index: email_1 dup key: { email: "` + email + `" }`,
+			Raw:     rawDoc(t, `{"code": 11000, "keyPattern": {"email": 1}, "keyValue": {"email": "`+email+`"}}`)}}},
+		mongo.CommandError{Code: 11000, Message: `E11000 duplicate key error collection: usersync.users index: email_1 dup key: { email: "` + email + `" }`},
+		mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{Code: 11000,
+			Message: `E11000 duplicate key error collection: usersync.users index: email_1 dup key: { email: "` + email + `" }`}}}},
+		mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: `Duplicate key violation on the requested collection: Index 'email_1'`}}},
+	}
+	for _, derr := range driverErrs {
+		got := repository.TranslateForTest(derr)
+		wrapped := fmt.Errorf("apply event msg_1 to user user_2: %w", fmt.Errorf("update: %w", got))
+		for _, e := range []error{got, wrapped} {
+			for _, leak := range []string{email, "E11000", "dup key", "Duplicate key violation", "keyValue"} {
+				if strings.Contains(e.Error(), leak) {
+					t.Errorf("error text %q carries %q", e.Error(), leak)
+				}
+			}
+			if !strings.Contains(e.Error(), "email_1") || !errors.Is(e, models.ErrEmailTaken) {
+				t.Errorf("error %q: want ErrEmailTaken naming the email index", e)
+			}
+		}
+		var se mongo.ServerError
+		if !errors.As(wrapped, &se) || !mongo.IsDuplicateKeyError(wrapped) {
+			t.Errorf("%q: the driver's error is not reachable with errors.As", wrapped)
+		}
+	}
+}
+
+// TestTranslate_StorageFull: a write refused for lack of space, in
+// MongoDB's code and in PostgreSQL's words under a DocumentDB engine, is
+// models.ErrStorageFull and models.ErrUnavailable.
+func TestTranslate_StorageFull(t *testing.T) {
+	for _, err := range []error{
+		mongo.CommandError{Code: 14031, Name: "OutOfDiskSpace", Message: "out of disk space"},
+		mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 1,
+			Message: `could not extend file "base/16384/16403": No space left on device`}}},
+	} {
+		got := repository.TranslateForTest(err)
+		if !errors.Is(got, models.ErrStorageFull) || !errors.Is(got, models.ErrUnavailable) {
+			t.Errorf("translate(%v) = %v, want ErrStorageFull and ErrUnavailable", err, got)
 		}
 	}
 }

@@ -2,24 +2,29 @@ package mongo_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
-// TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory asks the server to
-// explain each query of README.md's query → index table and fails when
-// its winning plan scans the collection (COLLSCAN) or sorts in memory
-// (SORT). It needs a MongoDB at MONGODB_URI.
+// TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory asks the server at
+// MONGODB_URI to explain each query of the query → index table
+// (docs/mongodb.md) and judges the plan with checkPlan: on MongoDB no
+// query may read a whole collection or sort in memory; on a DocumentDB
+// engine, the queries of documentDBExceptions may, and are reported. An
+// update or delete the engine refuses to explain (DocumentDB:
+// NotImplemented) is reported, not failed.
 func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	// Some documents, so that every collection and index exists.
 	if _, err := s.Users().Apply(ctx, change("user_1", "msg_1", time.Second, "a@example.com"), now); err != nil {
@@ -57,25 +62,34 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	users, events, counters := repository.UsersCollection, repository.EventsCollection, repository.CountersCollection
 	byID := func(id any) bson.D { return bson.D{{Key: "_id", Value: id}} }
 	var qs []query
-	for _, f := range []models.UserFilter{
-		{Limit: 50}, {Limit: 50, After: oid.Hex()}, {Limit: 50, IncludeDeleted: true},
-		{Limit: 50, Email: "a@example.com"}, {Limit: 50, Email: "a@example.com", IncludeDeleted: true},
+	for _, f := range []struct {
+		name string
+		f    models.UserFilter
+	}{
+		{"users list: active", models.UserFilter{Limit: 50}},
+		{"users list: active, after a cursor", models.UserFilter{Limit: 50, After: oid.Hex()}},
+		{"users list: all", models.UserFilter{Limit: 50, IncludeDeleted: true}},
+		{"users list: active, by email", models.UserFilter{Limit: 50, Email: "a@example.com"}},
+		{"users list: all, by email", models.UserFilter{Limit: 50, Email: "a@example.com", IncludeDeleted: true}},
 	} {
-		filter, sort, err := repository.UserListQuery(f)
+		filter, sort, err := repository.UserListQuery(f.f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		qs = append(qs, query{fmt.Sprintf("users list %+v", f), find(users, filter, sort)})
+		qs = append(qs, query{f.name, find(users, filter, sort)})
 	}
-	for _, f := range []models.ChangeFilter{
-		{Since: now.Add(-time.Hour), Until: now, Limit: 50},
-		{Since: now.Add(-time.Hour), Until: now, Limit: 50, After: cursor},
+	for _, f := range []struct {
+		name string
+		f    models.ChangeFilter
+	}{
+		{"change feed: window", models.ChangeFilter{Since: now.Add(-time.Hour), Until: now, Limit: 50}},
+		{"change feed: window, after a cursor", models.ChangeFilter{Since: now.Add(-time.Hour), Until: now, Limit: 50, After: cursor}},
 	} {
-		filter, _, err := repository.ChangesFilter(f)
+		filter, _, err := repository.ChangesFilter(f.f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		qs = append(qs, query{fmt.Sprintf("change feed %+v", f), find(users, filter, repository.ChangesOrder)})
+		qs = append(qs, query{f.name, find(users, filter, repository.ChangesOrder)})
 	}
 	userID := repository.DocIDForTest("user_1")
 	qs = append(qs,
@@ -84,19 +98,27 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		query{"event by _id (Record's read, Get)", find(events, byID(oid), nil)},
 		query{"event by eventId (Get)", find(events, bson.D{{Key: "eventId", Value: "msg_1"}}, nil)},
 	)
-	for _, f := range []models.EventFilter{
-		{}, {Status: models.StatusProcessed}, {EventType: models.EventUpdated}, {UserID: "user_1"},
-		{Status: models.StatusFailed, EventType: models.EventCreated},
-		{UserID: "user_1", Status: models.StatusStored, EventType: models.EventDeleted},
-		{Since: now.Add(-time.Hour), Until: now}, {Status: models.StatusProcessed, Since: now.Add(-time.Hour)},
-		{After: cursor}, {UserID: "user_1", After: cursor},
+	for _, f := range []struct {
+		name string
+		f    models.EventFilter
+	}{
+		{"event log", models.EventFilter{}},
+		{"event log: status", models.EventFilter{Status: models.StatusProcessed}},
+		{"event log: eventType", models.EventFilter{EventType: models.EventUpdated}},
+		{"event log: userId", models.EventFilter{UserID: "user_1"}},
+		{"event log: status and eventType", models.EventFilter{Status: models.StatusFailed, EventType: models.EventCreated}},
+		{"event log: userId, status and eventType", models.EventFilter{UserID: "user_1", Status: models.StatusStored, EventType: models.EventDeleted}},
+		{"event log: window", models.EventFilter{Since: now.Add(-time.Hour), Until: now}},
+		{"event log: status, since", models.EventFilter{Status: models.StatusProcessed, Since: now.Add(-time.Hour)}},
+		{"event log: after a cursor", models.EventFilter{After: cursor}},
+		{"event log: userId, after a cursor", models.EventFilter{UserID: "user_1", After: cursor}},
 	} {
-		f.Limit = 50
-		filter, err := repository.EventListFilter(f)
+		f.f.Limit = 50
+		filter, err := repository.EventListFilter(f.f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		qs = append(qs, query{fmt.Sprintf("event log %+v", f), find(events, filter, repository.EventLogOrder)})
+		qs = append(qs, query{f.name, find(events, filter, repository.EventLogOrder)})
 	}
 	qs = append(qs,
 		query{"stats: stored", count(events, bson.D{{Key: "status", Value: models.StatusStored}})},
@@ -121,69 +143,46 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	for _, q := range qs {
 		var res bson.Raw
 		err := s.Database().RunCommand(ctx, bson.D{{Key: "explain", Value: q.cmd}, {Key: "verbosity", Value: "queryPlanner"}}).Decode(&res)
+		var ce mongo.CommandError
+		if errors.As(err, &ce) && (ce.Code == codeNotImplemented || ce.Name == "NotImplemented") {
+			t.Logf("%s: not judged: the engine does not explain it: %s", q.name, ce.Message)
+			continue
+		}
 		if err != nil {
 			t.Errorf("%s: explain: %v", q.name, err)
 			continue
 		}
-		plan, err := res.LookupErr("queryPlanner", "winningPlan")
-		if err != nil {
-			t.Errorf("%s: no queryPlanner.winningPlan in %s", q.name, res)
-			continue
+		err = checkPlan(res)
+		_, documentDB := res.Lookup("queryPlanner", "Plan").DocumentOK()
+		reason, excepted := documentDBExceptions[q.name]
+		switch {
+		case err == nil:
+			t.Logf("%s: ok", q.name)
+		case documentDB && excepted && planProblems(err) != nil:
+			t.Logf("%s: known on DocumentDB engines (%s): %v", q.name, reason, err)
+		default:
+			t.Errorf("%s: %v", q.name, err)
 		}
-		stages := planStages(plan)
-		for _, st := range stages {
-			if st == "COLLSCAN" || st == "SORT" {
-				t.Errorf("%s: plan %v has %s", q.name, stages, st)
-			}
-		}
-		t.Logf("%s: %s", q.name, strings.Join(stages, " ← "))
 	}
 }
 
-// planStages lists the stages of an explained plan, root first, through
-// the classic engine's inputStage(s), the slot-based engine's queryPlan,
-// and a sharded cluster's shards.
-func planStages(v bson.RawValue) []string {
-	var out []string
-	switch v.Type {
-	case bson.TypeEmbeddedDocument:
-		doc := v.Document()
-		if st, ok := doc.Lookup("stage").StringValueOK(); ok {
-			out = append(out, st)
-		}
-		elems, _ := doc.Elements()
-		for _, e := range elems {
-			switch e.Key() {
-			case "inputStage", "inputStages", "queryPlan", "shards", "winningPlan", "thenStage", "elseStage", "outerStage", "innerStage":
-				out = append(out, planStages(e.Value())...)
-			}
-		}
-	case bson.TypeArray:
-		vals, _ := v.Array().Values()
-		for _, e := range vals {
-			out = append(out, planStages(e)...)
-		}
-	}
-	return out
-}
+// codeNotImplemented is the server's NotImplemented error code.
+const codeNotImplemented = 238
 
-func TestPlanStages_ReadsClassicAndSlotBasedPlans(t *testing.T) {
-	doc := func(s string) bson.RawValue {
-		var d bson.D
-		if err := bson.UnmarshalExtJSON([]byte(s), false, &d); err != nil {
-			t.Fatal(err)
-		}
-		b, _ := bson.Marshal(bson.D{{Key: "p", Value: d}})
-		return bson.Raw(b).Lookup("p")
-	}
-	for _, tc := range []struct{ name, plan, want string }{
-		{"classic", `{"stage":"LIMIT","inputStage":{"stage":"FETCH","inputStage":{"stage":"IXSCAN","indexName":"status_1"}}}`, "LIMIT FETCH IXSCAN"},
-		{"slot-based", `{"queryPlan":{"stage":"SORT","inputStage":{"stage":"COLLSCAN"}},"slotBasedPlan":{"stages":"[1] scan"}}`, "SORT COLLSCAN"},
-		{"or", `{"stage":"SORT_MERGE","inputStages":[{"stage":"IXSCAN"},{"stage":"IXSCAN"}]}`, "SORT_MERGE IXSCAN IXSCAN"},
-		{"sharded", `{"stage":"SHARD_MERGE","shards":[{"shardName":"a","winningPlan":{"stage":"COLLSCAN"}}]}`, "SHARD_MERGE COLLSCAN"},
-	} {
-		if got := strings.Join(planStages(doc(tc.plan)), " "); got != tc.want {
-			t.Errorf("%s: stages %q, want %q", tc.name, got, tc.want)
-		}
-	}
+// documentDBExceptions are the queries that read a whole collection, or
+// sort what no condition bounds, on a DocumentDB engine, and why there is
+// no better plan there: DocumentDB 0.106 returns nothing in index order,
+// so a page of a list in an order sorts every match of its filter (and a
+// filter of nothing but the order matches the whole collection). MongoDB
+// reads the same pages in index order. docs/mongodb.md says what they cost.
+var documentDBExceptions = map[string]string{
+	"users list: active":                 "a page of all active users sorts them all",
+	"users list: active, after a cursor": "a page after a cursor sorts every user after it",
+	"users list: all":                    "a page of all users sorts them all",
+	"event log":                          "a page of the whole log sorts every event",
+	"event log: status":                  "a page of processed events sorts nearly every event",
+	"event log: eventType":               "a page of one event type sorts that type's events",
+	"event log: status, since":           "a page sorts every event of the status since the time",
+	"event log: after a cursor":          "page 2 on of the whole log sorts every older event",
+	"reconcile: walk of active users":    "the walk reads every active user anyway, and sorts them first",
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/usersync/usersync/models"
 )
@@ -29,8 +30,16 @@ var (
 	UnavailableCodes = unavailableCodes
 )
 
+// ClientOptionsForTest is clientOptions.
+func ClientOptionsForTest(uri string, o Options) (*options.ClientOptions, error) {
+	return clientOptions(uri, o)
+}
+
 // TranslateForTest is translate.
 func TranslateForTest(err error) error { return translate(err) }
+
+// ConflictIndexForTest is the index that refused the write err reports.
+func ConflictIndexForTest(err error) string { return conflictIndex(err) }
 
 // UserWriteFilter is the filter of Apply's conditional update of ch.
 func UserWriteFilter(ch models.Change) bson.D {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // pagingEvents seeds n events received at uneven times (bursts within one
@@ -72,7 +73,7 @@ func pagingEvents(t *testing.T, s *repository.Store, n int, base time.Time) []mo
 func TestEventsList_WindowedPagesListEveryEventOnceInOrder(t *testing.T) {
 	ctx := context.Background()
 	var finds atomic.Int64
-	s := newStoreWith(t, serverURI(t), repository.Options{Monitor: &event.CommandMonitor{
+	s := mongotest.OpenWith(t, repository.Options{Monitor: &event.CommandMonitor{
 		Started: func(_ context.Context, e *event.CommandStartedEvent) {
 			if e.CommandName == "find" {
 				finds.Add(1)
@@ -132,7 +133,7 @@ func TestEventsList_WindowedPagesListEveryEventOnceInOrder(t *testing.T) {
 // only and all, and compares with the users sorted by id.
 func TestUsersList_WindowedPagesListEveryUserOnce(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	var changes []models.Change
 	for i := range 150 {
 		changes = append(changes, models.Change{UserID: fmt.Sprintf("user_page_%03d", i), EventID: "m", SourceTime: t0,
@@ -190,7 +191,7 @@ func TestUsersList_WindowedPagesListEveryUserOnce(t *testing.T) {
 // stored ones oldest first, and nothing else comes.
 func TestEventsDue_WindowedSearchesFindEveryDueEventOldestFirst(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	stuckBefore := now.Add(-time.Minute)
 	r := rand.New(rand.NewPCG(3, 4))
@@ -272,7 +273,7 @@ func TestEventsDue_WindowedSearchesFindEveryDueEventOldestFirst(t *testing.T) {
 // follows the change feed from long before, a few users a page.
 func TestUsersChanges_WindowedPagesServeEveryChangeOnceInOrder(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	at := time.Now().UTC().Truncate(time.Millisecond).Add(-60 * 24 * time.Hour)
 	type written struct {

@@ -3,16 +3,17 @@
 // sentinel errors of package models.
 //
 // Everything here stays inside what MongoDB and the DocumentDB-based
-// engines do the same way (../shared/ENGINES.md): no transactions, no
-// partial indexes, no collations; every write whose result depends on a
-// document's state is one conditional write, which the server applies
-// atomically.
+// engines do the same way (../shared/ENGINES.md, docs/mongodb.md): no
+// transactions, no partial indexes, no collations; every write whose
+// result depends on a document's state is one conditional write, which
+// the server applies atomically.
 package mongo
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,12 +29,12 @@ import (
 	"github.com/usersync/usersync/repository"
 )
 
-// Collection names.
+// Collection names, before Options.CollectionPrefix.
 const (
 	UsersCollection  = "users"
 	EventsCollection = "user_events"
-	// CountersCollection holds the event counters (see counters.go) and
-	// the marks of completed migrations.
+	// CountersCollection holds the event counters (see counters.go), and
+	// the marks of migrations of earlier versions.
 	CountersCollection = "counters"
 )
 
@@ -43,20 +44,31 @@ type Store struct {
 	db        *mongo.Database
 	uri       string
 	opTimeout time.Duration
-	users     *Users
-	events    *Events
+	names     collNames
+	server    Server
+	// owned is set once this store has checked, or made, the database's
+	// mark (see ownership.go); nothing builds indexes before.
+	owned  bool
+	users  *Users
+	events *Events
 }
 
 // Options tune a connection.
 type Options struct {
 	// ServerSelectionTimeout bounds how long an operation waits for a
-	// reachable server before failing with models.ErrUnavailable.
+	// reachable server before failing with models.ErrUnavailable (default
+	// 5 s; the URI's serverSelectionTimeoutMS wins).
 	ServerSelectionTimeout time.Duration
 	// OperationTimeout bounds every operation whose context has no
 	// deadline of its own (default 10 s; the URI's timeoutMS wins).
 	OperationTimeout time.Duration
 	// Monitor, if set, sees every command sent (tests count round trips).
 	Monitor *event.CommandMonitor
+	// CollectionPrefix is put before the name of each of usersync's
+	// collections, for a database usersync must share with another
+	// program: "usersync_" gives usersync_users, usersync_user_events and
+	// so on. Letters, digits, _, - and . only.
+	CollectionPrefix string
 }
 
 // DefaultOperationTimeout bounds an operation whose context has no deadline.
@@ -70,49 +82,106 @@ const indexBuildTimeout = 24 * time.Hour
 // Open connects to the database named dbName at uri. It does not wait for
 // the server: Prepare does, and must be called before the store is used.
 //
-// Writes are acknowledged by a majority of the replica set unless the URI
-// sets w; the reads that decide a write go to the primary whatever the
-// URI's read preference (see Users.Apply and Events.Record).
+// The URI is the user's: what it sets wins over every default here (see
+// clientOptions). A URI that asks for unacknowledged writes (w=0) is
+// refused with an error wrapping models.ErrInvalid.
 func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
-	if o.ServerSelectionTimeout == 0 {
-		o.ServerSelectionTimeout = 5 * time.Second
-	}
 	if o.OperationTimeout == 0 {
 		o.OperationTimeout = DefaultOperationTimeout
 	}
-	opts := options.Client().ApplyURI(uri).
-		SetServerSelectionTimeout(o.ServerSelectionTimeout).
-		SetConnectTimeout(o.ServerSelectionTimeout).
-		SetAppName("usersync")
-	if opts.WriteConcern == nil {
-		opts.SetWriteConcern(writeconcern.Majority())
+	if err := checkPrefix(o.CollectionPrefix); err != nil {
+		return nil, err
 	}
-	if opts.Timeout == nil {
-		opts.SetTimeout(o.OperationTimeout)
-	}
-	if o.Monitor != nil {
-		opts.SetMonitor(o.Monitor)
+	opts, err := clientOptions(uri, o)
+	if err != nil {
+		return nil, err
 	}
 	client, err := mongo.Connect(opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", redactURI(uri), err)
 	}
 	db := client.Database(dbName)
+	names := collNames{prefix: o.CollectionPrefix}
 	primary := options.Collection().SetReadPreference(readpref.Primary())
-	counters := &counters{coll: db.Collection(CountersCollection, primary)}
+	counters := &counters{coll: db.Collection(names.of(CountersCollection), primary)}
 	return &Store{
 		client:    client,
 		db:        db,
 		uri:       uri,
 		opTimeout: o.OperationTimeout,
+		names:     names,
 		users: &Users{
-			coll: db.Collection(UsersCollection), primary: db.Collection(UsersCollection, primary),
+			coll: db.Collection(names.of(UsersCollection)), primary: db.Collection(names.of(UsersCollection), primary),
 		},
 		events: &Events{
-			coll: db.Collection(EventsCollection), primary: db.Collection(EventsCollection, primary),
+			coll: db.Collection(names.of(EventsCollection)), primary: db.Collection(names.of(EventsCollection), primary),
 			counters: counters,
 		},
 	}, nil
+}
+
+// Defaults of a connection, where the URI says nothing.
+const (
+	defaultServerSelectionTimeout = 5 * time.Second
+	defaultAppName                = "usersync"
+)
+
+// clientOptions are the driver's options for uri: the URI's own, and a
+// default for what it leaves unset. The driver parses the URI
+// (connstring, and for mongodb+srv its DNS records) once, in ApplyURI;
+// an option it leaves nil is one the URI did not set. So a URI's w,
+// journal, timeoutMS, serverSelectionTimeoutMS, connectTimeoutMS,
+// appName, readPreference and retryWrites all stand: Amazon DocumentDB
+// and Cosmos DB are used with retryWrites=false, a w=1 or a
+// secondaryPreferred is a choice of the user's. The defaults:
+//   - writes are acknowledged by a majority of the replica set (w:
+//     "majority"; a URI that sets only journal keeps it), so that an
+//     acknowledged event survives a failover;
+//   - an operation without a deadline of its own gets o.OperationTimeout;
+//   - server selection and connecting give up after
+//     o.ServerSelectionTimeout (5 s), and the server sees the application
+//     name "usersync".
+//
+// Reads that decide a write go to the primary, whatever the URI's read
+// preference (see Users.Apply and Events.Record): that is part of the
+// write, not a preference. Every other read follows the URI.
+func clientOptions(uri string, o Options) (*options.ClientOptions, error) {
+	opts := options.Client().ApplyURI(uri)
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("MONGODB_URI %s: %w: %w", redactURI(uri), models.ErrInvalid, err)
+	}
+	if wc := opts.WriteConcern; wc != nil && !wc.Acknowledged() {
+		return nil, fmt.Errorf("MONGODB_URI %s asks for unacknowledged writes (w=0): usersync answers a webhook only once its event is stored: %w",
+			redactURI(uri), models.ErrInvalid)
+	}
+	switch {
+	case opts.WriteConcern == nil:
+		opts.SetWriteConcern(writeconcern.Majority())
+	case opts.WriteConcern.W == nil: // journal alone
+		wc := *opts.WriteConcern
+		wc.W = writeconcern.Majority().W
+		opts.SetWriteConcern(&wc)
+	}
+	if opts.Timeout == nil && o.OperationTimeout > 0 {
+		opts.SetTimeout(o.OperationTimeout)
+	}
+	selection := o.ServerSelectionTimeout
+	if selection == 0 {
+		selection = defaultServerSelectionTimeout
+	}
+	if opts.ServerSelectionTimeout == nil {
+		opts.SetServerSelectionTimeout(selection)
+	}
+	if opts.ConnectTimeout == nil {
+		opts.SetConnectTimeout(selection)
+	}
+	if opts.AppName == nil {
+		opts.SetAppName(defaultAppName)
+	}
+	if o.Monitor != nil {
+		opts.SetMonitor(o.Monitor)
+	}
+	return opts, nil
 }
 
 // Close disconnects from the server.
@@ -129,29 +198,101 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Prepare makes sure what correctness needs exists: the collections and
-// the unique indexes (eventId, userId, email; built without a time limit
-// however large the collections). The other indexes are built by
-// EnsureIndexes: serve runs it in the background, usersync migrate in the
-// foreground. Prepare fails with an error wrapping
-// models.ErrNeedsMigration, naming usersync migrate, when the database
-// holds data of an older usersync (see Migrate).
+// Prepare checks that usersync may use the database, and makes what
+// correctness needs before the first write. In order, writing nothing
+// before it has decided:
+//   - it names the engine (see Server) and refuses, with an error wrapping
+//     models.ErrUnsupportedEngine, one that cannot hold usersync's rules;
+//   - it refuses a database that is not usersync's (see ownership.go): one
+//     whose collections of usersync's names hold another program's
+//     documents and no mark of usersync's is an error wrapping
+//     models.ErrForeignData, naming MONGODB_DATABASE; one of an older
+//     usersync an error wrapping models.ErrNeedsMigration, naming usersync
+//     migrate (see Migrate);
+//   - it creates the collections and the unique indexes (userId, email,
+//     eventId; built without a time limit however large the collections),
+//     checks with listIndexes that the engine keeps them unique and sparse
+//     as asked, and refuses it (models.ErrUnsupportedEngine) if not;
+//   - it marks a database it prepared for the first time.
+//
+// The other indexes are built by EnsureIndexes: serve runs it in the
+// background, usersync migrate in the foreground.
 func (s *Store) Prepare(ctx context.Context) error {
-	if err := s.prepare(ctx); err != nil {
+	own, sv, err := s.inspect(ctx)
+	if err != nil {
 		return err
 	}
-	return s.checkSchema(ctx)
+	if own == ownOlder {
+		return fmt.Errorf("database %q holds data of an older usersync: stop it and run `usersync migrate`: %w",
+			s.db.Name(), models.ErrNeedsMigration)
+	}
+	return s.setUp(ctx, sv, true)
 }
 
-// prepare is Prepare without the check of the schema, which Migrate
-// makes true.
-func (s *Store) prepare(ctx context.Context) error {
+// Server returns the engine Prepare or Migrate found.
+func (s *Store) Server() Server { return s.server }
+
+// inspect names the server, refuses one that cannot hold usersync's
+// rules, and judges the database (see decideOwnership), writing nothing.
+func (s *Store) inspect(ctx context.Context) (ownership, survey, error) {
+	var info bson.Raw
+	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		return 0, survey{}, fmt.Errorf("buildInfo: %w", translate(err))
+	}
+	s.server = identifyServer(info, s.uri)
+	if err := refuseServer(s.server); err != nil {
+		return 0, survey{}, err
+	}
+	sv, err := s.survey(ctx)
+	if err != nil {
+		return 0, sv, err
+	}
+	own, err := decideOwnership(sv)
+	return own, sv, err
+}
+
+// setUp makes, in a database inspect found to be usersync's, what
+// correctness needs: the collections and the unique indexes, checked;
+// with mark, it then marks the database (Migrate marks it only once the
+// data is in shape).
+func (s *Store) setUp(ctx context.Context, sv survey, mark bool) error {
+	missing, populated := map[string][]string{}, map[string]bool{}
+	for _, r := range uniqueRules {
+		c, ok := sv.colls[r.base]
+		populated[r.base] = ok && len(c.sample) > 0
+		if !ok || !slices.ContainsFunc(c.indexes, func(sp indexSpec) bool { return sp.Name == r.index }) {
+			missing[r.base] = append(missing[r.base], r.index)
+		}
+	}
+	if err := checkCanCreateUnique(s.server, missing, populated); err != nil {
+		return err
+	}
 	if err := s.createCollections(ctx); err != nil {
 		return err
 	}
 	bctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
 	defer cancel()
-	return s.ensureIndexes(bctx, true)
+	if err := s.ensureIndexes(bctx, true); err != nil {
+		return err
+	}
+	specs := map[string][]indexSpec{}
+	for _, coll := range []*mongo.Collection{s.users.primary, s.events.primary} {
+		sp, err := listIndexes(ctx, coll)
+		if err != nil {
+			return err
+		}
+		specs[strings.TrimPrefix(coll.Name(), s.names.prefix)] = sp
+	}
+	if err := checkUniqueIndexes(s.server, specs); err != nil {
+		return err
+	}
+	if mark && (sv.mark == nil || sv.mark.Schema != schemaVersion) {
+		if err := s.writeMark(ctx, time.Now()); err != nil {
+			return err
+		}
+	}
+	s.owned = mark
+	return nil
 }
 
 // createCollections creates the collections that do not exist yet.
@@ -164,7 +305,8 @@ func (s *Store) createCollections(ctx context.Context) error {
 	for _, n := range names {
 		have[n] = true
 	}
-	for _, n := range []string{UsersCollection, EventsCollection, CountersCollection} {
+	for _, base := range []string{UsersCollection, EventsCollection, CountersCollection, MetaCollection} {
+		n := s.names.of(base)
 		if have[n] {
 			continue
 		}
@@ -180,10 +322,28 @@ func (s *Store) createCollections(ctx context.Context) error {
 	return nil
 }
 
-// Drop removes the whole database. Tests use it to clean up.
+// Drop removes usersync's collections, and the database when nothing
+// else is left in it. Tests use it to clean up.
 func (s *Store) Drop(ctx context.Context) error {
-	return translate(s.db.Drop(ctx))
+	for _, base := range ownedCollections {
+		if err := s.db.Collection(s.names.of(base)).Drop(ctx); err != nil {
+			return fmt.Errorf("drop %s: %w", s.names.of(base), translate(err))
+		}
+	}
+	names, err := s.db.ListCollectionNames(ctx, bson.D{})
+	if err != nil {
+		return fmt.Errorf("list collections: %w", translate(err))
+	}
+	if len(names) == 0 {
+		return translate(s.db.Drop(ctx))
+	}
+	return nil
 }
+
+// CollectionName is the name of the collection base (UsersCollection,
+// say) in this store's database, prefixed as Options.CollectionPrefix
+// says.
+func (s *Store) CollectionName(base string) string { return s.names.of(base) }
 
 // Database returns the underlying database, for tools that seed or inspect
 // it directly (tests, benchmarks).
@@ -194,14 +354,13 @@ func (s *Store) Database() *mongo.Database { return s.db }
 // build on a large collection takes as long as it takes (up to 24 h):
 // call it with a context that has no shorter deadline.
 func (s *Store) EnsureIndexes(ctx context.Context) error {
+	if !s.owned {
+		return errors.New("build indexes: the database has not been prepared (Prepare or Migrate)")
+	}
 	ctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
 	defer cancel()
 	return s.ensureIndexes(ctx, false)
 }
-
-// uniqueIndexes are the indexes correctness needs, which Prepare builds
-// before usersync serves.
-var uniqueIndexes = map[string]bool{"userId_1": true, emailIndex: true, "eventId_1": true}
 
 func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 	for _, c := range []struct {
@@ -216,7 +375,8 @@ func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 		if uniqueOnly {
 			want = nil
 			for _, m := range c.want {
-				if uniqueIndexes[indexName(m.Keys.(bson.D))] {
+				name := indexName(m.Keys.(bson.D))
+				if slices.ContainsFunc(uniqueRules, func(r uniqueRule) bool { return r.index == name }) {
 					want = append(want, m)
 				}
 			}
@@ -229,8 +389,9 @@ func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 }
 
 // createIndexes creates the indexes that coll lacks, by name, and drops
-// the obsolete ones it has. Asking the embedded engine to create an index
-// that exists drops the connection, so existing ones are listed first.
+// the obsolete ones it has. An index of that name made otherwise is left
+// as it is: Prepare's check of the unique ones refuses it (see
+// checkUniqueIndexes).
 func createIndexes(ctx context.Context, coll *mongo.Collection, want []mongo.IndexModel, obsolete []string) error {
 	specs, err := coll.Indexes().ListSpecifications(ctx)
 	if err != nil {
@@ -274,45 +435,32 @@ func indexName(keys bson.D) string {
 // translate turns a driver error into one that wraps a models sentinel where
 // one applies, keeping the driver error in the chain for logs. A cancelled
 // context is left as it is: it is the caller going away, not the database
-// failing, and callers tell the two apart.
+// failing, and callers tell the two apart. A unique-index violation is
+// models.ErrEmailTaken for the email index and models.ErrConflict for any
+// other, whatever code or words the engine used, and its text never
+// carries the server's message, which quotes the duplicate value (see
+// conflictError).
 func translate(err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, mongo.ErrNoDocuments):
+	}
+	if errors.Is(err, mongo.ErrNoDocuments) {
 		return models.ErrNotFound
-	case errors.Is(err, context.Canceled):
+	}
+	var translated *conflictError
+	if errors.Is(err, context.Canceled) || errors.As(err, &translated) {
 		return err
-	case isUniqueViolation(err) && violatesEmail(err):
-		return fmt.Errorf("%w: %w", models.ErrEmailTaken, err)
-	case isUniqueViolation(err):
-		return fmt.Errorf("%w: %w", models.ErrConflict, err)
+	}
+	if index, ok := uniqueViolation(err); ok {
+		return translateConflict(err, index)
+	}
+	switch {
 	case isStorageFull(err):
 		return storageFull(err)
 	case isUnavailable(err):
 		return fmt.Errorf("%w: %w", models.ErrUnavailable, err)
 	}
 	return err
-}
-
-// isUniqueViolation is true for E11000 and for the embedded engine's way of
-// reporting the same violation from an update (code 1, "UNIQUE constraint
-// failed"); see ../shared/FERRETDB.md.
-func isUniqueViolation(err error) bool {
-	if mongo.IsDuplicateKeyError(err) {
-		return true
-	}
-	var se mongo.ServerError
-	return errors.As(err, &se) && se.HasErrorCode(1) && strings.Contains(err.Error(), "UNIQUE constraint failed")
-}
-
-// violatesEmail reports whether a unique violation is the email index's,
-// as the engines name it: MongoDB "index: email_1 dup key", the embedded
-// engine's update "UNIQUE constraint failed: index '<table>_email_1'". The
-// embedded engine's insert names no index (see Users.applySerial).
-func violatesEmail(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "index: "+emailIndex+" ") || strings.Contains(msg, "_"+emailIndex+"'")
 }
 
 // unavailableCodes are the server errors a retry may heal: a replica set
@@ -383,4 +531,7 @@ func (s *Store) Leases() repository.Leases { return NewLeases(s) }
 // BuildIndexes is EnsureIndexes.
 func (s *Store) BuildIndexes(ctx context.Context) error { return s.EnsureIndexes(ctx) }
 
-var _ repository.Store = (*Store)(nil)
+var (
+	_ repository.Store    = (*Store)(nil)
+	_ repository.Migrator = (*Store)(nil)
+)

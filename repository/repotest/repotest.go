@@ -54,7 +54,7 @@ func NewStoreEnv(t testing.TB) (Store, map[string]string) {
 		if err != nil {
 			t.Fatalf("open store: %v", err)
 		}
-		if _, err := s.Prepare(ctx); err != nil {
+		if err := s.Prepare(ctx); err != nil {
 			t.Fatalf("prepare store: %v", err)
 		}
 		if err := s.EnsureIndexes(ctx); err != nil {

@@ -217,6 +217,7 @@ func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 		return models.EventStats{}, fmt.Errorf("read counters: %w", translate(err))
 	}
 	defer rows.Close()
+	st.ByStatus[models.StatusProcessed] = 0
 	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser} {
 		st.ByOutcome[o] = 0
 	}

@@ -46,6 +46,7 @@ func Run(t *testing.T, open Opener) {
 		{"Events_TheFirstOutcomeStays", testFirstOutcome},
 		{"Events_LogPagesNewestFirstWithEveryFilter", testEventLog},
 		{"Events_StatsCountWithoutReadingProcessedEvents", testStats},
+		{"Events_StatsOfAnEmptyStoreNameEveryStatusAndOutcome", testEmptyStats},
 		{"Events_DueFindsStuckAndRetryableEventsInClerkOrder", testDue},
 		{"Events_AClaimHasOneWinner", testClaim},
 		{"Events_RetentionDeletesOnlyOldProcessedEvents", testRetention},
@@ -713,6 +714,23 @@ func testStats(t *testing.T, s repository.Store) {
 		}
 	}
 	want("after retention", 2, 1, 0, 1)
+}
+
+func testEmptyStats(t *testing.T, s repository.Store) {
+	st, err := s.Events().Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, status := range []models.EventStatus{models.StatusStored, models.StatusProcessed, models.StatusFailed} {
+		if n, ok := st.ByStatus[status]; !ok || n != 0 {
+			t.Errorf("stats of an empty store: %s = %d (present %v), want 0", status, n, ok)
+		}
+	}
+	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser} {
+		if n, ok := st.ByOutcome[o]; !ok || n != 0 {
+			t.Errorf("stats of an empty store: %s = %d (present %v), want 0", o, n, ok)
+		}
+	}
 }
 
 func testDue(t *testing.T, s repository.Store) {
