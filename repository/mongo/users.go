@@ -189,10 +189,10 @@ func (u *Users) write(ctx context.Context, w userWrite) (models.Outcome, error) 
 	case !errors.Is(err, models.ErrConflict):
 		return "", err
 	}
-	// A duplicate key that the engine did not name (DocumentDB-based
-	// engines word it differently): the upsert's insert was refused by
-	// _id because the user exists with a state the filter rejects, or by
-	// the email index. The user's state tells which.
+	// Another duplicate key: the upsert's insert was refused by _id
+	// because the user exists with a state the filter rejects (a stale
+	// change, a deleted user, a retry), or by the email index on an engine
+	// that did not name it. The user's state tells which.
 	cur, err := u.state(ctx, w.doc.ID)
 	switch {
 	case errors.Is(err, models.ErrNotFound) && w.ch.Email != "":
