@@ -31,13 +31,13 @@ func TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline(t *testing.T) 
 			defer mu.Unlock()
 			cmds[e.CommandName] = e.Command
 		}}
-		uri := serverURI(t)
+		uri := mongotest.URI(t)
 		if tc.w != "" {
 			uri = mongotest.WithOption(uri, "w", tc.w)
 		} else if mongotest.HasOption(uri, "w") {
 			t.Skip("MONGODB_URI sets w: the default cannot be seen")
 		}
-		s := newStoreWith(t, uri, repository.Options{Monitor: mon})
+		s := mongotest.OpenAt(t, uri, repository.Options{Monitor: mon})
 		ctx := context.Background() // no deadline of its own
 		ev, _, err := s.Events().Record(ctx, newEvent("msg_wc", `{}`))
 		if err != nil {

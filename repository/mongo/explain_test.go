@@ -12,6 +12,7 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory asks the server at
@@ -23,7 +24,7 @@ import (
 // NotImplemented) is reported, not failed.
 func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	// Some documents, so that every collection and index exists.
 	if _, err := s.Users().Apply(ctx, change("user_1", "msg_1", time.Second, "a@example.com"), now); err != nil {

@@ -9,10 +9,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 func TestStore_EnsureIndexesIsIdempotent(t *testing.T) {
-	s := newStore(t) // ensures once
+	s := mongotest.Open(t) // ensures once
 	for i := 0; i < 2; i++ {
 		if err := s.EnsureIndexes(context.Background()); err != nil {
 			t.Fatalf("EnsureIndexes again: %v", err)
@@ -25,7 +26,7 @@ func TestStore_EnsureIndexesIsIdempotent(t *testing.T) {
 // planner slower), are dropped, and the ones the queries use exist.
 func TestStore_EnsureIndexesDropsIndexesNoQueryUses(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	old := map[string][]mongo.IndexModel{
 		repository.UsersCollection: {
 			{Keys: bson.D{{Key: "updatedAt", Value: -1}}},
