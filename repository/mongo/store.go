@@ -45,6 +45,8 @@ type Store struct {
 	opTimeout time.Duration
 	users     *Users
 	events    *Events
+	activity  *Activity
+	runs      *Runs
 }
 
 // Options tune a connection.
@@ -101,6 +103,8 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 			coll: db.Collection(EventsCollection), primary: db.Collection(EventsCollection, primary),
 			counters: counters,
 		},
+		activity: &Activity{coll: db.Collection(ActivityCollection)},
+		runs:     &Runs{coll: db.Collection(RunsCollection)},
 	}, nil
 }
 
@@ -251,6 +255,11 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	defer cancel()
 	return s.ensureIndexes(ctx, false)
 }
+
+// The leases, activity and reconcile_runs collections are read and
+// written by _id alone (activity and runs by ranges of an _id that sorts
+// as they are read): they need no index of their own, and are made by
+// their first write.
 
 // uniqueIndexes are the indexes correctness needs, which Prepare builds
 // before usersync serves.
@@ -419,6 +428,13 @@ func (s *Store) Events() repository.Events { return s.events }
 
 // Leases returns the leases of the database.
 func (s *Store) Leases() repository.Leases { return NewLeases(s) }
+
+// Activity returns the activity collection: the counts of the console's
+// charts.
+func (s *Store) Activity() repository.Activity { return s.activity }
+
+// Runs returns the reconcile_runs collection.
+func (s *Store) Runs() repository.Runs { return s.runs }
 
 // BuildIndexes is EnsureIndexes.
 func (s *Store) BuildIndexes(ctx context.Context) error { return s.EnsureIndexes(ctx) }
