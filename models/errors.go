@@ -44,3 +44,9 @@ var ErrNeedsMigration = errors.New("the database needs `usersync migrate`")
 // application's own collections, another program's file). usersync
 // refuses it before writing anything.
 var ErrForeignData = errors.New("the database holds data usersync did not write")
+
+// ErrUnsupportedEngine: the database engine at MONGODB_URI cannot keep a
+// rule usersync depends on (a unique index as usersync needs it, atomic
+// single-document updates). usersync refuses it at start rather than at
+// the first write that would break the rule.
+var ErrUnsupportedEngine = errors.New("the database engine cannot keep a rule usersync depends on")

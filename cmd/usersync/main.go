@@ -119,7 +119,7 @@ func runServe(ctx context.Context, cfg config, _ io.Writer) error {
 		return err
 	}
 
-	store, closeStore, err := openStore(ctx, cfg, log)
+	store, closeStore, err := openStore(ctx, cfg, log, false)
 	if err != nil {
 		return err
 	}

@@ -207,7 +207,7 @@ func clerkForServe(cfg config, svc *sync.Service) (*clerk.Client, api.UserSyncer
 // and reconcile over it, and the store, which keeps the runs' summaries;
 // closeStore closes the store.
 func openReconciler(ctx context.Context, cfg config, cl *clerk.Client) (rec *sync.Reconciler, s store, closeStore func(), err error) {
-	s, closeStore, err = openStore(ctx, cfg, newLogger(cfg))
+	s, closeStore, err = openStore(ctx, cfg, newLogger(cfg), false)
 	if err != nil {
 		return nil, nil, nil, err
 	}

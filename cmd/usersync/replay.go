@@ -43,7 +43,7 @@ func runReplay(ctx context.Context, cfg config, opts replayOptions, out io.Write
 		return err
 	}
 	log := newLogger(cfg) // to standard error: progress and results go to out
-	store, closeStore, err := openStore(ctx, cfg, log)
+	store, closeStore, err := openStore(ctx, cfg, log, false)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ import (
 // index but _id's. When a write starts a new bucket, the buckets past
 // their retention are deleted: the collection holds a few thousand
 // documents at most.
-const ActivityCollection = "activity"
+const ActivityCollection = "event_activity"
 
 // Activity is the activity collection.
 type Activity struct {

@@ -617,9 +617,7 @@ func (e *Events) Claim(ctx context.Context, id string, attempts int, now time.Ti
 	if err != nil {
 		return false, fmt.Errorf("event %s: %w", id, models.ErrNotFound)
 	}
-	ok, err := updateByID(ctx, e.primary, oid, claimCond(attempts, now), bson.D{
-		{Key: "$set", Value: bson.D{{Key: "claimedUntil", Value: now.Add(lease)}}},
-	})
+	ok, err := e.claimByID(ctx, oid, attempts, now, lease) // see claim.go
 	if err != nil {
 		return false, fmt.Errorf("claim event %s: %w", id, err)
 	}

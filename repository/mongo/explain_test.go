@@ -12,7 +12,6 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
-	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory asks the server at
@@ -24,7 +23,7 @@ import (
 // NotImplemented) is reported, not failed.
 func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	ctx := context.Background()
-	s := mongotest.Open(t)
+	s := newStore(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	// Some documents, so that every collection and index exists.
 	if _, err := s.Users().Apply(ctx, change("user_1", "msg_1", time.Second, "a@example.com"), now); err != nil {
@@ -67,6 +66,7 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		}}}}
 	}
 	users, events, counters := repository.UsersCollection, repository.EventsCollection, repository.CountersCollection
+	activity, runs := s.CollectionName(repository.ActivityCollection), s.CollectionName(repository.RunsCollection)
 	byID := func(id any) bson.D { return bson.D{{Key: "_id", Value: id}} }
 	var qs []query
 	for _, f := range []struct {
@@ -147,12 +147,12 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		query{"erasure: a deleted user's events", find(events, repository.EventsToErase("user_1"), nil)},
 		query{"reconcile: walk of active users", find(users, repository.WalkFilter(now), bson.D{{Key: "_id", Value: 1}})},
 		query{"failures: the newest failed events", find(events, repository.FailedFilter, repository.EventLogOrder)},
-		query{"activity: add to a bucket", update(repository.ActivityCollection, byID("m:"+fmt.Sprintf("%012d", now.Unix()/60*60)))},
-		query{"activity: a range of buckets", find(repository.ActivityCollection,
+		query{"activity: add to a bucket", update(activity, byID("m:"+fmt.Sprintf("%012d", now.Unix()/60*60)))},
+		query{"activity: a range of buckets", find(activity,
 			repository.ActivityRange("m:", now.Add(-24*time.Hour), now), repository.ActivityOrder)},
-		query{"activity: old buckets", find(repository.ActivityCollection, repository.ActivityPrune("m:", now.Add(-48*time.Hour)), nil)},
-		query{"reconcile runs: latest first", find(repository.RunsCollection, bson.D{}, repository.RunsOrder)},
-		query{"reconcile runs: older than the kept ones", find(repository.RunsCollection, repository.RunsPrune(run.ID), nil)},
+		query{"activity: old buckets", find(activity, repository.ActivityPrune("m:", now.Add(-48*time.Hour)), nil)},
+		query{"reconcile runs: latest first", find(runs, bson.D{}, repository.RunsOrder)},
+		query{"reconcile runs: older than the kept ones", find(runs, repository.RunsPrune(run.ID), nil)},
 	)
 	for _, q := range qs {
 		var res bson.Raw

@@ -9,11 +9,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	repository "github.com/usersync/usersync/repository/mongo"
-	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 func TestStore_EnsureIndexesIsIdempotent(t *testing.T) {
-	s := mongotest.Open(t) // ensures once
+	s := newStore(t) // ensures once
 	for i := 0; i < 2; i++ {
 		if err := s.EnsureIndexes(context.Background()); err != nil {
 			t.Fatalf("EnsureIndexes again: %v", err)
@@ -26,7 +25,7 @@ func TestStore_EnsureIndexesIsIdempotent(t *testing.T) {
 // planner slower), are dropped, and the ones the queries use exist.
 func TestStore_EnsureIndexesDropsIndexesNoQueryUses(t *testing.T) {
 	ctx := context.Background()
-	s := mongotest.Open(t)
+	s := newStore(t)
 	old := map[string][]mongo.IndexModel{
 		repository.UsersCollection: {
 			{Keys: bson.D{{Key: "updatedAt", Value: -1}}},
