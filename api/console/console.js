@@ -11,7 +11,7 @@
   const KINDS = ["received", "applied", "stale", "deleted_user", "failed"];
   const KIND_LABEL = { received: "received", applied: "applied", stale: "stale", deleted_user: "deleted user", failed: "failed" };
 
-  // ---- DOM helpers ------------------------------------------------------
+  // ---- DOM building -----------------------------------------------------
 
   // h builds an element: attrs are properties or attributes (on* are
   // listeners), children are nodes or strings (text).
