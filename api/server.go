@@ -72,6 +72,9 @@ type Config struct {
 	// (no CLERK_SECRET_KEY) that route answers 501.
 	ClerkSync UserSyncer
 
+	// Console is what the operator's console at /admin reads.
+	Console Console
+
 	// Metrics, if set, are served at /metrics and updated by the server;
 	// nil makes a set of its own.
 	Metrics *Metrics
@@ -103,6 +106,9 @@ type server struct {
 	health   *health
 
 	clerkSync UserSyncer
+
+	consoleCfg Console
+	dryRun     dryRunJob
 
 	settle time.Duration
 }
@@ -138,6 +144,8 @@ func New(cfg Config) (*echo.Echo, error) {
 		health:   &health{},
 
 		clerkSync: cfg.ClerkSync,
+
+		consoleCfg: cfg.Console,
 
 		settle: cfg.ChangeSettle,
 	}

@@ -38,6 +38,9 @@ type Service struct {
 	users  UserStore
 	now    func() time.Time
 	retry  Backoff
+	// activity, if set, counts events and outcomes per minute (see
+	// SetActivity).
+	activity *Activity
 }
 
 // New returns a service over the given stores. now may be nil for
@@ -141,6 +144,9 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if created {
+		s.activity.Note(models.ActivityReceived)
+	}
 	res := Result{EventID: d.EventID, UserID: userID, Status: stored.Status, Outcome: stored.Outcome, Duplicate: !created}
 	if stored.Status == models.StatusProcessed {
 		return res, nil
@@ -185,6 +191,7 @@ func (s *Service) process(ctx context.Context, ev models.Event, res Result, ch m
 		// applies it again, which changes nothing.
 		return res, err
 	}
+	s.noteOutcome(outcome, false)
 	res.Status, res.Outcome = models.StatusProcessed, outcome
 	return res, nil
 }
@@ -202,6 +209,7 @@ func (s *Service) fail(ctx context.Context, ev models.Event, res Result, cause e
 		// The event stays stored; the recovery sweep will find it.
 		return res, fmt.Errorf("%w (and recording the failure: %v)", cause, err)
 	}
+	s.noteOutcome("", true)
 	res.Status = models.StatusFailed
 	return res, cause
 }

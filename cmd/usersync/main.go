@@ -174,10 +174,12 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 	if err != nil {
 		return err
 	}
+	stopActivity := countActivity(ctx, svc, store, log)
+	defer stopActivity()
 	handler, err := api.New(api.Config{
 		Sync: svc, Users: store.Users(), Events: store.Events(), Eraser: store, DB: store, Logger: log, Metrics: metrics,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
-		ClerkSync: fetcher,
+		ClerkSync: fetcher, Console: consoleConfig(ctx, svc, store, cl),
 	})
 	if err != nil {
 		return fmt.Errorf("CLERK_WEBHOOK_SECRET: %w", err)

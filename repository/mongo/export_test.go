@@ -28,6 +28,12 @@ var (
 	WalkFilter       = walkFilter
 	DocIDForTest     = docID
 	UnavailableCodes = unavailableCodes
+	FailedFilter     = failedFilter
+	ActivityRange    = activityRangeFilter
+	ActivityPrune    = activityPruneFilter
+	ActivityOrder    = activityOrder
+	RunsOrder        = runsOrder
+	RunsPrune        = runsPruneFilter
 )
 
 // ClientOptionsForTest is clientOptions.

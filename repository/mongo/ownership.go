@@ -66,6 +66,7 @@ func (n collNames) of(base string) string { return n.prefix + base }
 // writes, the mark's included.
 var ownedCollections = []string{
 	UsersCollection, EventsCollection, CountersCollection, LeasesCollection, rekeyCollection, MetaCollection,
+	ActivityCollection, RunsCollection,
 }
 
 // prefixPattern is what a collection prefix may hold: a collection name
@@ -197,6 +198,14 @@ func foreignShape(base string, doc bson.Raw) string {
 	case MetaCollection:
 		if id, _ := str("_id"); id != markID {
 			return "a document is not usersync's mark"
+		}
+	case ActivityCollection:
+		if id, _ := str("_id"); (!strings.HasPrefix(id, "m:") && !strings.HasPrefix(id, "h:")) || !date("start") {
+			return "a document is not one of usersync's activity buckets"
+		}
+	case RunsCollection:
+		if _, ok := str("kind"); !ok || !date("startedAt") {
+			return "a document is not one of usersync's run summaries"
 		}
 	}
 	return ""

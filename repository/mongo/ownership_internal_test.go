@@ -25,6 +25,9 @@ const (
 		"receivedAt": {"$date": "2025-01-02T03:04:05Z"}, "status": "failed", "attempts": 1, "error": "invalid payload"}`
 	usersyncCounter = `{"_id": "outcome:applied:07", "n": {"$numberLong": "12"}}`
 	usersyncLease   = `{"_id": "reconcile", "owner": "host-1", "expiresAt": {"$date": "2025-01-02T03:04:05Z"}}`
+	usersyncBucket  = `{"_id": "m:001735787040", "start": {"$date": "2025-01-02T03:04:00Z"}, "n": {"received": {"$numberLong": "3"}}}`
+	usersyncRun     = `{"_id": "001735787045000-65f0c0ffee0000000000d001", "kind": "reconcile", "trigger": "schedule",
+		"startedAt": {"$date": "2025-01-02T03:04:05Z"}, "durationMs": {"$numberLong": "1500"}, "success": true}`
 	// An application's.
 	appUser = `{"_id": {"$oid": "65f0c0ffee0000000000c001"}, "email": "bob@example.com", "name": "Bob",
 		"passwordHash": "$2a$10$abc", "roles": ["admin"], "createdAt": {"$date": "2024-06-01T00:00:00Z"}}`
@@ -32,6 +35,8 @@ const (
 	appEvent      = `{"_id": 1, "kind": "login", "at": {"$date": "2024-06-01T00:00:00Z"}}`
 	appCounter    = `{"_id": "pageviews", "n": 1022}`
 	appLease      = `{"_id": "cron", "holder": "x"}`
+	appActivity   = `{"_id": {"$oid": "65f0c0ffee0000000000e001"}, "user": "bob", "action": "login"}`
+	appRun        = `{"_id": "nightly-1", "job": "export", "at": {"$date": "2024-06-01T00:00:00Z"}}`
 )
 
 func docs(t *testing.T, js ...string) []bson.Raw {
@@ -65,7 +70,8 @@ func TestDecideOwnership_AnotherProgramsDataIsRefused(t *testing.T) {
 		{"marked by a newer usersync", survey{mark: &markDoc{ID: markID, Schema: schemaVersion + 1}}, 0, "newer usersync"},
 		{"an older usersync's, no mark", survey{colls: map[string]collSurvey{
 			UsersCollection: users(usersyncUser), EventsCollection: {sample: docs(t, usersyncEvent, usersyncEventNoID)},
-			CountersCollection: {sample: docs(t, usersyncCounter)}, LeasesCollection: {sample: docs(t, usersyncLease)}}}, ownOlder, ""},
+			CountersCollection: {sample: docs(t, usersyncCounter)}, LeasesCollection: {sample: docs(t, usersyncLease)},
+			ActivityCollection: {sample: docs(t, usersyncBucket)}, RunsCollection: {sample: docs(t, usersyncRun)}}}, ownOlder, ""},
 		{"an earlier version's mark", survey{legacyMark: true, colls: map[string]collSurvey{
 			UsersCollection: users(usersyncUser), CountersCollection: {sample: docs(t, usersyncCounter, `{"_id": "migration:schema_2", "done": true}`)}}},
 			ownMarked, ""},
@@ -77,6 +83,8 @@ func TestDecideOwnership_AnotherProgramsDataIsRefused(t *testing.T) {
 		{"an application's events", survey{colls: map[string]collSurvey{EventsCollection: {sample: docs(t, appEvent)}}}, 0, `"user_events"`},
 		{"an application's counters", survey{colls: map[string]collSurvey{CountersCollection: {sample: docs(t, appCounter)}}}, 0, `"counters"`},
 		{"an application's leases", survey{colls: map[string]collSurvey{LeasesCollection: {sample: docs(t, appLease)}}}, 0, `"leases"`},
+		{"an application's activity", survey{colls: map[string]collSurvey{ActivityCollection: {sample: docs(t, appActivity)}}}, 0, `"event_activity"`},
+		{"an application's runs", survey{colls: map[string]collSurvey{RunsCollection: {sample: docs(t, appRun)}}}, 0, `"reconcile_runs"`},
 		{"an application's empty users with its index", survey{colls: map[string]collSurvey{UsersCollection: {indexes: []indexSpec{
 			{Name: "_id_"}, {Name: "name_1"}}}}}, 0, "name_1"},
 		{"an application's empty users with email_1 not unique", survey{colls: map[string]collSurvey{UsersCollection: {indexes: []indexSpec{

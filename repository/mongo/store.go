@@ -48,9 +48,11 @@ type Store struct {
 	server    Server
 	// owned is set once this store has checked, or made, the database's
 	// mark (see ownership.go); nothing builds indexes before.
-	owned  bool
-	users  *Users
-	events *Events
+	owned    bool
+	users    *Users
+	events   *Events
+	activity *Activity
+	runs     *Runs
 }
 
 // Options tune a connection.
@@ -117,6 +119,8 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 			coll: db.Collection(names.of(EventsCollection)), primary: db.Collection(names.of(EventsCollection), primary),
 			counters: counters,
 		},
+		activity: &Activity{coll: db.Collection(names.of(ActivityCollection))},
+		runs:     &Runs{coll: db.Collection(names.of(RunsCollection))},
 	}, nil
 }
 
@@ -362,6 +366,11 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	return s.ensureIndexes(ctx, false)
 }
 
+// ensureIndexes builds the indexes of the users and events. The leases,
+// activity and reconcile_runs collections are read and written by _id
+// alone (activity and runs by ranges of an _id that sorts as they are
+// read): they need no index of their own, and are made by their first
+// write.
 func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 	for _, c := range []struct {
 		coll     *mongo.Collection
@@ -527,6 +536,13 @@ func (s *Store) Events() repository.Events { return s.events }
 
 // Leases returns the leases of the database.
 func (s *Store) Leases() repository.Leases { return NewLeases(s) }
+
+// Activity returns the activity collection: the counts of the console's
+// charts.
+func (s *Store) Activity() repository.Activity { return s.activity }
+
+// Runs returns the reconcile_runs collection.
+func (s *Store) Runs() repository.Runs { return s.runs }
 
 // BuildIndexes is EnsureIndexes.
 func (s *Store) BuildIndexes(ctx context.Context) error { return s.EnsureIndexes(ctx) }

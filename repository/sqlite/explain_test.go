@@ -10,6 +10,9 @@ import (
 	"github.com/usersync/usersync/models"
 )
 
+// upsertByKey marks an INSERT … ON CONFLICT of the primary key.
+const upsertByKey = "upsert by primary key"
+
 // TestExplain_EveryQueryIsAnIndexSearchWithNoSort asks SQLite for the plan
 // of every query whose cost could grow with the tables, and of the event
 // log with every combination of filters: each must read through an index
@@ -42,6 +45,12 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 		{"stats", "events_status", qStats, nil},
 		{"event by id", "", qEventByID, []any{1}},
 		{"event by svix-id", "sqlite_autoindex_events_1", qEventByEventID, []any{"msg_1"}},
+		{"failed events, newest first", "events_status", qFailed, []any{5001}},
+		{"activity: add to a bucket", upsertByKey, qActivityAdd, []any{60000, now, "received", 1}},
+		{"activity: prune old buckets", "PRIMARY KEY", qActivityPrune, []any{60000, now}},
+		{"activity: a range of buckets", "PRIMARY KEY", qActivityRange, []any{60000, now - 86400000, now}},
+		{"reconcile runs, latest first", "reconcile_runs_started", qRunsLast, []any{50}},
+		{"reconcile runs: prune", "reconcile_runs_started", qRunsPrune, []any{50}},
 	}
 	statuses := []models.EventStatus{"", models.StatusFailed}
 	types := []models.EventType{"", models.EventUpdated}
@@ -86,6 +95,14 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 			if fullScan || strings.Contains(line, "TEMP B-TREE") {
 				t.Errorf("%s: plan %q scans a table or sorts", q.name, text)
 			}
+		}
+		if q.index == upsertByKey {
+			// An INSERT finds its conflict through the key it names: SQLite
+			// plans no search for it, and there must be none.
+			if text != "" {
+				t.Errorf("%s: plan %q, want none (a write by primary key)", q.name, text)
+			}
+			continue
 		}
 		if q.index != "" && !strings.Contains(text, q.index) {
 			t.Errorf("%s: plan %q does not use %s", q.name, text, q.index)

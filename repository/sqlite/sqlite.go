@@ -69,10 +69,12 @@ type Store struct {
 	// erased is set by a write that erased personal data: the writer then
 	// checkpoints the write-ahead log after its commit, so that the erased
 	// bytes leave the log as well as the database (secure_delete).
-	erased atomic.Bool
-	users  *Users
-	events *Events
-	leases *Leases
+	erased   atomic.Bool
+	users    *Users
+	events   *Events
+	leases   *Leases
+	activity *Activity
+	runs     *Runs
 }
 
 var _ repository.Store = (*Store)(nil)
@@ -120,6 +122,8 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	s.users = &Users{s: s}
 	s.events = &Events{s: s}
 	s.leases = &Leases{s: s}
+	s.activity = &Activity{s: s}
+	s.runs = &Runs{s: s}
 	go s.writer()
 	return s, nil
 }
@@ -152,6 +156,12 @@ func (s *Store) Events() repository.Events { return s.events }
 
 // Leases returns the leases.
 func (s *Store) Leases() repository.Leases { return s.leases }
+
+// Activity returns the counts of the console's charts.
+func (s *Store) Activity() repository.Activity { return s.activity }
+
+// Runs returns the summaries of the last reconcile and backfill runs.
+func (s *Store) Runs() repository.Runs { return s.runs }
 
 // BuildIndexes has nothing to do: every index exists from the migration
 // that made its table.
