@@ -2,15 +2,14 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/sync"
 )
 
 type failuresRequest struct {
@@ -166,49 +165,34 @@ func (s *server) replayEvents(c echo.Context) error {
 	return c.JSON(http.StatusOK, resp)
 }
 
-// replayAll replays evs in Clerk's order, oldest state first, as the
-// recovery sweep does, within bulkReplayBudget.
+// replayAll replays evs through sync.Service.Replay (Clerk's order,
+// each claimed), within bulkReplayBudget.
 func (s *server) replayAll(ctx context.Context, evs []models.Event, resp *bulkReplayResponse) {
-	slices.SortStableFunc(evs, models.CompareClerkOrder)
-	deadline := time.Now().Add(bulkReplayBudget)
-	for _, listed := range evs {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			resp.Incomplete = true
+	ctx, cancel := context.WithTimeout(ctx, bulkReplayBudget)
+	defer cancel()
+	err := s.sync.Replay(ctx, evs, replayLease, func(r sync.Replayed) {
+		if r.Skip != "" {
+			resp.Skipped++ // deleted, erased, processed or claimed meanwhile
 			return
 		}
-		key := listed.EventID
+		key := r.Event.EventID
 		if key == "" {
-			key = listed.ID
+			key = r.Event.ID
 		}
-		r := bulkReplayResult{EventID: key}
-		ev, err := s.events.Get(ctx, listed.ID) // with its body
-		switch {
-		case errors.Is(err, models.ErrNotFound):
-			resp.Skipped++
-			continue // deleted meanwhile
-		case err != nil:
-			resp.Incomplete = true
-			return
-		case ev.ErasedAt != nil || ev.Status == models.StatusProcessed:
-			resp.Skipped++ // erased, or processed meanwhile
-			continue
-		}
-		res, err := s.sync.Process(ctx, ev)
-		s.metrics.replayed.WithLabelValues(string(res.Status)).Inc()
-		if errors.Is(err, models.ErrUnavailable) {
-			resp.Incomplete = true
-			return
+		res := bulkReplayResult{EventID: key, Status: string(r.Result.Status), Outcome: string(r.Result.Outcome)}
+		s.metrics.replayed.WithLabelValues(res.Status).Inc()
+		if r.Err != nil {
+			res.Error = r.Err.Error() // the event's own failure: the replay itself worked
 		}
 		resp.Replayed++
-		r.Status, r.Outcome = string(res.Status), string(res.Outcome)
-		if err != nil {
-			r.Error = err.Error() // the event's own failure: the replay itself worked
-		}
-		if res.Status == models.StatusProcessed {
+		if r.Result.Status == models.StatusProcessed {
 			resp.Processed++
 		} else {
 			resp.Failed++
 		}
-		resp.Results = append(resp.Results, r)
+		resp.Results = append(resp.Results, res)
+	})
+	if err != nil {
+		resp.Incomplete = true // the budget ran out, or the database is down
 	}
 }

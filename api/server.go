@@ -22,7 +22,8 @@ import (
 // events again (replay).
 type Ingester interface {
 	Ingest(ctx context.Context, d sync.Delivery) (sync.Result, error)
-	Process(ctx context.Context, ev models.Event) (sync.Result, error)
+	// Replay processes stored or failed events again (see sync.Service.Replay).
+	Replay(ctx context.Context, evs []models.Event, lease time.Duration, each func(sync.Replayed)) error
 }
 
 // EventReader reads the event log.

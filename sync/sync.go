@@ -22,6 +22,12 @@ type EventStore interface {
 	// processed already: the first outcome stays.
 	MarkProcessed(ctx context.Context, id string, outcome models.Outcome, now time.Time) error
 	MarkFailed(ctx context.Context, id string, cause string, retryAt *time.Time) error
+	// Get returns the event whose id or eventId is id, body included.
+	Get(ctx context.Context, id string) (models.Event, error)
+	// Claim leases the event, read with attempts attempts, to one caller
+	// until now+lease; false when another holds it, it has had another
+	// attempt since, or it is processed.
+	Claim(ctx context.Context, id string, attempts int, now time.Time, lease time.Duration) (bool, error)
 }
 
 // UserStore is what the service needs of the users collection.
