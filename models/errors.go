@@ -40,6 +40,11 @@ var ErrEmailTaken = errors.New("the user's email is held by another active user"
 // `usersync migrate` must run before usersync serves it.
 var ErrNeedsMigration = errors.New("the database needs `usersync migrate`")
 
+// ErrReadOnly: the database refuses writes (a file or a disk that became
+// read-only). It is always wrapped together with ErrUnavailable;
+// readiness reports it although the database still answers a ping.
+var ErrReadOnly = errors.New("the database cannot be written")
+
 // ErrForeignData: the database holds data usersync did not write (an
 // application's own collections, another program's file). usersync
 // refuses it before writing anything.

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -110,5 +111,25 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 		if q.index == "" && !strings.Contains(text, "INTEGER PRIMARY KEY") {
 			t.Errorf("%s: plan %q is not a primary key lookup", q.name, text)
 		}
+	}
+}
+
+// TestWrite_ARefusedWriteIsReadOnlyAndUnavailable: a write the database
+// refuses as read-only (here a connection told to be query-only, as a file
+// or disk that became read-only under usersync) is models.ErrReadOnly and
+// models.ErrUnavailable: a 503 that readiness reports, never a 500.
+func TestWrite_ARefusedWriteIsReadOnlyAndUnavailable(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if err := s.write(ctx, func(t *wtx) error { _, err := t.exec("PRAGMA query_only = ON"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Users().Apply(ctx, models.Change{UserID: "user_1", EventID: "msg_1", SourceTime: time.Now()}, time.Now())
+	if !errors.Is(err, models.ErrReadOnly) || !errors.Is(err, models.ErrUnavailable) {
+		t.Errorf("a write refused as read-only = %v, want ErrReadOnly and ErrUnavailable", err)
 	}
 }

@@ -21,8 +21,10 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -195,9 +197,27 @@ func (s *Store) Close(context.Context) error {
 // checkOwner refuses a file at path that is not usersync's, before
 // anything writes to it (opening it for writes would switch it to WAL).
 func checkOwner(ctx context.Context, path string) error {
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	var header [100]byte
+	n, _ := io.ReadFull(f, header[:])
+	f.Close()
+	switch {
+	case n == 0:
+		return nil // an empty file: SQLite makes a database of it
+	case n < len(header) || string(header[:16]) != "SQLite format 3\x00":
+		return fmt.Errorf("%s is not a SQLite file (another program's?): set USERSYNC_DATA_DIR to a directory of usersync's own: %w",
+			path, models.ErrForeignData)
+	case binary.BigEndian.Uint32(header[68:72]) == applicationID:
+		return nil // marked as usersync's
+	}
+	// Unmarked in its header: a new file whose first transaction is still
+	// in the write-ahead log, or another program's. Ask SQLite.
 	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro")
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
@@ -222,7 +242,7 @@ func checkOwner(ctx context.Context, path string) error {
 func prepare(ctx context.Context, w *sql.DB, path string) error {
 	var version int
 	if err := w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return fmt.Errorf("read %s: %w", path, translate(err))
+		return fmt.Errorf("%s cannot be opened for writing (%w): check its permissions, its directory's and the disk", path, translate(err))
 	}
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
@@ -467,7 +487,7 @@ func translate(err error) error {
 	case sqlite3lib.SQLITE_FULL:
 		return &dbError{msg: "the disk is full", sentinels: []error{models.ErrStorageFull, models.ErrUnavailable}, err: err}
 	case sqlite3lib.SQLITE_READONLY:
-		return &dbError{msg: "the database file cannot be written", sentinels: []error{models.ErrUnavailable}, err: err}
+		return &dbError{msg: "the database file cannot be written", sentinels: []error{models.ErrReadOnly, models.ErrUnavailable}, err: err}
 	case sqlite3lib.SQLITE_BUSY, sqlite3lib.SQLITE_LOCKED, sqlite3lib.SQLITE_IOERR, sqlite3lib.SQLITE_CANTOPEN:
 		return &dbError{msg: "the database file is not available", sentinels: []error{models.ErrUnavailable}, err: err}
 	case sqlite3lib.SQLITE_CORRUPT, sqlite3lib.SQLITE_NOTADB:
