@@ -37,7 +37,9 @@ func (h *health) observe(err error) {
 
 // storageFullSince returns when storage was last full, if within
 // storageFullFor of now.
-func (h *health) storageFullSince(now time.Time) (time.Time, bool) { return recent(&h.storageFull, now) }
+func (h *health) storageFullSince(now time.Time) (time.Time, bool) {
+	return recent(&h.storageFull, now)
+}
 
 // readOnlySince returns when a write was last refused by a read-only
 // database, if within storageFullFor of now.
