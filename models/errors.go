@@ -10,7 +10,10 @@ import "errors"
 var (
 	// ErrNotFound: the thing asked for does not exist (or is hidden).
 	ErrNotFound = errors.New("not found")
-	// ErrConflict: a unique rule or a state rule forbids the change.
+	// ErrConflict: a state rule forbids the change (erasing an active
+	// user, replaying a processed or erased event). A duplicate key stays
+	// inside the store that met it; a lost race is retried there, or
+	// answered ErrRetryLater.
 	ErrConflict = errors.New("conflict")
 	// ErrInvalid: the request or payload can never be applied as it is.
 	ErrInvalid = errors.New("invalid")

@@ -34,7 +34,7 @@ type EventStore interface {
 type UserStore interface {
 	// Apply writes ch if it is newer than the stored state of an active
 	// user; see repository.Users.Apply for the outcomes and errors
-	// (models.ErrEmailTaken and models.ErrConflict become ErrRetryLater).
+	// (models.ErrEmailTaken becomes ErrRetryLater).
 	Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error)
 }
 
@@ -186,7 +186,7 @@ func (s *Service) process(ctx context.Context, ev models.Event, res Result, ch m
 	actx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
 	outcome, err := s.users.Apply(actx, ch, s.now().UTC())
 	cancel()
-	if errors.Is(err, models.ErrEmailTaken) || errors.Is(err, models.ErrConflict) {
+	if errors.Is(err, models.ErrEmailTaken) {
 		err = fmt.Errorf("%w: %w", models.ErrRetryLater, err)
 	}
 	if err != nil {

@@ -67,3 +67,7 @@ func ProcessedBeforeForTest(ctx context.Context, e *Events, cutoff time.Time, li
 // SetAfterTakeForTest makes Apply of s call fn after it took an email
 // from another user and before it writes again.
 func SetAfterTakeForTest(s *Store, fn func()) { s.users.afterTake = fn }
+
+// ErrDuplicateForTest is the error of a unique violation other than the
+// email index's, which stays inside the store.
+var ErrDuplicateForTest = errDuplicate

@@ -8,8 +8,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-
-	"github.com/usersync/usersync/models"
 )
 
 // LeasesCollection holds one document per lease: who holds it and until when.
@@ -49,7 +47,7 @@ func (l *Leases) Acquire(ctx context.Context, name, owner string, now, until tim
 	// Not there, or held: the unique _id lets only one insert through.
 	_, err = l.coll.InsertOne(ctx, leaseDoc{Name: name, Owner: owner, ExpiresAt: until.UTC()})
 	err = translate(err)
-	if errors.Is(err, models.ErrConflict) {
+	if errors.Is(err, errDuplicate) {
 		return false, nil
 	}
 	if err != nil {
