@@ -33,6 +33,8 @@ func status(err error) (int, string, string) {
 		return he.Code, codeFor(he.Code), msg
 	case errors.Is(err, errOverloaded):
 		return http.StatusServiceUnavailable, "overloaded", err.Error()
+	case errors.Is(err, errBodyTimeout):
+		return http.StatusRequestTimeout, "request_timeout", err.Error()
 	case errors.Is(err, models.ErrRetryLater):
 		return http.StatusServiceUnavailable, "retry_later", err.Error()
 	case errors.Is(err, models.ErrStorageFull):

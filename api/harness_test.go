@@ -238,6 +238,7 @@ type clerkUser struct {
 	First     any // string or nil
 	Last      any
 	Meta      any
+	Private   string // private_metadata {"pad": Private}, when not ""
 }
 
 func userBody(t testing.TB, typ string, u clerkUser) []byte {
@@ -260,6 +261,9 @@ func userBody(t testing.TB, typ string, u clerkUser) []byte {
 	}
 	if u.Meta != nil {
 		d["public_metadata"] = u.Meta
+	}
+	if u.Private != "" {
+		d["private_metadata"] = map[string]any{"pad": u.Private}
 	}
 	b, err := json.Marshal(env)
 	if err != nil {

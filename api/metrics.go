@@ -26,6 +26,7 @@ type Metrics struct {
 	reg       *prometheus.Registry
 	requests  *prometheus.HistogramVec
 	webhooks  *prometheus.CounterVec
+	bodyBytes *prometheus.GaugeVec
 	process   prometheus.Histogram
 	swept     *prometheus.CounterVec
 	replayed  *prometheus.CounterVec
@@ -57,6 +58,10 @@ func NewMetrics(stats StatsSource) *Metrics {
 			Name: "usersync_webhook_requests_total",
 			Help: "Webhook deliveries by result: processed, duplicate, ignored (not a user event), failed (stored, not applied), rejected (refused before storing), error (5xx).",
 		}, []string{"result"}),
+		bodyBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "usersync_webhook_body_bytes",
+			Help: "Bytes of webhook bodies held now (arrived, being read or processed), by budget: small (Content-Length up to 64 KiB) or large.",
+		}, []string{"budget"}),
 		process: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "usersync_event_processing_duration_seconds", Help: "Time to store and apply one webhook event.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
@@ -74,8 +79,10 @@ func NewMetrics(stats StatsSource) *Metrics {
 			Name: "usersync_engine_errors_total", Help: "Operations that failed because the database did not answer.",
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.webhooks, m.process, m.swept, m.replayed, m.retention, m.engine,
+	m.reg.MustRegister(m.requests, m.webhooks, m.bodyBytes, m.process, m.swept, m.replayed, m.retention, m.engine,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.bodyBytes.WithLabelValues("small")
+	m.bodyBytes.WithLabelValues("large")
 	m.reconcile = newReconcileMetrics(m.reg)
 	m.registerOperations(stats)
 	return m

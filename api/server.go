@@ -134,7 +134,7 @@ func New(cfg Config) (*echo.Echo, error) {
 		keys:     newKeyring(cfg.APIKeys, cfg.AdminKeys),
 		metrics:  cfg.Metrics,
 		now:      cfg.Now,
-		inflight: newInflight(cfg.Limits),
+		inflight: newInflight(cfg.Limits, cfg.Metrics.bodyBytes),
 		health:   &health{},
 
 		clerkSync: cfg.ClerkSync,

@@ -107,7 +107,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	if req.ContentLength > MaxWebhookBody {
 		return tooLarge()
 	}
-	body, release, err := s.inflight.readBody(req.Body, req.ContentLength)
+	body, release, err := s.inflight.readBody(c.Response(), req)
 	if err != nil {
 		if errors.Is(err, errOverloaded) {
 			result = "overloaded"
