@@ -2,7 +2,6 @@ package api
 
 import (
 	"crypto/sha256"
-	"fmt"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -42,14 +41,14 @@ func (s *server) requireKey(min role) echo.MiddlewareFunc {
 			auth := c.Request().Header.Get(echo.HeaderAuthorization)
 			scheme, key, ok := strings.Cut(auth, " ")
 			if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
-				return fmt.Errorf("%w: send an API key as \"Authorization: Bearer <key>\"", models.ErrUnauthorized)
+				return models.Public(models.ErrUnauthorized, "send an API key as \"Authorization: Bearer <key>\"")
 			}
 			r := s.keys[sha256.Sum256([]byte(strings.TrimSpace(key)))]
 			switch {
 			case r == roleNone:
-				return fmt.Errorf("%w: unknown API key", models.ErrUnauthorized)
+				return models.Public(models.ErrUnauthorized, "unknown API key")
 			case r < min:
-				return fmt.Errorf("%w: this needs an admin key", models.ErrForbidden)
+				return models.Public(models.ErrForbidden, "this needs an admin key")
 			}
 			c.Set(roleKey, r)
 			return next(c)

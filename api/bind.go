@@ -30,14 +30,14 @@ func bind(c echo.Context, req any) error {
 	}
 	var b echo.DefaultBinder
 	if err := b.BindPathParams(c, req); err != nil {
-		return fmt.Errorf("%w: %s", models.ErrInvalid, paramError(req, "param", c.ParamNames(), func(n string) string { return c.Param(n) }))
+		return paramError(req, "param", c.ParamNames(), func(n string) string { return c.Param(n) })
 	}
 	q := c.QueryParams()
 	if err := unknownParams(req, q); err != nil {
 		return err
 	}
 	if err := b.BindQueryParams(c, req); err != nil {
-		return fmt.Errorf("%w: %s", models.ErrInvalid, paramError(req, "query", slices.Collect(maps.Keys(q)), q.Get))
+		return paramError(req, "query", slices.Collect(maps.Keys(q)), q.Get)
 	}
 	if err := checkRanges(req, q); err != nil {
 		return err
@@ -61,7 +61,7 @@ func decodePathParams(c echo.Context) error {
 			if i < len(names) {
 				name = names[i]
 			}
-			return fmt.Errorf("%w: path parameter %s is not valid percent-encoding", models.ErrInvalid, name)
+			return models.Public(models.ErrInvalid, "path parameter %s is not valid percent-encoding", name).In(name)
 		}
 		decoded[i] = d
 	}
@@ -108,13 +108,13 @@ func unknownParams(req any, q url.Values) error {
 	if len(known) > 0 {
 		takes = "only " + strings.Join(slices.Sorted(maps.Keys(known)), ", ")
 	}
-	return fmt.Errorf("%w: unknown query parameter %s%s (this endpoint takes %s)",
-		models.ErrInvalid, strings.Join(named, ", "), more, takes)
+	return models.Public(models.ErrInvalid, "unknown query parameter %s%s (this endpoint takes %s)",
+		strings.Join(named, ", "), more, takes)
 }
 
 // paramError says which of the given parameters could not be read into its
 // field of req, and what it must be.
-func paramError(req any, tag string, names []string, get func(string) string) string {
+func paramError(req any, tag string, names []string, get func(string) string) error {
 	fs := fields(req, tag)
 	slices.Sort(names)
 	for _, name := range names {
@@ -123,10 +123,10 @@ func paramError(req any, tag string, names []string, get func(string) string) st
 			continue
 		}
 		if msg := checkKind(name, f, get(name)); msg != "" {
-			return msg
+			return models.Public(models.ErrInvalid, "%s", msg).In(name)
 		}
 	}
-	return "a parameter has a value of the wrong type"
+	return models.Public(models.ErrInvalid, "a parameter has a value of the wrong type")
 }
 
 // checkKind returns what is wrong with v as a value of field f, or "".
@@ -156,7 +156,7 @@ func checkRanges(req any, q url.Values) error {
 		lo, hasLo := tagInt(f, "min")
 		hi, hasHi := tagInt(f, "max")
 		if (hasLo && n < lo) || (hasHi && n > hi) {
-			return fmt.Errorf("%w: %s", models.ErrInvalid, wholeNumber(name, f))
+			return models.Public(models.ErrInvalid, "%s", wholeNumber(name, f)).In(name)
 		}
 	}
 	return nil
@@ -186,7 +186,7 @@ func tagInt(f reflect.StructField, rule string) (int64, bool) {
 // the thing by the client's value, bounded and quoted; other errors pass.
 func notFound(err error, what, id string) error {
 	if errors.Is(err, models.ErrNotFound) {
-		return fmt.Errorf("%s %s: %w", what, models.Quote(id), models.ErrNotFound)
+		return models.Public(models.ErrNotFound, "%s %s: not found", what, models.Quote(id))
 	}
 	return err
 }

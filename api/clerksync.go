@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -34,7 +33,7 @@ func (s *server) syncUser(c echo.Context) error {
 		return err
 	}
 	if req.IncludeDeleted && !isAdmin(c) {
-		return fmt.Errorf("%w: includeDeleted needs an admin key", models.ErrForbidden)
+		return models.Public(models.ErrForbidden, "includeDeleted needs an admin key").In("includeDeleted")
 	}
 	if s.clerkSync == nil {
 		return echo.NewHTTPError(http.StatusNotImplemented,
@@ -49,7 +48,7 @@ func (s *server) syncUser(c echo.Context) error {
 		sctx, cancel := context.WithTimeout(ctx, syncTimeout)
 		_, err = s.clerkSync.SyncUser(sctx, req.UserID)
 		if err != nil && sctx.Err() != nil && ctx.Err() == nil {
-			err = fmt.Errorf("%w: Clerk did not answer within %s", models.ErrRetryLater, syncTimeout)
+			err = models.Public(models.ErrRetryLater, "Clerk did not answer within %s", syncTimeout)
 		}
 		cancel()
 		if err != nil {
@@ -62,7 +61,7 @@ func (s *server) syncUser(c echo.Context) error {
 		return err
 	}
 	if u.Deleted() && !req.IncludeDeleted {
-		return fmt.Errorf("user %s: %w", req.UserID, models.ErrNotFound)
+		return notFound(models.ErrNotFound, "user", req.UserID)
 	}
 	return c.JSON(http.StatusOK, newUserJSON(u))
 }

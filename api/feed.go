@@ -1,7 +1,6 @@
 package api
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 // so that a caught-up client polls with it.
 func (s *server) listChanges(c echo.Context, req listUsersRequest) error {
 	if req.Email != "" || req.IncludeDeleted {
-		return fmt.Errorf("%w: updatedSince cannot be combined with email or includeDeleted (the change feed always includes deleted users)", models.ErrInvalid)
+		return models.Public(models.ErrInvalid, "updatedSince cannot be combined with email or includeDeleted (the change feed always includes deleted users)").In("updatedSince")
 	}
 	since, err := parseTime("updatedSince", req.UpdatedSince)
 	if err != nil {

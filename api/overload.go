@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -66,14 +65,6 @@ const (
 	DefaultIngests        = 64
 	DefaultIngestWait     = time.Second
 )
-
-// errOverloaded: this instance has as much webhook work in flight as it
-// takes; a retry shortly after may succeed. errors.go maps it to 503.
-var errOverloaded = errors.New("overloaded")
-
-// errBodyTimeout: the body did not arrive within Limits.BodyWait of the
-// headers. errors.go maps it to 408.
-var errBodyTimeout = errors.New("the body did not arrive in time")
 
 // retryAfterOverload is the Retry-After, in seconds, of an overloaded answer.
 const retryAfterOverload = "1"
@@ -184,9 +175,10 @@ const initialBody = 16 << 10
 // readBody reads the webhook body of req, of at most MaxWebhookBody
 // bytes, within the body wait. Bytes are counted as they arrive (a client
 // that trickles its body holds only what it sent) and stay counted until
-// release is called. It fails with errOverloaded when the body would pass
-// its budget or its address's share of it, with errBodyTimeout when it
-// does not arrive in time, and with a 413 when it is too large.
+// release is called. It fails with models.ErrOverloaded when the body
+// would pass its budget or its address's share of it, with
+// models.ErrTimeout when it does not arrive in time, and with a 413 when it
+// is too large.
 func (f *inflight) readBody(w http.ResponseWriter, req *http.Request) (body []byte, release func(), err error) {
 	sizeHint := req.ContentLength
 	b := f.large
@@ -229,7 +221,7 @@ func (f *inflight) readBody(w http.ResponseWriter, req *http.Request) (body []by
 		n, err := lr.Read(buf[len(buf):cap(buf)])
 		if n > 0 {
 			if !b.take(peer, int64(n)) {
-				return refuse(fmt.Errorf("%w: too many webhook bodies in flight; retry shortly", errOverloaded))
+				return refuse(models.Public(models.ErrOverloaded, "too many webhook bodies in flight; retry shortly"))
 			}
 			held += int64(n)
 			buf = buf[:len(buf)+n]
@@ -238,10 +230,10 @@ func (f *inflight) readBody(w http.ResponseWriter, req *http.Request) (body []by
 			break
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return refuse(fmt.Errorf("%w: the whole body must arrive within %s of the headers", errBodyTimeout, f.bodyWait))
+			return refuse(models.Public(models.ErrTimeout, "the whole body must arrive within %s of the headers", f.bodyWait))
 		}
 		if err != nil {
-			return refuse(fmt.Errorf("%w: reading the body: %v", models.ErrInvalid, err))
+			return refuse(models.Public(models.ErrInvalid, "the body could not be read").In("body").Because(err))
 		}
 	}
 	if len(buf) > MaxWebhookBody {
@@ -254,7 +246,7 @@ func (f *inflight) readBody(w http.ResponseWriter, req *http.Request) (body []by
 }
 
 // acquire takes one of the ingest slots, waiting at most the configured
-// time; it fails with errOverloaded when none came free.
+// time; it fails with models.ErrOverloaded when none came free.
 func (f *inflight) acquire(ctx context.Context) (release func(), err error) {
 	release = func() { <-f.slots }
 	select {
@@ -268,7 +260,7 @@ func (f *inflight) acquire(ctx context.Context) (release func(), err error) {
 	case f.slots <- struct{}{}:
 		return release, nil
 	case <-t.C:
-		return nil, fmt.Errorf("%w: %d deliveries are being processed; retry shortly", errOverloaded, cap(f.slots))
+		return nil, models.Public(models.ErrOverloaded, "%d deliveries are being processed; retry shortly", cap(f.slots))
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

@@ -68,17 +68,17 @@ func svixHeaders(h http.Header) (id, ts, sig string) {
 func (v *verifier) verify(body []byte, h http.Header) error {
 	id, ts, sig := svixHeaders(h)
 	if id == "" || ts == "" || sig == "" {
-		return fmt.Errorf("%w: svix-id, svix-timestamp and svix-signature headers are required", models.ErrInvalid)
+		return models.Public(models.ErrInvalid, "svix-id, svix-timestamp and svix-signature headers are required")
 	}
 	if len(id) > maxEventID {
-		return fmt.Errorf("%w: svix-id is %d bytes long; at most %d are accepted", models.ErrInvalid, len(id), maxEventID)
+		return models.Public(models.ErrInvalid, "svix-id is %d bytes long; at most %d are accepted", len(id), maxEventID).In("svix-id")
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
-		return fmt.Errorf("%w: svix-timestamp must be Unix seconds", models.ErrInvalid)
+		return models.Public(models.ErrInvalid, "svix-timestamp must be Unix seconds").In("svix-timestamp")
 	}
 	if d := v.now().Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
-		return fmt.Errorf("%w: svix-timestamp is more than 5 minutes from the server's time", models.ErrUnauthorized)
+		return models.Public(models.ErrUnauthorized, "svix-timestamp is more than 5 minutes from the server's time").In("svix-timestamp")
 	}
 	for _, wh := range v.hooks {
 		// The svix library checks the same tolerance against time.Now.
@@ -86,7 +86,7 @@ func (v *verifier) verify(body []byte, h http.Header) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: no signature matches the body with any configured secret", models.ErrUnauthorized)
+	return models.Public(models.ErrUnauthorized, "no signature matches the body with any configured secret").In("svix-signature")
 }
 
 type webhookResponse struct {
@@ -109,7 +109,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	}
 	body, release, err := s.inflight.readBody(c.Response(), req)
 	if err != nil {
-		if errors.Is(err, errOverloaded) {
+		if errors.Is(err, models.ErrOverloaded) {
 			result = "overloaded"
 		}
 		return err
@@ -132,7 +132,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	defer cancel()
 	done, err := s.inflight.acquire(ctx)
 	if err != nil {
-		if errors.Is(err, errOverloaded) {
+		if errors.Is(err, models.ErrOverloaded) {
 			result = "overloaded"
 		}
 		return err

@@ -142,7 +142,7 @@ func (c *Client) ListUsers(ctx context.Context, offset, limit int) ([]json.RawMe
 // calls for one id make one request.
 func (c *Client) GetUser(ctx context.Context, id string) (json.RawMessage, error) {
 	if id == "" || len(id) > maxUserIDLen || strings.ContainsAny(id, "/?#%") {
-		return nil, fmt.Errorf("read user: %w: %q is not a user id", models.ErrInvalid, id)
+		return nil, models.Public(models.ErrInvalid, "%s is not a user id", models.Quote(id)).In("userId")
 	}
 	return c.flight.Do(ctx, id, func() (json.RawMessage, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), getUserTimeout)

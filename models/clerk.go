@@ -78,7 +78,7 @@ type clerkDeleted struct {
 // are checked by Change, so that such an event is stored as failed.
 func DecodeEvent(body []byte) (ClerkEvent, error) {
 	if !utf8.Valid(body) {
-		return ClerkEvent{}, fmt.Errorf("%w: body is not valid UTF-8 (Clerk sends JSON)", ErrInvalid)
+		return ClerkEvent{}, Public(ErrInvalid, "body is not valid UTF-8 (Clerk sends JSON)").For("not_utf8")
 	}
 	var env struct {
 		Type      json.RawMessage `json:"type"`
@@ -86,11 +86,11 @@ func DecodeEvent(body []byte) (ClerkEvent, error) {
 		Data      json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil || !isObject(body) {
-		return ClerkEvent{}, fmt.Errorf("%w: body is not a JSON object", ErrInvalid)
+		return ClerkEvent{}, Public(ErrInvalid, "body is not a JSON object").In("body")
 	}
 	var typ string
 	if err := json.Unmarshal(env.Type, &typ); err != nil || typ == "" {
-		return ClerkEvent{}, fmt.Errorf("%w: body has no \"type\" string", ErrInvalid)
+		return ClerkEvent{}, Public(ErrInvalid, "body has no \"type\" string").In("type")
 	}
 	// One walk of the body checks every limit. A key twice in the envelope
 	// refuses the body now; anything deeper makes the event one that
@@ -177,26 +177,27 @@ func (e ClerkEvent) Change(eventID string, now time.Time) (Change, error) {
 		}
 		ts, err := clerkTime(e.Timestamp)
 		if err != nil {
-			return Change{}, fmt.Errorf("%w: timestamp %v", ErrInvalid, err)
+			return Change{}, Public(ErrInvalid, "timestamp %v", err).In("timestamp")
 		}
 		if err := checkNotFuture("timestamp", ts, now); err != nil {
 			return Change{}, err
 		}
 		return Change{UserID: d.ID, EventID: eventID, SourceTime: ts, Deleted: true}, nil
 	}
-	return Change{}, fmt.Errorf("%w: %s is not a user event", ErrInvalid, Quote(e.Type))
+	return Change{}, Public(ErrInvalid, "%s is not a user event", Quote(e.Type)).In("type")
 }
 
 func decodeData(data json.RawMessage, v any) error {
 	if !isObject(data) {
-		return fmt.Errorf("%w: data must be an object", ErrInvalid)
+		return Public(ErrInvalid, "data must be an object").In("data")
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return fmt.Errorf("%w: data.%s must be a JSON %s", ErrInvalid, te.Field, jsonKind(te.Type.Kind().String()))
+			field := "data." + te.Field
+			return Public(ErrInvalid, "%s must be a JSON %s", field, jsonKind(te.Type.Kind().String())).In(schemaField(field))
 		}
-		return fmt.Errorf("%w: data: %v", ErrInvalid, err)
+		return Public(ErrInvalid, "data is not a user object").In("data").Because(err)
 	}
 	return validateAs("data.", v)
 }
@@ -207,14 +208,14 @@ func (u ClerkUser) change(eventID string) (Change, error) {
 	case len(meta) == 0 || string(meta) == "null":
 		meta = []byte("{}")
 	case !isObject(meta):
-		return Change{}, fmt.Errorf("%w: data.public_metadata must be an object", ErrInvalid)
+		return Change{}, Public(ErrInvalid, "data.public_metadata must be an object").In("data.public_metadata")
 	}
 	if err := checkMetadata(meta); err != nil {
 		return Change{}, err
 	}
 	ts, err := clerkTime(json.RawMessage(fmt.Sprint(u.UpdatedAt)))
 	if err != nil {
-		return Change{}, fmt.Errorf("%w: data.updated_at %v", ErrInvalid, err)
+		return Change{}, Public(ErrInvalid, "data.updated_at %v", err).In("data.updated_at")
 	}
 	email := u.PrimaryEmail()
 	return Change{
@@ -388,7 +389,7 @@ func validateAs(prefix string, v any) error {
 	var verrs validator.ValidationErrors
 	if !errors.As(err, &verrs) || len(verrs) == 0 {
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalid, err)
+			return Public(ErrInvalid, "the value cannot be checked").Because(err)
 		}
 		return nil
 	}
@@ -414,5 +415,9 @@ func validateAs(prefix string, v any) error {
 	default:
 		rule = "must satisfy " + fe.Tag() + " " + fe.Param()
 	}
-	return fmt.Errorf("%w: %s%s %s", ErrInvalid, prefix, field, strings.TrimSpace(rule))
+	e := Public(ErrInvalid, "%s%s %s", prefix, field, strings.TrimSpace(rule))
+	if prefix != "" {
+		return e.In(schemaField(prefix + field)) // a path into Clerk's data
+	}
+	return e.In(field) // a parameter: its name is a struct tag
 }

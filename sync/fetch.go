@@ -34,11 +34,11 @@ func (f *Fetcher) SyncUser(ctx context.Context, userID string) (Result, error) {
 	raw, err := f.Clerk.GetUser(ctx, userID)
 	switch {
 	case errors.Is(err, models.ErrNotFound):
-		return Result{}, fmt.Errorf("user %s is not in Clerk: %w", userID, models.ErrNotFound)
+		return Result{}, models.Public(models.ErrNotFound, "user %s is not in Clerk", models.Quote(userID))
 	case errors.Is(err, models.ErrInvalid):
 		return Result{}, fmt.Errorf("user %s: %w", userID, err)
 	case err != nil:
-		return Result{}, fmt.Errorf("%w: Clerk's API: %v", models.ErrRetryLater, err)
+		return Result{}, models.Public(models.ErrRetryLater, "Clerk's API did not answer; retry later").Because(err)
 	}
 	d, err := clerkUserDelivery(raw)
 	if err == nil && d.Event.UserID() != userID {

@@ -155,7 +155,7 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 func (s *Service) Process(ctx context.Context, ev models.Event) (Result, error) {
 	res := Result{EventID: ev.EventID, UserID: ev.UserID, Status: ev.Status, Outcome: ev.Outcome}
 	if ev.ErasedAt != nil {
-		return res, fmt.Errorf("%w: event %s was erased (its user is deleted)", models.ErrConflict, ev.EventID)
+		return res, models.Public(models.ErrConflict, "event %s was erased (its user is deleted)", models.Quote(ev.EventID))
 	}
 	ce, err := models.DecodeEvent(ev.RawBody)
 	if err != nil {
@@ -174,8 +174,13 @@ func (s *Service) process(ctx context.Context, ev models.Event, res Result, ch m
 	actx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
 	outcome, err := s.users.Apply(actx, ch, s.now().UTC())
 	cancel()
-	if errors.Is(err, models.ErrEmailTaken) || errors.Is(err, models.ErrConflict) {
-		err = fmt.Errorf("%w: %w", models.ErrRetryLater, err)
+	// The store's error is not kept: a driver's duplicate key error quotes
+	// the email, which neither a client nor the log may see.
+	switch {
+	case errors.Is(err, models.ErrEmailTaken):
+		err = models.Public(models.ErrRetryLater, "the user's email is held by another active user; a later delivery may apply the event")
+	case errors.Is(err, models.ErrConflict):
+		err = models.Public(models.ErrRetryLater, "concurrent writes to the user; a later delivery may apply the event")
 	}
 	if err != nil {
 		return s.fail(ctx, ev, res, err)
