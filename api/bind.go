@@ -45,6 +45,49 @@ func bind(c echo.Context, req any) error {
 	return models.Validate(req)
 }
 
+// checkQuery refuses, for every route, a query string that does not decode
+// and a parameter given twice. Go's own parsing would drop a pair it
+// cannot decode (?email=100%@example.com would list every user) and take
+// the first of two values (includeDeleted=false&includeDeleted=true):
+// either way the answer would be to a question other than the one asked.
+func checkQuery(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := parseQuery(c.Request().URL.RawQuery); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}
+
+// parseQuery checks raw as url.ParseQuery would read it, and refuses what
+// it would silently drop or choose.
+func parseQuery(raw string) error {
+	seen := map[string]bool{}
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if strings.Contains(pair, ";") {
+			return models.Public(models.ErrInvalid, "the query string holds a semicolon: separate parameters with &")
+		}
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			return models.Public(models.ErrInvalid, "a query parameter's name is not valid percent-encoding (write %% as %%25)")
+		}
+		if _, err := url.QueryUnescape(v); err != nil {
+			return models.Public(models.ErrInvalid, "query parameter %s is not valid percent-encoding (write %% as %%25)", models.Quote(name))
+		}
+		if seen[name] {
+			return models.Public(models.ErrInvalid, "query parameter %s is given more than once", models.Quote(name))
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
 // decodePathParams percent-decodes the path parameters. echo leaves them
 // as sent when the path holds escapes it routed on (%2F), and decoded
 // otherwise.

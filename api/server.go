@@ -148,6 +148,7 @@ func New(cfg Config) (*echo.Echo, error) {
 	e.Use(requestID)
 	e.Use(s.logRequests())
 	e.Use(s.metrics.observe())
+	e.Use(checkQuery)
 	s.routes(e)
 	return e, nil
 }
