@@ -126,15 +126,18 @@ func (s *server) handleError(err error, c echo.Context) {
 	if name == "overloaded" {
 		c.Response().Header().Set("Retry-After", retryAfterOverload)
 	}
-	if code >= 500 && c.Request().Context().Err() != nil {
+	switch {
+	case code >= 500 && c.Request().Context().Err() != nil:
 		// The client went away (Svix's 15 s, a closed connection): not a
 		// server fault. The work done so far is stored; a retry finishes it.
 		s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "client closed the request",
 			slog.String("request_id", reqID), slog.String("path", logPath(c.Request().URL.Path)))
-	} else if name == "overloaded" {
-		s.log.LogAttrs(c.Request().Context(), slog.LevelWarn, "overloaded",
-			slog.String("request_id", reqID), slog.String("path", logPath(c.Request().URL.Path)))
-	} else if code >= 500 {
+	case name == "overloaded":
+		if c.Get(refusalLogged) == nil {
+			s.log.LogAttrs(c.Request().Context(), slog.LevelWarn, "overloaded",
+				slog.String("request_id", reqID), slog.String("path", logPath(c.Request().URL.Path)))
+		}
+	case code >= 500:
 		s.log.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
 			slog.String("request_id", reqID), slog.String("path", logPath(c.Request().URL.Path)),
 			slog.Int("status", code), slog.String("err", err.Error()))

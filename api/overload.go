@@ -198,7 +198,7 @@ func (f *inflight) readBody(w http.ResponseWriter, req *http.Request) (body []by
 	// must not hold the connection past the deadline.
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(f.bodyWait)) == nil
-	refuse := func(err error) ([]byte, func(), error) {
+	fail := func(err error) ([]byte, func(), error) {
 		release()
 		w.Header().Set("Connection", "close")
 		return nil, nil, err
@@ -221,7 +221,7 @@ func (f *inflight) readBody(w http.ResponseWriter, req *http.Request) (body []by
 		n, err := lr.Read(buf[len(buf):cap(buf)])
 		if n > 0 {
 			if !b.take(peer, int64(n)) {
-				return refuse(models.Public(models.ErrOverloaded, "too many webhook bodies in flight; retry shortly"))
+				return fail(models.Public(models.ErrOverloaded, "too many webhook bodies in flight; retry shortly"))
 			}
 			held += int64(n)
 			buf = buf[:len(buf)+n]
@@ -230,14 +230,14 @@ func (f *inflight) readBody(w http.ResponseWriter, req *http.Request) (body []by
 			break
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return refuse(models.Public(models.ErrTimeout, "the whole body must arrive within %s of the headers", f.bodyWait))
+			return fail(models.Public(models.ErrTimeout, "the whole body must arrive within %s of the headers", f.bodyWait))
 		}
 		if err != nil {
-			return refuse(models.Public(models.ErrInvalid, "the body could not be read").In("body").Because(err))
+			return fail(&refusal{reason: reasonBodyRead, err: models.Public(models.ErrInvalid, "the body could not be read").Because(err)})
 		}
 	}
 	if len(buf) > MaxWebhookBody {
-		return refuse(tooLarge())
+		return fail(tooLarge())
 	}
 	if deadline {
 		_ = rc.SetReadDeadline(time.Time{})

@@ -68,17 +68,21 @@ func svixHeaders(h http.Header) (id, ts, sig string) {
 func (v *verifier) verify(body []byte, h http.Header) error {
 	id, ts, sig := svixHeaders(h)
 	if id == "" || ts == "" || sig == "" {
-		return models.Public(models.ErrInvalid, "svix-id, svix-timestamp and svix-signature headers are required")
+		return refuse(reasonMissingHeader, models.Public(models.ErrInvalid, "svix-id, svix-timestamp and svix-signature headers are required"))
 	}
 	if len(id) > maxEventID {
-		return models.Public(models.ErrInvalid, "svix-id is %d bytes long; at most %d are accepted", len(id), maxEventID).In("svix-id")
+		return refuse(reasonInvalidHeader, models.Public(models.ErrInvalid, "svix-id is %d bytes long; at most %d are accepted", len(id), maxEventID),
+			slog.String("field", "svix-id"))
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
-		return models.Public(models.ErrInvalid, "svix-timestamp must be Unix seconds").In("svix-timestamp")
+		return refuse(reasonInvalidHeader, models.Public(models.ErrInvalid, "svix-timestamp must be Unix seconds"),
+			slog.String("field", "svix-timestamp"))
 	}
-	if d := v.now().Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
-		return models.Public(models.ErrUnauthorized, "svix-timestamp is more than 5 minutes from the server's time").In("svix-timestamp")
+	now, at := v.now(), time.Unix(sec, 0)
+	if d := now.Sub(at); d > tolerance || d < -tolerance {
+		return refuse(reasonTimestamp, models.Public(models.ErrUnauthorized, "svix-timestamp is more than 5 minutes from the server's time"),
+			slog.Int64("skew_seconds", skewSeconds(at, now)))
 	}
 	for _, wh := range v.hooks {
 		// The svix library checks the same tolerance against time.Now.
@@ -86,7 +90,7 @@ func (v *verifier) verify(body []byte, h http.Header) error {
 			return nil
 		}
 	}
-	return models.Public(models.ErrUnauthorized, "no signature matches the body with any configured secret").In("svix-signature")
+	return refuse(reasonSignature, models.Public(models.ErrUnauthorized, "no signature matches the body with any configured secret"))
 }
 
 type webhookResponse struct {
@@ -102,7 +106,12 @@ type webhookResponse struct {
 // it, and only then decodes it.
 func (s *server) clerkWebhook(c echo.Context) (err error) {
 	result := "rejected" // until the event is stored
-	defer func() { s.metrics.webhooks.WithLabelValues(result).Inc() }()
+	defer func() {
+		s.metrics.webhooks.WithLabelValues(result).Inc()
+		if err != nil {
+			s.noteRefusal(c, err)
+		}
+	}()
 	req := c.Request()
 	if req.ContentLength > MaxWebhookBody {
 		return tooLarge()
@@ -115,7 +124,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 		return err
 	}
 	defer release()
-	if err := s.verifier.verify(body, req.Header); err != nil {
+	if err = s.verifier.verify(body, req.Header); err != nil {
 		return err
 	}
 	s.metrics.webhookReceived(s.now())
@@ -126,6 +135,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	}
 	if !ev.IsUserEvent() {
 		result = "ignored"
+		s.metrics.ignored.WithLabelValues(ignoredType(ev.Type)).Inc()
 		return c.JSON(http.StatusOK, webhookResponse{Received: true, EventID: id, Status: "ignored", Type: ev.Type})
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), webhookTimeout)
@@ -173,7 +183,15 @@ func (s *server) logEvent(c echo.Context, eventID, userID string, status models.
 		slog.String("status", string(status)), slog.String("outcome", string(outcome)),
 	}
 	level := slog.LevelInfo
-	if err != nil {
+	switch {
+	case errors.Is(err, models.ErrInvalid):
+		// What is wrong is named by its field: the message may quote a
+		// key or value of the payload.
+		level = slog.LevelWarn
+		_, more, _ := refusalOf(err)
+		attrs = append(attrs, slog.String("err", "invalid payload"))
+		attrs = append(attrs, more...)
+	case err != nil:
 		level = slog.LevelWarn
 		attrs = append(attrs, slog.String("err", err.Error()))
 	}

@@ -23,6 +23,28 @@ const (
 	TypeUserDeleted = "user.deleted"
 )
 
+// ClerkEventTypes are the event types Clerk documents (its Backend SDK's
+// WebhookEventType), user events included. usersync names an event it
+// ignores by its type only if it is one of these: any other type a body
+// claims is a client's text.
+var ClerkEventTypes = []string{
+	"email.created", "sms.created",
+	"organization.created", "organization.updated", "organization.deleted",
+	"organizationDomain.created", "organizationDomain.updated", "organizationDomain.deleted",
+	"organizationInvitation.accepted", "organizationInvitation.created", "organizationInvitation.revoked",
+	"organizationMembership.created", "organizationMembership.updated", "organizationMembership.deleted",
+	"permission.created", "permission.updated", "permission.deleted",
+	"role.created", "role.updated", "role.deleted",
+	"session.created", "session.ended", "session.pending", "session.removed", "session.revoked",
+	TypeUserCreated, TypeUserUpdated, TypeUserDeleted,
+	"waitlistEntry.created", "waitlistEntry.updated",
+	"paymentAttempt.created", "paymentAttempt.updated",
+	"subscription.created", "subscription.updated", "subscription.active", "subscription.past_due",
+	"subscriptionItem.created", "subscriptionItem.updated", "subscriptionItem.active", "subscriptionItem.canceled",
+	"subscriptionItem.upcoming", "subscriptionItem.ended", "subscriptionItem.abandoned", "subscriptionItem.incomplete",
+	"subscriptionItem.past_due", "subscriptionItem.freeTrialEnding",
+}
+
 // ClerkEvent is the envelope of a Clerk webhook body. Only what usersync
 // needs is decoded; the body itself is kept as received.
 type ClerkEvent struct {

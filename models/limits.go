@@ -389,15 +389,23 @@ var schemaFields = func() map[string]bool {
 }()
 
 // schemaField is the start of path (keys joined by dots, "[]" or "[0]"
-// for an array's elements) made only of schemaFields, for logs and metrics: a
-// path into public_metadata ends at data.public_metadata.
+// for an array's elements) made only of schemaFields, for logs and
+// metrics: a path into public_metadata ends at data.public_metadata, and
+// an array's elements are all "[]".
 func schemaField(path string) string {
 	var kept []string
 	for part := range strings.SplitSeq(path, ".") {
-		if name, _, _ := strings.Cut(part, "["); !schemaFields[name] {
+		name, _, elems := strings.Cut(part, "[")
+		if !schemaFields[name] {
 			break
 		}
-		kept = append(kept, part)
+		if elems {
+			name += "[]"
+		}
+		kept = append(kept, name)
+		if strings.HasSuffix(name, "_metadata") {
+			break // what is inside is the client's
+		}
 	}
 	if len(kept) == 0 {
 		return "body"
