@@ -111,7 +111,7 @@ const refusalLogged = "usersync.refusal_logged"
 // skewSeconds is how far t is from now, in whole seconds, bounded: a
 // client chooses t.
 func skewSeconds(t, now time.Time) int64 {
-	const bound = 100 * 365 * 24 * 3600 // a century
+	const bound = 100 * 365 * 24 * 3600  // a century
 	d := int64(now.Sub(t) / time.Second) // saturates at ±292 years
 	return max(-bound, min(bound, d))
 }
