@@ -28,8 +28,11 @@ type config struct {
 	LogFormat string
 
 	WebhookSecrets []secret
-	APIKeys        []secret
-	AdminKeys      []secret
+	// WebhookSecretVar is the variable the secrets came from:
+	// CLERK_WEBHOOK_SECRET or Clerk's name for it.
+	WebhookSecretVar string
+	APIKeys          []secret
+	AdminKeys        []secret
 
 	ClerkSecretKey secret
 	ClerkAPIURL    string
@@ -51,6 +54,14 @@ type config struct {
 // whose queries grow with the collection (README: limits).
 const embeddedRetention = 7 * 24 * time.Hour
 
+// webhookSecretVar is the variable the webhook secrets are set with.
+func (c config) webhookSecretVar() string {
+	if c.WebhookSecretVar == "" {
+		return "CLERK_WEBHOOK_SECRET"
+	}
+	return c.WebhookSecretVar
+}
+
 // Embedded reports whether the embedded engine is used.
 func (c config) Embedded() bool { return c.MongoURI == "" }
 
@@ -59,6 +70,7 @@ func (c config) Embedded() bool { return c.MongoURI == "" }
 // table (a test keeps the README equal to it).
 type setting struct {
 	Env      string   // the variable
+	Alias    string   // another name of the same variable, or ""
 	Flag     string   // the flag that mirrors it; "" for secrets
 	Default  string   // the value when the variable is unset or blank
 	Shown    string   // the default as documented, when it is not Default
@@ -79,7 +91,7 @@ var settings = []setting{
 	{Env: "MONGODB_URI", Shown: "empty", Usage: "a MongoDB URI; empty: the embedded engine"},
 	{Env: "MONGODB_DATABASE", Flag: "database", Default: "usersync", Usage: "database name"},
 	{Env: "USERSYNC_DATA_DIR", Flag: "data-dir", Default: "./data", Usage: "embedded engine files (db/) and generated development secrets (secrets.json)"},
-	{Env: "CLERK_WEBHOOK_SECRET", Shown: "generated (embedded only)", Usage: "the endpoint's signing secret, whsec_...; several separated by spaces during rotation", Commands: serveOnly},
+	{Env: "CLERK_WEBHOOK_SECRET", Alias: "CLERK_WEBHOOK_SIGNING_SECRET", Shown: "generated (embedded only)", Usage: "the endpoint's signing secret, whsec_...; several separated by spaces during rotation; CLERK_WEBHOOK_SIGNING_SECRET (Clerk's name) is the same setting", Commands: serveOnly},
 	{Env: "USERSYNC_API_KEYS", Shown: "generated (embedded only)", Usage: "comma-separated keys that may read active users", Commands: serveOnly},
 	{Env: "USERSYNC_ADMIN_KEYS", Shown: "generated (embedded only)", Usage: "comma-separated keys that may also read deleted users and the event log, and replay events", Commands: serveOnly},
 	{Env: "USERSYNC_LOG_LEVEL", Flag: "log-level", Default: "info", Usage: "debug, info, warn or error"},
@@ -112,11 +124,17 @@ func (s setting) shownDefault() string {
 // variable at fault; flag.ErrHelp means -h was asked for.
 func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(string) string) (config, error) {
 	raw := map[string]*string{}
+	from := map[string]string{} // the name each variable was read under
 	for _, s := range settings {
 		v := s.Default
+		from[s.Env] = s.Env
 		if s.readBy(command) {
-			if e := strings.TrimSpace(getenv(s.Env)); e != "" {
-				v = e
+			e, name, err := readEnv(s, getenv)
+			if err != nil {
+				return config{}, err
+			}
+			if e != "" {
+				v, from[s.Env] = e, name
 			}
 		}
 		raw[s.Env] = &v
@@ -135,16 +153,17 @@ func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(str
 	}
 	get := func(name string) string { return *raw[name] }
 	c := config{
-		Addr:           get("USERSYNC_ADDR"),
-		MongoURI:       secret(get("MONGODB_URI")),
-		Database:       get("MONGODB_DATABASE"),
-		DataDir:        get("USERSYNC_DATA_DIR"),
-		LogFormat:      get("USERSYNC_LOG_FORMAT"),
-		WebhookSecrets: split(get("CLERK_WEBHOOK_SECRET"), " "),
-		APIKeys:        split(get("USERSYNC_API_KEYS"), ","),
-		AdminKeys:      split(get("USERSYNC_ADMIN_KEYS"), ","),
-		ClerkSecretKey: secret(get("CLERK_SECRET_KEY")),
-		ClerkAPIURL:    get("CLERK_API_URL"),
+		Addr:             get("USERSYNC_ADDR"),
+		MongoURI:         secret(get("MONGODB_URI")),
+		Database:         get("MONGODB_DATABASE"),
+		DataDir:          get("USERSYNC_DATA_DIR"),
+		LogFormat:        get("USERSYNC_LOG_FORMAT"),
+		WebhookSecrets:   split(get("CLERK_WEBHOOK_SECRET"), " "),
+		WebhookSecretVar: from["CLERK_WEBHOOK_SECRET"],
+		APIKeys:          split(get("USERSYNC_API_KEYS"), ","),
+		AdminKeys:        split(get("USERSYNC_ADMIN_KEYS"), ","),
+		ClerkSecretKey:   secret(get("CLERK_SECRET_KEY")),
+		ClerkAPIURL:      get("CLERK_API_URL"),
 	}
 	for name, dst := range map[string]*time.Duration{
 		"USERSYNC_SWEEP_INTERVAL":     &c.SweepInterval,
@@ -178,10 +197,29 @@ func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(str
 	}
 	for _, s := range c.WebhookSecrets {
 		if !strings.HasPrefix(string(s), "whsec_") {
-			return config{}, errors.New("CLERK_WEBHOOK_SECRET: each secret must start with whsec_ (copy it from the Clerk dashboard)")
+			return config{}, fmt.Errorf("%s: each secret must start with whsec_ (copy it from the Clerk dashboard)", c.webhookSecretVar())
 		}
 	}
 	return c, nil
+}
+
+// readEnv reads the variable of s, trimmed, and the name it was read
+// under: its own, or its alias. Both set to different values is an error
+// naming both: one of them would be ignored.
+func readEnv(s setting, getenv func(string) string) (value, name string, err error) {
+	value, name = strings.TrimSpace(getenv(s.Env)), s.Env
+	if s.Alias == "" {
+		return value, name, nil
+	}
+	alias := strings.TrimSpace(getenv(s.Alias))
+	switch {
+	case alias == "":
+	case value == "":
+		return alias, s.Alias, nil
+	case strings.Join(strings.Fields(alias), " ") != strings.Join(strings.Fields(value), " "):
+		return "", "", fmt.Errorf("%s and %s are both set, to different values: they are one setting; set only one", s.Env, s.Alias)
+	}
+	return value, name, nil
 }
 
 // checkAddr refuses a listen address without a colon, such as a bare port,
@@ -200,7 +238,7 @@ func checkAddr(addr string) error {
 // the embedded engine the missing ones are generated instead.
 func (c config) requireSecrets() error {
 	if len(c.WebhookSecrets) == 0 {
-		return errors.New("CLERK_WEBHOOK_SECRET is not set: set it to the endpoint's signing secret (whsec_...) from the Clerk dashboard")
+		return errors.New("CLERK_WEBHOOK_SECRET (or CLERK_WEBHOOK_SIGNING_SECRET) is not set: set it to the endpoint's signing secret (whsec_...) from the Clerk dashboard")
 	}
 	if len(c.APIKeys) == 0 && len(c.AdminKeys) == 0 {
 		return errors.New("USERSYNC_API_KEYS and USERSYNC_ADMIN_KEYS are not set: set at least one key for the REST API")

@@ -251,7 +251,7 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 		ClerkSync: fetcher,
 	})
 	if err != nil {
-		return fmt.Errorf("CLERK_WEBHOOK_SECRET: %w", err)
+		return fmt.Errorf("%s: %w", cfg.webhookSecretVar(), err)
 	}
 	if cfg.ReconcileInterval > 0 {
 		rctx, stopReconcile := context.WithCancel(ctx)
