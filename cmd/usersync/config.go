@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // secret is a configuration value that must never reach a log.
@@ -195,6 +196,9 @@ func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(str
 	if err := checkAddr(c.Addr); err != nil {
 		return config{}, err
 	}
+	if err := checkKeys(c.APIKeys, c.AdminKeys); err != nil {
+		return config{}, err
+	}
 	for _, s := range c.WebhookSecrets {
 		if !strings.HasPrefix(string(s), "whsec_") {
 			return config{}, fmt.Errorf("%s: each secret must start with whsec_ (copy it from the Clerk dashboard)", c.webhookSecretVar())
@@ -220,6 +224,35 @@ func readEnv(s setting, getenv func(string) string) (value, name string, err err
 		return "", "", fmt.Errorf("%s and %s are both set, to different values: they are one setting; set only one", s.Env, s.Alias)
 	}
 	return value, name, nil
+}
+
+// minKeyLength is the shortest API or admin key accepted: a key is a
+// password that cannot be rate-limited per user. Generated keys are 32
+// characters and more.
+const minKeyLength = 16
+
+// checkKeys refuses a key shorter than minKeyLength and a key listed as
+// both an API and an admin key (it would have one role or the other
+// depending on the order the lists are read in). Errors name the
+// variable and the key's position, never the key.
+func checkKeys(apiKeys, adminKeys []secret) error {
+	for _, list := range []struct {
+		name string
+		keys []secret
+	}{{"USERSYNC_API_KEYS", apiKeys}, {"USERSYNC_ADMIN_KEYS", adminKeys}} {
+		for i, k := range list.keys {
+			if n := utf8.RuneCountInString(string(k)); n < minKeyLength {
+				return fmt.Errorf("%s: key %d of %d is %d characters long; a key must have at least %d (generate one with: openssl rand -base64 24)",
+					list.name, i+1, len(list.keys), n, minKeyLength)
+			}
+		}
+	}
+	for i, k := range apiKeys {
+		if slices.Contains(adminKeys, k) {
+			return fmt.Errorf("USERSYNC_API_KEYS and USERSYNC_ADMIN_KEYS: key %d of USERSYNC_API_KEYS is also an admin key; a key has one role: remove it from one of them", i+1)
+		}
+	}
+	return nil
 }
 
 // checkAddr refuses a listen address without a colon, such as a bare port,
