@@ -15,17 +15,22 @@ func (s *server) routes(e *echo.Echo) {
 	// Svix, signed with a webhook secret (checked in the handler, on the raw body).
 	e.POST("/webhooks/clerk", s.clerkWebhook)
 
+	// Keys are checked per route, not by a group's middleware: echo routes
+	// every method of a group with middleware to it, which would answer a
+	// wrong method 404 instead of 405 with Allow.
+	apiKey, adminKey := s.requireKey(roleAPI), s.requireKey(roleAdmin)
+
 	// API or admin key; admin-only options are checked in the handlers.
-	v1 := e.Group("/v1", s.requireKey(roleAPI))
-	v1.GET("/users", s.listUsers)
-	v1.GET("/users/:userId", s.getUser)
-	v1.POST("/users/:userId/sync", s.syncUser)
-	v1.POST("/users/:userId/erase", s.eraseUser, s.requireKey(roleAdmin))
+	v1 := e.Group("/v1")
+	v1.GET("/users", s.listUsers, apiKey)
+	v1.GET("/users/:userId", s.getUser, apiKey)
+	v1.POST("/users/:userId/sync", s.syncUser, apiKey)
+	v1.POST("/users/:userId/erase", s.eraseUser, adminKey)
 
 	// Admin key: events hold whole payloads, private metadata included.
-	admin := e.Group("/v1/events", s.requireKey(roleAdmin))
-	admin.GET("", s.listEvents)
-	admin.GET("/stats", s.eventStats)
-	admin.GET("/:id", s.getEvent)
-	admin.POST("/:id/replay", s.replayEvent)
+	admin := e.Group("/v1/events")
+	admin.GET("", s.listEvents, adminKey)
+	admin.GET("/stats", s.eventStats, adminKey)
+	admin.GET("/:id", s.getEvent, adminKey)
+	admin.POST("/:id/replay", s.replayEvent, adminKey)
 }

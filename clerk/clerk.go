@@ -154,13 +154,13 @@ func (c *Client) GetUser(ctx context.Context, id string) (json.RawMessage, error
 func (c *Client) getUser(ctx context.Context, id string) (json.RawMessage, error) {
 	var user json.RawMessage
 	err := c.retry(ctx, "user "+id, func() error {
-		body, _, err := c.get(ctx, "/users/"+url.PathEscape(id), nil, maxUserBytes, "read user "+id)
+		body, _, err := c.get(ctx, "/users/"+url.PathEscape(id), nil, maxUserBytes, "read user "+strconv.Quote(id))
 		if err != nil {
 			return err
 		}
 		body = bytes.TrimSpace(body)
 		if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
-			return fmt.Errorf("read user %s: the answer (%d bytes) is not a JSON object (check CLERK_API_URL)", id, len(body))
+			return fmt.Errorf("read user %q: the answer (%d bytes) is not a JSON object (check CLERK_API_URL)", id, len(body))
 		}
 		user = body
 		return nil

@@ -36,7 +36,7 @@ func (f *Fetcher) SyncUser(ctx context.Context, userID string) (Result, error) {
 	case errors.Is(err, models.ErrNotFound):
 		return Result{}, models.Public(models.ErrNotFound, "user %s is not in Clerk", models.Quote(userID))
 	case errors.Is(err, models.ErrInvalid):
-		return Result{}, fmt.Errorf("user %s: %w", userID, err)
+		return Result{}, fmt.Errorf("user %q: %w", userID, err)
 	case err != nil:
 		return Result{}, models.Public(models.ErrRetryLater, "Clerk's API did not answer; retry later").Because(err)
 	}
@@ -46,11 +46,11 @@ func (f *Fetcher) SyncUser(ctx context.Context, userID string) (Result, error) {
 	}
 	if err != nil {
 		// Clerk's answer is at fault, not the request.
-		return Result{}, fmt.Errorf("read user %s from Clerk: %v", userID, err)
+		return Result{}, fmt.Errorf("read user %q from Clerk: %v", userID, err)
 	}
 	res, err := f.Service.Ingest(ctx, d)
 	if errors.Is(err, models.ErrInvalid) {
-		return res, fmt.Errorf("apply user %s from Clerk: %v", userID, err)
+		return res, fmt.Errorf("apply user %q from Clerk: %v", userID, err)
 	}
 	return res, err
 }
