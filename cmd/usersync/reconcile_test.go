@@ -385,7 +385,7 @@ func TestServe_ReconcilesOnAScheduleAndSyncsOneUser(t *testing.T) {
 	// A user that signed up after the run: fetched on demand.
 	e.clerk.Add(clerkUser(t, 5, updatedAt(5)))
 	req, _ = http.NewRequest(http.MethodPost, base+"/v1/users/"+userID(5)+"/sync", nil)
-	req.Header.Set("Authorization", "Bearer usk_serve_api")
+	req.Header.Set("Authorization", "Bearer usk_serve_api_0123456789")
 	if code, body := send(t, req); code != http.StatusOK || !strings.Contains(body, `"userId":"`+userID(5)+`"`) {
 		t.Errorf("POST sync = %d %s, want the user", code, body)
 	}
