@@ -32,7 +32,10 @@ func newKeyring(apiKeys, adminKeys []string) keyring {
 	return k
 }
 
-const roleKey = "usersync.role"
+const (
+	roleKey    = "usersync.role"
+	keyHashKey = "usersync.key_hash"
+)
 
 // requireKey admits requests whose bearer key has at least role min.
 func (s *server) requireKey(min role) echo.MiddlewareFunc {
@@ -51,9 +54,17 @@ func (s *server) requireKey(min role) echo.MiddlewareFunc {
 				return models.Public(models.ErrForbidden, "this needs an admin key")
 			}
 			c.Set(roleKey, r)
+			c.Set(keyHashKey, sha256.Sum256([]byte(strings.TrimSpace(key))))
 			return next(c)
 		}
 	}
+}
+
+// keyHash is the SHA-256 of the request's key (zero without one): what
+// per-key bounds count by, never the key itself.
+func keyHash(c echo.Context) [32]byte {
+	h, _ := c.Get(keyHashKey).([32]byte)
+	return h
 }
 
 // isAdmin reports whether the request was made with an admin key.

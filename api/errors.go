@@ -62,6 +62,8 @@ var kinds = []struct {
 	public bool
 }{
 	{models.ErrOverloaded, http.StatusServiceUnavailable, "overloaded", "this instance has as much work in flight as it takes; retry shortly", true},
+	{models.ErrTooManyRequests, http.StatusTooManyRequests, "too_many_requests", "too many requests in flight; retry once one has finished", true},
+	{models.ErrBadUpstream, http.StatusBadGateway, "bad_gateway", "an upstream service sent an answer usersync cannot use", true},
 	{models.ErrTimeout, http.StatusRequestTimeout, "request_timeout", "the request did not arrive in time", true},
 	{models.ErrRetryLater, http.StatusServiceUnavailable, "retry_later", "this cannot be done yet; retry later", true},
 	{models.ErrStorageFull, http.StatusServiceUnavailable, "unavailable", "the database's storage is full; retry later", false},
@@ -123,7 +125,7 @@ func (s *server) handleError(err error, c echo.Context) {
 	if c.Path() != "/readyz" { // readiness reports what others saw; it must not renew it
 		s.health.observe(err)
 	}
-	if name == "overloaded" {
+	if name == "overloaded" || name == "too_many_requests" {
 		c.Response().Header().Set("Retry-After", retryAfterOverload)
 	}
 	switch {

@@ -50,6 +50,14 @@ type Limits struct {
 	Ingests int
 	// IngestWait is how long a delivery waits for one of those; default 1 s.
 	IngestWait time.Duration
+
+	// SyncsPerKey bounds the requests to POST /v1/users/{userId}/sync in
+	// flight for one API or admin key; beyond it the answer is 429.
+	// Default 4.
+	SyncsPerKey int
+	// SyncNotFoundFor is how long an id Clerk does not know is answered
+	// 404 without asking Clerk again; default 10 s.
+	SyncNotFoundFor time.Duration
 }
 
 // SmallBody is the largest Content-Length counted in the small bodies'

@@ -100,6 +100,7 @@ type server struct {
 	metrics  *Metrics
 	now      func() time.Time
 	inflight *inflight
+	syncs    *syncGuard
 	health   *health
 
 	clerkSync UserSyncer
@@ -135,6 +136,7 @@ func New(cfg Config) (*echo.Echo, error) {
 		metrics:  cfg.Metrics,
 		now:      cfg.Now,
 		inflight: newInflight(cfg.Limits, cfg.Metrics.bodyBytes),
+		syncs:    newSyncGuard(cfg.Limits),
 		health:   &health{},
 
 		clerkSync: cfg.ClerkSync,

@@ -443,3 +443,21 @@ func validateAs(prefix string, v any) error {
 	}
 	return e.In(field) // a parameter: its name is a struct tag
 }
+
+// IsClerkUserID reports whether id has the shape of a Clerk user id:
+// "user_" and then letters and digits (Clerk's ids are base62), at most
+// 128 bytes in all. Only such an id is sent to Clerk's API.
+func IsClerkUserID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "user_")
+	if !ok || rest == "" || len(id) > maxUserID {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		switch b := rest[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		default:
+			return false
+		}
+	}
+	return true
+}

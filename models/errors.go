@@ -47,6 +47,14 @@ var ErrOverloaded = errors.New("overloaded")
 // given.
 var ErrTimeout = errors.New("request not received in time")
 
+// ErrTooManyRequests: this client has as many requests of this kind in
+// flight as it may; a retry once one has finished may succeed.
+var ErrTooManyRequests = errors.New("too many requests")
+
+// ErrBadUpstream: a service usersync relies on (Clerk's API) answered
+// with something usersync cannot use.
+var ErrBadUpstream = errors.New("unusable answer from an upstream service")
+
 // ErrNeedsMigration: the database holds data written by an older usersync;
 // `usersync migrate` must run before usersync serves it.
 var ErrNeedsMigration = errors.New("the database needs `usersync migrate`")

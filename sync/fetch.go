@@ -28,8 +28,9 @@ type Fetcher struct {
 // code as a webhook: it never overwrites a newer state and never revives a
 // deleted user. Errors wrap models.ErrNotFound when Clerk does not know the
 // user (nothing is changed), models.ErrRetryLater when Clerk's API did not
-// answer or the state cannot be applied yet, models.ErrUnavailable when the
-// database is down.
+// answer or the state cannot be applied yet, models.ErrBadUpstream when
+// Clerk answered a user usersync cannot apply, models.ErrUnavailable when
+// the database is down.
 func (f *Fetcher) SyncUser(ctx context.Context, userID string) (Result, error) {
 	raw, err := f.Clerk.GetUser(ctx, userID)
 	switch {
@@ -46,11 +47,13 @@ func (f *Fetcher) SyncUser(ctx context.Context, userID string) (Result, error) {
 	}
 	if err != nil {
 		// Clerk's answer is at fault, not the request.
-		return Result{}, fmt.Errorf("read user %q from Clerk: %v", userID, err)
+		return Result{}, models.Public(models.ErrBadUpstream, "Clerk's answer for user %s is not a user usersync can apply", models.Quote(userID)).
+			Because(fmt.Errorf("read user %q from Clerk: %w", userID, err))
 	}
 	res, err := f.Service.Ingest(ctx, d)
 	if errors.Is(err, models.ErrInvalid) {
-		return res, fmt.Errorf("apply user %q from Clerk: %v", userID, err)
+		return res, models.Public(models.ErrBadUpstream, "Clerk's answer for user %s is not a user usersync can apply", models.Quote(userID)).
+			Because(fmt.Errorf("apply user %q from Clerk: %w", userID, err))
 	}
 	return res, err
 }
