@@ -111,6 +111,11 @@ func (s *server) listEvents(c echo.Context) error {
 		return err
 	}
 	eventType := strings.TrimPrefix(req.EventType, "user.") // the event's type, or its short form
+	release, err := s.reads.acquire(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	defer release()
 	page, err := s.events.List(c.Request().Context(), models.EventFilter{
 		Status: models.EventStatus(req.Status), EventType: models.EventType(eventType), UserID: req.UserID,
 		Since: since, Until: until, After: req.Cursor, Limit: req.Limit,

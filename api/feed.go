@@ -23,9 +23,15 @@ func (s *server) listChanges(c echo.Context, req listUsersRequest) error {
 	if err != nil {
 		return err
 	}
+	ctx := c.Request().Context()
+	release, err := s.reads.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	until := s.now().Add(-s.settle).UTC().Truncate(time.Millisecond)
-	page, err := s.users.Changes(c.Request().Context(), models.ChangeFilter{
-		Since: since, Until: until, After: req.Cursor, Limit: req.Limit,
+	page, err := s.reads.readUsers(req.Limit, req.Cursor, func(after string, limit int) (models.UserPage, error) {
+		return s.users.Changes(ctx, models.ChangeFilter{Since: since, Until: until, After: after, Limit: limit})
 	})
 	if err != nil {
 		return err

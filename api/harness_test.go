@@ -46,6 +46,8 @@ type harnessOptions struct {
 	store     *repository.Store
 	secrets   []string
 	wrapUsers func(sync.UserStore) sync.UserStore
+	// wrapReader stands between the server and the store's user reads.
+	wrapReader func(api.UserReader) api.UserReader
 	limits    api.Limits
 	settle    time.Duration // of the change feed; 0: the default
 	metrics   *api.Metrics
@@ -67,9 +69,13 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	if o.wrapUsers != nil {
 		users = o.wrapUsers(users)
 	}
+	var reader api.UserReader = o.store.Users
+	if o.wrapReader != nil {
+		reader = o.wrapReader(reader)
+	}
 	e, err := api.New(api.Config{
 		Sync:           sync.New(o.store.Events, users, nil),
-		Users:          o.store.Users,
+		Users:          reader,
 		Events:         o.store.Events,
 		Eraser:         o.store,
 		DB:             o.store,

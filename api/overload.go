@@ -58,6 +58,16 @@ type Limits struct {
 	// SyncNotFoundFor is how long an id Clerk does not know is answered
 	// 404 without asking Clerk again; default 10 s.
 	SyncNotFoundFor time.Duration
+
+	// Reads bounds the list reads in flight (GET /v1/users, the change
+	// feed, GET /v1/events); default 8. ReadWait is how long one waits for
+	// a slot before a 503 with Retry-After; default 1 s.
+	Reads    int
+	ReadWait time.Duration
+	// PageBytes bounds the users one page of GET /v1/users or of the
+	// change feed holds (about their JSON size): the page ends early
+	// beyond it, with a cursor to the rest; default 4 MiB.
+	PageBytes int
 }
 
 // SmallBody is the largest Content-Length counted in the small bodies'

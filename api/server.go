@@ -101,6 +101,7 @@ type server struct {
 	now      func() time.Time
 	inflight *inflight
 	syncs    *syncGuard
+	reads    *reads
 	health   *health
 
 	clerkSync UserSyncer
@@ -137,6 +138,7 @@ func New(cfg Config) (*echo.Echo, error) {
 		now:      cfg.Now,
 		inflight: newInflight(cfg.Limits, cfg.Metrics.bodyBytes),
 		syncs:    newSyncGuard(cfg.Limits),
+		reads:    newReads(cfg.Limits),
 		health:   &health{},
 
 		clerkSync: cfg.ClerkSync,

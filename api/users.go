@@ -102,8 +102,14 @@ func (s *server) listUsers(c echo.Context) error {
 	if req.IncludeDeleted && !isAdmin(c) {
 		return models.Public(models.ErrForbidden, "includeDeleted needs an admin key").In("includeDeleted")
 	}
-	page, err := s.users.List(c.Request().Context(), models.UserFilter{
-		Email: req.Email, IncludeDeleted: req.IncludeDeleted, After: req.Cursor, Limit: req.Limit,
+	ctx := c.Request().Context()
+	release, err := s.reads.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	page, err := s.reads.readUsers(req.Limit, req.Cursor, func(after string, limit int) (models.UserPage, error) {
+		return s.users.List(ctx, models.UserFilter{Email: req.Email, IncludeDeleted: req.IncludeDeleted, After: after, Limit: limit})
 	})
 	if err != nil {
 		return err
