@@ -48,9 +48,9 @@ type harnessOptions struct {
 	wrapUsers func(sync.UserStore) sync.UserStore
 	// wrapReader stands between the server and the store's user reads.
 	wrapReader func(api.UserReader) api.UserReader
-	limits    api.Limits
-	settle    time.Duration // of the change feed; 0: the default
-	metrics   *api.Metrics
+	limits     api.Limits
+	settle     time.Duration // of the change feed; 0: the default
+	metrics    *api.Metrics
 }
 
 func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
