@@ -2,6 +2,7 @@ package api
 
 import (
 	"crypto/sha256"
+	"crypto/subtle"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -57,6 +58,22 @@ func (s *server) requireKey(min role) echo.MiddlewareFunc {
 			c.Set(keyHashKey, sha256.Sum256([]byte(strings.TrimSpace(key))))
 			return next(c)
 		}
+	}
+}
+
+// requireMetricsKey admits requests to /metrics with the metrics key, or
+// any request when none is set.
+func (s *server) requireMetricsKey(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.metricsKey == nil {
+			return next(c)
+		}
+		scheme, key, ok := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " ")
+		sum := sha256.Sum256([]byte(strings.TrimSpace(key)))
+		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(sum[:], s.metricsKey[:]) != 1 {
+			return models.Public(models.ErrUnauthorized, "send the metrics key (USERSYNC_METRICS_KEY) as \"Authorization: Bearer <key>\"")
+		}
+		return next(c)
 	}
 }
 

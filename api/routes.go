@@ -9,11 +9,14 @@ func (s *server) routes(e *echo.Echo) {
 	e.HEAD("/healthz", s.healthz) // load balancers that probe with HEAD
 	e.GET("/readyz", s.readyz)
 	e.HEAD("/readyz", s.readyz)
-	e.GET("/metrics", s.metrics.handler())
+	e.GET("/metrics", s.metrics.handler(), s.requireMetricsKey) // open unless a metrics key is set
 	e.GET("/openapi.json", s.openAPI)
 
-	// Svix, signed with a webhook secret (checked in the handler, on the raw body).
-	e.POST("/webhooks/clerk", s.clerkWebhook)
+	// Svix, signed with a webhook secret (checked in the handler, on the raw body);
+	// on a listener of its own instead when the webhook is apart.
+	if !s.webhookApart {
+		e.POST("/webhooks/clerk", s.clerkWebhook)
+	}
 
 	// Keys are checked per route, not by a group's middleware: echo routes
 	// every method of a group with middleware to it, which would answer a
@@ -33,4 +36,12 @@ func (s *server) routes(e *echo.Echo) {
 	admin.GET("/stats", s.eventStats, adminKey)
 	admin.GET("/:id", s.getEvent, adminKey)
 	admin.POST("/:id/replay", s.replayEvent, adminKey)
+}
+
+// webhookRoutes is the surface of the webhook's own listener: the webhook
+// and the liveness probe, nothing else.
+func (s *server) webhookRoutes(e *echo.Echo) {
+	e.GET("/healthz", s.healthz)
+	e.HEAD("/healthz", s.healthz)
+	e.POST("/webhooks/clerk", s.clerkWebhook)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,12 +22,14 @@ func (secret) LogValue() slog.Value { return slog.StringValue("REDACTED") }
 // config is usersync's configuration, from the environment; flags mirror
 // the variables that are not secrets.
 type config struct {
-	Addr      string
-	MongoURI  secret
-	Database  string
-	DataDir   string
-	LogLevel  slog.Level
-	LogFormat string
+	Addr        string
+	WebhookAddr string // "": the webhook is served on Addr
+	MetricsKey  secret // "": /metrics is open
+	MongoURI    secret
+	Database    string
+	DataDir     string
+	LogLevel    slog.Level
+	LogFormat   string
 
 	WebhookSecrets []secret
 	// WebhookSecretVar is the variable the secrets came from:
@@ -89,6 +92,8 @@ var (
 // settings are every environment variable usersync reads.
 var settings = []setting{
 	{Env: "USERSYNC_ADDR", Flag: "addr", Default: ":8080", Usage: "listen address, host:port (\":8080\" is every interface)", Commands: serveOnly},
+	{Env: "USERSYNC_WEBHOOK_ADDR", Flag: "webhook-addr", Shown: "off", Usage: "serve the webhook (and /healthz) only here, host:port, and no longer on USERSYNC_ADDR", Commands: serveOnly},
+	{Env: "USERSYNC_METRICS_KEY", Shown: "none", Usage: "if set, GET /metrics needs \"Authorization: Bearer <key>\" (16 characters or more)", Commands: serveOnly},
 	{Env: "MONGODB_URI", Shown: "empty", Usage: "a MongoDB URI; empty: the embedded engine"},
 	{Env: "MONGODB_DATABASE", Flag: "database", Default: "usersync", Usage: "database name"},
 	{Env: "USERSYNC_DATA_DIR", Flag: "data-dir", Default: "./data", Usage: "embedded engine files (db/) and generated development secrets (secrets.json)"},
@@ -155,6 +160,8 @@ func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(str
 	get := func(name string) string { return *raw[name] }
 	c := config{
 		Addr:             get("USERSYNC_ADDR"),
+		WebhookAddr:      get("USERSYNC_WEBHOOK_ADDR"),
+		MetricsKey:       secret(get("USERSYNC_METRICS_KEY")),
 		MongoURI:         secret(get("MONGODB_URI")),
 		Database:         get("MONGODB_DATABASE"),
 		DataDir:          get("USERSYNC_DATA_DIR"),
@@ -193,7 +200,18 @@ func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(str
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		return config{}, fmt.Errorf("USERSYNC_LOG_FORMAT: %q is not json or text", c.LogFormat)
 	}
-	if err := checkAddr(c.Addr); err != nil {
+	if err := checkAddr("USERSYNC_ADDR", c.Addr); err != nil {
+		return config{}, err
+	}
+	if c.WebhookAddr != "" {
+		if err := checkAddr("USERSYNC_WEBHOOK_ADDR", c.WebhookAddr); err != nil {
+			return config{}, err
+		}
+		if _, port, _ := net.SplitHostPort(c.Addr); c.WebhookAddr == c.Addr && port != "0" { // :0 picks a free port each time
+			return config{}, fmt.Errorf("USERSYNC_WEBHOOK_ADDR: %q is USERSYNC_ADDR too: give the webhook another address, or unset it to serve the webhook on USERSYNC_ADDR", c.WebhookAddr)
+		}
+	}
+	if err := checkMetricsKey(c); err != nil {
 		return config{}, err
 	}
 	if err := checkKeys(c.APIKeys, c.AdminKeys); err != nil {
@@ -256,15 +274,32 @@ func checkKeys(apiKeys, adminKeys []secret) error {
 }
 
 // checkAddr refuses a listen address without a colon, such as a bare port,
-// and says what was probably meant.
-func checkAddr(addr string) error {
+// and says what was probably meant; variable is the one that set it.
+func checkAddr(variable, addr string) error {
 	if strings.Contains(addr, ":") {
 		return nil
 	}
 	if _, err := strconv.Atoi(addr); err == nil {
-		return fmt.Errorf("USERSYNC_ADDR: %q is not host:port: did you mean \":%s\" (every interface) or \"127.0.0.1:%s\"?", addr, addr, addr)
+		return fmt.Errorf("%s: %q is not host:port: did you mean \":%s\" (every interface) or \"127.0.0.1:%s\"?", variable, addr, addr, addr)
 	}
-	return fmt.Errorf("USERSYNC_ADDR: %q is not host:port (for example :8080 or 127.0.0.1:8080)", addr)
+	return fmt.Errorf("%s: %q is not host:port (for example :8080 or 127.0.0.1:8080)", variable, addr)
+}
+
+// checkMetricsKey refuses a metrics key shorter than an API key may be, or
+// one that is also an API or admin key: whoever scrapes the metrics must
+// not be able to read users with the same key.
+func checkMetricsKey(c config) error {
+	k := c.MetricsKey
+	if k == "" {
+		return nil
+	}
+	if n := utf8.RuneCountInString(string(k)); n < minKeyLength {
+		return fmt.Errorf("USERSYNC_METRICS_KEY: the key is %d characters long; it must have at least %d", n, minKeyLength)
+	}
+	if slices.Contains(c.APIKeys, k) || slices.Contains(c.AdminKeys, k) {
+		return errors.New("USERSYNC_METRICS_KEY is also an API or admin key: give the metrics a key of their own")
+	}
+	return nil
 }
 
 // requireSecrets fails, naming the variable, when a secret is missing. With

@@ -85,3 +85,10 @@ func TestConfig_ClerksNameOfTheWebhookSecretIsTheSameSetting(t *testing.T) {
 		})
 	}
 }
+
+// newFlagSet is a flag set for loadConfig that prints nothing.
+func newFlagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("usersync", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}

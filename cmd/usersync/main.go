@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	stdsync "sync"
 	"syscall"
 	"time"
 
@@ -245,11 +246,17 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 	if err != nil {
 		return err
 	}
-	handler, err := api.New(api.Config{
+	apiCfg := api.Config{
 		Sync: svc, Users: store.Users, Events: store.Events, Eraser: store, DB: store, Logger: log, Metrics: metrics,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
-		ClerkSync: fetcher,
-	})
+		ClerkSync: fetcher, MetricsKey: string(cfg.MetricsKey),
+	}
+	var handler, webhookHandler http.Handler
+	if cfg.WebhookAddr == "" {
+		handler, err = api.New(apiCfg)
+	} else {
+		handler, webhookHandler, err = newApart(apiCfg)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", cfg.webhookSecretVar(), err)
 	}
@@ -275,45 +282,105 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 		}()
 		defer func() { stopRecovery(); <-done }()
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("USERSYNC_ADDR: %w", err)
+	servers := []*listener{{variable: "USERSYNC_ADDR", addr: cfg.Addr, handler: handler}}
+	if webhookHandler != nil {
+		servers = append(servers, &listener{variable: "USERSYNC_WEBHOOK_ADDR", addr: cfg.WebhookAddr, handler: webhookHandler})
 	}
-	srv := &http.Server{
-		Handler:           handler,
+	for _, l := range servers {
+		if err := l.listen(log); err != nil {
+			closeAll(servers)
+			return err
+		}
+	}
+	errc := make(chan error, len(servers))
+	for _, l := range servers {
+		go func() { errc <- l.srv.Serve(l.ln) }()
+	}
+	attrs := []any{slog.String("addr", servers[0].ln.Addr().String())}
+	if len(servers) > 1 {
+		attrs = append(attrs, slog.String("webhook_addr", servers[1].ln.Addr().String()))
+	}
+	log.Info("listening", append(attrs,
+		slog.Bool("embedded", cfg.Embedded()), slog.String("database", cfg.Database),
+		slog.Duration("sweep_interval", cfg.SweepInterval), slog.Duration("retention", cfg.Retention),
+		slog.Duration("erase_after", cfg.EraseAfter))...)
+
+	var serveErr error
+	select {
+	case err := <-errc:
+		serveErr = fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	var wg stdsync.WaitGroup
+	for _, l := range servers {
+		wg.Go(func() {
+			if err := l.srv.Shutdown(sctx); err != nil {
+				// Requests that did not finish in time are cut: an event
+				// they stored is finished by Svix's retry or the sweep.
+				log.Warn("shutdown budget spent; closing the remaining connections",
+					slog.String("addr", l.ln.Addr().String()),
+					slog.Duration("budget", shutdownTimeout), slog.String("err", err.Error()))
+				_ = l.srv.Close()
+			}
+		})
+	}
+	wg.Wait()
+	if serveErr != nil {
+		return serveErr
+	}
+	for range servers {
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// newApart is api.NewApart as two http.Handlers.
+func newApart(cfg api.Config) (main, webhook http.Handler, err error) {
+	m, w, err := api.NewApart(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, w, nil
+}
+
+// listener is one HTTP server of serve and its address.
+type listener struct {
+	variable string // the variable that set addr, for errors
+	addr     string
+	handler  http.Handler
+	ln       net.Listener
+	srv      *http.Server
+}
+
+// listen opens l's address and makes its server.
+func (l *listener) listen(log *slog.Logger) error {
+	ln, err := net.Listen("tcp", l.addr)
+	if err != nil {
+		return fmt.Errorf("%s: %w", l.variable, err)
+	}
+	l.ln = ln
+	l.srv = &http.Server{
+		Handler:           l.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Info("listening", slog.String("addr", ln.Addr().String()),
-		slog.Bool("embedded", cfg.Embedded()), slog.String("database", cfg.Database),
-		slog.Duration("sweep_interval", cfg.SweepInterval), slog.Duration("retention", cfg.Retention),
-		slog.Duration("erase_after", cfg.EraseAfter))
+	return nil
+}
 
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		// Requests that did not finish in time are cut: an event they
-		// stored is finished by Svix's retry or the recovery sweep.
-		log.Warn("shutdown budget spent; closing the remaining connections",
-			slog.Duration("budget", shutdownTimeout), slog.String("err", err.Error()))
-		if err := srv.Close(); err != nil {
-			return fmt.Errorf("close: %w", err)
+// closeAll closes the listeners opened so far.
+func closeAll(servers []*listener) {
+	for _, l := range servers {
+		if l.ln != nil {
+			l.ln.Close()
 		}
 	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
-	}
-	log.Info("stopped")
-	return nil
 }
