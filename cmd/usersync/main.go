@@ -364,13 +364,16 @@ func (l *listener) listen(log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", l.variable, err)
 	}
-	l.ln = ln
+	limited := newConnLimiter(ln, maxConns)
+	l.ln = limited
 	l.srv = &http.Server{
 		Handler:           l.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ConnState:         limited.connState,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	return nil
