@@ -92,6 +92,9 @@ func NewMetrics(stats StatsSource) *Metrics {
 	}
 	m.reg.MustRegister(m.requests, m.webhooks, m.bodyBytes, m.refused, m.ignored, m.process, m.swept, m.replayed, m.retention, m.engine,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, r := range webhookResults {
+		m.webhooks.WithLabelValues(r)
+	}
 	for _, r := range refusalReasons {
 		m.refused.WithLabelValues(r)
 	}
@@ -150,6 +153,9 @@ func (m *Metrics) observe() echo.MiddlewareFunc {
 		}
 	}
 }
+
+// webhookResults are the labels of usersync_webhook_requests_total.
+var webhookResults = []string{"processed", "duplicate", "ignored", "failed", "rejected", "overloaded", "error"}
 
 // userEventTypes are the types usersync stores, never ignored.
 var userEventTypes = []string{models.TypeUserCreated, models.TypeUserUpdated, models.TypeUserDeleted}
