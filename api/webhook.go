@@ -53,6 +53,13 @@ func newVerifier(secrets []string, now func() time.Time) (*verifier, error) {
 	return v, nil
 }
 
+// CheckWebhookSecrets reports whether every secret is a Svix secret that
+// New can verify with (whsec_ and base64); its error says which is not.
+func CheckWebhookSecrets(secrets []string) error {
+	_, err := newVerifier(secrets, time.Now)
+	return err
+}
+
 // svixHeaders returns the message id, timestamp and signatures, from the
 // svix-* headers or else the webhook-* ones (as the svix library reads them).
 func svixHeaders(h http.Header) (id, ts, sig string) {

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,6 +102,48 @@ func TestConfig_TheWebhookAddressAndTheMetricsKeyAreChecked(t *testing.T) {
 			_, err := loadConfig(newFlagSet(), "serve", nil, func(k string) string { return tc.env[k] })
 			if err == nil || !regexp.MustCompile(regexp.QuoteMeta(tc.want)).MatchString(err.Error()) {
 				t.Errorf("loadConfig = %v, want an error saying %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRun_ConfigurationErrorsComeBeforeTheDatabaseIsOpened(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	// A database that does not answer: reaching it would fail naming
+	// MONGODB_URI, after its timeout.
+	base := map[string]string{
+		"MONGODB_URI": "mongodb://127.0.0.1:1/", "USERSYNC_ADDR": "127.0.0.1:0",
+		"CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "USERSYNC_API_KEYS": "usk_early_api_0123456789",
+	}
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"a secret that is not base64", map[string]string{"CLERK_WEBHOOK_SECRET": "whsec_!!not*base64!!"}, "CLERK_WEBHOOK_SECRET"},
+		{"a reconcile schedule without Clerk's key", map[string]string{"USERSYNC_RECONCILE_INTERVAL": "1h"}, "USERSYNC_RECONCILE_INTERVAL is set but CLERK_SECRET_KEY is not"},
+		{"Clerk's API over plain HTTP", map[string]string{"CLERK_SECRET_KEY": "sk_test_x", "CLERK_API_URL": "http://api.example.com/v1"}, "CLERK_API_URL"},
+		{"an address in use", map[string]string{"USERSYNC_ADDR": busy.Addr().String()}, "USERSYNC_ADDR"},
+		{"a webhook address in use", map[string]string{"USERSYNC_WEBHOOK_ADDR": busy.Addr().String()}, "USERSYNC_WEBHOOK_ADDR"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"USERSYNC_DATA_DIR": t.TempDir()}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := run(ctx, nil, func(k string) string { return env[k] }, io.Discard)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("run = %v, want an error starting with %s (and not about the database)", err, tc.want)
 			}
 		})
 	}

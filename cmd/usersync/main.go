@@ -121,6 +121,17 @@ func runServe(ctx context.Context, cfg config, _ io.Writer) error {
 	} else if err := cfg.requireSecrets(); err != nil {
 		return err
 	}
+	// Everything the configuration can get wrong fails here, before the
+	// database is opened and indexes are built: the secrets, Clerk's
+	// settings, the listen addresses (which are bound now).
+	if err := checkServe(cfg); err != nil {
+		return err
+	}
+	servers, err := listenAll(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeAll(servers) // after a shutdown they are closed already
 
 	store, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
@@ -129,7 +140,33 @@ func runServe(ctx context.Context, cfg config, _ io.Writer) error {
 	defer closeStore()
 	indexesBuilt := buildIndexes(ctx, store, log)
 	defer func() { <-indexesBuilt }() // before closeStore
-	return serve(ctx, cfg, store, log)
+	return serve(ctx, cfg, store, log, servers)
+}
+
+// checkServe checks what serve would find wrong in cfg only once it runs:
+// the webhook secrets' encoding, and Clerk's settings.
+func checkServe(cfg config) error {
+	if err := api.CheckWebhookSecrets(strs(cfg.WebhookSecrets)); err != nil {
+		return fmt.Errorf("%s: %w", cfg.webhookSecretVar(), err)
+	}
+	_, _, err := clerkForServe(cfg, nil)
+	return err
+}
+
+// listenAll binds serve's addresses: USERSYNC_ADDR, and
+// USERSYNC_WEBHOOK_ADDR when set.
+func listenAll(cfg config, log *slog.Logger) ([]*listener, error) {
+	servers := []*listener{{variable: "USERSYNC_ADDR", addr: cfg.Addr}}
+	if cfg.WebhookAddr != "" {
+		servers = append(servers, &listener{variable: "USERSYNC_WEBHOOK_ADDR", addr: cfg.WebhookAddr})
+	}
+	for _, l := range servers {
+		if err := l.listen(log); err != nil {
+			closeAll(servers)
+			return nil, err
+		}
+	}
+	return servers, nil
 }
 
 // newLogger is the logger of every part of usersync: JSON lines (or text)
@@ -237,9 +274,9 @@ func newService(cfg config, store *repository.Store) *sync.Service {
 	return svc
 }
 
-// serve runs the HTTP server and the recovery sweep until ctx is
-// cancelled, then lets in-flight requests finish.
-func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.Logger) error {
+// serve runs the HTTP servers on the bound listeners and the recovery
+// sweep until ctx is cancelled, then lets in-flight requests finish.
+func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.Logger, servers []*listener) error {
 	svc := newService(cfg, store)
 	metrics := api.NewMetrics(store.Events)
 	cl, fetcher, err := clerkForServe(cfg, svc)
@@ -282,15 +319,9 @@ func serve(ctx context.Context, cfg config, store *repository.Store, log *slog.L
 		}()
 		defer func() { stopRecovery(); <-done }()
 	}
-	servers := []*listener{{variable: "USERSYNC_ADDR", addr: cfg.Addr, handler: handler}}
-	if webhookHandler != nil {
-		servers = append(servers, &listener{variable: "USERSYNC_WEBHOOK_ADDR", addr: cfg.WebhookAddr, handler: webhookHandler})
-	}
-	for _, l := range servers {
-		if err := l.listen(log); err != nil {
-			closeAll(servers)
-			return err
-		}
+	servers[0].srv.Handler = handler
+	if len(servers) > 1 {
+		servers[1].srv.Handler = webhookHandler
 	}
 	errc := make(chan error, len(servers))
 	for _, l := range servers {
@@ -353,12 +384,11 @@ func newApart(cfg api.Config) (main, webhook http.Handler, err error) {
 type listener struct {
 	variable string // the variable that set addr, for errors
 	addr     string
-	handler  http.Handler
 	ln       net.Listener
-	srv      *http.Server
+	srv      *http.Server // its handler is set by serve
 }
 
-// listen opens l's address and makes its server.
+// listen opens l's address and makes its server, without a handler.
 func (l *listener) listen(log *slog.Logger) error {
 	ln, err := net.Listen("tcp", l.addr)
 	if err != nil {
@@ -367,7 +397,6 @@ func (l *listener) listen(log *slog.Logger) error {
 	limited := newConnLimiter(ln, maxConns)
 	l.ln = limited
 	l.srv = &http.Server{
-		Handler:           l.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      30 * time.Second,
