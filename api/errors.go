@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -75,6 +76,27 @@ var kinds = []struct {
 	{models.ErrConflict, http.StatusConflict, "conflict", "conflict", true},
 }
 
+// statusClientClosed is the status of a request whose client went away
+// before the answer (nginx's 499): no one reads it, but the request log
+// and the metrics say what happened rather than a 500.
+const statusClientClosed = 499
+
+// answer is status, but for a request whose client has gone away: a
+// failure caused by its cancellation is not the server's.
+func answer(c echo.Context, err error) (int, string, string) {
+	code, name, msg := status(err)
+	if c.Request().Context().Err() != nil && (code >= 500 || errors.Is(err, context.Canceled)) {
+		return statusClientClosed, "client_closed_request", "the client closed the request"
+	}
+	return code, name, msg
+}
+
+// expected are the server-side codes of conditions that heal by
+// themselves or are the operator's choice: logged as warnings, not errors.
+var expected = map[string]bool{
+	"retry_later": true, "not_configured": true, "bad_gateway": true,
+}
+
 // maxMessage bounds the message of an error body.
 const maxMessage = 1024
 
@@ -120,7 +142,7 @@ func (s *server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	code, name, msg := status(err)
+	code, name, msg := answer(c, err)
 	reqID := c.Response().Header().Get(echo.HeaderXRequestID)
 	if c.Path() != "/readyz" { // readiness reports what others saw; it must not renew it
 		s.health.observe(err)
@@ -129,20 +151,24 @@ func (s *server) handleError(err error, c echo.Context) {
 		c.Response().Header().Set("Retry-After", retryAfterOverload)
 	}
 	switch {
-	case code >= 500 && c.Request().Context().Err() != nil:
+	case code == statusClientClosed:
 		// The client went away (Svix's 15 s, a closed connection): not a
 		// server fault. The work done so far is stored; a retry finishes it.
 		s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "client closed the request",
 			slog.String("request_id", reqID), slog.String("path", logPath(c.Request().URL.Path)))
-	case name == "overloaded":
+	case name == "overloaded" || name == "too_many_requests":
 		if c.Get(refusalLogged) == nil {
-			s.log.LogAttrs(c.Request().Context(), slog.LevelWarn, "overloaded",
+			s.log.LogAttrs(c.Request().Context(), slog.LevelWarn, name,
 				slog.String("request_id", reqID), slog.String("path", logPath(c.Request().URL.Path)))
 		}
 	case code >= 500:
-		s.log.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
+		level := slog.LevelError
+		if expected[name] {
+			level = slog.LevelWarn
+		}
+		s.log.LogAttrs(c.Request().Context(), level, "request failed",
 			slog.String("request_id", reqID), slog.String("path", logPath(c.Request().URL.Path)),
-			slog.Int("status", code), slog.String("err", err.Error()))
+			slog.Int("status", code), slog.String("code", name), slog.String("err", boundMessage(err.Error())))
 	}
 	body := errorBody{Error: errorDetail{Code: name, Message: msg, RequestID: reqID}}
 	if c.Request().Method == http.MethodHead {

@@ -136,7 +136,7 @@ func (m *Metrics) observe() echo.MiddlewareFunc {
 			err := next(c)
 			code := c.Response().Status
 			if err != nil {
-				code, _, _ = status(err)
+				code, _, _ = answer(c, err)
 			}
 			// Labels come from fixed sets, never from what a client sent:
 			// the route template echo matched (one of ours), the method if

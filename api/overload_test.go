@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,13 +64,19 @@ func (s *slowSender) answer(t *testing.T) int {
 	return resp.StatusCode
 }
 
-// waitForMetric waits until the series in /metrics has the value want.
+// waitForMetric waits until the series in /metrics has the value want (an
+// absent series counts as 0).
 func waitForMetric(t *testing.T, h *harness, series string, want float64) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	var got float64
 	for time.Now().Before(deadline) {
-		if got = metricValue(t, string(h.get("/metrics", "").Body), series); got == want {
+		for _, line := range strings.Split(string(h.get("/metrics", "").Body), "\n") {
+			if rest, ok := strings.CutPrefix(line, series+" "); ok {
+				got, _ = strconv.ParseFloat(rest, 64)
+			}
+		}
+		if got == want {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
