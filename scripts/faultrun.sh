@@ -30,7 +30,7 @@ go build -o "$work/usersync" ./cmd/usersync
 go build -o "$work/usersync-load" ./cmd/usersync-load
 go build -o "$work/engine" ./scripts/engine
 
-export CLERK_WEBHOOK_SECRET=$SECRET USERSYNC_API_KEYS=key USERSYNC_ADMIN_KEYS=admin
+export CLERK_WEBHOOK_SECRET=$SECRET USERSYNC_API_KEYS=usk_fault_api_0123456789 USERSYNC_ADMIN_KEYS=usk_fault_admin_0123456789
 export USERSYNC_ADDR=127.0.0.1:$PORT USERSYNC_SWEEP_INTERVAL=500ms USERSYNC_SWEEP_GRACE=2s
 base=http://127.0.0.1:$PORT
 
@@ -50,7 +50,7 @@ start_engine() {
 }
 settled() { # no event left stored or failed
   for _ in $(seq 300); do
-    stats=$(curl -fs -H "Authorization: Bearer admin" "$base/v1/events/stats" || true)
+    stats=$(curl -fs -H "Authorization: Bearer usk_fault_admin_0123456789" "$base/v1/events/stats" || true)
     if echo "$stats" | grep -q '"failed":0' && echo "$stats" | grep -q '"stored":0'; then
       echo "events: $stats"; return 0
     fi

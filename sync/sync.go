@@ -167,7 +167,7 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 func (s *Service) Process(ctx context.Context, ev models.Event) (Result, error) {
 	res := Result{EventID: ev.EventID, UserID: ev.UserID, Status: ev.Status, Outcome: ev.Outcome}
 	if ev.ErasedAt != nil {
-		return res, fmt.Errorf("%w: event %s was erased (its user is deleted)", models.ErrConflict, ev.EventID)
+		return res, models.Public(models.ErrConflict, "event %s was erased (its user is deleted)", models.Quote(ev.EventID))
 	}
 	ce, err := models.DecodeEvent(ev.RawBody)
 	if err != nil {
@@ -186,8 +186,11 @@ func (s *Service) process(ctx context.Context, ev models.Event, res Result, ch m
 	actx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
 	outcome, err := s.users.Apply(actx, ch, s.now().UTC())
 	cancel()
-	if errors.Is(err, models.ErrEmailTaken) {
-		err = fmt.Errorf("%w: %w", models.ErrRetryLater, err)
+	// The store's error is not kept: a driver's duplicate key error quotes
+	// the email, which neither a client nor the log may see.
+	switch {
+	case errors.Is(err, models.ErrEmailTaken):
+		err = models.Public(models.ErrRetryLater, "the user's email is held by another active user; a later delivery may apply the event")
 	}
 	if err != nil {
 		return s.fail(ctx, ev, res, err)
@@ -204,6 +207,18 @@ func (s *Service) process(ctx context.Context, ev models.Event, res Result, ch m
 
 // fail records a failed attempt. A payload that can never apply is not
 // retried by the sweep; anything else is, with backoff.
+// storedError is the text an event keeps of its failure, which admins read
+// and the console groups by (models.FailureReason): a PublicError's kind
+// and message, without its cause (another layer's words); the text of any
+// other error, which the stores keep free of values.
+func storedError(err error) string {
+	var pe *models.PublicError
+	if errors.As(err, &pe) && pe.Kind != nil {
+		return pe.Kind.Error() + ": " + pe.Msg
+	}
+	return err.Error()
+}
+
 func (s *Service) fail(ctx context.Context, ev models.Event, res Result, cause error) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 	defer cancel()
@@ -211,7 +226,7 @@ func (s *Service) fail(ctx context.Context, ev models.Event, res Result, cause e
 	if !errors.Is(cause, models.ErrInvalid) {
 		retryAt = s.retry.next(s.now(), ev.Attempts+1)
 	}
-	if err := s.events.MarkFailed(ctx, ev.ID, cause.Error(), retryAt); err != nil {
+	if err := s.events.MarkFailed(ctx, ev.ID, storedError(cause), retryAt); err != nil {
 		// The event stays stored; the recovery sweep will find it.
 		return res, fmt.Errorf("%w (and recording the failure: %v)", cause, err)
 	}

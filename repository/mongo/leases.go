@@ -68,3 +68,17 @@ func (l *Leases) Extend(ctx context.Context, name, owner string, until time.Time
 	}
 	return res.MatchedCount > 0, nil
 }
+
+// Reclaim takes the lease name for owner until until if it expires after
+// horizon: later than any schedule sets it, so it is stale (the schedule's
+// interval was shortened, or a clock went back after a lease was set). It
+// reports whether owner holds it now; errors are Acquire's.
+func (l *Leases) Reclaim(ctx context.Context, name, owner string, horizon, until time.Time) (bool, error) {
+	res, err := l.coll.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: name}, {Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: horizon.UTC()}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: owner}, {Key: "expiresAt", Value: until.UTC()}}}})
+	if err != nil {
+		return false, fmt.Errorf("reclaim lease %s: %w", name, translate(err))
+	}
+	return res.MatchedCount > 0, nil
+}
