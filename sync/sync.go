@@ -146,6 +146,9 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 		ts := ch.SourceTime
 		ev.SourceTimestamp = &ts
 	}
+	if dl, ok := s.users.(Deliverer); ok && invalid == nil {
+		return s.deliver(ctx, dl, ev, ch)
+	}
 	stored, created, err := s.events.Record(ctx, ev)
 	if err != nil {
 		return Result{}, err
@@ -158,6 +161,52 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 		return res, nil
 	}
 	return s.process(ctx, stored, res, ch, invalid)
+}
+
+// Deliverer is a users store that can store an event, apply its change and
+// mark it processed in one transaction (the embedded store): the same
+// steps as Record, Apply and MarkProcessed, at the cost of one.
+type Deliverer interface {
+	// Deliver returns the stored event (with an ID whenever it is stored),
+	// whether this call stored it, and the outcome when it applied the
+	// change. An event processed before is returned with no outcome. An
+	// error with a stored event is the change's failure: the event is left
+	// stored, for the caller to mark it failed.
+	Deliver(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (stored models.Event, created bool, outcome models.Outcome, err error)
+}
+
+// deliver is Ingest through a Deliverer.
+func (s *Service) deliver(ctx context.Context, dl Deliverer, ev models.Event, ch models.Change) (Result, error) {
+	// The change feed relies on this bound (see models.ChangeSettle).
+	actx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
+	stored, created, outcome, err := dl.Deliver(actx, ev, ch, s.now().UTC())
+	cancel()
+	if stored.ID == "" {
+		return Result{}, err
+	}
+	if created {
+		s.activity.Note(models.ActivityReceived)
+	}
+	res := Result{EventID: ev.EventID, UserID: ev.UserID, Status: stored.Status, Outcome: stored.Outcome, Duplicate: !created}
+	switch {
+	case err != nil:
+		return s.fail(ctx, stored, res, applyError(err))
+	case outcome == "": // processed before
+		return res, nil
+	}
+	s.noteOutcome(outcome, false)
+	res.Status, res.Outcome = models.StatusProcessed, outcome
+	return res, nil
+}
+
+// applyError is what a failed Apply means for the event: the store's own
+// error is not kept where it could carry another layer's words (a
+// driver's duplicate key error quotes the email).
+func applyError(err error) error {
+	if errors.Is(err, models.ErrEmailTaken) {
+		return models.Public(models.ErrRetryLater, "the user's email is held by another active user; a later delivery may apply the event")
+	}
+	return err
 }
 
 // Process processes a stored event again from its raw body, as a new
@@ -186,13 +235,8 @@ func (s *Service) process(ctx context.Context, ev models.Event, res Result, ch m
 	actx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
 	outcome, err := s.users.Apply(actx, ch, s.now().UTC())
 	cancel()
-	// The store's error is not kept: a driver's duplicate key error quotes
-	// the email, which neither a client nor the log may see.
-	switch {
-	case errors.Is(err, models.ErrEmailTaken):
-		err = models.Public(models.ErrRetryLater, "the user's email is held by another active user; a later delivery may apply the event")
-	}
 	if err != nil {
+		err = applyError(err)
 		return s.fail(ctx, ev, res, err)
 	}
 	if err := s.events.MarkProcessed(ctx, ev.ID, outcome, s.now().UTC()); err != nil {

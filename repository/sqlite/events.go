@@ -54,29 +54,34 @@ func scanEvent(r scanner, withBody bool) (models.Event, error) {
 // under its eventId (without its body) with created=false: the unique
 // event_id index recognises a retry.
 func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Event, created bool, err error) {
-	ev.ID, ev.Status, ev.Outcome, ev.ProcessedAt, ev.Attempts, ev.Error, ev.RetryAt = "", models.StatusStored, "", nil, 0, "", nil
 	err = e.s.write(ctx, func(t *wtx) error {
-		res, err := t.exec(`INSERT INTO events (event_id, type, event_type, user_id, raw_body, source, signature,
-			signature_valid, source_timestamp, received_at, status, attempts)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (event_id) DO NOTHING`,
-			text(ev.EventID), ev.Type, string(ev.EventType), text(ev.UserID), ev.RawBody, ev.Source, ev.Signature,
-			nullBool(ev.SignatureValid), msPtr(ev.SourceTimestamp), ms(ev.ReceivedAt), string(ev.Status))
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 1 {
-			id, err := res.LastInsertId()
-			stored, created = ev, true
-			stored.ID = strconv.FormatInt(id, 10)
-			return err
-		}
-		stored, err = scanEvent(t.row(`SELECT `+eventColumns+` FROM events WHERE event_id = ?`, ev.EventID), false)
+		stored, created, err = recordTx(t, ev)
 		return err
 	})
 	if err != nil {
 		return models.Event{}, false, fmt.Errorf("store event %q: %w", ev.EventID, err)
 	}
 	return stored, created, nil
+}
+
+// recordTx is Record within the transaction t.
+func recordTx(t *wtx, ev models.Event) (stored models.Event, created bool, err error) {
+	ev.ID, ev.Status, ev.Outcome, ev.ProcessedAt, ev.Attempts, ev.Error, ev.RetryAt = "", models.StatusStored, "", nil, 0, "", nil
+	res, err := t.exec(`INSERT INTO events (event_id, type, event_type, user_id, raw_body, source, signature,
+		signature_valid, source_timestamp, received_at, status, attempts)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (event_id) DO NOTHING`,
+		text(ev.EventID), ev.Type, string(ev.EventType), text(ev.UserID), ev.RawBody, ev.Source, ev.Signature,
+		nullBool(ev.SignatureValid), msPtr(ev.SourceTimestamp), ms(ev.ReceivedAt), string(ev.Status))
+	if err != nil {
+		return models.Event{}, false, err
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		id, err := res.LastInsertId()
+		ev.ID = strconv.FormatInt(id, 10)
+		return ev, true, err
+	}
+	stored, err = scanEvent(t.row(`SELECT `+eventColumns+` FROM events WHERE event_id = ?`, ev.EventID), false)
+	return stored, false, err
 }
 
 // Get returns the event whose id or eventId is id, body included, or an
@@ -323,24 +328,31 @@ func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Ou
 		return err
 	}
 	err = e.s.write(ctx, func(t *wtx) error {
-		changed, err := t.execN(`UPDATE events SET status = 'processed', outcome = ?, processed_at = ?,
-			error = NULL, retry_at = NULL, claimed_until = NULL, attempts = attempts + 1
-			WHERE id = ? AND status != 'processed'`, string(outcome), ms(now), n)
-		if err != nil || changed == 0 {
-			return err
-		}
-		if err := addCounter(t, outcomeCounter(outcome), 1); err != nil {
-			return err
-		}
-		if outcome == models.OutcomeDeletedUser {
-			return e.s.eraseIfUserErased(t, n, now)
-		}
-		return nil
+		_, err := markProcessedTx(e.s, t, n, outcome, now)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("mark event %q processed: %w", id, err)
 	}
 	return nil
+}
+
+// markProcessedTx is MarkProcessed within the transaction t; changed is
+// false when the event was processed already.
+func markProcessedTx(s *Store, t *wtx, id int64, outcome models.Outcome, now time.Time) (changed bool, err error) {
+	n, err := t.execN(`UPDATE events SET status = 'processed', outcome = ?, processed_at = ?,
+		error = NULL, retry_at = NULL, claimed_until = NULL, attempts = attempts + 1
+		WHERE id = ? AND status != 'processed'`, string(outcome), ms(now), id)
+	if err != nil || n == 0 {
+		return false, err
+	}
+	if err := addCounter(t, outcomeCounter(outcome), 1); err != nil {
+		return true, err
+	}
+	if outcome == models.OutcomeDeletedUser {
+		return true, s.eraseIfUserErased(t, id, now)
+	}
+	return true, nil
 }
 
 // MarkFailed records a failed attempt with its error and when the sweep

@@ -83,46 +83,110 @@ func readState(t *wtx, userID string) (*state, error) {
 // any order of arrival. It returns the outcome of the decision; errors wrap
 // models.ErrInvalid for metadata that is not a JSON object.
 func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
-	meta := []byte("{}")
-	if !ch.Deleted && len(ch.Metadata) > 0 {
-		if !json.Valid(ch.Metadata) || !strings.HasPrefix(strings.TrimSpace(string(ch.Metadata)), "{") {
-			return "", fmt.Errorf("user %q metadata: %w: not a JSON object", ch.UserID, models.ErrInvalid)
-		}
-		meta = ch.Metadata
+	meta, err := changeMetadata(ch)
+	if err != nil {
+		return "", err
 	}
 	var outcome models.Outcome
-	err := u.s.write(ctx, func(t *wtx) error {
-		cur, err := readState(t, ch.UserID)
-		if err != nil {
-			return err
-		}
-		var v *models.Version
-		if cur != nil {
-			v = &cur.Version
-		}
-		d := models.Decide(v, ch)
-		outcome = d.Outcome()
-		switch {
-		case d == models.DecideDeletedUser && !cur.eraseAfter.Valid && !cur.erasedAt.Valid:
-			// A tombstone that lost its mark (written by an earlier
-			// version): the event that found it holds personal data.
-			_, err := t.exec(`UPDATE users SET erase_after = deleted_at WHERE user_id = ?`, ch.UserID)
-			return err
-		case !d.Writes():
-			return nil
-		case ch.Deleted:
-			return writeTombstone(t, ch, now, d == models.DecideCreate)
-		}
-		email, err := claimEmail(t, ch, now)
-		if err != nil {
-			return err
-		}
-		return writeState(t, ch, email, meta, now, d == models.DecideCreate)
+	err = u.s.write(ctx, func(t *wtx) error {
+		outcome, err = applyTx(t, ch, meta, now)
+		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("apply event %q to user %q: %w", ch.EventID, ch.UserID, err)
 	}
 	return outcome, nil
+}
+
+// changeMetadata is the metadata a change writes: a JSON object.
+func changeMetadata(ch models.Change) ([]byte, error) {
+	if ch.Deleted || len(ch.Metadata) == 0 {
+		return []byte("{}"), nil
+	}
+	if !json.Valid(ch.Metadata) || !strings.HasPrefix(strings.TrimSpace(string(ch.Metadata)), "{") {
+		return nil, fmt.Errorf("user %q metadata: %w: not a JSON object", ch.UserID, models.ErrInvalid)
+	}
+	return ch.Metadata, nil
+}
+
+// applyTx is Apply within the transaction t.
+func applyTx(t *wtx, ch models.Change, meta []byte, now time.Time) (models.Outcome, error) {
+	cur, err := readState(t, ch.UserID)
+	if err != nil {
+		return "", err
+	}
+	var v *models.Version
+	if cur != nil {
+		v = &cur.Version
+	}
+	d := models.Decide(v, ch)
+	switch {
+	case d == models.DecideDeletedUser && !cur.eraseAfter.Valid && !cur.erasedAt.Valid:
+		// A tombstone that lost its mark (written by an earlier
+		// version): the event that found it holds personal data.
+		_, err = t.exec(`UPDATE users SET erase_after = deleted_at WHERE user_id = ?`, ch.UserID)
+	case !d.Writes():
+	case ch.Deleted:
+		err = writeTombstone(t, ch, now, d == models.DecideCreate)
+	default:
+		var email string
+		if email, err = claimEmail(t, ch, now); err == nil {
+			err = writeState(t, ch, email, meta, now, d == models.DecideCreate)
+		}
+	}
+	return d.Outcome(), err
+}
+
+// Deliver stores ev, applies ch to its user and marks ev processed, in one
+// transaction: one sync to disk for a delivery, shared with the deliveries
+// that arrive at the same time. An event already processed is returned as
+// it is, with no outcome; a change that cannot apply leaves the event
+// stored (committed) and returns the error, for the caller to mark it
+// failed. stored has an ID whenever the event is stored.
+func (u *Users) Deliver(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (stored models.Event, created bool, outcome models.Outcome, err error) {
+	meta, err := changeMetadata(ch)
+	if err != nil {
+		stored, created, rerr := u.s.events.Record(ctx, ev)
+		if rerr != nil {
+			return models.Event{}, false, "", rerr
+		}
+		return stored, created, "", err
+	}
+	var applyErr error
+	err = u.s.write(ctx, func(t *wtx) error {
+		var err error
+		applyErr, outcome = nil, ""
+		if stored, created, err = recordTx(t, ev); err != nil || stored.Status == models.StatusProcessed {
+			return err
+		}
+		if _, err := t.exec("SAVEPOINT apply"); err != nil {
+			return err
+		}
+		if outcome, applyErr = applyTx(t, ch, meta, now); applyErr != nil {
+			outcome = ""
+			if _, err := t.exec("ROLLBACK TO apply"); err != nil {
+				return err
+			}
+			_, err = t.exec("RELEASE apply")
+			return err
+		}
+		if _, err := t.exec("RELEASE apply"); err != nil {
+			return err
+		}
+		id, _ := eventID(stored.ID)
+		if _, err := markProcessedTx(u.s, t, id, outcome, now); err != nil {
+			return err
+		}
+		stored.Status, stored.Outcome, stored.Attempts = models.StatusProcessed, outcome, stored.Attempts+1
+		return nil
+	})
+	if err != nil {
+		return models.Event{}, false, "", fmt.Errorf("deliver event %q: %w", ev.EventID, err)
+	}
+	if applyErr != nil {
+		return stored, created, "", fmt.Errorf("apply event %q to user %q: %w", ch.EventID, ch.UserID, applyErr)
+	}
+	return stored, created, outcome, nil
 }
 
 // claimEmail returns the email ch writes: its own, taken from an active
