@@ -85,26 +85,6 @@ func TestStats_ProcessedEventsAreCountedByCountersNotByReadingThem(t *testing.T)
 	want("events gone behind the store's back", 2, 1, 0, 1)
 }
 
-// TestEventsMarkProcessed_TheFirstOutcomeStays marks one event processed
-// twice with different outcomes, as two concurrent deliveries would.
-func TestEventsMarkProcessed_TheFirstOutcomeStays(t *testing.T) {
-	ctx := context.Background()
-	s := mongotest.Open(t)
-	ev, _, err := s.Events().Record(ctx, newEvent("msg_first", `{}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser} {
-		if err := s.Events().MarkProcessed(ctx, ev.ID, o, t0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := s.Events().Get(ctx, ev.ID)
-	if err != nil || got.Outcome != models.OutcomeApplied || got.Attempts != 1 || !got.ProcessedAt.Equal(t0) {
-		t.Errorf("event = %+v, %v; want its first outcome, applied, after 1 attempt", got, err)
-	}
-}
-
 // TestStats_AFoldStoppedHalfWayCountsItsBatchOnce leaves a fold as a crash
 // would, its batch counted in the fold counter and its events still
 // flagged: Stats counts each event once, before and after it finishes the

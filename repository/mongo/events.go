@@ -573,20 +573,7 @@ func (e *Events) Due(ctx context.Context, stuckBefore, now time.Time, limit int)
 	for _, d := range append(stuck, retry...) {
 		evs = append(evs, d.model())
 	}
-	slices.SortStableFunc(evs, func(a, b models.Event) int {
-		switch {
-		case a.SourceTimestamp == nil && b.SourceTimestamp == nil:
-		case a.SourceTimestamp == nil:
-			return -1
-		case b.SourceTimestamp == nil:
-			return 1
-		default:
-			if c := a.SourceTimestamp.Compare(*b.SourceTimestamp); c != 0 {
-				return c
-			}
-		}
-		return a.ReceivedAt.Compare(b.ReceivedAt)
-	})
+	slices.SortStableFunc(evs, models.CompareClerkOrder)
 	return evs[:min(len(evs), limit)], nil
 }
 

@@ -3,10 +3,11 @@ package mongo
 import (
 	"encoding/json"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"reflect"
 	"strings"
 	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 func TestJSONDoc_RoundTripsKeysExactly(t *testing.T) {

@@ -3,8 +3,6 @@ package mongo_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	stdsync "sync"
 	"testing"
 	"time"
 
@@ -99,43 +97,5 @@ func TestUsersApply_MetadataKeysRoundTrip(t *testing.T) {
 	}
 	if u.Email != "" {
 		t.Errorf("email = %q, want none", u.Email)
-	}
-}
-
-func TestUsersApply_ConcurrentStatesOfAUserEndOnTheNewest(t *testing.T) {
-	ctx := context.Background()
-	s := mongotest.Open(t)
-	const users, versions = 30, 4
-	for u := range users {
-		if _, err := s.Users().Apply(ctx, change(fmt.Sprintf("user_%d", u), "msg_0", 0, ""), time.Now()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var wg stdsync.WaitGroup
-	for u := range users {
-		for v := 1; v <= versions; v++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ch := change(fmt.Sprintf("user_%d", u), fmt.Sprintf("msg_%d", v), time.Duration(v)*time.Second, "")
-				if v == versions && u%3 == 0 {
-					ch = deletion(ch.UserID, ch.EventID, time.Duration(v)*time.Second)
-				}
-				if _, err := s.Users().Apply(ctx, ch, time.Now()); err != nil {
-					t.Error(err)
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	for u := range users {
-		got, err := s.Users().Get(ctx, fmt.Sprintf("user_%d", u))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := fmt.Sprintf("msg_%d", versions)
-		if got.LastEventID != want || (u%3 == 0) != got.Deleted() {
-			t.Errorf("user_%d ended on %s (deleted %v), want %s (deleted %v)", u, got.LastEventID, got.Deleted(), want, u%3 == 0)
-		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,48 +14,6 @@ import (
 	repository "github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
-
-func TestUsersWalkActive_EveryActiveUserWrittenBeforeTheTimeOnce(t *testing.T) {
-	defer repository.SetWalkBatchForTest(2)()
-	ctx := context.Background()
-	s := mongotest.Open(t)
-	written := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	state := func(id, eventID string, deleted bool) models.Change {
-		return models.Change{UserID: id, EventID: eventID, SourceTime: written.Add(-time.Hour), Deleted: deleted,
-			DisplayName: id, Metadata: json.RawMessage(`{}`)}
-	}
-	var want []string
-	for i := range 7 {
-		id := fmt.Sprintf("user_walk%d", i)
-		at := written
-		if i == 5 {
-			at = written.Add(time.Minute) // first written after the cut
-		}
-		if _, err := s.Users().Apply(ctx, state(id, "msg_"+id, false), at); err != nil {
-			t.Fatal(err)
-		}
-		if i == 3 {
-			if _, err := s.Users().Apply(ctx, state(id, "msg_z_"+id, true), at); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if i != 3 && i != 5 {
-			want = append(want, id)
-		}
-	}
-	var got []string
-	err := s.Users().WalkActive(ctx, written.Add(time.Second), func(id string) error {
-		got = append(got, id)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(got)
-	if !slices.Equal(got, want) {
-		t.Errorf("WalkActive = %v, want %v (active, first written before the cut, each once)", got, want)
-	}
-}
 
 // TestUsersWalkActive_IsOneQuery: the walk reads the collection once,
 // batch after batch of one cursor. A query per batch would sort every
