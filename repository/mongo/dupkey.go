@@ -119,7 +119,7 @@ var indexMessages = []*regexp.Regexp{
 }
 
 // knownIndexes are the unique indexes a message may name with a prefix.
-var knownIndexes = []string{emailIndex, "userId_1", "eventId_1", "_id_"}
+var knownIndexes = []string{emailIndex, activeKeyIndex, "userId_1", "organizationId_1", "membershipId_1", "eventId_1", "_id_"}
 
 func indexFromMessage(msg string) string {
 	for _, re := range indexMessages {

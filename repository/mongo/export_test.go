@@ -27,6 +27,10 @@ var (
 	EventsToErase    = userEventsToErase
 	WalkFilter       = walkFilter
 	DocIDForTest     = docID
+	OrgListQuery     = orgListQuery
+	MemberListFilter = membershipListFilter
+	CascadeFilter    = cascadeFilter
+	TakePairFilter   = takePairFilter
 	UnavailableCodes = unavailableCodes
 )
 
@@ -61,3 +65,17 @@ func ProcessedBeforeForTest(ctx context.Context, e *Events, cutoff time.Time, li
 // SetAfterTakeForTest makes Apply of s call fn after it took an email
 // from another user and before it writes again.
 func SetAfterTakeForTest(s *Store, fn func()) { s.users.afterTake = fn }
+
+// OrgWriteFilter is the filter of Organizations.Apply's conditional
+// update of ch.
+func OrgWriteFilter(ch models.OrganizationChange) bson.D {
+	f, _, _ := orgWrite(ch, time.Now())
+	return f
+}
+
+// MembershipWriteFilter is the filter of Memberships.Apply's conditional
+// update of ch.
+func MembershipWriteFilter(ch models.MembershipChange) bson.D {
+	w, _ := newMembershipWrite(ch, time.Now())
+	return w.filter
+}

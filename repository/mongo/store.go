@@ -30,8 +30,10 @@ import (
 
 // Collection names.
 const (
-	UsersCollection  = "users"
-	EventsCollection = "user_events"
+	UsersCollection         = "users"
+	OrganizationsCollection = "organizations"
+	MembershipsCollection   = "memberships"
+	EventsCollection        = "user_events"
 	// CountersCollection holds the event counters (see counters.go) and
 	// the marks of completed migrations.
 	CountersCollection = "counters"
@@ -44,6 +46,8 @@ type Store struct {
 	uri       string
 	opTimeout time.Duration
 	users     *Users
+	orgs      *Organizations
+	members   *Memberships
 	events    *Events
 }
 
@@ -89,7 +93,7 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 	db := client.Database(dbName)
 	primary := options.Collection().SetReadPreference(readpref.Primary())
 	counters := &counters{coll: db.Collection(CountersCollection, primary)}
-	return &Store{
+	s := &Store{
 		client:    client,
 		db:        db,
 		uri:       uri,
@@ -97,11 +101,20 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		users: &Users{
 			coll: db.Collection(UsersCollection), primary: db.Collection(UsersCollection, primary),
 		},
+		orgs: &Organizations{
+			coll: db.Collection(OrganizationsCollection), primary: db.Collection(OrganizationsCollection, primary),
+		},
+		members: &Memberships{
+			coll: db.Collection(MembershipsCollection), primary: db.Collection(MembershipsCollection, primary),
+			users: db.Collection(UsersCollection, primary),
+		},
 		events: &Events{
 			coll: db.Collection(EventsCollection), primary: db.Collection(EventsCollection, primary),
 			counters: counters,
 		},
-	}, nil
+	}
+	s.users.members, s.orgs.members, s.members.orgs = s.members, s.members, s.orgs
+	return s, nil
 }
 
 // Defaults of a connection, where the URI says nothing.
@@ -217,7 +230,7 @@ func (s *Store) createCollections(ctx context.Context) error {
 	for _, n := range names {
 		have[n] = true
 	}
-	for _, n := range []string{UsersCollection, EventsCollection, CountersCollection} {
+	for _, n := range []string{UsersCollection, OrganizationsCollection, MembershipsCollection, EventsCollection, CountersCollection} {
 		if have[n] {
 			continue
 		}
@@ -254,7 +267,10 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 
 // uniqueIndexes are the indexes correctness needs, which Prepare builds
 // before usersync serves.
-var uniqueIndexes = map[string]bool{"userId_1": true, emailIndex: true, "eventId_1": true}
+var uniqueIndexes = map[string]bool{
+	"userId_1": true, emailIndex: true, "eventId_1": true,
+	"organizationId_1": true, "membershipId_1": true, activeKeyIndex: true,
+}
 
 func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 	for _, c := range []struct {
@@ -263,6 +279,8 @@ func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 		obsolete []string
 	}{
 		{s.users.coll, userIndexes, obsoleteUserIndexes},
+		{s.orgs.coll, orgIndexes, nil},
+		{s.members.coll, membershipIndexes, nil},
 		{s.events.coll, eventIndexes, obsoleteEventIndexes},
 	} {
 		want := c.want
@@ -413,6 +431,12 @@ func redactURI(uri string) string {
 
 // Users returns the users collection.
 func (s *Store) Users() repository.Users { return s.users }
+
+// Organizations returns the organizations collection.
+func (s *Store) Organizations() repository.Organizations { return s.orgs }
+
+// Memberships returns the memberships collection.
+func (s *Store) Memberships() repository.Memberships { return s.members }
 
 // Events returns the events collection.
 func (s *Store) Events() repository.Events { return s.events }
