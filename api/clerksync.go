@@ -61,7 +61,7 @@ func (s *server) syncUser(c echo.Context) error {
 	default:
 		return err
 	}
-	if u.Deleted() && !req.IncludeDeleted {
+	if (u.Deleted() || u.Deprovisioned) && !req.IncludeDeleted {
 		return fmt.Errorf("user %s: %w", req.UserID, models.ErrNotFound)
 	}
 	return c.JSON(http.StatusOK, newUserJSON(u))

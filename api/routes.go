@@ -21,6 +21,11 @@ func (s *server) routes(e *echo.Echo) {
 	v1.GET("/users/:userId", s.getUser)
 	v1.POST("/users/:userId/sync", s.syncUser)
 	v1.POST("/users/:userId/erase", s.eraseUser, s.requireKey(roleAdmin))
+	v1.GET("/users/:userId/memberships", s.listMemberships)
+	v1.GET("/organizations", s.listOrganizations)
+	v1.GET("/organizations/:orgId", s.getOrganization)
+	v1.GET("/organizations/:orgId/memberships", s.listMemberships)
+	v1.GET("/memberships", s.membershipFeed)
 
 	// Admin key: events hold whole payloads, private metadata included.
 	admin := e.Group("/v1/events", s.requireKey(roleAdmin))

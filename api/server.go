@@ -18,8 +18,8 @@ import (
 	"github.com/usersync/usersync/sync"
 )
 
-// Ingester stores and applies user events: new deliveries, and stored
-// events again (replay).
+// Ingester stores and applies the events of users, organizations and
+// memberships: new deliveries, and stored events again (replay).
 type Ingester interface {
 	Ingest(ctx context.Context, d sync.Delivery) (sync.Result, error)
 	Process(ctx context.Context, ev models.Event) (sync.Result, error)
@@ -54,12 +54,14 @@ type Pinger interface {
 
 // Config is what the server is built from.
 type Config struct {
-	Sync   Ingester
-	Users  UserReader
-	Events EventReader
-	Eraser UserEraser
-	DB     Pinger
-	Logger *slog.Logger
+	Sync          Ingester
+	Users         UserReader
+	Organizations OrganizationReader
+	Memberships   MembershipReader
+	Events        EventReader
+	Eraser        UserEraser
+	DB            Pinger
+	Logger        *slog.Logger
 
 	// WebhookSecrets are the Svix signing secrets (whsec_...); any of them
 	// may sign a request, so that secrets can be rotated.
@@ -91,6 +93,8 @@ type Config struct {
 type server struct {
 	sync     Ingester
 	users    UserReader
+	orgs     OrganizationReader
+	members  MembershipReader
 	events   EventReader
 	eraser   UserEraser
 	db       Pinger
@@ -126,6 +130,8 @@ func New(cfg Config) (*echo.Echo, error) {
 	s := &server{
 		sync:     cfg.Sync,
 		users:    cfg.Users,
+		orgs:     cfg.Organizations,
+		members:  cfg.Memberships,
 		events:   cfg.Events,
 		eraser:   cfg.Eraser,
 		db:       cfg.DB,

@@ -99,7 +99,9 @@ type webhookResponse struct {
 }
 
 // clerkWebhook receives one Svix delivery: it reads the raw body, verifies
-// it, and only then decodes it.
+// it, and only then decodes it. Events of users, organizations and
+// memberships are stored and applied; every other type is acknowledged
+// and ignored.
 func (s *server) clerkWebhook(c echo.Context) (err error) {
 	result := "rejected" // until the event is stored
 	defer func() { s.metrics.webhooks.WithLabelValues(result).Inc() }()
@@ -124,7 +126,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if !ev.IsUserEvent() {
+	if !ev.IsStored() {
 		result = "ignored"
 		return c.JSON(http.StatusOK, webhookResponse{Received: true, EventID: id, Status: "ignored", Type: ev.Type})
 	}
@@ -141,7 +143,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	start := time.Now()
 	res, err := s.sync.Ingest(ctx, sync.Delivery{EventID: id, Signature: sig, Body: body, Event: ev})
 	s.metrics.process.Observe(time.Since(start).Seconds())
-	s.logEvent(c, id, res.UserID, res.Status, res.Outcome, err)
+	s.logEvent(c, id, res.UserID, res.ObjectID, res.Status, res.Outcome, err)
 	switch {
 	case err == nil && res.Duplicate:
 		result = "duplicate"
@@ -166,10 +168,10 @@ func tooLarge() error {
 }
 
 // logEvent logs what became of one event, with the request's id.
-func (s *server) logEvent(c echo.Context, eventID, userID string, status models.EventStatus, outcome models.Outcome, err error) {
+func (s *server) logEvent(c echo.Context, eventID, userID, objectID string, status models.EventStatus, outcome models.Outcome, err error) {
 	attrs := []slog.Attr{
 		slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
-		slog.String("event_id", eventID), slog.String("user_id", userID),
+		slog.String("event_id", eventID), slog.String("user_id", userID), slog.String("object_id", objectID),
 		slog.String("status", string(status)), slog.String("outcome", string(outcome)),
 	}
 	level := slog.LevelInfo
