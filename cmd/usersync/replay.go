@@ -151,7 +151,13 @@ func (t *replayTally) add(res sync.Result) {
 }
 
 func (t *replayTally) line(done, total int) string {
-	return fmt.Sprintf("replay: %d/%d events: processed %d (applied %d, stale %d, deleted_user %d), failed %d, already processed %d",
+	// deleted (an organization's or membership's) only when there are
+	// some: a store of users alone reads as before.
+	deleted := ""
+	if n := t.outcomes[models.OutcomeDeleted]; n > 0 {
+		deleted = fmt.Sprintf(", deleted %d", n)
+	}
+	return fmt.Sprintf("replay: %d/%d events: processed %d (applied %d, stale %d, deleted_user %d%s), failed %d, already processed %d",
 		done, total, t.processed, t.outcomes[models.OutcomeApplied], t.outcomes[models.OutcomeStale],
-		t.outcomes[models.OutcomeDeletedUser], t.failed, t.skipped)
+		t.outcomes[models.OutcomeDeletedUser], deleted, t.failed, t.skipped)
 }
