@@ -308,3 +308,28 @@ func TestMemberships_ChangeFeedShowsACascadedDeletion(t *testing.T) {
 		t.Errorf("the feed without updatedSince: %s, want 400", r)
 	}
 }
+
+// TestErase_AMembersDataGoesWithTheDeletedUser: a membership's events
+// carry the member's personal data (public_user_data); they are the
+// user's events (userId), so erasing the deleted user erases them, and the
+// membership deleted with the user keeps none of it.
+func TestErase_AMembersDataGoesWithTheDeletedUser(t *testing.T) {
+	h := newHarness(t)
+	member := []string{"jane.doe@acme.com", "Jane", "img.clerk.com/yyyyy"}
+	h.mustDeliver(newID(), fixture(t, "openapi.organizationMembership.created.json"))
+	h.mustDeliver(newID(), fixture(t, "openapi.organizationMembership.updated.json"))
+	if found := h.leftovers(member); len(found) < len(member) {
+		t.Fatalf("before erasure the scan finds only %v: it cannot be trusted", found)
+	}
+	h.mustDeliver(newID(), deleteBody(t, fxUser, time.Now().UnixMilli()))
+	r := h.postAs("/v1/users/"+fxUser+"/erase", testAdminKey)
+	if r.Code != http.StatusOK {
+		t.Fatalf("erase: %s", r)
+	}
+	if got := r.JSON(t); got["erasedEvents"] != 3.0 || got["pendingEvents"] != 0.0 {
+		t.Errorf("erase = %v, want the deletion and both membership events erased", got)
+	}
+	if found := h.leftovers(member); len(found) > 0 {
+		t.Errorf("after erasure the store still holds %v", found)
+	}
+}
