@@ -39,6 +39,14 @@ func (instantEvents) MarkProcessed(context.Context, string, models.Outcome, time
 
 func (instantEvents) MarkFailed(context.Context, string, string, *time.Time) error { return nil }
 
+func (instantEvents) Get(context.Context, string) (models.Event, error) {
+	return models.Event{}, models.ErrNotFound
+}
+
+func (instantEvents) Claim(context.Context, string, int, time.Time, time.Duration) (bool, error) {
+	return true, nil
+}
+
 // instantUsers applies every change at once.
 type instantUsers struct{}
 
@@ -53,8 +61,8 @@ func (instantIngester) Ingest(_ context.Context, d sync.Delivery) (sync.Result, 
 	return sync.Result{EventID: d.EventID, Status: models.StatusProcessed, Outcome: models.OutcomeApplied}, nil
 }
 
-func (instantIngester) Process(_ context.Context, ev models.Event) (sync.Result, error) {
-	return sync.Result{EventID: ev.EventID, Status: models.StatusProcessed, Outcome: models.OutcomeApplied}, nil
+func (instantIngester) Replay(context.Context, []models.Event, time.Duration, func(sync.Replayed)) error {
+	return nil
 }
 
 // BenchmarkWebhook_InProcess measures one signed ~2 KB user.updated

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/repository/sqlite"
 )
@@ -110,5 +112,32 @@ func TestWebhook_FullDiskIsUnavailableCountedAndNotReady(t *testing.T) {
 		if ev := h.event(id); ev["status"] != "processed" {
 			t.Errorf("acknowledged event %s is %v, want processed", id, ev["status"])
 		}
+	}
+}
+
+// TestWebhook_AReadOnlyDatabaseIsUnavailableCountedAndNotReady: writes
+// are refused as by a read-only database (the store's own translation of
+// SQLITE_READONLY is tested in repository/sqlite). Every webhook is a 503
+// (Svix retries), counted as a database error, /readyz says why, and the
+// retry succeeds once the database takes writes again.
+func TestWebhook_AReadOnlyDatabaseIsUnavailableCountedAndNotReady(t *testing.T) {
+	h, flaky := newFlakyHarness(t)
+	flaky.err = fmt.Errorf("test: %w: %w", models.ErrReadOnly, models.ErrUnavailable)
+	flaky.fail.Store(true)
+	id := newID()
+	body := userBody(t, "user.created", clerkUser{ID: "user_ro", UpdatedAt: t0})
+	if r := h.deliver(id, body); r.Code != http.StatusServiceUnavailable {
+		t.Fatalf("delivery to a read-only database = %s, want 503", r)
+	}
+	if r := h.get("/readyz", ""); r.Code != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), "cannot be written") {
+		t.Errorf("/readyz with a read-only database = %s, want 503 saying it cannot be written", r)
+	}
+	if m := engineErrors.FindStringSubmatch(string(h.get("/metrics", "").Body)); m == nil || m[1] == "0" {
+		t.Errorf("usersync_engine_errors_total = %v, want it counted", m)
+	}
+	flaky.fail.Store(false)
+	h.mustDeliver(id, body) // Svix's retry
+	if u := h.user("user_ro"); u == nil {
+		t.Error("the retried delivery did not write the user")
 	}
 }

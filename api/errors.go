@@ -37,6 +37,8 @@ func status(err error) (int, string, string) {
 		return http.StatusServiceUnavailable, "retry_later", err.Error()
 	case errors.Is(err, models.ErrStorageFull):
 		return http.StatusServiceUnavailable, "unavailable", "the database's storage is full; retry later"
+	case errors.Is(err, models.ErrReadOnly):
+		return http.StatusServiceUnavailable, "unavailable", "the database cannot be written (a read-only file or disk); retry later"
 	case errors.Is(err, models.ErrUnavailable):
 		return http.StatusServiceUnavailable, "unavailable", "the database is unavailable; retry later"
 	case errors.Is(err, models.ErrInvalid):

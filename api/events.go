@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/sync"
 )
 
 // eventJSON is an event as the admin API shows it.
@@ -183,6 +184,10 @@ func (s *server) eventStats(c echo.Context) error {
 	})
 }
 
+// replayLease is how long a replay holds the events it processes, as a
+// sweep holds those it claims.
+const replayLease = time.Minute
+
 type replayResponse struct {
 	EventID string `json:"eventId"`
 	Status  string `json:"status"`
@@ -210,11 +215,16 @@ func (s *server) replayEvent(c echo.Context) error {
 		return fmt.Errorf("%w: event %s is already processed (outcome %s); replaying it would change nothing",
 			models.ErrConflict, models.Quote(req.ID), ev.Outcome)
 	}
-	res, err := s.sync.Process(ctx, ev)
-	s.metrics.replayed.WithLabelValues(string(res.Status)).Inc()
-	if errors.Is(err, models.ErrUnavailable) {
+	var done sync.Replayed
+	if err := s.sync.Replay(ctx, []models.Event{ev}, replayLease, func(r sync.Replayed) { done = r }); err != nil {
 		return err
 	}
+	if done.Skip != "" {
+		return fmt.Errorf("%w: event %s is being processed by a sweep or another replay (%s); try again shortly",
+			models.ErrConflict, models.Quote(req.ID), done.Skip)
+	}
+	res, err := done.Result, done.Err
+	s.metrics.replayed.WithLabelValues(string(res.Status)).Inc()
 	resp := replayResponse{EventID: ev.EventID, Status: string(res.Status), Outcome: string(res.Outcome)}
 	if err != nil {
 		resp.Error = err.Error() // the event's own failure: the replay itself worked

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -198,5 +199,31 @@ func TestReplay_ProcessesAFailedEventThroughTheWebhookPath(t *testing.T) {
 	}
 	if r := h.postAs("/v1/events/msg_nope/replay", testAdminKey); r.Code != http.StatusNotFound {
 		t.Errorf("replay of an unknown event = %s, want 404", r)
+	}
+}
+
+// TestReplay_AnEventASweepHoldsIsNotProcessedTwice: the route claims the
+// event as the sweep does, so that two instances never process it at once.
+func TestReplay_AnEventASweepHoldsIsNotProcessedTwice(t *testing.T) {
+	h, flaky := newFlakyHarness(t)
+	flaky.err = fmt.Errorf("test: %w", models.ErrRetryLater)
+	flaky.fail.Store(true)
+	id := newID()
+	if r := h.deliver(id, userBody(t, "user.created", clerkUser{ID: "user_held", UpdatedAt: t0})); r.Code != http.StatusServiceUnavailable {
+		t.Fatalf("delivery = %s", r)
+	}
+	flaky.fail.Store(false)
+	ev, err := h.store.Events().Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := h.store.Events().Claim(context.Background(), ev.ID, ev.Attempts, time.Now(), time.Hour); !ok || err != nil {
+		t.Fatalf("a sweep's claim = %v, %v", ok, err)
+	}
+	if r := h.postAs("/v1/events/"+id+"/replay", testAdminKey); r.Code != http.StatusConflict {
+		t.Errorf("replay of an event a sweep holds = %s, want 409", r)
+	}
+	if got := h.event(id); got["status"] != "failed" || got["attempts"] != int32(1) {
+		t.Errorf("event = %v, want it left failed after 1 attempt", got)
 	}
 }

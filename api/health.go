@@ -14,26 +14,39 @@ import (
 )
 
 // storageFullFor is how long /readyz reports not ready after a write failed
-// because the database's storage is full. A full disk does not stop the
+// because the database's storage is full or read-only. Neither stops the
 // database from answering a ping, so readiness remembers the failure.
 const storageFullFor = time.Minute
 
 // health remembers failures that a ping cannot see.
 type health struct {
 	storageFull atomic.Int64 // Unix ns of the last write refused for lack of space; 0: none
+	readOnly    atomic.Int64 // Unix ns of the last write refused by a read-only database; 0: none
 }
 
-// observe notes err if it says the database's storage is full.
+// observe notes err if it says the database's storage is full or
+// read-only.
 func (h *health) observe(err error) {
-	if errors.Is(err, models.ErrStorageFull) {
+	switch {
+	case errors.Is(err, models.ErrStorageFull):
 		h.storageFull.Store(time.Now().UnixNano())
+	case errors.Is(err, models.ErrReadOnly):
+		h.readOnly.Store(time.Now().UnixNano())
 	}
 }
 
 // storageFullSince returns when storage was last full, if within
 // storageFullFor of now.
 func (h *health) storageFullSince(now time.Time) (time.Time, bool) {
-	ns := h.storageFull.Load()
+	return recent(&h.storageFull, now)
+}
+
+// readOnlySince returns when a write was last refused by a read-only
+// database, if within storageFullFor of now.
+func (h *health) readOnlySince(now time.Time) (time.Time, bool) { return recent(&h.readOnly, now) }
+
+func recent(v *atomic.Int64, now time.Time) (time.Time, bool) {
+	ns := v.Load()
 	if ns == 0 {
 		return time.Time{}, false
 	}
@@ -54,6 +67,9 @@ func (s *server) readyz(c echo.Context) error {
 	if at, full := s.health.storageFullSince(time.Now()); full {
 		return fmt.Errorf("%w: %w: a write failed for lack of space at %s",
 			models.ErrUnavailable, models.ErrStorageFull, at.UTC().Format(time.RFC3339))
+	}
+	if at, ro := s.health.readOnlySince(time.Now()); ro {
+		return fmt.Errorf("%w: %w: a write was refused at %s", models.ErrUnavailable, models.ErrReadOnly, at.UTC().Format(time.RFC3339))
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()

@@ -11,6 +11,11 @@ func (s *server) routes(e *echo.Echo) {
 	e.HEAD("/readyz", s.readyz)
 	e.GET("/metrics", s.metrics.handler())
 	e.GET("/openapi.json", s.openAPI)
+	// The operator's console: static files, the same for everyone; its data
+	// come from the admin API below, with the key the operator types in.
+	e.GET("/admin", s.console)
+	e.GET("/admin/", s.console)
+	e.GET("/admin/:file", s.console)
 
 	// Svix, signed with a webhook secret (checked in the handler, on the raw body).
 	e.POST("/webhooks/clerk", s.clerkWebhook)
@@ -31,6 +36,16 @@ func (s *server) routes(e *echo.Echo) {
 	admin := e.Group("/v1/events", s.requireKey(roleAdmin))
 	admin.GET("", s.listEvents)
 	admin.GET("/stats", s.eventStats)
+	admin.GET("/failures", s.eventFailures)
+	admin.POST("/replay", s.replayEvents)
 	admin.GET("/:id", s.getEvent)
 	admin.POST("/:id/replay", s.replayEvent)
+
+	// Admin key: the console's views of the service.
+	adminOnly := s.requireKey(roleAdmin)
+	e.GET("/v1/admin/overview", s.overview, adminOnly)
+	e.GET("/v1/admin/activity", s.activity, adminOnly)
+	e.GET("/v1/reconcile/runs", s.reconcileRuns, adminOnly)
+	e.GET("/v1/reconcile/dry-run", s.dryRunState, adminOnly)
+	e.POST("/v1/reconcile/dry-run", s.startDryRun, adminOnly)
 }

@@ -22,7 +22,8 @@ import (
 // memberships: new deliveries, and stored events again (replay).
 type Ingester interface {
 	Ingest(ctx context.Context, d sync.Delivery) (sync.Result, error)
-	Process(ctx context.Context, ev models.Event) (sync.Result, error)
+	// Replay processes stored or failed events again (see sync.Service.Replay).
+	Replay(ctx context.Context, evs []models.Event, lease time.Duration, each func(sync.Replayed)) error
 }
 
 // EventReader reads the event log.
@@ -74,6 +75,9 @@ type Config struct {
 	// (no CLERK_SECRET_KEY) that route answers 501.
 	ClerkSync UserSyncer
 
+	// Console is what the operator's console at /admin reads.
+	Console Console
+
 	// Metrics, if set, are served at /metrics and updated by the server;
 	// nil makes a set of its own.
 	Metrics *Metrics
@@ -107,6 +111,9 @@ type server struct {
 	health   *health
 
 	clerkSync UserSyncer
+
+	consoleCfg Console
+	dryRun     dryRunJob
 
 	settle time.Duration
 }
@@ -144,6 +151,8 @@ func New(cfg Config) (*echo.Echo, error) {
 		health:   &health{},
 
 		clerkSync: cfg.ClerkSync,
+
+		consoleCfg: cfg.Console,
 
 		settle: cfg.ChangeSettle,
 	}

@@ -40,7 +40,18 @@ var ErrEmailTaken = errors.New("the user's email is held by another active user"
 // `usersync migrate` must run before usersync serves it.
 var ErrNeedsMigration = errors.New("the database needs `usersync migrate`")
 
+// ErrReadOnly: the database refuses writes (a file or a disk that became
+// read-only). It is always wrapped together with ErrUnavailable;
+// readiness reports it although the database still answers a ping.
+var ErrReadOnly = errors.New("the database cannot be written")
+
 // ErrForeignData: the database holds data usersync did not write (an
 // application's own collections, another program's file). usersync
 // refuses it before writing anything.
 var ErrForeignData = errors.New("the database holds data usersync did not write")
+
+// ErrUnsupportedEngine: the database engine at MONGODB_URI cannot keep a
+// rule usersync depends on (a unique index as usersync needs it, atomic
+// single-document updates). usersync refuses it at start rather than at
+// the first write that would break the rule.
+var ErrUnsupportedEngine = errors.New("the database engine cannot keep a rule usersync depends on")

@@ -31,6 +31,8 @@ type Store interface {
 	Memberships() Memberships
 	Events() Events
 	Leases() Leases
+	Activity() Activity
+	Runs() Runs
 
 	// EraseUser erases now the personal data kept in the events of a
 	// deleted user; it wraps models.ErrNotFound for an unknown user and
@@ -146,6 +148,41 @@ type Events interface {
 	// DeleteProcessedBefore deletes up to limit events processed before
 	// cutoff, never stored or failed ones, and says how many.
 	DeleteProcessedBefore(ctx context.Context, cutoff time.Time, limit int) (int, error)
+	// FailureGroups reads at most scan (1 to models.MaxFailureScan) failed
+	// events, newest first, through the status index, and groups them by
+	// models.FailureReason (see models.GroupFailures).
+	FailureGroups(ctx context.Context, scan int) (models.FailureGroups, error)
+}
+
+// Activity is the per-minute and per-hour counts of events received and
+// of processing outcomes that the operator's console charts. They are
+// written as events arrive (sync.Activity) and never counted from the
+// event log.
+type Activity interface {
+	// Add adds n to the count of kind in the minute bucket and in the
+	// hour bucket that hold at, and deletes the buckets older than
+	// models.ActivityMinuteRetention (minutes) and
+	// models.ActivityHourRetention (hours). A kind that is not
+	// [a-z][a-z_]{0,31} wraps models.ErrInvalid. Several processes may
+	// add to one bucket at once: every count stays.
+	Add(ctx context.Context, at time.Time, kind string, n int64) error
+	// Buckets returns the buckets of size (models.ActivityMinute or
+	// models.ActivityHour, else models.ErrInvalid) that start in
+	// [from, to), oldest first: one range of buckets, whatever the number
+	// of events. A bucket without counts may be absent.
+	Buckets(ctx context.Context, size time.Duration, from, to time.Time) ([]models.ActivityBucket, error)
+}
+
+// Runs keeps the summaries of the last models.KeptReconcileRuns reconcile
+// and backfill runs, for the console.
+type Runs interface {
+	// Record keeps r, with an ID set here and its error cut to
+	// models.MaxRunError bytes, and deletes all but the last
+	// models.KeptReconcileRuns summaries (by start time).
+	Record(ctx context.Context, r models.ReconcileSummary) (models.ReconcileSummary, error)
+	// Last returns the last n (1 to models.KeptReconcileRuns) summaries,
+	// the latest start first.
+	Last(ctx context.Context, n int) ([]models.ReconcileSummary, error)
 }
 
 // Leases let one process at a time, among all those on a database, do a

@@ -18,6 +18,16 @@ if [ "$(go env CGO_ENABLED)" != 1 ]; then
   exit 1
 fi
 
+echo "== chromium (for the console's browser test)"
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ||
+      echo "check.sh: installing chromium failed: the console's browser test will be skipped." >&2
+  else
+    echo "check.sh: no chromium (Debian/Ubuntu: apt-get install chromium): the console's browser test will be skipped." >&2
+  fi
+fi
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then

@@ -2,7 +2,6 @@ package sync
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -112,39 +111,36 @@ func (r *Recovery) SweepOnce(ctx context.Context) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		fresh := 0
+		var fresh []models.Event
 		for _, ev := range evs {
-			if seen[ev.ID] {
-				continue // still due (failed again with a retry time already passed)
+			if !seen[ev.ID] { // one still due failed again with a retry time already passed
+				seen[ev.ID] = true
+				fresh = append(fresh, ev)
 			}
-			seen[ev.ID] = true
-			fresh++
-			claimed, err := r.Store.Claim(ctx, ev.ID, ev.Attempts, r.now(), r.lease())
-			if err != nil {
-				return rep, err
+		}
+		err = r.Service.Replay(ctx, fresh, r.lease(), func(rp Replayed) {
+			if rp.Skip != "" {
+				return // another instance is on it, or it is done
 			}
-			if !claimed {
-				continue // another instance is on it, or it is done
-			}
-			res, err := r.Service.Process(ctx, ev)
-			if errors.Is(err, models.ErrUnavailable) || ctx.Err() != nil {
-				return rep, err
-			}
+			res := rp.Result
 			rep.Swept[res.Status]++
 			if res.Outcome != "" && res.Status == models.StatusProcessed {
 				rep.Outcomes[res.Outcome]++
 			}
 			if r.Log != nil {
 				lvl := slog.LevelInfo
-				if err != nil {
+				if rp.Err != nil {
 					lvl = slog.LevelWarn
 				}
-				r.Log.LogAttrs(ctx, lvl, "event swept", slog.String("event_id", ev.EventID),
-					slog.String("user_id", ev.UserID), slog.String("status", string(res.Status)),
-					slog.String("outcome", string(res.Outcome)), errAttr(err))
+				r.Log.LogAttrs(ctx, lvl, "event swept", slog.String("event_id", rp.Event.EventID),
+					slog.String("user_id", rp.Event.UserID), slog.String("status", string(res.Status)),
+					slog.String("outcome", string(res.Outcome)), errAttr(rp.Err))
 			}
+		})
+		if err != nil {
+			return rep, err
 		}
-		if len(evs) < r.batch() || fresh == 0 {
+		if len(evs) < r.batch() || len(fresh) == 0 {
 			return rep, nil
 		}
 	}

@@ -23,6 +23,12 @@ type EventStore interface {
 	// processed already: the first outcome stays.
 	MarkProcessed(ctx context.Context, id string, outcome models.Outcome, now time.Time) error
 	MarkFailed(ctx context.Context, id string, cause string, retryAt *time.Time) error
+	// Get returns the event whose id or eventId is id, body included.
+	Get(ctx context.Context, id string) (models.Event, error)
+	// Claim leases the event, read with attempts attempts, to one caller
+	// until now+lease; false when another holds it, it has had another
+	// attempt since, or it is processed.
+	Claim(ctx context.Context, id string, attempts int, now time.Time, lease time.Duration) (bool, error)
 }
 
 // UserStore is what the service needs of the users collection.
@@ -55,6 +61,9 @@ type Service struct {
 	members MembershipStore
 	now     func() time.Time
 	retry   Backoff
+	// activity, if set, counts events and outcomes per minute (see
+	// SetActivity).
+	activity *Activity
 }
 
 // New returns a service over the given stores. now may be nil for
@@ -163,6 +172,9 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 	stored, created, err := s.events.Record(ctx, ev)
 	if err != nil {
 		return Result{}, err
+	}
+	if created {
+		s.activity.Note(models.ActivityReceived)
 	}
 	res := Result{EventID: d.EventID, UserID: userID, ObjectID: objectID, Status: stored.Status, Outcome: stored.Outcome, Duplicate: !created}
 	if stored.Status == models.StatusProcessed {
@@ -281,6 +293,7 @@ func (s *Service) process(ctx context.Context, ev models.Event, res Result, c ch
 		// applies it again, which changes nothing.
 		return res, err
 	}
+	s.noteOutcome(outcome, false)
 	res.Status, res.Outcome = models.StatusProcessed, outcome
 	return res, nil
 }
@@ -298,6 +311,7 @@ func (s *Service) fail(ctx context.Context, ev models.Event, res Result, cause e
 		// The event stays stored; the recovery sweep will find it.
 		return res, fmt.Errorf("%w (and recording the failure: %v)", cause, err)
 	}
+	s.noteOutcome("", true)
 	res.Status = models.StatusFailed
 	return res, cause
 }

@@ -68,7 +68,7 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 	if opts.offset < 0 {
 		return fmt.Errorf("-offset: %d is negative", opts.offset)
 	}
-	rec, closeStore, err := openReconciler(ctx, cfg, cl)
+	rec, store, closeStore, err := openReconciler(ctx, cfg, cl)
 	if err != nil {
 		return err
 	}
@@ -85,6 +85,9 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 			}
 		},
 	})
+	if rerr := recordRun(ctx, store.Runs(), kindBackfill, triggerCommand, rep, err); rerr != nil {
+		fmt.Fprintf(out, "backfill: %v\n", rerr)
+	}
 	var stopped *sync.StoppedError
 	if errors.As(err, &stopped) {
 		fmt.Fprintf(out, "backfill: stopped at offset %d after %s\n", stopped.Offset, backfillTally(rep.Listed))

@@ -20,12 +20,14 @@ func (secret) LogValue() slog.Value { return slog.StringValue("REDACTED") }
 // config is usersync's configuration, from the environment; flags mirror
 // the variables that are not secrets.
 type config struct {
-	Addr      string
-	MongoURI  secret
-	Database  string
-	DataDir   string
-	LogLevel  slog.Level
-	LogFormat string
+	Addr     string
+	MongoURI secret
+	Database string
+	// CollectionPrefix is put before usersync's collection names (MongoDB).
+	CollectionPrefix string
+	DataDir          string
+	LogLevel         slog.Level
+	LogFormat        string
 
 	WebhookSecrets []secret
 	APIKeys        []secret
@@ -76,9 +78,10 @@ var (
 // settings are every environment variable usersync reads.
 var settings = []setting{
 	{Env: "USERSYNC_ADDR", Flag: "addr", Default: ":8080", Usage: "listen address, host:port (\":8080\" is every interface)", Commands: serveOnly},
-	{Env: "MONGODB_URI", Shown: "empty", Usage: "a MongoDB URI; empty: the embedded engine"},
-	{Env: "MONGODB_DATABASE", Flag: "database", Default: "usersync", Usage: "database name"},
-	{Env: "USERSYNC_DATA_DIR", Flag: "data-dir", Default: "./data", Usage: "embedded engine files (db/) and generated development secrets (secrets.json)"},
+	{Env: "MONGODB_URI", Shown: "empty", Usage: "a MongoDB URI; empty: the embedded store"},
+	{Env: "MONGODB_DATABASE", Flag: "database", Default: "usersync", Usage: "database name (a database of usersync's own)"},
+	{Env: "USERSYNC_COLLECTION_PREFIX", Flag: "collection-prefix", Shown: "none", Usage: "prefix of usersync's collection names, to share a MongoDB database with an application"},
+	{Env: "USERSYNC_DATA_DIR", Flag: "data-dir", Default: "./data", Usage: "embedded store (usersync.db) and generated development secrets (secrets.json)"},
 	{Env: "CLERK_WEBHOOK_SECRET", Shown: "generated (embedded only)", Usage: "the endpoint's signing secret, whsec_...; several separated by spaces during rotation", Commands: serveOnly},
 	{Env: "USERSYNC_API_KEYS", Shown: "generated (embedded only)", Usage: "comma-separated keys that may read active users", Commands: serveOnly},
 	{Env: "USERSYNC_ADMIN_KEYS", Shown: "generated (embedded only)", Usage: "comma-separated keys that may also read deleted users and the event log, and replay events", Commands: serveOnly},
@@ -135,16 +138,17 @@ func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(str
 	}
 	get := func(name string) string { return *raw[name] }
 	c := config{
-		Addr:           get("USERSYNC_ADDR"),
-		MongoURI:       secret(get("MONGODB_URI")),
-		Database:       get("MONGODB_DATABASE"),
-		DataDir:        get("USERSYNC_DATA_DIR"),
-		LogFormat:      get("USERSYNC_LOG_FORMAT"),
-		WebhookSecrets: split(get("CLERK_WEBHOOK_SECRET"), " "),
-		APIKeys:        split(get("USERSYNC_API_KEYS"), ","),
-		AdminKeys:      split(get("USERSYNC_ADMIN_KEYS"), ","),
-		ClerkSecretKey: secret(get("CLERK_SECRET_KEY")),
-		ClerkAPIURL:    get("CLERK_API_URL"),
+		Addr:             get("USERSYNC_ADDR"),
+		MongoURI:         secret(get("MONGODB_URI")),
+		Database:         get("MONGODB_DATABASE"),
+		CollectionPrefix: get("USERSYNC_COLLECTION_PREFIX"),
+		DataDir:          get("USERSYNC_DATA_DIR"),
+		LogFormat:        get("USERSYNC_LOG_FORMAT"),
+		WebhookSecrets:   split(get("CLERK_WEBHOOK_SECRET"), " "),
+		APIKeys:          split(get("USERSYNC_API_KEYS"), ","),
+		AdminKeys:        split(get("USERSYNC_ADMIN_KEYS"), ","),
+		ClerkSecretKey:   secret(get("CLERK_SECRET_KEY")),
+		ClerkAPIURL:      get("CLERK_API_URL"),
 	}
 	for name, dst := range map[string]*time.Duration{
 		"USERSYNC_SWEEP_INTERVAL":     &c.SweepInterval,

@@ -119,7 +119,7 @@ func runServe(ctx context.Context, cfg config, _ io.Writer) error {
 		return err
 	}
 
-	store, closeStore, err := openStore(ctx, cfg, log)
+	store, closeStore, err := openStore(ctx, cfg, log, false)
 	if err != nil {
 		return err
 	}
@@ -175,11 +175,13 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 	if err != nil {
 		return err
 	}
+	stopActivity := countActivity(ctx, svc, store, log)
+	defer stopActivity()
 	handler, err := api.New(api.Config{
 		Sync: svc, Users: store.Users(), Organizations: store.Organizations(), Memberships: store.Memberships(),
 		Events: store.Events(), Eraser: store, DB: store, Logger: log, Metrics: metrics,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
-		ClerkSync: fetcher,
+		ClerkSync: fetcher, Console: consoleConfig(ctx, svc, store, cl),
 	})
 	if err != nil {
 		return fmt.Errorf("CLERK_WEBHOOK_SECRET: %w", err)

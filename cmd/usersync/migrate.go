@@ -22,7 +22,7 @@ func migrateCommand(fs *flag.FlagSet) func(context.Context, config, io.Writer) e
 // take, and says what it did.
 func runMigrate(ctx context.Context, cfg config, dryRun bool, out io.Writer) error {
 	log := newLogger(cfg)
-	store, closeStore, err := openStore(ctx, cfg, log)
+	store, closeStore, err := openStore(ctx, cfg, log, true)
 	if err != nil {
 		return err
 	}

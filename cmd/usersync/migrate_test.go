@@ -140,9 +140,9 @@ func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) 
 	}
 }
 
-// schemaLine is how migrate names the embedded store's schema version,
-// whatever the number of migrations.
-var schemaLine = regexp.MustCompile(`is at schema [1-9][0-9]*\b`)
+// schemaLine is how migrate names the embedded store's schema, whichever
+// number the last migration has.
+var schemaLine = regexp.MustCompile(`usersync\.db is at schema [1-9][0-9]*\b`)
 
 func TestMigrate_TheEmbeddedStoreSaysItsSchema(t *testing.T) {
 	dir := t.TempDir()

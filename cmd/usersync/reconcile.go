@@ -52,7 +52,7 @@ func runReconcile(ctx context.Context, cfg config, opts reconcileOptions, out io
 	if opts.maxDeletes < -1 {
 		return fmt.Errorf("-max-deletes: %d is not -1 (no limit) or more", opts.maxDeletes)
 	}
-	rec, closeStore, err := openReconciler(ctx, cfg, cl)
+	rec, store, closeStore, err := openReconciler(ctx, cfg, cl)
 	if err != nil {
 		return err
 	}
@@ -65,6 +65,11 @@ func runReconcile(ctx context.Context, cfg config, opts reconcileOptions, out io
 		},
 		OnUser: func(n sync.UserNote) { fmt.Fprintln(out, "reconcile: "+userNote(n)) },
 	})
+	if !opts.dryRun {
+		if rerr := recordRun(ctx, store.Runs(), kindReconcile, triggerCommand, rep, err); rerr != nil {
+			fmt.Fprintf(out, "reconcile: %v\n", rerr)
+		}
+	}
 	var stopped *sync.StoppedError
 	if errors.As(err, &stopped) {
 		fmt.Fprintf(out, "reconcile: stopped at offset %d, nothing deleted: %s\n", stopped.Offset, summary(rep))
@@ -151,6 +156,9 @@ func scheduleReconcile(ctx context.Context, cfg config, store repository.Store, 
 			if err == nil && rep.Refused {
 				err = fmt.Errorf("%d users are absent from Clerk, more than %d: nothing deleted; run usersync reconcile to check them", len(rep.ToDelete), defaultMaxDeletes)
 			}
+			if rerr := recordRun(ctx, store.Runs(), kindReconcile, triggerSchedule, rep, err); rerr != nil {
+				log.LogAttrs(ctx, slog.LevelWarn, "reconcile run not recorded", slog.String("err", rerr.Error()))
+			}
 			metrics.ObserveReconcile(api.ReconcileRun{
 				Start: rep.Started, Duration: rep.Duration, Success: err == nil,
 				ClerkUsers: rep.Listed.Users, LocalUsers: rep.LocalUsers, Applied: rep.Listed.Applied, Stale: rep.Listed.Stale,
@@ -196,11 +204,12 @@ func clerkForServe(cfg config, svc *sync.Service) (*clerk.Client, api.UserSyncer
 }
 
 // openReconciler opens the store and returns the reconciler of backfill
-// and reconcile over it; closeStore closes the store.
-func openReconciler(ctx context.Context, cfg config, cl *clerk.Client) (rec *sync.Reconciler, closeStore func(), err error) {
-	store, closeStore, err := openStore(ctx, cfg, newLogger(cfg))
+// and reconcile over it, and the store, which keeps the runs' summaries;
+// closeStore closes the store.
+func openReconciler(ctx context.Context, cfg config, cl *clerk.Client) (rec *sync.Reconciler, s store, closeStore func(), err error) {
+	s, closeStore, err = openStore(ctx, cfg, newLogger(cfg), false)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return &sync.Reconciler{Service: newService(cfg, store), Clerk: cl, Users: store.Users()}, closeStore, nil
+	return &sync.Reconciler{Service: newService(cfg, s), Clerk: cl, Users: s.Users()}, s, closeStore, nil
 }

@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/sync"
 )
 
@@ -29,11 +26,9 @@ func replayCommand(fs *flag.FlagSet) func(context.Context, config, io.Writer) er
 	return func(ctx context.Context, cfg config, out io.Writer) error { return runReplay(ctx, cfg, opts, out) }
 }
 
-// replayProgressEvery is how many events go between two progress lines.
-const replayProgressEvery = 100
-
-// runReplay processes every stored or failed event again, in Clerk's order,
-// through the same code as a webhook delivery.
+// runReplay processes every stored or failed event again, a page at a
+// time in Clerk's order, through sync.Service.Replay (the sweep's code),
+// printing a progress line after each page.
 func runReplay(ctx context.Context, cfg config, opts replayOptions, out io.Writer) error {
 	if opts.status != string(models.StatusFailed) && opts.status != string(models.StatusStored) {
 		return fmt.Errorf("-status %q: replay takes failed or stored events (processed ones are final)", opts.status)
@@ -43,80 +38,55 @@ func runReplay(ctx context.Context, cfg config, opts replayOptions, out io.Write
 		return err
 	}
 	log := newLogger(cfg) // to standard error: progress and results go to out
-	store, closeStore, err := openStore(ctx, cfg, log)
+	store, closeStore, err := openStore(ctx, cfg, log, false)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 
-	evs, err := listAll(ctx, store, models.EventFilter{Status: models.EventStatus(opts.status), Since: since})
-	if err != nil {
-		return err
-	}
-	// Clerk's order, oldest state first: a user's events apply in sequence.
-	slices.SortStableFunc(evs, func(a, b models.Event) int {
-		return timeOrZero(a.SourceTimestamp).Compare(timeOrZero(b.SourceTimestamp))
-	})
-	if opts.dryRun {
-		for _, ev := range evs {
-			fmt.Fprintf(out, "%s %s %s received %s attempts %d %s\n", ev.EventID, ev.Type, ev.UserID,
-				ev.ReceivedAt.Format(time.RFC3339), ev.Attempts, ev.Error)
-		}
-		fmt.Fprintf(out, "replay: dry run: %d %s events would be replayed\n", len(evs), opts.status)
-		return nil
-	}
-
+	f := models.EventFilter{Status: models.EventStatus(opts.status), Since: since, Limit: replayPage}
 	svc := newService(cfg, store)
 	var tally replayTally
-	for i, summary := range evs {
-		ev, err := store.Events().Get(ctx, summary.ID)
-		if errors.Is(err, models.ErrNotFound) {
-			continue // removed meanwhile
-		}
-		if err == nil && ev.Status == models.StatusProcessed {
-			tally.skipped++ // processed meanwhile (by a delivery or the sweep)
-			continue
-		}
-		var res sync.Result
-		if err == nil {
-			res, err = svc.Process(ctx, ev)
-		}
-		if errors.Is(err, models.ErrUnavailable) || ctx.Err() != nil {
-			fmt.Fprintln(out, tally.line(i, len(evs)))
-			return fmt.Errorf("replay stopped after %d of %d events: %w", i, len(evs), err)
-		}
-		tally.add(res)
-		if (i+1)%replayProgressEvery == 0 && i+1 < len(evs) {
-			fmt.Fprintln(out, tally.line(i+1, len(evs)))
-		}
-	}
-	fmt.Fprintln(out, tally.line(len(evs), len(evs)))
-	return nil
-}
-
-// listAll reads every page of the event log that matches f.
-func listAll(ctx context.Context, store repository.Store, f models.EventFilter) ([]models.Event, error) {
-	var all []models.Event
-	f.Limit = 500
+	// A page at a time (never the whole log in memory), each in Clerk's
+	// order, through the sweep's code.
 	for {
 		page, err := store.Events().List(ctx, f)
 		if err != nil {
-			return nil, err
+			fmt.Fprintln(out, tally.line())
+			return fmt.Errorf("replay stopped after %d events: %w", tally.seen, err)
 		}
-		all = append(all, page.Events...)
+		if opts.dryRun {
+			for _, ev := range page.Events {
+				tally.seen++
+				fmt.Fprintf(out, "%s %s %s received %s attempts %d %s\n", ev.EventID, ev.Type, ev.UserID,
+					ev.ReceivedAt.Format(time.RFC3339), ev.Attempts, ev.Error)
+			}
+		} else if err := svc.Replay(ctx, page.Events, replayLease, tally.add); err != nil {
+			fmt.Fprintln(out, tally.line())
+			return fmt.Errorf("replay stopped after %d events: %w", tally.seen, err)
+		}
 		if page.NextCursor == "" {
-			return all, nil
+			break
 		}
 		f.After = page.NextCursor
+		if !opts.dryRun {
+			fmt.Fprintln(out, tally.line())
+		}
 	}
+	if opts.dryRun {
+		fmt.Fprintf(out, "replay: dry run: %d %s events would be replayed\n", tally.seen, opts.status)
+		return nil
+	}
+	fmt.Fprintln(out, tally.line())
+	return nil
 }
 
-func timeOrZero(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return *t
-}
+// replayPage is how many events one page of a replay holds; replayLease
+// how long a replay holds each event it processes.
+const (
+	replayPage  = 100
+	replayLease = time.Minute
+)
 
 // parseSince reads -since: an RFC 3339 time, or a duration before now.
 func parseSince(s string, now time.Time) (time.Time, error) {
@@ -134,30 +104,34 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 }
 
 type replayTally struct {
-	processed, failed, skipped int
-	outcomes                   map[models.Outcome]int
+	seen, processed, failed, skipped int
+	outcomes                         map[models.Outcome]int
 }
 
-func (t *replayTally) add(res sync.Result) {
+func (t *replayTally) add(r sync.Replayed) {
+	t.seen++
 	if t.outcomes == nil {
 		t.outcomes = map[models.Outcome]int{}
 	}
-	if res.Status == models.StatusProcessed {
+	switch {
+	case r.Skip != "":
+		t.skipped++ // processed or claimed meanwhile (by a delivery or the sweep), or gone
+	case r.Result.Status == models.StatusProcessed:
 		t.processed++
-		t.outcomes[res.Outcome]++
-	} else {
+		t.outcomes[r.Result.Outcome]++
+	default:
 		t.failed++
 	}
 }
 
-func (t *replayTally) line(done, total int) string {
+func (t *replayTally) line() string {
 	// deleted (an organization's or membership's) only when there are
 	// some: a store of users alone reads as before.
 	deleted := ""
 	if n := t.outcomes[models.OutcomeDeleted]; n > 0 {
 		deleted = fmt.Sprintf(", deleted %d", n)
 	}
-	return fmt.Sprintf("replay: %d/%d events: processed %d (applied %d, stale %d, deleted_user %d%s), failed %d, already processed %d",
-		done, total, t.processed, t.outcomes[models.OutcomeApplied], t.outcomes[models.OutcomeStale],
+	return fmt.Sprintf("replay: %d events: processed %d (applied %d, stale %d, deleted_user %d%s), failed %d, skipped %d",
+		t.seen, t.processed, t.outcomes[models.OutcomeApplied], t.outcomes[models.OutcomeStale],
 		t.outcomes[models.OutcomeDeletedUser], deleted, t.failed, t.skipped)
 }

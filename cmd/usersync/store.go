@@ -24,11 +24,15 @@ type store interface {
 // version's embedded engine imported once), or MongoDB at MONGODB_URI,
 // prepared. It is the one place where the choice is made. closeStore
 // closes it.
-func openStore(ctx context.Context, cfg config, log *slog.Logger) (s store, closeStore func(), err error) {
+//
+// migrating opens it for usersync migrate: the MongoDB store is then not
+// prepared (Migrate checks the database itself, and Prepare refuses one
+// that needs it).
+func openStore(ctx context.Context, cfg config, log *slog.Logger, migrating bool) (s store, closeStore func(), err error) {
 	if cfg.Embedded() {
 		return openEmbedded(ctx, cfg, log)
 	}
-	m, err := mongo.Open(ctx, string(cfg.MongoURI), cfg.Database, mongo.Options{})
+	m, err := mongo.Open(ctx, string(cfg.MongoURI), cfg.Database, mongo.Options{CollectionPrefix: cfg.CollectionPrefix})
 	if err != nil {
 		return nil, nil, fmt.Errorf("MONGODB_URI: %w", err)
 	}
@@ -36,6 +40,9 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (s store, clos
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = m.Close(ctx)
+	}
+	if migrating {
+		return m, closeStore, nil
 	}
 	// No deadline: building a unique index on a large collection takes
 	// what it takes, and a stop signal still cancels ctx.
@@ -46,14 +53,8 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (s store, clos
 		}
 		return nil, nil, fmt.Errorf("prepare database %q: %w", cfg.Database, err)
 	}
-	return mongoStore{m}, closeStore, nil
-}
-
-// mongoStore is the MongoDB store with its migration as the contract says.
-type mongoStore struct{ *mongo.Store }
-
-func (s mongoStore) Migrate(ctx context.Context, dryRun bool) (repository.MigrateReport, error) {
-	return s.MigrateData(ctx, dryRun)
+	log.Info("database prepared", slog.String("engine", m.Server().Engine), slog.String("version", m.Server().Version), slog.String("database", cfg.Database))
+	return m, closeStore, nil
 }
 
 func openEmbedded(ctx context.Context, cfg config, log *slog.Logger) (store, func(), error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // benchSeeded is the Clerk time of every seeded user's state.
@@ -36,11 +37,11 @@ func seedUsers(b *testing.B, s *repository.Store, n int) {
 // read by _id), and a new user (the upsert). None of them should grow with
 // the collection.
 func BenchmarkUsersApply(b *testing.B) {
-	uri := serverURI(b)
+	uri := mongotest.URI(b)
 	ctx := context.Background()
 	meta := json.RawMessage(`{"plan":"pro","roles":["editor"]}`)
 	for _, size := range []int{100, 1000} {
-		s := newStoreWith(b, uri, repository.Options{})
+		s := mongotest.OpenAt(b, uri, repository.Options{})
 		seedUsers(b, s, size)
 		seq := 0 // every change gets a later Clerk time and its own event id
 		ops := []struct {

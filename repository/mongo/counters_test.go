@@ -10,6 +10,7 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // TestStats_ProcessedEventsAreCountedByCountersNotByReadingThem checks
@@ -19,7 +20,7 @@ import (
 // counted, and retention's deletes are subtracted.
 func TestStats_ProcessedEventsAreCountedByCountersNotByReadingThem(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	old := now.Add(-48 * time.Hour)
 	var seeded []models.Event
@@ -88,7 +89,7 @@ func TestStats_ProcessedEventsAreCountedByCountersNotByReadingThem(t *testing.T)
 // twice with different outcomes, as two concurrent deliveries would.
 func TestEventsMarkProcessed_TheFirstOutcomeStays(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	ev, _, err := s.Events().Record(ctx, newEvent("msg_first", `{}`))
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +111,7 @@ func TestEventsMarkProcessed_TheFirstOutcomeStays(t *testing.T) {
 // fold.
 func TestStats_AFoldStoppedHalfWayCountsItsBatchOnce(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	var ids []bson.ObjectID
 	for i := range 3 {
 		ev, _, err := s.Events().Record(ctx, newEvent(fmt.Sprintf("msg_fold_%d", i), `{}`))

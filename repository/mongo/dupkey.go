@@ -3,7 +3,6 @@ package mongo
 import (
 	"errors"
 	"regexp"
-	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -76,9 +75,6 @@ func uniqueViolation(err error) (index string, ok bool) {
 		switch {
 		case se.HasErrorCodeWithMessage(1, exclusionConstraint):
 			return "", true
-		case se.HasErrorCodeWithMessage(1, "UNIQUE constraint failed"):
-			// The embedded FerretDB 1.x engine's update (SQLite's words).
-			return indexFromMessage(err.Error()), true
 		case mongo.IsDuplicateKeyError(err):
 			return indexFromMessage(err.Error()), true
 		}
@@ -109,30 +105,17 @@ func indexOf(raw bson.Raw, msg string) string {
 
 // indexMessages find the index's name in a duplicate-key message:
 //   - MongoDB: `E11000 duplicate key error collection: db.users index: email_1 dup key: { … }`;
-//   - DocumentDB (FerretDB 2, Cosmos DB vCore): `Duplicate key violation on the requested collection: Index 'email_1'`;
-//   - FerretDB 1.x on SQLite: `UNIQUE constraint failed: index 'users_5e7cc513_email_1'`,
-//     the table's name before the index's.
+//   - DocumentDB (FerretDB 2, Cosmos DB vCore): `Duplicate key violation on the requested collection: Index 'email_1'`.
 var indexMessages = []*regexp.Regexp{
 	regexp.MustCompile(`index: (\S+) dup key`),
 	regexp.MustCompile(`Index '([^']+)'`),
-	regexp.MustCompile(`UNIQUE constraint failed: index '([^']+)'`),
 }
-
-// knownIndexes are the unique indexes a message may name with a prefix.
-var knownIndexes = []string{emailIndex, activeKeyIndex, "userId_1", "organizationId_1", "membershipId_1", "eventId_1", "_id_"}
 
 func indexFromMessage(msg string) string {
 	for _, re := range indexMessages {
-		m := re.FindStringSubmatch(msg)
-		if m == nil {
-			continue
+		if m := re.FindStringSubmatch(msg); m != nil {
+			return m[1]
 		}
-		for _, known := range knownIndexes {
-			if m[1] == known || strings.HasSuffix(m[1], "_"+known) {
-				return known
-			}
-		}
-		return m[1]
 	}
 	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 
 	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline looks at
@@ -17,11 +18,11 @@ import (
 // (maxTimeMS) all the same.
 func TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline(t *testing.T) {
 	for _, tc := range []struct {
-		query string
+		w     string // the URI's w, merged into its query; "" leaves it as it is
 		wantW any
 	}{
 		{"", "majority"},
-		{"?w=1", int32(1)},
+		{"1", int32(1)},
 	} {
 		var mu stdsync.Mutex
 		cmds := map[string]bson.Raw{}
@@ -30,14 +31,13 @@ func TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline(t *testing.T) 
 			defer mu.Unlock()
 			cmds[e.CommandName] = e.Command
 		}}
-		uri := serverURI(t)
-		if tc.query != "" {
-			if uri[len(uri)-1] != '/' {
-				uri += "/"
-			}
-			uri += tc.query
+		uri := mongotest.URI(t)
+		if tc.w != "" {
+			uri = mongotest.WithOption(uri, "w", tc.w)
+		} else if mongotest.HasOption(uri, "w") {
+			t.Skip("MONGODB_URI sets w: the default cannot be seen")
 		}
-		s := newStoreWith(t, uri, repository.Options{Monitor: mon})
+		s := mongotest.OpenAt(t, uri, repository.Options{Monitor: mon})
 		ctx := context.Background() // no deadline of its own
 		ev, _, err := s.Events().Record(ctx, newEvent("msg_wc", `{}`))
 		if err != nil {
@@ -60,10 +60,10 @@ func TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline(t *testing.T) 
 			}
 		}
 		if got != tc.wantW {
-			t.Errorf("URI %q: the store of an event: writeConcern.w = %v, want %v", tc.query, got, tc.wantW)
+			t.Errorf("URI w=%q: the store of an event: writeConcern.w = %v, want %v", tc.w, got, tc.wantW)
 		}
 		if _, err := find.LookupErr("maxTimeMS"); err != nil {
-			t.Errorf("URI %q: a find without a deadline carries no maxTimeMS: %s", tc.query, find)
+			t.Errorf("URI w=%q: a find without a deadline carries no maxTimeMS: %s", tc.w, find)
 		}
 	}
 }

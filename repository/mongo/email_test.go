@@ -12,6 +12,7 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // emailState is one Clerk state of a user in the email tests: its event,
@@ -50,7 +51,7 @@ func permutations(states []emailState) [][]emailState {
 // user holds it), and no Apply fails or waits for another.
 func TestUsersApply_EmailChangesConvergeInEveryOrder(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	tests := []struct {
 		name    string
 		initial []emailState // applied first, in this order
@@ -144,7 +145,7 @@ func TestUsersApply_EmailChangesConvergeInEveryOrder(t *testing.T) {
 // state.
 func TestUsersApply_AnEmailIsTakenOnlyFromAnOlderState(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	for i := range 20 {
 		a, b := fmt.Sprintf("user_ra%d", i), fmt.Sprintf("user_rb%d", i)
 		ea, eb := fmt.Sprintf("ra%d@example.com", i), fmt.Sprintf("rb%d@example.com", i)
@@ -183,7 +184,7 @@ func TestUsersApply_ClaimsRacingTheTakeAreRetriedAFewTimes(t *testing.T) {
 		wantOK bool
 	}{{"one race", 1, true}, {"races without end", 1000, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStore(t)
+			s := mongotest.Open(t)
 			const email = "raced@example.com"
 			if _, err := s.Users().Apply(ctx, change("user_old", "m0", 0, email), time.Now()); err != nil {
 				t.Fatal(err)

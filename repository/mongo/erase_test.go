@@ -10,6 +10,7 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 	"github.com/usersync/usersync/sync"
 )
 
@@ -18,7 +19,7 @@ import (
 // the next pass erases that event.
 func TestErasure_AnEventStoredDuringAPassKeepsTheUserDue(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	marked := func(userID string) bool {
 		t.Helper()
 		n, err := s.Database().Collection(repository.UsersCollection).CountDocuments(ctx, bson.D{
@@ -64,7 +65,7 @@ func TestErasure_AnEventStoredDuringAPassKeepsTheUserDue(t *testing.T) {
 // in the delivery itself, and no collection holds the user's email after.
 func TestErasure_AnEventAfterTheUserWasErasedIsErasedAtOnce(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	svc := sync.New(s.Events(), s.Users(), nil)
 	const t0 = int64(1_760_000_000_000)
 	const email = "erased.person@example.com"

@@ -51,8 +51,6 @@ func TestTranslate_FailoverIsUnavailableAndACancelledRequestIsNot(t *testing.T) 
 			Message: "E11000 duplicate key error collection: db.users index: userId_1 dup key"}}}, models.ErrConflict},
 		{"duplicate email", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
 			Message: `E11000 duplicate key error collection: db.users index: email_1 dup key: { email: "a@example.com" }`}}}, models.ErrEmailTaken},
-		{"embedded engine: email taken by an update", mongo.CommandError{Code: 1,
-			Message: "UNIQUE constraint failed: index 'users_5e7cc513_email_1'"}, models.ErrEmailTaken},
 		{"no documents", mongo.ErrNoDocuments, models.ErrNotFound},
 		{"unauthorized", cmd(13), nil},
 	}
@@ -88,8 +86,8 @@ func rawDoc(t *testing.T, s string) bson.Raw {
 
 // TestTranslate_UniqueViolationsInEveryEngineWords gives translate the
 // duplicate-key answers of MongoDB (with keyPattern, as current servers
-// send it, and with the message alone), of the DocumentDB engines, and of
-// the embedded engine, in every form the driver returns them: the email
+// send it, and with the message alone) and of the DocumentDB engines, in
+// every form the driver returns them: the email
 // index's is ErrEmailTaken, any other's ErrConflict.
 func TestTranslate_UniqueViolationsInEveryEngineWords(t *testing.T) {
 	const mongoEmail = `E11000 duplicate key error collection: usersync.users index: email_1 dup key: { email: "holder@example.com" }`
@@ -140,8 +138,6 @@ func TestTranslate_UniqueViolationsInEveryEngineWords(t *testing.T) {
 		{"a server that names no index", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
 			Message: "E11000 duplicate key error collection: usersync.users. Failed _id or unique index constraint."}}},
 			models.ErrConflict, ""},
-		{"embedded engine's update", mongo.CommandError{Code: 1, Message: "UNIQUE constraint failed: index 'users_5e7cc513_email_1'"},
-			models.ErrEmailTaken, "email_1"},
 		{"wrapped by the caller", fmt.Errorf("insert: %w", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: docdbEmail}}}),
 			models.ErrEmailTaken, "email_1"},
 		{"code 1 for something else", mongo.CommandError{Code: 1, Message: "internal error"}, nil, ""},
@@ -197,6 +193,22 @@ func TestTranslate_AConflictNeverSaysTheServersMessage(t *testing.T) {
 		var se mongo.ServerError
 		if !errors.As(wrapped, &se) || !mongo.IsDuplicateKeyError(wrapped) {
 			t.Errorf("%q: the driver's error is not reachable with errors.As", wrapped)
+		}
+	}
+}
+
+// TestTranslate_StorageFull: a write refused for lack of space, in
+// MongoDB's code and in PostgreSQL's words under a DocumentDB engine, is
+// models.ErrStorageFull and models.ErrUnavailable.
+func TestTranslate_StorageFull(t *testing.T) {
+	for _, err := range []error{
+		mongo.CommandError{Code: 14031, Name: "OutOfDiskSpace", Message: "out of disk space"},
+		mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 1,
+			Message: `could not extend file "base/16384/16403": No space left on device`}}},
+	} {
+		got := repository.TranslateForTest(err)
+		if !errors.Is(got, models.ErrStorageFull) || !errors.Is(got, models.ErrUnavailable) {
+			t.Errorf("translate(%v) = %v, want ErrStorageFull and ErrUnavailable", err, got)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,9 @@ type Events struct {
 	coll     *mongo.Collection
 	primary  *mongo.Collection // reads that decide a write, and the writes
 	counters *counters
+	// density and oldest size the windows of bounded pages (window.go).
+	density densities
+	oldest  oldestCache
 }
 
 type eventDoc struct {
@@ -80,7 +84,7 @@ func (d eventDoc) model() models.Event {
 	}
 }
 
-// eventIndexes are the indexes of user_events; README.md's query → index
+// eventIndexes are the indexes of user_events; docs/mongodb-queries.md's query → index
 // table says which query uses each. The unique one is built by Prepare
 // (see uniqueIndexes), the others by EnsureIndexes. Every event log index
 // ends in receivedAt, _id (descending), the order of the log, so that a
@@ -293,14 +297,23 @@ func (e *Events) Get(ctx context.Context, id string) (models.Event, error) {
 // List returns one page of the event log, newest first (by receivedAt,
 // then _id), without bodies. A malformed cursor wraps models.ErrInvalid.
 func (e *Events) List(ctx context.Context, f models.EventFilter) (models.EventPage, error) {
-	filter, err := eventListFilter(f)
-	if err != nil {
+	if _, err := eventListFilter(f); err != nil {
 		return models.EventPage{}, err
 	}
-	docs, err := e.findAll(ctx, filter, options.Find().
-		SetSort(eventLogOrder).
-		SetLimit(int64(f.Limit)+1).
-		SetProjection(summary))
+	want := f.Limit + 1
+	query := func(w window, limit int) ([]eventDoc, error) {
+		return e.findAll(ctx, eventWindowFilter(f, w), options.Find().
+			SetSort(eventLogOrder).
+			SetLimit(int64(limit)).
+			SetProjection(summary))
+	}
+	var docs []eventDoc
+	var err error
+	if logWindowed(f) {
+		docs, err = e.walkLog(ctx, f, want, query)
+	} else {
+		docs, err = query(window{noLo: true, noHi: true, last: true}, want)
+	}
 	if err != nil {
 		return models.EventPage{}, fmt.Errorf("list events: %w", err)
 	}
@@ -317,6 +330,89 @@ func (e *Events) List(ctx context.Context, f models.EventFilter) (models.EventPa
 	return page, nil
 }
 
+// logWindowed reports whether a page of the event log with filter f is
+// walked in windows (see window.go): when its matches may be most of the
+// log. A user's events, and the stored or failed ones, are few: their
+// index range is the bound.
+func logWindowed(f models.EventFilter) bool {
+	return f.UserID == "" && (f.Status == "" || f.Status == models.StatusProcessed)
+}
+
+// defaultLogWidth is the first window of a kind of page no walk has
+// measured yet: a minute of events.
+const defaultLogWidth = uint64(time.Minute / time.Millisecond)
+
+// walkLog walks the event log down from the page's upper bound (the
+// cursor, Until, or now) in windows of receivedAt, to Since or the oldest
+// event.
+func (e *Events) walkLog(ctx context.Context, f models.EventFilter, want int, query func(window, int) ([]eventDoc, error)) ([]eventDoc, error) {
+	kind := "log:" + string(f.Status) + ":" + string(f.EventType)
+	top := time.Now()
+	switch {
+	case f.After != "":
+		top, _, _ = parseEventCursor(f.After)
+		top = top.Add(time.Millisecond) // the cursor's millisecond is in the first window
+	case !f.Until.IsZero():
+		top = f.Until
+	}
+	plan := windowPlan{start: timeKey(top), desc: true, width: defaultLogWidth}
+	if d, ok := e.density.get(kind); ok {
+		plan.width = firstWidth(want, d, math.MaxUint64)
+	}
+	if !f.Since.IsZero() {
+		plan.end = timeKey(f.Since)
+	}
+	floor := func() error {
+		if !f.Since.IsZero() {
+			return nil
+		}
+		oldest, ok, err := e.oldestReceived(ctx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			oldest = top // no event at all: the next window is the last
+		}
+		plan.end = timeKey(oldest)
+		return nil
+	}
+	docs, _, err := walkWindows(&plan, want, floor, query)
+	if err != nil {
+		return nil, err
+	}
+	reach := plan.end
+	if len(docs) >= want {
+		reach = timeKey(docs[len(docs)-1].ReceivedAt)
+	}
+	e.density.note(kind, len(docs), covered(plan.start, reach, true))
+	return docs, nil
+}
+
+// oldestReceived returns the oldest receivedAt of the events, read once
+// (see oldestCache) through the receivedAt index; ok is false when there
+// is no event.
+func (e *Events) oldestReceived(ctx context.Context) (time.Time, bool, error) {
+	e.oldest.mu.Lock()
+	defer e.oldest.mu.Unlock()
+	if !e.oldest.at.IsZero() {
+		return e.oldest.at, true, nil
+	}
+	var d struct {
+		ReceivedAt time.Time `bson:"receivedAt"`
+	}
+	err := e.coll.FindOne(ctx, bson.D{}, options.FindOne().
+		SetSort(bson.D{{Key: "receivedAt", Value: 1}, {Key: "_id", Value: 1}}).
+		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: "receivedAt", Value: 1}})).Decode(&d)
+	if err = translate(err); errors.Is(err, models.ErrNotFound) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read the oldest event: %w", err)
+	}
+	e.oldest.at = d.ReceivedAt.UTC()
+	return e.oldest.at, true, nil
+}
+
 // eventLogOrder is the order of the event log: the suffix of every event
 // log index, read forwards.
 var eventLogOrder = bson.D{{Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}
@@ -327,6 +423,17 @@ var eventLogOrder = bson.D{{Key: "receivedAt", Value: -1}, {Key: "_id", Value: -
 // indexes and checks the others on the documents it reads. The time range
 // and the cursor bound receivedAt, so a page is a range of the index.
 func eventListFilter(f models.EventFilter) (bson.D, error) {
+	if f.After != "" {
+		if _, _, err := parseEventCursor(f.After); err != nil {
+			return nil, err
+		}
+	}
+	return eventWindowFilter(f, window{noLo: true, noHi: true}), nil
+}
+
+// eventWindowFilter is eventListFilter within window w of receivedAt
+// (see window.go); f's cursor must be valid.
+func eventWindowFilter(f models.EventFilter, w window) bson.D {
 	filter := bson.D{}
 	if f.Status != "" {
 		filter = append(filter, bson.E{Key: "status", Value: f.Status})
@@ -338,18 +445,23 @@ func eventListFilter(f models.EventFilter) (bson.D, error) {
 		filter = append(filter, bson.E{Key: "userId", Value: f.UserID})
 	}
 	received := bson.D{}
-	if !f.Since.IsZero() {
-		received = append(received, bson.E{Key: "$gte", Value: f.Since})
+	if lo := keyTime(w.lo); !f.Since.IsZero() || !w.noLo {
+		switch {
+		case w.noLo || !f.Since.IsZero() && f.Since.After(lo):
+			lo = f.Since
+		}
+		received = append(received, bson.E{Key: "$gte", Value: lo})
 	}
-	if !f.Until.IsZero() {
-		received = append(received, bson.E{Key: "$lt", Value: f.Until})
+	if hi := keyTime(w.hi); !f.Until.IsZero() || !w.noHi {
+		switch {
+		case w.noHi || !f.Until.IsZero() && f.Until.Before(hi):
+			hi = f.Until
+		}
+		received = append(received, bson.E{Key: "$lt", Value: hi})
 	}
 	var after bson.E
 	if f.After != "" {
-		at, id, err := parseEventCursor(f.After)
-		if err != nil {
-			return nil, err
-		}
+		at, id, _ := parseEventCursor(f.After)
 		// receivedAt <= at bounds the index range; the $nor leaves out the
 		// events of that very millisecond already listed. ($nor, not an
 		// $or: an $or of indexed clauses invites a plan that unions two
@@ -365,7 +477,7 @@ func eventListFilter(f models.EventFilter) (bson.D, error) {
 	if after.Key != "" {
 		filter = append(filter, after)
 	}
-	return filter, nil
+	return filter
 }
 
 func parseEventCursor(c string) (time.Time, bson.ObjectID, error) {
@@ -621,9 +733,7 @@ func (e *Events) Claim(ctx context.Context, id string, attempts int, now time.Ti
 	if err != nil {
 		return false, fmt.Errorf("event %s: %w", id, models.ErrNotFound)
 	}
-	ok, err := updateByID(ctx, e.primary, oid, claimCond(attempts, now), bson.D{
-		{Key: "$set", Value: bson.D{{Key: "claimedUntil", Value: now.Add(lease)}}},
-	})
+	ok, err := e.claimByID(ctx, oid, attempts, now, lease) // see claim.go
 	if err != nil {
 		return false, fmt.Errorf("claim event %s: %w", id, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 func newEvent(id, body string) models.Event {
@@ -21,7 +22,7 @@ func newEvent(id, body string) models.Event {
 
 func TestEventsRecord_ARetryIsRecognised(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	first, created, err := s.Events().Record(ctx, newEvent("msg_1", `{"type":"user.created"}`))
 	if err != nil || !created || first.Status != models.StatusStored {
 		t.Fatalf("Record = %+v, %v, %v; want a new stored event", first, created, err)
@@ -48,7 +49,7 @@ func TestEventsRecord_ARetryIsRecognised(t *testing.T) {
 
 func TestEventsRecord_KeepsEveryBodyTheEngineCannotStoreAsADocument(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	deep := `{"type":"user.created","data":` + strings.Repeat(`{"a":`, 300) + `1` + strings.Repeat(`}`, 300) + `}`
 	ev, created, err := s.Events().Record(ctx, newEvent("msg_deep", deep))
 	if err != nil || !created {
@@ -61,7 +62,7 @@ func TestEventsRecord_KeepsEveryBodyTheEngineCannotStoreAsADocument(t *testing.T
 }
 
 func TestEventsGet_UnknownIsNotFound(t *testing.T) {
-	s := newStore(t)
+	s := mongotest.Open(t)
 	for _, id := range []string{"nope", bson.NewObjectID().Hex()} {
 		if _, err := s.Events().Get(context.Background(), id); !errors.Is(err, models.ErrNotFound) {
 			t.Errorf("Get(%q) error = %v, want ErrNotFound", id, err)
@@ -71,7 +72,7 @@ func TestEventsGet_UnknownIsNotFound(t *testing.T) {
 
 func TestEventsRecord_StoresThePayloadAsADocumentAndTheBodyExactly(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	body := `{"type":"user.created","data":{"id":"user_1","public_metadata":{"a.b":{"$c":1}}}}`
 	ev, _, err := s.Events().Record(ctx, newEvent("msg_p", body))
 	if err != nil {
@@ -92,7 +93,7 @@ func TestEventsRecord_StoresThePayloadAsADocumentAndTheBodyExactly(t *testing.T)
 
 func TestEventsRecord_KeepsANonUTF8BodyAsBinary(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	body := "{\"type\":\"user.created\",\"x\":\"\xff\xfe\"}"
 	ev, _, err := s.Events().Record(ctx, newEvent("msg_bin", body))
 	if err != nil {

@@ -2,6 +2,7 @@ package mongo
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -32,19 +33,88 @@ func countFilter(k eventCount) bson.D {
 }
 
 // dueStored returns up to limit stored events received before
-// stuckBefore, the oldest first (by receivedAt, then _id).
+// stuckBefore, the oldest first (by receivedAt, then _id), walking
+// receivedAt up from the oldest event in windows (see window.go).
 func (e *Events) dueStored(ctx context.Context, stuckBefore time.Time, limit int) ([]eventDoc, error) {
-	return e.findAll(ctx, dueStoredFilter(stuckBefore), options.Find().
-		SetSort(bson.D{{Key: "receivedAt", Value: 1}, {Key: "_id", Value: 1}}).
-		SetLimit(int64(limit)))
+	return e.walkDue(ctx, "due:stored", timeKey(stuckBefore), limit, func(w window, limit int) ([]eventDoc, error) {
+		return e.findAll(ctx, dueStoredWindow(stuckBefore, w), options.Find().
+			SetSort(bson.D{{Key: "receivedAt", Value: 1}, {Key: "_id", Value: 1}}).
+			SetLimit(int64(limit)))
+	}, func(d eventDoc) time.Time { return d.ReceivedAt })
 }
 
 // dueFailed returns up to limit events whose retryAt is at or before now,
-// the earliest first.
+// the earliest first, walking retryAt up in windows from the oldest event
+// (a retry comes after its event was received).
 func (e *Events) dueFailed(ctx context.Context, now time.Time, limit int) ([]eventDoc, error) {
-	return e.findAll(ctx, dueFailedFilter(now), options.Find().
-		SetSort(bson.D{{Key: "retryAt", Value: 1}}).
-		SetLimit(int64(limit)))
+	return e.walkDue(ctx, "due:failed", timeKey(now)+1, limit, func(w window, limit int) ([]eventDoc, error) {
+		return e.findAll(ctx, dueFailedWindow(now, w), options.Find().
+			SetSort(bson.D{{Key: "retryAt", Value: 1}}).
+			SetLimit(int64(limit)))
+	}, func(d eventDoc) time.Time { return *d.RetryAt })
+}
+
+// walkDue walks up to end in windows from the oldest event, the first
+// window unbounded below. While a kind of search finds little, its first
+// window covers everything: one query, as small as what is due.
+func (e *Events) walkDue(ctx context.Context, kind string, end uint64, limit int,
+	query func(window, int) ([]eventDoc, error), key func(eventDoc) time.Time) ([]eventDoc, error) {
+	plan := windowPlan{end: end, width: math.MaxUint64, openStart: true}
+	if d, ok := e.density.get(kind); ok {
+		plan.width = firstWidth(limit, d, math.MaxUint64)
+	}
+	if plan.width < math.MaxUint64 {
+		oldest, ok, err := e.oldestReceived(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, nil
+		}
+		plan.start = timeKey(oldest)
+	}
+	docs, _, err := walkWindows(&plan, limit, nil, query)
+	if err != nil {
+		return nil, err
+	}
+	reach := end
+	if len(docs) >= limit && limit > 0 {
+		reach = timeKey(key(docs[len(docs)-1]))
+	}
+	if plan.start == 0 {
+		plan.start = reach // no start: the density of what one query found
+		if n := len(docs); n > 0 {
+			plan.start = timeKey(key(docs[0]))
+		}
+	}
+	e.density.note(kind, len(docs), max(covered(plan.start, reach, false), 1))
+	return docs, nil
+}
+
+// dueStoredWindow is dueStoredFilter within window w of receivedAt.
+func dueStoredWindow(stuckBefore time.Time, w window) bson.D {
+	r := bson.D{{Key: "$lt", Value: stuckBefore}}
+	if !w.noLo {
+		r = append(r, bson.E{Key: "$gte", Value: keyTime(w.lo)})
+	}
+	if !w.noHi && keyTime(w.hi).Before(stuckBefore) {
+		r[0].Value = keyTime(w.hi)
+	}
+	return bson.D{{Key: "status", Value: models.StatusStored}, {Key: "receivedAt", Value: r}}
+}
+
+// dueFailedWindow is dueFailedFilter within window w of retryAt.
+func dueFailedWindow(now time.Time, w window) bson.D {
+	r := bson.D{}
+	if !w.noHi && !keyTime(w.hi).After(now) {
+		r = append(r, bson.E{Key: "$lt", Value: keyTime(w.hi)})
+	} else {
+		r = append(r, bson.E{Key: "$lte", Value: now})
+	}
+	if !w.noLo {
+		r = append(r, bson.E{Key: "$gte", Value: keyTime(w.lo)})
+	}
+	return bson.D{{Key: "retryAt", Value: r}}
 }
 
 // processedBefore returns the _id and outcome of up to limit events

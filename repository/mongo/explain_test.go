@@ -39,6 +39,13 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	}
 	oid, _ := bson.ObjectIDFromHex(ev.ID)
 	cursor := fmt.Sprintf("%d_%s", now.UnixMilli(), ev.ID)
+	if err := s.Activity().Add(ctx, now, models.ActivityReceived, 1); err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.Runs().Record(ctx, models.ReconcileSummary{Kind: "reconcile", Trigger: "command", StartedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	type query struct {
 		name string
@@ -60,6 +67,7 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		}}}}
 	}
 	users, events, counters := repository.UsersCollection, repository.EventsCollection, repository.CountersCollection
+	activity, runs := s.CollectionName(repository.ActivityCollection), s.CollectionName(repository.RunsCollection)
 	byID := func(id any) bson.D { return bson.D{{Key: "_id", Value: id}} }
 	var qs []query
 	for _, f := range []struct {
@@ -139,8 +147,15 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		query{"erasure: tombstones due", find(users, repository.EraseDueFilter(now), nil)},
 		query{"erasure: a deleted user's events", find(events, repository.EventsToErase("user_1"), nil)},
 		query{"reconcile: walk of active users", find(users, repository.WalkFilter(now), bson.D{{Key: "_id", Value: 1}})},
+		query{"failures: the newest failed events", find(events, repository.FailedFilter, repository.EventLogOrder)},
+		query{"activity: add to a bucket", update(activity, byID("m:"+fmt.Sprintf("%012d", now.Unix()/60*60)))},
+		query{"activity: a range of buckets", find(activity,
+			repository.ActivityRange("m:", now.Add(-24*time.Hour), now), repository.ActivityOrder)},
+		query{"activity: old buckets", find(activity, repository.ActivityPrune("m:", now.Add(-48*time.Hour)), nil)},
+		query{"reconcile runs: latest first", find(runs, bson.D{}, repository.RunsOrder)},
+		query{"reconcile runs: older than the kept ones", find(runs, repository.RunsPrune(run.ID), nil)},
 	)
-	orgs, members := repository.OrganizationsCollection, repository.MembershipsCollection
+	orgs, members := s.CollectionName(repository.OrganizationsCollection), s.CollectionName(repository.MembershipsCollection)
 	for _, f := range []struct {
 		name string
 		f    models.OrganizationFilter
@@ -234,6 +249,7 @@ var documentDBExceptions = map[string]string{
 	"event log: status, since":                "a page sorts every event of the status since the time",
 	"event log: after a cursor":               "page 2 on of the whole log sorts every older event",
 	"reconcile: walk of active users":         "the walk reads every active user anyway, and sorts them first",
+	"reconcile runs: latest first":            "the collection holds at most 51 documents",
 	"organizations list: active":              "a page of all active organizations sorts them all",
 	"organizations list: all, after a cursor": "a page after a cursor sorts every organization after it",
 }

@@ -32,6 +32,12 @@ var (
 	CascadeFilter    = cascadeFilter
 	TakePairFilter   = takePairFilter
 	UnavailableCodes = unavailableCodes
+	FailedFilter     = failedFilter
+	ActivityRange    = activityRangeFilter
+	ActivityPrune    = activityPruneFilter
+	ActivityOrder    = activityOrder
+	RunsOrder        = runsOrder
+	RunsPrune        = runsPruneFilter
 )
 
 // ClientOptionsForTest is clientOptions.

@@ -14,9 +14,10 @@ import (
 const codeOutOfDiskSpace = 14031
 
 // storageFullMessages are how the engines word a write refused for lack of
-// space: SQLite's SQLITE_FULL under the embedded engine, and the operating
-// system's ENOSPC as MongoDB's storage engine reports it.
-var storageFullMessages = []string{"database or disk is full", "sqlite_full", "no space left on device"}
+// space: the operating system's ENOSPC, as MongoDB's storage engine and
+// PostgreSQL under the DocumentDB engines ("could not extend file …: No
+// space left on device") report it.
+var storageFullMessages = []string{"no space left on device"}
 
 // isStorageFull reports whether err says that the database has no space
 // left to write.

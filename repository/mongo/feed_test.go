@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 func TestUsersChanges_OrderCursorAndUpperBound(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	base := time.Now().UTC().Truncate(time.Millisecond)
 	// updatedAt is the time Apply is given: three users share one millisecond.
 	writes := []struct {

@@ -24,7 +24,7 @@ type Leases struct {
 
 // NewLeases returns the leases of s's database.
 func NewLeases(s *Store) *Leases {
-	return &Leases{coll: s.db.Collection(LeasesCollection)}
+	return &Leases{coll: s.db.Collection(s.names.of(LeasesCollection))}
 }
 
 type leaseDoc struct {

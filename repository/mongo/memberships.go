@@ -198,7 +198,9 @@ func newMembershipWrite(ch models.MembershipChange, now time.Time) (membershipWr
 		perms = []string{}
 	}
 	w := membershipWrite{id: docID(ch.MembershipID), v: ch.Version(), key: activeKey(ch.OrgID, ch.UserID)}
-	w.filter = bson.D{{Key: "_id", Value: w.id}, {Key: "deletedAt", Value: nil}, olderThan(w.v)}
+	// Not this very event (DecideUnchanged: a retry), and older.
+	w.filter = bson.D{{Key: "_id", Value: w.id}, {Key: "deletedAt", Value: nil},
+		{Key: "lastEventId", Value: bson.D{{Key: "$ne", Value: ch.EventID}}}, olderThan(w.v)}
 	w.update = bson.D{
 		{Key: "$set", Value: bson.D{
 			{Key: "organizationId", Value: ch.OrgID}, {Key: "userId", Value: ch.UserID}, {Key: "activeKey", Value: w.key},

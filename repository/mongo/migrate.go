@@ -4,96 +4,238 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
 )
-
-// schemaMark is the counters document that says the database is in this
-// version's shape: every user has the _id derived from its userId, and
-// the outcome counters count the processed events.
-const schemaMark = "migration:schema_2"
 
 // rekeyCollection keeps each user being re-keyed, so that a migration
 // stopped half-way loses no user: the next one finishes it.
 const rekeyCollection = "users_rekey"
 
-// checkSchema fails with models.ErrNeedsMigration when the database holds data
-// of an older usersync (users with random ObjectIDs, which lookups by
-// derived _id would miss; processed events the counters do not count). A
-// database with no user and no event yet is marked as migrated at once.
-func (s *Store) checkSchema(ctx context.Context) error {
-	counters := s.events.counters.coll
-	err := counters.FindOne(ctx, bson.D{{Key: "_id", Value: schemaMark}}).Err()
-	if err == nil {
-		return nil
+// maxRekeyPasses bounds the passes over users of one migration. Each pass
+// re-keys what the previous one's cursor skipped; a re-keyed user is never
+// re-keyed again (its _id is derived from its userId), so a few passes
+// suffice and more mean something is wrong.
+const maxRekeyPasses = 10
+
+// checkedDocID is docID for a user's userId, which a user must have:
+// docID gives a key-less document a new random _id each time, which a
+// migration would take for a user to re-key, again and again.
+func checkedDocID(key string) (bson.ObjectID, error) {
+	if key == "" {
+		return bson.ObjectID{}, fmt.Errorf("no key to derive an _id from: %w", models.ErrInvalid)
 	}
-	if err = translate(err); !errors.Is(err, models.ErrNotFound) {
-		return fmt.Errorf("read migration mark: %w", err)
-	}
-	for _, coll := range []*mongo.Collection{s.users.primary, s.events.primary} {
-		err = coll.FindOne(ctx, bson.D{}, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
-		if err == nil {
-			return fmt.Errorf("the database holds data of an older usersync: stop it and run `usersync migrate`: %w", models.ErrNeedsMigration)
-		}
-		if err = translate(err); !errors.Is(err, models.ErrNotFound) {
-			return fmt.Errorf("read %s: %w", coll.Name(), err)
-		}
-	}
-	return s.markSchema(ctx)
+	return docID(key), nil
 }
 
-func (s *Store) markSchema(ctx context.Context) error {
-	_, err := s.events.counters.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: schemaMark}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "done", Value: true}}}}, options.UpdateOne().SetUpsert(true))
-	if err != nil {
-		return fmt.Errorf("write migration mark: %w", translate(err))
-	}
-	return nil
-}
-
-// Migrate brings a database written by an older usersync up to this one,
-// and may run any number of times: it prepares the store as Prepare does,
-// gives every user the _id derived from its userId, counts the processed
-// events into the outcome counters (once: a full read of the events),
-// builds every missing index and drops the obsolete ones (EnsureIndexes).
-// It returns how many users it re-keyed. No older usersync may write to
-// the database meanwhile. A run that stops half-way (a crash, the
-// database down) is finished by the next one; no user is lost.
-func (s *Store) Migrate(ctx context.Context) (rekeyed int, err error) {
+// Migrate brings a database written by an older usersync up to this one
+// (repository.Migrator), and may run any number of times. With dryRun it
+// changes nothing, and reports what it would do. It
+//   - refuses, as Prepare does and before it changes anything, an engine
+//     that cannot hold usersync's rules and a database that is not
+//     usersync's (models.ErrForeignData): it changes only a database that
+//     carries usersync's mark, or whose usersync-named collections hold
+//     documents of usersync's shape (see ownership.go);
+//   - creates the collections and the unique indexes, as Prepare does;
+//   - gives every user the _id derived from its userId (an older version
+//     drew random ones). A user is copied aside, then removed, then
+//     written under its new _id with every field as it was, then the copy
+//     removed: no user is removed before its copy is stored, and a run
+//     stopped at any point is finished by the next. A user document
+//     without a userId, or not of usersync's shape, stops the migration
+//     with an error naming it, before anything of it changes;
+//   - counts the processed events into the outcome counters (once: a
+//     full read of the events);
+//   - marks the database, then builds every missing index and drops the
+//     obsolete ones (EnsureIndexes).
+//
+// No older usersync may write to the database meanwhile.
+func (s *Store) Migrate(ctx context.Context, dryRun bool) (repository.MigrateReport, error) {
 	// One deadline for the whole run: the client's operation timeout would
 	// otherwise bound the cursor over every user.
 	ctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
 	defer cancel()
-	if err := s.prepare(ctx); err != nil {
-		return 0, err
+	var m migration
+	own, sv, err := s.inspect(ctx)
+	if err != nil {
+		return m.report(dryRun), err
 	}
-	err = s.events.counters.coll.FindOne(ctx, bson.D{{Key: "_id", Value: schemaMark}}).Err()
-	if err = translate(err); err == nil {
-		return 0, s.EnsureIndexes(ctx) // migrated before
+	m.mark = sv.mark == nil || sv.mark.Schema != schemaVersion
+	m.older = own == ownOlder
+	if dryRun {
+		err := s.planMigration(ctx, &m)
+		return m.report(true), err
 	}
-	if !errors.Is(err, models.ErrNotFound) {
-		return 0, fmt.Errorf("read migration mark: %w", err)
+	if err := s.setUp(ctx, sv, !m.older); err != nil {
+		return m.report(false), err
 	}
-	if rekeyed, err = s.rekeyUsers(ctx); err != nil {
-		return rekeyed, err
+	if m.older {
+		if err := s.rekeyUsers(ctx, &m); err != nil {
+			return m.report(false), err
+		}
+		if err := s.recount(ctx, &m); err != nil {
+			return m.report(false), err
+		}
+		if err := s.writeMark(ctx, time.Now()); err != nil {
+			return m.report(false), err
+		}
+		s.owned = true
 	}
-	if err := s.recount(ctx); err != nil {
-		return rekeyed, err
+	if err := s.EnsureIndexes(ctx); err != nil {
+		return m.report(false), err
 	}
-	if err := s.markSchema(ctx); err != nil {
-		return rekeyed, err
+	m.indexes = true
+	return m.report(false), nil
+}
+
+// migration is what a migration did, or would do.
+type migration struct {
+	mark, older bool
+	users       int // user documents read
+	rekeyed     int // users given their derived _id
+	finished    int // of which a stopped run had left aside
+	processed   int64
+	recounted   bool
+	indexes     bool
+}
+
+func (m migration) report(dryRun bool) repository.MigrateReport {
+	var done []string
+	verb := func(did, would string) string {
+		if dryRun {
+			return would
+		}
+		return did
 	}
-	return rekeyed, s.EnsureIndexes(ctx)
+	if m.older {
+		s := fmt.Sprintf("%s %d of %d users", verb("re-keyed", "would re-key"), m.rekeyed, m.users)
+		if m.finished > 0 {
+			s += fmt.Sprintf(" (%d left aside by a stopped run)", m.finished)
+		}
+		done = append(done, s)
+		if m.recounted || dryRun {
+			done = append(done, fmt.Sprintf("%s %d processed events into the outcome counters", verb("counted", "would count"), m.processed))
+		}
+	}
+	if m.mark && (m.indexes || dryRun) {
+		done = append(done, verb("marked the database as usersync's", "would mark the database as usersync's"))
+	}
+	if m.indexes || dryRun {
+		done = append(done, verb("built the missing indexes", "would build the missing indexes"))
+	}
+	summary := strings.Join(done, ", ")
+	if dryRun {
+		summary = "dry run, nothing changed: " + summary
+	}
+	if len(done) == 0 {
+		summary = "nothing done"
+	}
+	return repository.MigrateReport{Changed: m.rekeyed, Summary: summary}
+}
+
+// planMigration is Migrate's dry run: it reads what the migration would
+// change, and finds what would stop it, changing nothing.
+func (s *Store) planMigration(ctx context.Context, m *migration) error {
+	if !m.older {
+		return nil
+	}
+	aside := s.db.Collection(s.names.of(rekeyCollection))
+	err := eachDoc(ctx, aside, func(raw bson.Raw) error {
+		if _, err := rekeyTarget(raw); err != nil {
+			return err
+		}
+		m.finished++
+		m.rekeyed++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = eachDoc(ctx, s.users.primary, func(raw bson.Raw) error {
+		m.users++
+		id, err := rekeyTarget(raw)
+		if err != nil {
+			return err
+		}
+		if !sameID(raw, id) {
+			m.rekeyed++
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	n, err := s.events.primary.CountDocuments(ctx, bson.D{{Key: "status", Value: models.StatusProcessed}})
+	if err != nil {
+		return fmt.Errorf("count processed events: %w", translate(err))
+	}
+	m.processed = n
+	return nil
+}
+
+// rekeyTarget checks that raw is a user document of usersync's and
+// returns the _id it must have. Its error wraps models.ErrForeignData and
+// names the document by its _id only (its fields may be personal data).
+func rekeyTarget(raw bson.Raw) (bson.ObjectID, error) {
+	if reason := foreignShape(UsersCollection, raw); reason != "" {
+		return bson.ObjectID{}, fmt.Errorf("user document _id %s: %s: it is not usersync's, or it is damaged; "+
+			"migrate changed nothing of it: remove it or fix it, then run migrate again: %w",
+			idString(raw.Lookup("_id")), strings.TrimPrefix(reason, "a document "), models.ErrForeignData)
+	}
+	userID, _ := raw.Lookup("userId").StringValueOK()
+	return checkedDocID(userID)
+}
+
+// idString writes an _id as the mongo shell does.
+func idString(v bson.RawValue) string {
+	if oid, ok := v.ObjectIDOK(); ok {
+		return `ObjectId("` + oid.Hex() + `")`
+	}
+	if s, ok := v.StringValueOK(); ok {
+		return strconv.Quote(s)
+	}
+	if n, ok := v.AsInt64OK(); ok {
+		return strconv.FormatInt(n, 10)
+	}
+	return v.String()
+}
+
+func sameID(raw bson.Raw, id bson.ObjectID) bool {
+	got, ok := raw.Lookup("_id").ObjectIDOK()
+	return ok && got == id
+}
+
+// eachDoc calls fn with every document of coll, read from the primary.
+func eachDoc(ctx context.Context, coll *mongo.Collection, fn func(bson.Raw) error) error {
+	cur, err := coll.Find(ctx, bson.D{})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", coll.Name(), translate(err))
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	for cur.Next(ctx) {
+		if err := fn(slices.Clone(cur.Current)); err != nil {
+			return err
+		}
+	}
+	if err := cur.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", coll.Name(), translate(err))
+	}
+	return nil
 }
 
 // recount sets the outcome counters to the processed events there are.
-func (s *Store) recount(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, indexBuildTimeout) // a full read
-	defer cancel()
+// A run stopped half-way leaves the counters wrong and the database
+// unmarked: the next run counts again.
+func (s *Store) recount(ctx context.Context, m *migration) error {
 	c := s.events.counters
 	if _, err := c.coll.DeleteMany(ctx, outcomeCountersFilter); err != nil {
 		return fmt.Errorf("reset event counters: %w", translate(err))
@@ -109,97 +251,123 @@ func (s *Store) recount(ctx context.Context) error {
 		if err := c.add(ctx, o, bson.ObjectID{}, n); err != nil {
 			return err
 		}
+		m.processed += n
 	}
+	m.recounted = true
 	return nil
 }
 
-// rekeyUsers gives every user the _id derived from its userId. Each user
-// is copied aside, deleted, inserted under its new _id, and the copy
-// removed: the unique userId and email indexes never see two copies.
-func (s *Store) rekeyUsers(ctx context.Context) (int, error) {
-	aside := s.db.Collection(rekeyCollection)
-	rekeyed := 0
-	// First what a stopped run left aside.
-	left, err := readUsers(ctx, aside, bson.D{})
+// rekeyUsers gives every user the _id derived from its userId, first
+// finishing what a stopped run left aside, then in passes over users
+// until one finds nothing to do (a cursor over a collection that changes
+// may skip documents).
+func (s *Store) rekeyUsers(ctx context.Context, m *migration) error {
+	aside := s.db.Collection(s.names.of(rekeyCollection))
+	err := eachDoc(ctx, aside, func(raw bson.Raw) error {
+		if err := s.rekeyUser(ctx, aside, raw, false); err != nil {
+			return err
+		}
+		m.finished++
+		m.rekeyed++
+		return nil
+	})
 	if err != nil {
-		return 0, err
+		return err
 	}
-	for _, d := range left {
-		if err := s.rekeyUser(ctx, aside, d, false); err != nil {
-			return rekeyed, err
-		}
-		rekeyed++
-	}
-	for {
-		// Passes until one finds nothing: a cursor over a collection that
-		// changes may skip documents.
-		n := 0
-		cur, err := s.users.primary.Find(ctx, bson.D{})
-		if err != nil {
-			return rekeyed, fmt.Errorf("read users: %w", translate(err))
-		}
-		for cur.Next(ctx) {
-			var d userDoc
-			if err := cur.Decode(&d); err != nil {
-				cur.Close(ctx)
-				return rekeyed, fmt.Errorf("read users: %w", err)
+	for pass := 1; ; pass++ {
+		n, users := 0, 0
+		err := eachDoc(ctx, s.users.primary, func(raw bson.Raw) error {
+			users++
+			id, err := rekeyTarget(raw)
+			if err != nil {
+				return err
 			}
-			if d.ID == docID(d.UserID) {
-				continue
+			if sameID(raw, id) {
+				return nil
 			}
-			if err := s.rekeyUser(ctx, aside, d, true); err != nil {
-				cur.Close(ctx)
-				return rekeyed, err
+			if err := s.rekeyUser(ctx, aside, raw, true); err != nil {
+				return err
 			}
 			n++
+			return nil
+		})
+		if pass == 1 {
+			m.users = users
 		}
-		err = cur.Err()
-		cur.Close(ctx)
+		m.rekeyed += n
 		if err != nil {
-			return rekeyed, fmt.Errorf("read users: %w", translate(err))
+			return err
 		}
-		rekeyed += n
 		if n == 0 {
 			break
 		}
-	}
-	if err := aside.Drop(ctx); err != nil {
-		return rekeyed, fmt.Errorf("drop %s: %w", rekeyCollection, translate(err))
-	}
-	return rekeyed, nil
-}
-
-// rekeyUser moves user d, whose _id is old, to its derived _id. copyAside
-// is false when d is already the copy aside.
-func (s *Store) rekeyUser(ctx context.Context, aside *mongo.Collection, d userDoc, copyAside bool) error {
-	old := d.ID
-	if copyAside {
-		_, err := aside.ReplaceOne(ctx, bson.D{{Key: "_id", Value: old}}, d, options.Replace().SetUpsert(true))
-		if err != nil {
-			return fmt.Errorf("copy user %s aside: %w", d.UserID, translate(err))
+		if pass == maxRekeyPasses {
+			return fmt.Errorf("re-key users: still %d to re-key after %d passes; is another program writing to %s?",
+				n, pass, s.users.primary.Name())
 		}
 	}
-	if _, err := s.users.primary.DeleteOne(ctx, bson.D{{Key: "_id", Value: old}}); err != nil {
-		return fmt.Errorf("re-key user %s: %w", d.UserID, translate(err))
-	}
-	d.ID = docID(d.UserID)
-	if err := translate(insertOne(ctx, s.users.primary, d)); err != nil && !errors.Is(err, models.ErrConflict) {
-		return fmt.Errorf("re-key user %s: %w", d.UserID, err)
-	}
-	if _, err := aside.DeleteOne(ctx, bson.D{{Key: "_id", Value: old}}); err != nil {
-		return fmt.Errorf("re-key user %s: %w", d.UserID, translate(err))
+	if err := aside.Drop(ctx); err != nil {
+		return fmt.Errorf("drop %s: %w", aside.Name(), translate(err))
 	}
 	return nil
 }
 
-func readUsers(ctx context.Context, coll *mongo.Collection, filter bson.D) ([]userDoc, error) {
-	cur, err := coll.Find(ctx, filter)
+// rekeyUser moves the user document raw to its derived _id, keeping every
+// field as it is. copyAside is false when raw is already the copy aside
+// (a stopped run's).
+//
+// The copy aside is stored before the user is removed, and removed only
+// once the user is stored under its new _id: at every step the user is in
+// users or aside. The user is removed before it is written again because
+// the unique userId and email indexes refuse two copies in users.
+func (s *Store) rekeyUser(ctx context.Context, aside *mongo.Collection, raw bson.Raw, copyAside bool) error {
+	userID, _ := raw.Lookup("userId").StringValueOK()
+	id, err := rekeyTarget(raw)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", coll.Name(), translate(err))
+		return err
 	}
-	var docs []userDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, fmt.Errorf("read %s: %w", coll.Name(), translate(err))
+	old := bson.D{{Key: "_id", Value: raw.Lookup("_id")}}
+	if copyAside {
+		if _, err := aside.ReplaceOne(ctx, old, raw, options.Replace().SetUpsert(true)); err != nil {
+			return fmt.Errorf("re-key user %s: copy it aside: %w", userID, translate(err))
+		}
 	}
-	return docs, nil
+	if _, err := s.users.primary.DeleteOne(ctx, old); err != nil {
+		return fmt.Errorf("re-key user %s: %w", userID, translate(err))
+	}
+	doc, err := withID(raw, id)
+	if err != nil {
+		return fmt.Errorf("re-key user %s: %w", userID, err)
+	}
+	if err := translate(insertOne(ctx, s.users.primary, doc)); err != nil {
+		if !errors.Is(err, models.ErrConflict) {
+			return fmt.Errorf("re-key user %s (kept in %s): %w", userID, aside.Name(), err)
+		}
+		// Stored before a stop, or a clash: only the first lets the copy go.
+		var there struct {
+			UserID string `bson:"userId"`
+		}
+		if ferr := findByID(ctx, s.users.primary, id, &there, bson.D{{Key: "userId", Value: 1}}); ferr != nil || there.UserID != userID {
+			return fmt.Errorf("re-key user %s (kept in %s): %w", userID, aside.Name(), err)
+		}
+	}
+	if _, err := aside.DeleteOne(ctx, old); err != nil {
+		return fmt.Errorf("re-key user %s: %w", userID, translate(err))
+	}
+	return nil
+}
+
+// withID is the document raw with _id id, every other field as it is.
+func withID(raw bson.Raw, id bson.ObjectID) (bson.D, error) {
+	var d bson.D
+	if err := bson.Unmarshal(raw, &d); err != nil {
+		return nil, fmt.Errorf("read user document: %w", err)
+	}
+	for i := range d {
+		if d[i].Key == "_id" {
+			d[i].Value = id
+			return d, nil
+		}
+	}
+	return append(bson.D{{Key: "_id", Value: id}}, d...), nil
 }

@@ -193,7 +193,8 @@ func orgWrite(ch models.OrganizationChange, now time.Time) (filter, update bson.
 		{Key: "maxAllowedMemberships", Value: p.MaxAllowedMemberships}, {Key: "createdBy", Value: str(p.CreatedBy)},
 		{Key: "sourceCreatedAt", Value: utc(p.SourceCreatedAt)},
 	}...)
-	filter = append(filter, olderThan(ch.Version()))
+	// Not this very event (DecideUnchanged: a retry), and older.
+	filter = append(filter, bson.E{Key: "lastEventId", Value: bson.D{{Key: "$ne", Value: ch.EventID}}}, olderThan(ch.Version()))
 	return filter, bson.D{{Key: "$set", Value: set}, onInsert}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 	"github.com/usersync/usersync/sync"
 )
 
@@ -79,7 +80,7 @@ func TestRoundTrips_PerDeliveryKind(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStoreWith(t, serverURI(t), repository.Options{Monitor: mon})
+			s := mongotest.OpenWith(t, repository.Options{Monitor: mon})
 			mu.Lock()
 			db = s.Database().Name()
 			mu.Unlock()

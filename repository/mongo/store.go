@@ -3,16 +3,17 @@
 // sentinel errors of package models.
 //
 // Everything here stays inside what MongoDB and the DocumentDB-based
-// engines do the same way (../shared/ENGINES.md): no transactions, no
-// partial indexes, no collations; every write whose result depends on a
-// document's state is one conditional write, which the server applies
-// atomically.
+// engines do the same way (../shared/ENGINES.md, docs/mongodb.md): no
+// transactions, no partial indexes, no collations; every write whose
+// result depends on a document's state is one conditional write, which
+// the server applies atomically.
 package mongo
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,14 +29,14 @@ import (
 	"github.com/usersync/usersync/repository"
 )
 
-// Collection names.
+// Collection names, before Options.CollectionPrefix.
 const (
 	UsersCollection         = "users"
 	OrganizationsCollection = "organizations"
 	MembershipsCollection   = "memberships"
 	EventsCollection        = "user_events"
-	// CountersCollection holds the event counters (see counters.go) and
-	// the marks of completed migrations.
+	// CountersCollection holds the event counters (see counters.go), and
+	// the marks of migrations of earlier versions.
 	CountersCollection = "counters"
 )
 
@@ -45,10 +46,17 @@ type Store struct {
 	db        *mongo.Database
 	uri       string
 	opTimeout time.Duration
-	users     *Users
-	orgs      *Organizations
-	members   *Memberships
-	events    *Events
+	names     collNames
+	server    Server
+	// owned is set once this store has checked, or made, the database's
+	// mark (see ownership.go); nothing builds indexes before.
+	owned    bool
+	users    *Users
+	orgs     *Organizations
+	members  *Memberships
+	events   *Events
+	activity *Activity
+	runs     *Runs
 }
 
 // Options tune a connection.
@@ -62,6 +70,11 @@ type Options struct {
 	OperationTimeout time.Duration
 	// Monitor, if set, sees every command sent (tests count round trips).
 	Monitor *event.CommandMonitor
+	// CollectionPrefix is put before the name of each of usersync's
+	// collections, for a database usersync must share with another
+	// program: "usersync_" gives usersync_users, usersync_user_events and
+	// so on. Letters, digits, _, - and . only.
+	CollectionPrefix string
 }
 
 // DefaultOperationTimeout bounds an operation whose context has no deadline.
@@ -82,6 +95,9 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 	if o.OperationTimeout == 0 {
 		o.OperationTimeout = DefaultOperationTimeout
 	}
+	if err := checkPrefix(o.CollectionPrefix); err != nil {
+		return nil, err
+	}
 	opts, err := clientOptions(uri, o)
 	if err != nil {
 		return nil, err
@@ -91,27 +107,31 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("connect to %s: %w", redactURI(uri), err)
 	}
 	db := client.Database(dbName)
+	names := collNames{prefix: o.CollectionPrefix}
 	primary := options.Collection().SetReadPreference(readpref.Primary())
-	counters := &counters{coll: db.Collection(CountersCollection, primary)}
+	counters := &counters{coll: db.Collection(names.of(CountersCollection), primary)}
 	s := &Store{
 		client:    client,
 		db:        db,
 		uri:       uri,
 		opTimeout: o.OperationTimeout,
+		names:     names,
 		users: &Users{
-			coll: db.Collection(UsersCollection), primary: db.Collection(UsersCollection, primary),
+			coll: db.Collection(names.of(UsersCollection)), primary: db.Collection(names.of(UsersCollection), primary),
 		},
 		orgs: &Organizations{
-			coll: db.Collection(OrganizationsCollection), primary: db.Collection(OrganizationsCollection, primary),
+			coll: db.Collection(names.of(OrganizationsCollection)), primary: db.Collection(names.of(OrganizationsCollection), primary),
 		},
 		members: &Memberships{
-			coll: db.Collection(MembershipsCollection), primary: db.Collection(MembershipsCollection, primary),
-			users: db.Collection(UsersCollection, primary),
+			coll: db.Collection(names.of(MembershipsCollection)), primary: db.Collection(names.of(MembershipsCollection), primary),
+			users: db.Collection(names.of(UsersCollection), primary),
 		},
 		events: &Events{
-			coll: db.Collection(EventsCollection), primary: db.Collection(EventsCollection, primary),
+			coll: db.Collection(names.of(EventsCollection)), primary: db.Collection(names.of(EventsCollection), primary),
 			counters: counters,
 		},
+		activity: &Activity{coll: db.Collection(names.of(ActivityCollection))},
+		runs:     &Runs{coll: db.Collection(names.of(RunsCollection))},
 	}
 	s.users.members, s.orgs.members, s.members.orgs = s.members, s.members, s.orgs
 	return s, nil
@@ -195,29 +215,101 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Prepare makes sure what correctness needs exists: the collections and
-// the unique indexes (eventId, userId, email; built without a time limit
-// however large the collections). The other indexes are built by
-// EnsureIndexes: serve runs it in the background, usersync migrate in the
-// foreground. Prepare fails with an error wrapping
-// models.ErrNeedsMigration, naming usersync migrate, when the database
-// holds data of an older usersync (see Migrate).
+// Prepare checks that usersync may use the database, and makes what
+// correctness needs before the first write. In order, writing nothing
+// before it has decided:
+//   - it names the engine (see Server) and refuses, with an error wrapping
+//     models.ErrUnsupportedEngine, one that cannot hold usersync's rules;
+//   - it refuses a database that is not usersync's (see ownership.go): one
+//     whose collections of usersync's names hold another program's
+//     documents and no mark of usersync's is an error wrapping
+//     models.ErrForeignData, naming MONGODB_DATABASE; one of an older
+//     usersync an error wrapping models.ErrNeedsMigration, naming usersync
+//     migrate (see Migrate);
+//   - it creates the collections and the unique indexes (userId, email,
+//     eventId; built without a time limit however large the collections),
+//     checks with listIndexes that the engine keeps them unique and sparse
+//     as asked, and refuses it (models.ErrUnsupportedEngine) if not;
+//   - it marks a database it prepared for the first time.
+//
+// The other indexes are built by EnsureIndexes: serve runs it in the
+// background, usersync migrate in the foreground.
 func (s *Store) Prepare(ctx context.Context) error {
-	if err := s.prepare(ctx); err != nil {
+	own, sv, err := s.inspect(ctx)
+	if err != nil {
 		return err
 	}
-	return s.checkSchema(ctx)
+	if own == ownOlder {
+		return fmt.Errorf("database %q holds data of an older usersync: stop it and run `usersync migrate`: %w",
+			s.db.Name(), models.ErrNeedsMigration)
+	}
+	return s.setUp(ctx, sv, true)
 }
 
-// prepare is Prepare without the check of the schema, which Migrate
-// makes true.
-func (s *Store) prepare(ctx context.Context) error {
+// Server returns the engine Prepare or Migrate found.
+func (s *Store) Server() Server { return s.server }
+
+// inspect names the server, refuses one that cannot hold usersync's
+// rules, and judges the database (see decideOwnership), writing nothing.
+func (s *Store) inspect(ctx context.Context) (ownership, survey, error) {
+	var info bson.Raw
+	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		return 0, survey{}, fmt.Errorf("buildInfo: %w", translate(err))
+	}
+	s.server = identifyServer(info, s.uri)
+	if err := refuseServer(s.server); err != nil {
+		return 0, survey{}, err
+	}
+	sv, err := s.survey(ctx)
+	if err != nil {
+		return 0, sv, err
+	}
+	own, err := decideOwnership(sv)
+	return own, sv, err
+}
+
+// setUp makes, in a database inspect found to be usersync's, what
+// correctness needs: the collections and the unique indexes, checked;
+// with mark, it then marks the database (Migrate marks it only once the
+// data is in shape).
+func (s *Store) setUp(ctx context.Context, sv survey, mark bool) error {
+	missing, populated := map[string][]string{}, map[string]bool{}
+	for _, r := range uniqueRules {
+		c, ok := sv.colls[r.base]
+		populated[r.base] = ok && len(c.sample) > 0
+		if !ok || !slices.ContainsFunc(c.indexes, func(sp indexSpec) bool { return sp.Name == r.index }) {
+			missing[r.base] = append(missing[r.base], r.index)
+		}
+	}
+	if err := checkCanCreateUnique(s.server, missing, populated); err != nil {
+		return err
+	}
 	if err := s.createCollections(ctx); err != nil {
 		return err
 	}
 	bctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
 	defer cancel()
-	return s.ensureIndexes(bctx, true)
+	if err := s.ensureIndexes(bctx, true); err != nil {
+		return err
+	}
+	specs := map[string][]indexSpec{}
+	for _, coll := range []*mongo.Collection{s.users.primary, s.orgs.primary, s.members.primary, s.events.primary} {
+		sp, err := listIndexes(ctx, coll)
+		if err != nil {
+			return err
+		}
+		specs[strings.TrimPrefix(coll.Name(), s.names.prefix)] = sp
+	}
+	if err := checkUniqueIndexes(s.server, specs); err != nil {
+		return err
+	}
+	if mark && (sv.mark == nil || sv.mark.Schema != schemaVersion) {
+		if err := s.writeMark(ctx, time.Now()); err != nil {
+			return err
+		}
+	}
+	s.owned = mark
+	return nil
 }
 
 // createCollections creates the collections that do not exist yet.
@@ -230,7 +322,8 @@ func (s *Store) createCollections(ctx context.Context) error {
 	for _, n := range names {
 		have[n] = true
 	}
-	for _, n := range []string{UsersCollection, OrganizationsCollection, MembershipsCollection, EventsCollection, CountersCollection} {
+	for _, base := range []string{UsersCollection, OrganizationsCollection, MembershipsCollection, EventsCollection, CountersCollection, MetaCollection} {
+		n := s.names.of(base)
 		if have[n] {
 			continue
 		}
@@ -246,10 +339,28 @@ func (s *Store) createCollections(ctx context.Context) error {
 	return nil
 }
 
-// Drop removes the whole database. Tests use it to clean up.
+// Drop removes usersync's collections, and the database when nothing
+// else is left in it. Tests use it to clean up.
 func (s *Store) Drop(ctx context.Context) error {
-	return translate(s.db.Drop(ctx))
+	for _, base := range ownedCollections {
+		if err := s.db.Collection(s.names.of(base)).Drop(ctx); err != nil {
+			return fmt.Errorf("drop %s: %w", s.names.of(base), translate(err))
+		}
+	}
+	names, err := s.db.ListCollectionNames(ctx, bson.D{})
+	if err != nil {
+		return fmt.Errorf("list collections: %w", translate(err))
+	}
+	if len(names) == 0 {
+		return translate(s.db.Drop(ctx))
+	}
+	return nil
 }
+
+// CollectionName is the name of the collection base (UsersCollection,
+// say) in this store's database, prefixed as Options.CollectionPrefix
+// says.
+func (s *Store) CollectionName(base string) string { return s.names.of(base) }
 
 // Database returns the underlying database, for tools that seed or inspect
 // it directly (tests, benchmarks).
@@ -260,18 +371,19 @@ func (s *Store) Database() *mongo.Database { return s.db }
 // build on a large collection takes as long as it takes (up to 24 h):
 // call it with a context that has no shorter deadline.
 func (s *Store) EnsureIndexes(ctx context.Context) error {
+	if !s.owned {
+		return errors.New("build indexes: the database has not been prepared (Prepare or Migrate)")
+	}
 	ctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
 	defer cancel()
 	return s.ensureIndexes(ctx, false)
 }
 
-// uniqueIndexes are the indexes correctness needs, which Prepare builds
-// before usersync serves.
-var uniqueIndexes = map[string]bool{
-	"userId_1": true, emailIndex: true, "eventId_1": true,
-	"organizationId_1": true, "membershipId_1": true, activeKeyIndex: true,
-}
-
+// ensureIndexes builds the indexes of the users, organizations,
+// memberships and events. The leases, activity and reconcile_runs
+// collections are read and written by _id alone (activity and runs by
+// ranges of an _id that sorts as they are read): they need no index of
+// their own, and are made by their first write.
 func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 	for _, c := range []struct {
 		coll     *mongo.Collection
@@ -287,7 +399,8 @@ func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 		if uniqueOnly {
 			want = nil
 			for _, m := range c.want {
-				if uniqueIndexes[indexName(m.Keys.(bson.D))] {
+				name := indexName(m.Keys.(bson.D))
+				if slices.ContainsFunc(uniqueRules, func(r uniqueRule) bool { return r.index == name }) {
 					want = append(want, m)
 				}
 			}
@@ -300,8 +413,9 @@ func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 }
 
 // createIndexes creates the indexes that coll lacks, by name, and drops
-// the obsolete ones it has. Asking the embedded engine to create an index
-// that exists drops the connection, so existing ones are listed first.
+// the obsolete ones it has. An index of that name made otherwise is left
+// as it is: Prepare's check of the unique ones refuses it (see
+// checkUniqueIndexes).
 func createIndexes(ctx context.Context, coll *mongo.Collection, want []mongo.IndexModel, obsolete []string) error {
 	specs, err := coll.Indexes().ListSpecifications(ctx)
 	if err != nil {
@@ -444,7 +558,17 @@ func (s *Store) Events() repository.Events { return s.events }
 // Leases returns the leases of the database.
 func (s *Store) Leases() repository.Leases { return NewLeases(s) }
 
+// Activity returns the activity collection: the counts of the console's
+// charts.
+func (s *Store) Activity() repository.Activity { return s.activity }
+
+// Runs returns the reconcile_runs collection.
+func (s *Store) Runs() repository.Runs { return s.runs }
+
 // BuildIndexes is EnsureIndexes.
 func (s *Store) BuildIndexes(ctx context.Context) error { return s.EnsureIndexes(ctx) }
 
-var _ repository.Store = (*Store)(nil)
+var (
+	_ repository.Store    = (*Store)(nil)
+	_ repository.Migrator = (*Store)(nil)
+)

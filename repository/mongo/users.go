@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -22,6 +23,8 @@ type Users struct {
 	// afterTake, if set, runs after Apply took an email from another user
 	// and before it writes again (tests race it).
 	afterTake func()
+	// density sizes the windows of the users page (window.go).
+	density densities
 }
 
 // userDoc is a users document. Its _id is derived from userId (see
@@ -77,7 +80,7 @@ func (d userDoc) model() (models.User, error) {
 // name.
 const emailIndex = "email_1"
 
-// userIndexes are the indexes of users; README.md's query → index table
+// userIndexes are the indexes of users; docs/mongodb-queries.md's query → index table
 // says which query uses each. The unique ones are built by Prepare (see
 // uniqueIndexes), the others by EnsureIndexes.
 var userIndexes = []mongo.IndexModel{
@@ -202,10 +205,10 @@ func (u *Users) write(ctx context.Context, w userWrite) (models.Outcome, error) 
 	case !errors.Is(err, models.ErrConflict):
 		return "", err
 	}
-	// A duplicate key that the engine did not name (DocumentDB-based
-	// engines word it differently): the upsert's insert was refused by
-	// _id because the user exists with a state the filter rejects, or by
-	// the email index. The user's state tells which.
+	// Another duplicate key: the upsert's insert was refused by _id
+	// because the user exists with a state the filter rejects (a stale
+	// change, a deleted user, a retry), or by the email index on an engine
+	// that did not name it. The user's state tells which.
 	cur, err := u.state(ctx, w.doc.ID)
 	switch {
 	case errors.Is(err, models.ErrNotFound) && w.ch.Email != "":
@@ -365,7 +368,8 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 	}
 	w.doc.Email, w.doc.DisplayName, w.doc.Metadata = ch.Email, ch.DisplayName, meta
 	w.doc.Profile = newProfileDoc(ch.Profile)
-	w.filter = append(w.filter, olderThan(ch.Version()))
+	// Not this very event (DecideUnchanged: a retry), and older.
+	w.filter = append(w.filter, bson.E{Key: "lastEventId", Value: bson.D{{Key: "$ne", Value: ch.EventID}}}, olderThan(ch.Version()))
 	set := bson.D{
 		{Key: "displayName", Value: ch.DisplayName},
 		{Key: "metadata", Value: meta},
@@ -409,6 +413,12 @@ func (u *Users) state(ctx context.Context, id bson.ObjectID) (userDoc, error) {
 // finds, with no sort. Active users are neither deleted nor deprovisioned
 // (few are: they are read in the index's order and passed over).
 func userListQuery(f models.UserFilter) (filter, sort bson.D, err error) {
+	return userWindowQuery(f, window{noLo: true, noHi: true})
+}
+
+// userWindowQuery is userListQuery within window w of _id (see
+// window.go).
+func userWindowQuery(f models.UserFilter, w window) (filter, sort bson.D, err error) {
 	filter = bson.D{}
 	if !f.IncludeDeleted {
 		filter = append(filter, bson.E{Key: "deletedAt", Value: nil},
@@ -417,17 +427,53 @@ func userListQuery(f models.UserFilter) (filter, sort bson.D, err error) {
 	if f.Email != "" {
 		filter = append(filter, bson.E{Key: "email", Value: strings.ToLower(strings.TrimSpace(f.Email))})
 	}
+	id := w.idRange()
 	if f.After != "" {
 		after, err := bson.ObjectIDFromHex(f.After)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
 		}
-		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}})
+		id = append(bson.D{{Key: "$gt", Value: after}}, id...)
+	}
+	if len(id) > 0 {
+		filter = append(filter, bson.E{Key: "_id", Value: id})
 	}
 	if f.Email == "" {
 		sort = bson.D{{Key: "_id", Value: 1}}
 	}
 	return filter, sort, nil
+}
+
+// walkIDs walks the users from the cursor up in windows of _id (see
+// window.go). Ids are hashes of user ids, spread evenly: a window holds
+// about its share of the _id space of the users. The first walk sizes its
+// window from the estimated number of users.
+func (u *Users) walkIDs(ctx context.Context, f models.UserFilter, want int, query func(window, int) ([]userDoc, error)) ([]userDoc, error) {
+	kind := fmt.Sprintf("users:%v", f.IncludeDeleted)
+	plan := windowPlan{end: math.MaxUint64}
+	if f.After != "" {
+		after, _ := bson.ObjectIDFromHex(f.After)
+		plan.start = idKey(after)
+	}
+	d, ok := u.density.get(kind)
+	if !ok {
+		n, err := u.coll.EstimatedDocumentCount(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("count users: %w", translate(err))
+		}
+		d = float64(n) / math.MaxUint64
+	}
+	plan.width = firstWidth(want, d, math.MaxUint64)
+	docs, _, err := walkWindows(&plan, want, nil, query)
+	if err != nil {
+		return nil, err
+	}
+	reach := uint64(math.MaxUint64)
+	if len(docs) >= want {
+		reach = idKey(docs[len(docs)-1].ID)
+	}
+	u.density.note(kind, len(docs), covered(plan.start, reach, false))
+	return docs, nil
 }
 
 // Get returns the user with userID, deleted or not, or an error wrapping
@@ -445,21 +491,35 @@ func (u *Users) Get(ctx context.Context, userID string) (models.User, error) {
 // f.After. With an email, the page holds the one active user with that
 // email, if any. A malformed cursor wraps models.ErrInvalid.
 func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage, error) {
-	filter, sort, err := userListQuery(f)
-	if err != nil {
+	if _, _, err := userListQuery(f); err != nil {
 		return models.UserPage{}, err
 	}
-	opts := options.Find().SetLimit(int64(f.Limit) + 1)
-	if sort != nil {
-		opts.SetSort(sort)
-	}
-	cur, err := u.coll.Find(ctx, filter, opts)
-	if err != nil {
-		return models.UserPage{}, fmt.Errorf("list users: %w", translate(err))
+	want := f.Limit + 1
+	query := func(w window, limit int) ([]userDoc, error) {
+		filter, sort, _ := userWindowQuery(f, w)
+		opts := options.Find().SetLimit(int64(limit))
+		if sort != nil {
+			opts.SetSort(sort)
+		}
+		cur, err := u.coll.Find(ctx, filter, opts)
+		if err != nil {
+			return nil, translate(err)
+		}
+		var docs []userDoc
+		if err := cur.All(ctx, &docs); err != nil {
+			return nil, translate(err)
+		}
+		return docs, nil
 	}
 	var docs []userDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return models.UserPage{}, fmt.Errorf("list users: %w", translate(err))
+	var err error
+	if f.Email == "" {
+		docs, err = u.walkIDs(ctx, f, want, query)
+	} else {
+		docs, err = query(window{noLo: true, noHi: true, last: true}, want)
+	}
+	if err != nil {
+		return models.UserPage{}, fmt.Errorf("list users: %w", err)
 	}
 	var page models.UserPage
 	if len(docs) > f.Limit {

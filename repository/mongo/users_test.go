@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
@@ -26,7 +27,7 @@ func deletion(userID, eventID string, at time.Duration) models.Change {
 
 func TestUsersApply_OrderingAndDeletes(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	steps := []struct {
 		ch   models.Change
 		want models.Outcome
@@ -82,7 +83,7 @@ func TestUsersApply_OrderingAndDeletes(t *testing.T) {
 
 func TestUsersApply_MetadataKeysRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	meta := `{"a.b":1,"$set":{"x.y":[1,2.5,"z",null,true]},"%2E":"pct","":"empty","ü€😀":{"k\u0000":"nul"},"big":12345678901234,"neg":-3,"html":"<&>","arr":[{"$k":{}}],"b":false}`
 	ch := change("user_m", "msg_m", time.Second, "")
 	ch.Metadata = json.RawMessage(meta)
@@ -103,7 +104,7 @@ func TestUsersApply_MetadataKeysRoundTrip(t *testing.T) {
 
 func TestUsersApply_ConcurrentStatesOfAUserEndOnTheNewest(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	const users, versions = 30, 4
 	for u := range users {
 		if _, err := s.Users().Apply(ctx, change(fmt.Sprintf("user_%d", u), "msg_0", 0, ""), time.Now()); err != nil {

@@ -13,9 +13,9 @@ import (
 var walkBatch = 1000
 
 // walkTimeout bounds a whole walk. It is one query, sorted by _id: on
-// MongoDB a walk of the _id index, on the embedded engine one read of the
-// collection (a query per batch would read the collection once per batch).
-// That read takes longer than one operation's default deadline on a large
+// MongoDB a walk of the _id index; an engine that sorts every match sorts
+// the active users once, for the whole walk, not once per batch. That
+// takes longer than one operation's default deadline on a large
 // collection, so the walk gets its own.
 const walkTimeout = 30 * time.Minute
 

@@ -13,12 +13,13 @@ import (
 
 	"github.com/usersync/usersync/models"
 	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 func TestUsersWalkActive_EveryActiveUserWrittenBeforeTheTimeOnce(t *testing.T) {
 	defer repository.SetWalkBatchForTest(2)()
 	ctx := context.Background()
-	s := newStore(t)
+	s := mongotest.Open(t)
 	written := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	state := func(id, eventID string, deleted bool) models.Change {
 		return models.Change{UserID: id, EventID: eventID, SourceTime: written.Add(-time.Hour), Deleted: deleted,
@@ -58,14 +59,13 @@ func TestUsersWalkActive_EveryActiveUserWrittenBeforeTheTimeOnce(t *testing.T) {
 }
 
 // TestUsersWalkActive_IsOneQuery: the walk reads the collection once,
-// batch after batch of one cursor. A query per batch would read the whole
-// collection once per batch on the embedded engine, whose filters other
-// than {_id} read every document.
+// batch after batch of one cursor. A query per batch would sort every
+// active user once per batch on an engine that reads no index in order.
 func TestUsersWalkActive_IsOneQuery(t *testing.T) {
 	defer repository.SetWalkBatchForTest(3)()
 	ctx := context.Background()
 	var finds atomic.Int32
-	s := newStoreWith(t, serverURI(t), repository.Options{Monitor: &event.CommandMonitor{
+	s := mongotest.OpenWith(t, repository.Options{Monitor: &event.CommandMonitor{
 		Started: func(_ context.Context, e *event.CommandStartedEvent) {
 			if e.CommandName == "find" {
 				finds.Add(1)

@@ -116,8 +116,9 @@ func (o *Outage) Ping(ctx context.Context) error {
 	return o.Store.Ping(ctx)
 }
 
-func (o *Outage) Users() repository.Users   { return outageUsers{o.Store.Users(), o} }
-func (o *Outage) Events() repository.Events { return outageEvents{o.Store.Events(), o} }
+func (o *Outage) Users() repository.Users       { return outageUsers{o.Store.Users(), o} }
+func (o *Outage) Events() repository.Events     { return outageEvents{o.Store.Events(), o} }
+func (o *Outage) Activity() repository.Activity { return outageActivity{o.Store.Activity(), o} }
 
 type outageUsers struct {
 	repository.Users
@@ -169,6 +170,32 @@ func (e outageEvents) List(ctx context.Context, f models.EventFilter) (models.Ev
 		return models.EventPage{}, err
 	}
 	return e.Events.List(ctx, f)
+}
+
+func (e outageEvents) FailureGroups(ctx context.Context, scan int) (models.FailureGroups, error) {
+	if err := e.o.err(); err != nil {
+		return models.FailureGroups{}, err
+	}
+	return e.Events.FailureGroups(ctx, scan)
+}
+
+type outageActivity struct {
+	repository.Activity
+	o *Outage
+}
+
+func (a outageActivity) Add(ctx context.Context, at time.Time, kind string, n int64) error {
+	if err := a.o.err(); err != nil {
+		return err
+	}
+	return a.Activity.Add(ctx, at, kind, n)
+}
+
+func (a outageActivity) Buckets(ctx context.Context, size time.Duration, from, to time.Time) ([]models.ActivityBucket, error) {
+	if err := a.o.err(); err != nil {
+		return nil, err
+	}
+	return a.Activity.Buckets(ctx, size, from, to)
 }
 
 // Raw returns, lowercased, everything the store keeps, read around its

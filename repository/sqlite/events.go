@@ -389,3 +389,35 @@ func (e *Events) Claim(ctx context.Context, id string, attempts int, now time.Ti
 	}
 	return ok, nil
 }
+
+// FailureGroups reads at most scan (1 to models.MaxFailureScan) failed
+// events, newest first, through the status index (only the columns a
+// group needs), and groups them by reason.
+func (e *Events) FailureGroups(ctx context.Context, scan int) (models.FailureGroups, error) {
+	scan = min(max(scan, 1), models.MaxFailureScan)
+	rows, err := e.s.r.QueryContext(ctx, qFailed, scan+1)
+	if err != nil {
+		return models.FailureGroups{}, fmt.Errorf("read failed events: %w", translate(err))
+	}
+	defer rows.Close()
+	var failed []models.Event
+	for rows.Next() {
+		var (
+			id, received     int64
+			eventID, errText sql.NullString
+			retry            sql.NullInt64
+		)
+		if err := rows.Scan(&id, &eventID, &received, &errText, &retry); err != nil {
+			return models.FailureGroups{}, fmt.Errorf("read failed events: %w", translate(err))
+		}
+		failed = append(failed, models.Event{
+			ID: strconv.FormatInt(id, 10), EventID: eventID.String, ReceivedAt: fromMS(received),
+			Status: models.StatusFailed, Error: errText.String, RetryAt: timePtr(retry),
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return models.FailureGroups{}, fmt.Errorf("read failed events: %w", translate(err))
+	}
+	complete := len(failed) <= scan
+	return models.GroupFailures(failed[:min(len(failed), scan)], complete), nil
+}

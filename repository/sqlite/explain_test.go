@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,9 @@ import (
 
 	"github.com/usersync/usersync/models"
 )
+
+// upsertByKey marks an INSERT … ON CONFLICT of the primary key.
+const upsertByKey = "upsert by primary key"
 
 // TestExplain_EveryQueryIsAnIndexSearchWithNoSort asks SQLite for the plan
 // of every query whose cost could grow with the tables, and of the event
@@ -42,6 +46,12 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 		{"stats", "events_status", qStats, nil},
 		{"event by id", "", qEventByID, []any{1}},
 		{"event by svix-id", "sqlite_autoindex_events_1", qEventByEventID, []any{"msg_1"}},
+		{"failed events, newest first", "events_status", qFailed, []any{5001}},
+		{"activity: add to a bucket", upsertByKey, qActivityAdd, []any{60000, now, "received", 1}},
+		{"activity: prune old buckets", "PRIMARY KEY", qActivityPrune, []any{60000, now}},
+		{"activity: a range of buckets", "PRIMARY KEY", qActivityRange, []any{60000, now - 86400000, now}},
+		{"reconcile runs, latest first", "reconcile_runs_started", qRunsLast, []any{50}},
+		{"reconcile runs: prune", "reconcile_runs_started", qRunsPrune, []any{50}},
 		{"get organization", "PRIMARY KEY", qOrgGet, []any{"org_1"}},
 		{"active organizations page", "organizations_active", qOrgsActive, []any{"org_5", 10}},
 		{"organizations page with deleted", "PRIMARY KEY", qOrgsAll, []any{"org_5", 10}},
@@ -99,11 +109,39 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 				t.Errorf("%s: plan %q scans a table or sorts", q.name, text)
 			}
 		}
+		if q.index == upsertByKey {
+			// An INSERT finds its conflict through the key it names: SQLite
+			// plans no search for it, and there must be none.
+			if text != "" {
+				t.Errorf("%s: plan %q, want none (a write by primary key)", q.name, text)
+			}
+			continue
+		}
 		if q.index != "" && !strings.Contains(text, q.index) {
 			t.Errorf("%s: plan %q does not use %s", q.name, text, q.index)
 		}
 		if q.index == "" && !strings.Contains(text, "INTEGER PRIMARY KEY") {
 			t.Errorf("%s: plan %q is not a primary key lookup", q.name, text)
 		}
+	}
+}
+
+// TestWrite_ARefusedWriteIsReadOnlyAndUnavailable: a write the database
+// refuses as read-only (here a connection told to be query-only, as a file
+// or disk that became read-only under usersync) is models.ErrReadOnly and
+// models.ErrUnavailable: a 503 that readiness reports, never a 500.
+func TestWrite_ARefusedWriteIsReadOnlyAndUnavailable(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if err := s.write(ctx, func(t *wtx) error { _, err := t.exec("PRAGMA query_only = ON"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Users().Apply(ctx, models.Change{UserID: "user_1", EventID: "msg_1", SourceTime: time.Now()}, time.Now())
+	if !errors.Is(err, models.ErrReadOnly) || !errors.Is(err, models.ErrUnavailable) {
+		t.Errorf("a write refused as read-only = %v, want ErrReadOnly and ErrUnavailable", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -153,5 +155,31 @@ func TestOpen_RefusesAFileOfAnotherProgram(t *testing.T) {
 	after, _ := os.ReadFile(path)
 	if !bytes.Equal(after, fixture) {
 		t.Error("the foreign file was changed")
+	}
+}
+
+// TestOpen_RefusesAFileItCannotWrite: a store on a read-only disk is
+// refused at open, naming the file, not at the first webhook.
+func TestOpen_RefusesAFileItCannotWrite(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v); the test needs root", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	s, err := sqlite.Open(ctx, dir, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close(ctx)
+	if err := syscall.Mount("", dir, "", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err = sqlite.Open(ctx, dir, sqlite.Options{})
+	if err == nil || !(strings.Contains(err.Error(), "cannot be written") || strings.Contains(err.Error(), "cannot be opened for writing")) {
+		t.Fatalf("Open on a read-only disk = %v, want a refusal saying it cannot be written", err)
+	}
+	if !strings.Contains(err.Error(), filepath.Join(dir, sqlite.FileName)) {
+		t.Errorf("the refusal %q does not name the file", err)
 	}
 }

@@ -54,6 +54,25 @@ const (
 	qEventByID      = `SELECT ` + eventColumns + bodyColumn + ` FROM events WHERE id = ?`
 	qEventByEventID = `SELECT ` + eventColumns + bodyColumn + ` FROM events WHERE event_id = ?`
 
+	// qFailed: events_status, the failed ones newest first.
+	qFailed = `SELECT id, event_id, received_at, error, retry_at FROM events INDEXED BY events_status
+		WHERE status = 'failed' ORDER BY received_at DESC, id DESC LIMIT ?`
+
+	// qActivityAdd, qActivityPrune, qActivityRange: the primary key of
+	// activity (size, start, kind); a chart reads one range of it.
+	qActivityAdd = `INSERT INTO activity (size, start, kind, n) VALUES (?, ?, ?, ?)
+		ON CONFLICT (size, start, kind) DO UPDATE SET n = n + excluded.n`
+	qActivityPrune = `DELETE FROM activity WHERE size = ? AND start < ?`
+	qActivityRange = `SELECT start, kind, n FROM activity WHERE size = ? AND start >= ? AND start < ? ORDER BY start, kind`
+
+	// qRunsLast: reconcile_runs_started, backwards.
+	qRunsLast = `SELECT ` + runColumns + ` FROM reconcile_runs INDEXED BY reconcile_runs_started
+		ORDER BY started_at DESC, id DESC LIMIT ?`
+	// qRunsPrune: reconcile_runs_started past the runs kept, then the
+	// primary key.
+	qRunsPrune = `DELETE FROM reconcile_runs WHERE id IN (SELECT id FROM reconcile_runs INDEXED BY reconcile_runs_started
+		ORDER BY started_at DESC, id DESC LIMIT -1 OFFSET ?)`
+
 	// qOrgGet: the primary key.
 	qOrgGet = `SELECT ` + orgColumns + ` FROM organizations WHERE org_id = ?`
 	// qOrgsActive: organizations_active, from the cursor on.

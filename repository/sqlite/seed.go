@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,7 +33,7 @@ func (s *Store) SeedUsers(ctx context.Context, changes []models.Change, now time
 					err = writeState(t, ch, ch.Email, meta, now, true)
 				}
 				if err != nil {
-					return fmt.Errorf("seed user %q: %w", ch.UserID, err)
+					return fmt.Errorf("seed user %q: %w", ch.UserID, seedError(err))
 				}
 			}
 			return nil
@@ -61,7 +62,7 @@ func (s *Store) SeedEvents(ctx context.Context, events []models.Event) error {
 					nullBool(ev.SignatureValid), msPtr(ev.SourceTimestamp), ms(ev.ReceivedAt), msPtr(ev.ProcessedAt),
 					string(ev.Status), text(string(ev.Outcome)), ev.Attempts, text(ev.Error), msPtr(ev.RetryAt),
 					msPtr(ev.ErasedAt)); err != nil {
-					return fmt.Errorf("seed event %q: %w", ev.EventID, err)
+					return fmt.Errorf("seed event %q: %w", ev.EventID, seedError(err))
 				}
 				if ev.Status == models.StatusProcessed {
 					counts[ev.Outcome]++
@@ -79,4 +80,13 @@ func (s *Store) SeedEvents(ctx context.Context, events []models.Event) error {
 		}
 	}
 	return nil
+}
+
+// seedError says models.ErrConflict for a row that exists: seeding checks
+// nothing, so a unique rule is the only thing it can meet.
+func seedError(err error) error {
+	if errors.Is(err, errDuplicate) {
+		return fmt.Errorf("%w: %w", models.ErrConflict, err)
+	}
+	return err
 }

@@ -21,8 +21,10 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -69,12 +71,14 @@ type Store struct {
 	// erased is set by a write that erased personal data: the writer then
 	// checkpoints the write-ahead log after its commit, so that the erased
 	// bytes leave the log as well as the database (secure_delete).
-	erased atomic.Bool
-	users  *Users
-	orgs   *Organizations
-	mships *Memberships
-	events *Events
-	leases *Leases
+	erased   atomic.Bool
+	users    *Users
+	orgs     *Organizations
+	mships   *Memberships
+	events   *Events
+	leases   *Leases
+	activity *Activity
+	runs     *Runs
 }
 
 var _ repository.Store = (*Store)(nil)
@@ -124,6 +128,8 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	s.mships = &Memberships{s: s}
 	s.events = &Events{s: s}
 	s.leases = &Leases{s: s}
+	s.activity = &Activity{s: s}
+	s.runs = &Runs{s: s}
 	go s.writer()
 	return s, nil
 }
@@ -163,6 +169,12 @@ func (s *Store) Events() repository.Events { return s.events }
 // Leases returns the leases.
 func (s *Store) Leases() repository.Leases { return s.leases }
 
+// Activity returns the counts of the console's charts.
+func (s *Store) Activity() repository.Activity { return s.activity }
+
+// Runs returns the summaries of the last reconcile and backfill runs.
+func (s *Store) Runs() repository.Runs { return s.runs }
+
 // BuildIndexes has nothing to do: every index exists from the migration
 // that made its table.
 func (s *Store) BuildIndexes(context.Context) error { return nil }
@@ -195,9 +207,27 @@ func (s *Store) Close(context.Context) error {
 // checkOwner refuses a file at path that is not usersync's, before
 // anything writes to it (opening it for writes would switch it to WAL).
 func checkOwner(ctx context.Context, path string) error {
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	var header [100]byte
+	n, _ := io.ReadFull(f, header[:])
+	f.Close()
+	switch {
+	case n == 0:
+		return nil // an empty file: SQLite makes a database of it
+	case n < len(header) || string(header[:16]) != "SQLite format 3\x00":
+		return fmt.Errorf("%s is not a SQLite file (another program's?): set USERSYNC_DATA_DIR to a directory of usersync's own: %w",
+			path, models.ErrForeignData)
+	case binary.BigEndian.Uint32(header[68:72]) == applicationID:
+		return nil // marked as usersync's
+	}
+	// Unmarked in its header: a new file whose first transaction is still
+	// in the write-ahead log, or another program's. Ask SQLite.
 	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro")
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
@@ -222,7 +252,7 @@ func checkOwner(ctx context.Context, path string) error {
 func prepare(ctx context.Context, w *sql.DB, path string) error {
 	var version int
 	if err := w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return fmt.Errorf("read %s: %w", path, translate(err))
+		return fmt.Errorf("%s cannot be opened for writing (%w): check its permissions, its directory's and the disk", path, translate(err))
 	}
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
@@ -394,10 +424,34 @@ func (s *Store) commit(batch []*writeReq) {
 }
 
 // wtx is the write transaction a write runs in.
-type wtx struct{ tx *sql.Tx }
+type wtx struct {
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt // closed with the transaction
+}
+
+// stmt is q prepared once in the transaction and reused by every write of
+// it (the statements of a batch, the rows of a seed).
+func (t *wtx) stmt(q string) (*sql.Stmt, error) {
+	st, ok := t.stmts[q]
+	if !ok {
+		var err error
+		if st, err = t.tx.PrepareContext(context.Background(), q); err != nil {
+			return nil, translate(err)
+		}
+		if t.stmts == nil {
+			t.stmts = map[string]*sql.Stmt{}
+		}
+		t.stmts[q] = st
+	}
+	return st, nil
+}
 
 func (t *wtx) exec(q string, args ...any) (sql.Result, error) {
-	res, err := t.tx.ExecContext(context.Background(), q, args...)
+	st, err := t.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	res, err := st.ExecContext(context.Background(), args...)
 	return res, translate(err)
 }
 
@@ -411,7 +465,12 @@ func (t *wtx) execN(q string, args ...any) (int64, error) {
 }
 
 func (t *wtx) row(q string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(context.Background(), q, args...)
+	st, err := t.stmt(q)
+	if err != nil {
+		// The same error again, from the row: the caller's Scan reports it.
+		return t.tx.QueryRowContext(context.Background(), q, args...)
+	}
+	return st.QueryRowContext(context.Background(), args...)
 }
 
 func (t *wtx) query(q string, args ...any) (*sql.Rows, error) {
@@ -438,7 +497,7 @@ func translate(err error) error {
 	case sqlite3lib.SQLITE_FULL:
 		return &dbError{msg: "the disk is full", sentinels: []error{models.ErrStorageFull, models.ErrUnavailable}, err: err}
 	case sqlite3lib.SQLITE_READONLY:
-		return &dbError{msg: "the database file cannot be written", sentinels: []error{models.ErrUnavailable}, err: err}
+		return &dbError{msg: "the database file cannot be written", sentinels: []error{models.ErrReadOnly, models.ErrUnavailable}, err: err}
 	case sqlite3lib.SQLITE_BUSY, sqlite3lib.SQLITE_LOCKED, sqlite3lib.SQLITE_IOERR, sqlite3lib.SQLITE_CANTOPEN:
 		return &dbError{msg: "the database file is not available", sentinels: []error{models.ErrUnavailable}, err: err}
 	case sqlite3lib.SQLITE_CORRUPT, sqlite3lib.SQLITE_NOTADB:

@@ -67,6 +67,13 @@ func Run(t *testing.T, open Opener) {
 		{"Erasure_AnEventAfterTheUserIsErasedIsErasedAtOnce", testEraseLateEvent},
 		{"Erasure_PendingEventsAreErasedOnceDone", testErasePending},
 		{"Leases_OneHolderAtATime", testLeases},
+		{"Activity_MinuteBucketsAddUpToTheirHour", testActivityAddsUp},
+		{"Activity_ConcurrentAddsToABucketAllCount", testActivityConcurrentAdds},
+		{"Activity_BucketsPastTheirRetentionAreDeleted", testActivityRetention},
+		{"Activity_RefusesKindsThatAreNotNamesAndOtherSizes", testActivityRefusesWhatIsNotAName},
+		{"FailureGroups_CountFailedEventsByReasonWithABound", testFailureGroups},
+		{"FailureGroups_OfNoFailureIsAnEmptyList", testFailureGroupsEmpty},
+		{"ReconcileRuns_KeepTheLastOnesNewestFirst", testReconcileRuns},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.test(t, open(t))

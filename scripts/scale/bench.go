@@ -18,7 +18,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 
 	"github.com/usersync/usersync/api"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository"
+	"github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/sqlite"
 	"github.com/usersync/usersync/sync"
 )
 
@@ -37,14 +39,20 @@ var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 // (received from epoch on) and the old ones a retention pass is given.
 func retention() time.Duration { return time.Since(epoch.Add(-24 * time.Hour)) }
 
+// store is what the program uses of the store it measures.
+type store interface {
+	repository.Store
+	repository.Seeder
+}
+
 // bench is one usersync, in process, over the database being measured.
 type bench struct {
-	store    *repository.Store
+	store    store
 	srv      *httptest.Server
 	client   *http.Client
 	wh       *svix.Webhook
 	rec      *sync.Recovery
-	db       *commandTimer
+	db       *commandTimer // nil: the store's time is not measured apart (embedded)
 	body     bodyTemplate
 	run      string // tells this run's new ids from those of earlier runs
 	seq      int
@@ -52,27 +60,41 @@ type bench struct {
 	progress io.Writer
 }
 
-func newBench(ctx context.Context, uri string, o flags, quiet *slog.Logger, progress io.Writer) (*bench, error) {
-	b := &bench{db: new(commandTimer), o: o, progress: progress,
-		run: strconv.FormatInt(time.Now().UnixNano(), 36)}
-	var err error
-	if b.body, err = newBodyTemplate("models/testdata/user.updated.json"); err != nil {
-		return nil, fmt.Errorf("run from the repository root: %w", err)
+// openStore opens the store to measure: MongoDB at -mongodb-uri, prepared
+// with every index (as usersync migrate leaves it), or the embedded store
+// in dir.
+func openStore(ctx context.Context, o flags, dir string, timer *commandTimer) (store, error) {
+	if o.uri == "" {
+		return sqlite.Open(ctx, dir, sqlite.Options{})
 	}
-	b.store, err = repository.Open(ctx, uri, o.database, repository.Options{
-		ServerSelectionTimeout: 10 * time.Second, OperationTimeout: o.opTimeout, Monitor: b.db.monitor(),
+	s, err := mongo.Open(ctx, o.uri, o.database, mongo.Options{
+		ServerSelectionTimeout: 10 * time.Second, OperationTimeout: o.opTimeout, Monitor: timer.monitor(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Minute) // index builds on a kept database
 	defer cancel()
-	// As usersync migrate does: every index built before the measurement.
-	if err = b.store.Prepare(pctx); err == nil {
-		err = b.store.EnsureIndexes(pctx)
+	if err = s.Prepare(pctx); err == nil {
+		err = s.EnsureIndexes(pctx)
 	}
 	if err != nil {
-		_ = b.store.Close(ctx)
+		_ = s.Close(ctx)
+		return nil, err
+	}
+	return s, nil
+}
+
+func newBench(ctx context.Context, o flags, dir string, quiet *slog.Logger, progress io.Writer) (*bench, error) {
+	b := &bench{o: o, progress: progress, run: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	if o.uri != "" {
+		b.db = new(commandTimer)
+	}
+	var err error
+	if b.body, err = newBodyTemplate("models/testdata/user.updated.json"); err != nil {
+		return nil, fmt.Errorf("run from the repository root: %w", err)
+	}
+	if b.store, err = openStore(ctx, o, dir, b.db); err != nil {
 		return nil, err
 	}
 	svc := sync.New(b.store.Events(), b.store.Users(), nil)
@@ -95,13 +117,14 @@ func newBench(ctx context.Context, uri string, o flags, quiet *slog.Logger, prog
 	return b, nil
 }
 
-// close stops the server and, unless keep, drops the database.
+// close stops the server and, unless keep, drops the MongoDB database (the
+// embedded store's directory is removed by run).
 func (b *bench) close(keep bool) {
 	b.srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if !keep {
-		_ = b.store.Drop(ctx)
+	if m, ok := b.store.(*mongo.Store); ok && !keep {
+		_ = m.Drop(ctx)
 	}
 	_ = b.store.Close(ctx)
 }
@@ -166,12 +189,19 @@ func (c *commandTimer) monitor() *event.CommandMonitor {
 }
 
 func (c *commandTimer) reset() {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	c.sum = 0
 	c.mu.Unlock()
 }
 
+// total is the time added up since reset; -1 without a timer.
 func (c *commandTimer) total() time.Duration {
+	if c == nil {
+		return -1
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sum

@@ -10,8 +10,8 @@
 //	go run ./scripts/scale [-sizes 1000,10000] [-events-per-user 1 | -events M]
 //	    [-requests 50] [-cap 10s] [-dir DIR] [-keep] [-seed-only] [-mongodb-uri URI]
 //
-// With no -mongodb-uri it starts the embedded engine, its files under
-// DIR/db (a temporary directory by default). Without -keep the seeded
+// With no -mongodb-uri it opens the embedded store in DIR (a temporary
+// directory by default). Without -keep the seeded
 // database is dropped at the end; with -keep it stays, and a later run on
 // the same -dir (or URI) seeds only what a size adds. An operation stops
 // once it has spent -cap, so an operation that scans is measured a few
@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"runtime/pprof"
@@ -43,8 +44,8 @@ func main() {
 	flag.IntVar(&o.events, "events", 0, "stored events at every size (overrides -events-per-user)")
 	flag.IntVar(&o.requests, "requests", 50, "samples of each operation at each size")
 	flag.DurationVar(&o.budget, "cap", 10*time.Second, "time budget of one operation at one size: once spent, the operation stops with the samples it has (at least one)")
-	flag.StringVar(&o.dir, "dir", "", "data dir of the embedded engine (files under DIR/db); default: a temporary directory")
-	flag.StringVar(&o.uri, "mongodb-uri", "", "measure against this MongoDB (or compatible) server instead of the embedded engine")
+	flag.StringVar(&o.dir, "dir", "", "data dir of the embedded store; default: a temporary directory")
+	flag.StringVar(&o.uri, "mongodb-uri", "", "measure against this MongoDB (or compatible) server instead of the embedded store")
 	flag.StringVar(&o.database, "database", "usersync_scale", "database name")
 	flag.BoolVar(&o.keep, "keep", false, "leave the seeded database (and data dir) in place, so that a rerun seeds only what is missing; without it the database is dropped at the end, even one an earlier run kept")
 	flag.DurationVar(&o.opTimeout, "operation-timeout", 0, "the store's timeout of one database operation (default: usersync's)")
@@ -134,12 +135,23 @@ func run(ctx context.Context, o flags, out, progress io.Writer) error {
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	engineName := "MongoDB at -mongodb-uri"
 	uri := o.uri
+	dir := o.dir
 	if uri == "" {
-		// The embedded store is measured by its own benchmarks for now
-		// (see README.md); this program drives MongoDB's driver.
-		return errors.New("-mongodb-uri is required: the scale program measures the MongoDB store")
+		engineName = "embedded store (SQLite, modernc.org/sqlite)"
+		if dir == "" {
+			if dir, err = os.MkdirTemp("", "usersync-scale-"); err != nil {
+				return err
+			}
+			if !o.keep {
+				defer os.RemoveAll(dir)
+			}
+		}
+		if o.keep {
+			abs, _ := filepath.Abs(dir)
+			fmt.Fprintf(progress, "data dir (kept): %s\n", abs)
+		}
 	}
-	b, err := newBench(ctx, uri, o, quiet, progress)
+	b, err := newBench(ctx, o, dir, quiet, progress)
 	if err != nil {
 		return err
 	}

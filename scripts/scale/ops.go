@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +18,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/sqlite"
 )
 
 // due is how many failed events each sweep pass finds due, and how many
@@ -139,31 +140,29 @@ func (b *bench) pick(i, n int) int {
 	return int((int64(2*i+1) * int64(n)) / int64(2*(b.o.requests+1)))
 }
 
-// middleCursor is a users-page cursor from the middle of the collection:
-// the document id of the middle seeded user, read from the database once
-// per size (not timed): by the id the repository derives from the userId
-// (the first 12 bytes of its SHA-256), else by userId.
+// middleCursor is a users-page cursor from the middle of the users: the
+// cursor the store gives after the user just before the middle one, found
+// by a page of that one user (not timed). Both stores page in the order of
+// their key, so it is a cursor of the store's own form.
 func (b *bench) middleCursor(ctx context.Context, s size) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	uid := seedUser(s.users / 2)
-	sum := sha256.Sum256([]byte(uid))
-	var derived bson.ObjectID
-	copy(derived[:], sum[:])
-	var d struct {
-		ID     bson.ObjectID `bson:"_id"`
-		UserID string        `bson:"userId"`
-	}
-	users := b.store.Database().Collection(repository.UsersCollection)
-	err := users.FindOne(ctx, bson.D{{Key: "_id", Value: derived}}).Decode(&d)
-	if err != nil || d.UserID != uid {
-		err = users.FindOne(ctx, bson.D{{Key: "userId", Value: uid}},
+	switch st := b.store.(type) {
+	case *sqlite.Store:
+		return hex.EncodeToString([]byte(uid)), nil
+	case *mongo.Store:
+		var d struct {
+			ID bson.ObjectID `bson:"_id"`
+		}
+		err := st.Database().Collection(mongo.UsersCollection).FindOne(ctx, bson.D{{Key: "userId", Value: uid}},
 			options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Decode(&d)
+		if err != nil {
+			return "", fmt.Errorf("find the middle user: %w", err)
+		}
+		return d.ID.Hex(), nil
 	}
-	if err != nil {
-		return "", fmt.Errorf("find the middle user: %w", err)
-	}
-	return d.ID.Hex(), nil
+	return "", fmt.Errorf("no cursor for a %T", b.store)
 }
 
 func (b *bench) ops(s size, cursor string) []op {

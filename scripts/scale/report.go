@@ -25,7 +25,7 @@ func printTable(w io.Writer, s size, sd seeded, rows []row, o flags) {
 			samples += fmt.Sprintf(", %d failed", bad)
 		}
 		share := "—"
-		if sum := total(r.lat); sum > 0 {
+		if sum := total(r.lat); sum > 0 && r.db >= 0 {
 			share = fmt.Sprintf("%.0f %%", 100*float64(r.db)/float64(sum))
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.name, fmtDur(pct(r.lat, 50)), fmtDur(pct(r.lat, 99)), samples, share)

@@ -2,17 +2,23 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	stdsync "sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
+	driver "go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/sqlite"
 )
 
 // The seeded data, in a form a kept database can be extended from:
@@ -38,8 +44,8 @@ type seeded struct {
 }
 
 type seedState struct {
-	Users  int `bson:"users"`
-	Events int `bson:"events"`
+	Users  int `bson:"users" json:"users"`
+	Events int `bson:"events" json:"events"`
 }
 
 // setupTimeout bounds each untimed step (a seeding call, a lookup),
@@ -48,17 +54,36 @@ const setupTimeout = 10 * time.Minute
 
 func (b *bench) seedState(ctx context.Context) (seedState, error) {
 	var st seedState
-	err := b.store.Database().Collection(seedCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "seeded"}}).Decode(&st)
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	if m, ok := b.store.(*mongo.Store); ok {
+		err := m.Database().Collection(seedCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "seeded"}}).Decode(&st)
+		if errors.Is(err, driver.ErrNoDocuments) {
+			return seedState{}, nil
+		}
+		return st, err
+	}
+	raw, err := os.ReadFile(b.seedFile())
+	if errors.Is(err, fs.ErrNotExist) {
 		return seedState{}, nil
 	}
-	return st, err
+	if err != nil {
+		return st, err
+	}
+	return st, json.Unmarshal(raw, &st)
 }
 
 func (b *bench) saveSeedState(ctx context.Context, st seedState) error {
-	_, err := b.store.Database().Collection(seedCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: "seeded"}},
-		bson.D{{Key: "$set", Value: st}}, options.UpdateOne().SetUpsert(true))
-	return err
+	if m, ok := b.store.(*mongo.Store); ok {
+		_, err := m.Database().Collection(seedCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: "seeded"}},
+			bson.D{{Key: "$set", Value: st}}, options.UpdateOne().SetUpsert(true))
+		return err
+	}
+	raw, _ := json.Marshal(st)
+	return os.WriteFile(b.seedFile(), raw, 0o600)
+}
+
+// seedFile keeps the seed state of the embedded store beside its file.
+func (b *bench) seedFile() string {
+	return filepath.Join(filepath.Dir(b.store.(*sqlite.Store).Path()), "scale-seeded.json")
 }
 
 // seedTo seeds users and events until s.users and s.events are present.

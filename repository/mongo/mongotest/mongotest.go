@@ -97,6 +97,17 @@ func Unprepared(t testing.TB, uri, dbName string, o repository.Options) *reposit
 	return s
 }
 
+// HasOption reports whether uri's query sets the option key.
+func HasOption(uri, key string) bool {
+	_, query, _ := strings.Cut(uri, "?")
+	for _, kv := range strings.Split(query, "&") {
+		if k, _, _ := strings.Cut(kv, "="); strings.EqualFold(k, key) {
+			return true
+		}
+	}
+	return false
+}
+
 // WithOption returns uri with the option key=value in its query: merged
 // into the query the URI has (replacing the key if it is there), never
 // appended as a second one.

@@ -15,3 +15,19 @@ func TestWithOption_MergesIntoTheQuery(t *testing.T) {
 		}
 	}
 }
+
+func TestHasOption(t *testing.T) {
+	for _, tc := range []struct {
+		uri  string
+		want bool
+	}{
+		{"mongodb://h/", false},
+		{"mongodb://h/?retryWrites=false", false},
+		{"mongodb://h/?retryWrites=false&W=majority", true},
+		{"mongodb://h/?w=1", true},
+	} {
+		if got := HasOption(tc.uri, "w"); got != tc.want {
+			t.Errorf("HasOption(%q, w) = %t, want %t", tc.uri, got, tc.want)
+		}
+	}
+}

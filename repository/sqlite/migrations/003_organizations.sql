@@ -1,4 +1,4 @@
--- usersync's embedded store: organizations and memberships, and users
+-- usersync's embedded store, schema 3: organizations and memberships, and users
 -- off-boarded by Directory Sync. Times are Unix milliseconds (UTC), JSON is
 -- text, as in schema 1. Every index serves a query named in
 -- docs/organizations.md's query → index table.

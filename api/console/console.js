@@ -1,0 +1,689 @@
+// usersync console: plain JavaScript, no library, no build step.
+//
+// The page holds no data: everything comes from the /v1 API of the server
+// that served it, with the admin key typed in once and kept in this tab's
+// sessionStorage. Every string from the API is rendered as text
+// (textContent, text nodes), never parsed as HTML.
+"use strict";
+
+(function () {
+  const KEY = "usersync.adminKey";
+  const KINDS = ["received", "applied", "stale", "deleted_user", "failed"];
+  const KIND_LABEL = { received: "received", applied: "applied", stale: "stale", deleted_user: "deleted user", failed: "failed" };
+
+  // ---- DOM building -----------------------------------------------------
+
+  // h builds an element: attrs are properties or attributes (on* are
+  // listeners), children are nodes or strings (text).
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
+      else if (k === "class") el.className = v;
+      else if (k === "text") el.textContent = v;
+      else if (k in el && typeof v !== "string") el[k] = v;
+      else el.setAttribute(k, v === true ? "" : String(v));
+    }
+    append(el, children);
+    return el;
+  }
+  function append(el, children) {
+    for (const c of children.flat(Infinity)) {
+      if (c === undefined || c === null || c === false) continue;
+      el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+  const SVG = "http://www.w3.org/2000/svg";
+  function s(tag, attrs, ...children) {
+    const el = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+    for (const c of children) el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+    return el;
+  }
+  // put appends children to el as append does, arrays flattened and
+  // null, undefined and false left out (DOM append would write them).
+  function put(el, ...children) { return append(el, children); }
+  function clear(el) { while (el.firstChild) el.removeChild(el.firstChild); return el; }
+  const $ = (id) => document.getElementById(id);
+
+  // ---- times --------------------------------------------------------------
+
+  const dateFmt = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+  const shortFmt = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
+  const dayFmt = new Intl.DateTimeFormat(undefined, { weekday: "short", day: "numeric" });
+
+  // when shows an RFC 3339 time in the viewer's zone, with UTC on hover.
+  function when(iso, opts) {
+    if (!iso) return h("span", { class: "muted" }, "—");
+    const d = new Date(iso);
+    if (isNaN(d)) return h("span", {}, iso);
+    const text = opts && opts.ago ? ago(d) : dateFmt.format(d);
+    return h("time", { datetime: iso, title: d.toISOString().replace(".000Z", "Z") + " (UTC)" + (opts && opts.ago ? " · " + dateFmt.format(d) : "") }, text);
+  }
+  function ago(d) {
+    let sec = Math.round((Date.now() - d.getTime()) / 1000);
+    if (sec < 0) sec = 0;
+    if (sec < 60) return sec + " s ago";
+    if (sec < 3600) return Math.floor(sec / 60) + " min ago";
+    if (sec < 86400) return Math.floor(sec / 3600) + " h " + Math.floor((sec % 3600) / 60) + " min ago";
+    return Math.floor(sec / 86400) + " d ago";
+  }
+  // toISO turns the value of a datetime-local input (the viewer's zone)
+  // into RFC 3339 UTC.
+  function toISO(local) { return local ? new Date(local).toISOString() : ""; }
+  function toLocalInput(iso) {
+    if (!iso) return "";
+    const d = new Date(iso);
+    const pad = (n) => String(n).padStart(2, "0");
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + "T" + pad(d.getHours()) + ":" + pad(d.getMinutes());
+  }
+  const num = (n) => (n === undefined || n === null ? "—" : Number(n).toLocaleString());
+
+  // ---- the API --------------------------------------------------------------
+
+  class APIError extends Error {
+    constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+  }
+
+  function key() { try { return sessionStorage.getItem(KEY) || ""; } catch (e) { return ""; } }
+
+  // api calls the /v1 API with the key; params go to the query string.
+  async function api(method, path, params, withKey) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params || {})) if (v !== "" && v !== undefined && v !== null && v !== false) q.set(k, String(v));
+    const url = path + (q.toString() ? "?" + q : "");
+    const res = await fetch(url, {
+      method, headers: { Authorization: "Bearer " + (withKey || key()), Accept: "application/json" },
+      cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer",
+    });
+    let body = null;
+    try { body = await res.json(); } catch (e) { body = null; }
+    if (!res.ok) {
+      const err = (body && body.error) || {};
+      const e = new APIError(res.status, err.code || "error", err.message || res.statusText || "request failed");
+      if (res.status === 401 && !withKey) signOut("The server refused the key: " + e.message);
+      throw e;
+    }
+    return body;
+  }
+
+  function say(msg, isError) {
+    const st = $("status");
+    st.textContent = msg || "";
+    st.className = isError ? "error" : "";
+  }
+  function fail(e) { say(e instanceof APIError ? e.message + " (" + e.status + " " + e.code + ")" : String(e), true); }
+
+  // ---- sign in ------------------------------------------------------------------
+
+  function keyMessage(e) {
+    if (e.status === 401) return "This key is not known to this server. Check USERSYNC_ADMIN_KEYS.";
+    if (e.status === 403) return "This is an API key: the console needs an admin key (one of USERSYNC_ADMIN_KEYS).";
+    return "The server did not accept the key: " + e.message;
+  }
+
+  async function signIn(ev) {
+    ev.preventDefault();
+    const input = $("key");
+    const k = input.value.trim();
+    $("login-error").textContent = "";
+    if (!k) return;
+    try {
+      await api("GET", "/v1/admin/overview", {}, k);
+    } catch (e) {
+      $("login-error").textContent = e instanceof APIError ? keyMessage(e) : "The server did not answer: " + e;
+      input.focus();
+      return;
+    }
+    try { sessionStorage.setItem(KEY, k); } catch (e) { /* private mode: the key lives until reload */ }
+    input.value = "";
+    route();
+  }
+
+  function signOut(msg) {
+    try { sessionStorage.removeItem(KEY); } catch (e) { /* nothing kept */ }
+    showLogin(msg || "");
+  }
+
+  function showLogin(msg) {
+    stopTimers();
+    $("nav").hidden = true;
+    $("signout").hidden = true;
+    clear($("page"));
+    say("");
+    $("login").hidden = false;
+    $("login-error").textContent = msg || "";
+    $("key").focus();
+  }
+
+  // ---- confirmation -----------------------------------------------------------------
+
+  function confirmDialog(title, text, okLabel, danger) {
+    const d = $("confirm");
+    $("confirm-title").textContent = title;
+    $("confirm-text").textContent = text;
+    const ok = $("confirm-ok");
+    ok.textContent = okLabel || "Confirm";
+    ok.className = danger ? "danger" : "";
+    return new Promise((resolve) => {
+      d.returnValue = "cancel";
+      d.addEventListener("close", () => resolve(d.returnValue === "ok"), { once: true });
+      d.showModal();
+      $("confirm-cancel").focus();
+    });
+  }
+
+  // ---- routing -----------------------------------------------------------------------
+
+  let timers = [];
+  function stopTimers() { timers.forEach(clearInterval); timers = []; }
+
+  function route() {
+    stopTimers();
+    if (!key()) { showLogin(""); return; }
+    $("login").hidden = true;
+    $("nav").hidden = false;
+    $("signout").hidden = false;
+    say("");
+    const path = location.hash.replace(/^#\/?/, "").split("?")[0];
+    const [page, ...rest] = path.split("/");
+    const arg = decodeURIComponent(rest.join("/"));
+    for (const a of document.querySelectorAll("#nav a")) {
+      if (a.dataset.page === (page || "overview")) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+    }
+    const root = clear($("page"));
+    const views = { "": overview, overview, users: arg ? userPage : users, events: arg ? eventPage : events, reconcile };
+    (views[page] || overview)(root, arg);
+  }
+
+  // ---- overview -----------------------------------------------------------------------
+
+  function card(label, value, sub, tone, id) {
+    return h("div", { class: "card" + (tone ? " " + tone : ""), id }, h("div", { class: "label" }, label),
+      h("div", { class: "value" }, value), sub ? h("div", { class: "sub" }, sub) : null);
+  }
+
+  function overview(root) {
+    document.title = "Overview · usersync";
+    const cards = h("div", { class: "cards", id: "overview-cards" }, h("p", { class: "muted" }, "Loading…"));
+    const chartPanel = h("div", { class: "panel" });
+    put(root, h("h1", {}, "Overview"), cards, chartPanel);
+    let range = "hour";
+    const load = async () => {
+      try {
+        const o = await api("GET", "/v1/admin/overview");
+        renderCards(cards, o);
+      } catch (e) { if (key()) fail(e); }
+    };
+    const loadChart = () => drawActivity(chartPanel, range, (r) => { range = r; loadChart(); });
+    load();
+    loadChart();
+    timers.push(setInterval(() => { if (!document.hidden) { load(); loadChart(); } }, 30000));
+  }
+
+  function renderCards(cards, o) {
+    clear(cards);
+    const ev = o.events;
+    const rec = o.reconcile || {};
+    const last = rec.lastRun;
+    put(cards, 
+      card("Database", o.ready.ok ? "ready" : "not ready", o.ready.error || "/readyz", o.ready.ok ? "good" : "bad", "card-ready"),
+      card("Last webhook", o.lastWebhookAt ? when(o.lastWebhookAt, { ago: true }) : "none yet", "to this instance since it started"),
+      ev ? card("Backlog", num(ev.backlog), "stored, and failed to retry", ev.backlog > 0 ? "warn" : "", "card-backlog") : card("Events", "unknown", o.eventsError, "bad"),
+      ev ? card("Failed", num(ev.status.failed), num(ev.gaveUp) + " given up", ev.status.failed > 0 ? "bad" : "", "card-failed") : null,
+      ev ? card("Given up", num(ev.gaveUp), "wait for an operator", ev.gaveUp > 0 ? "bad" : "") : null,
+      ev ? card("Processed", num(ev.status.processed), num(ev.outcome.applied) + " applied, " + num(ev.outcome.stale) + " stale, " + num(ev.outcome.deleted_user) + " deleted user") : null,
+      card("Last sweep", o.sweep.lastSuccessAt ? when(o.sweep.lastSuccessAt, { ago: true }) : "not yet", "by this instance"),
+      card("Last retention", o.retention.lastSuccessAt ? when(o.retention.lastSuccessAt, { ago: true }) : "not yet",
+        o.retention.lastSuccessAt ? num(o.retention.lastDeleted) + " events deleted" : "off, or not run yet"),
+      card("Last reconcile", last ? when(last.startedAt, { ago: true }) : "none recorded",
+        last ? (last.success ? "" : "FAILED · ") + runSummary(last) : (rec.lastRunError || (rec.dryRunAvailable ? "" : "CLERK_SECRET_KEY not set")),
+        last && !last.success ? "bad" : ""),
+    );
+    if (ev && ev.stale) put(cards, card("Counts", "stale", "as of " + new Date(ev.asOf).toLocaleString() + ": the database did not answer", "warn"));
+    put(cards, card("Build", o.build.version, o.build.revision.slice(0, 12)));
+  }
+
+  function runSummary(r) {
+    return num(r.clerkUsers) + " in Clerk · " + num(r.applied) + " applied · " + num(r.deleted) + " deleted · " + num(r.failed) + " failed";
+  }
+
+  // drawActivity draws the charts of one range into panel.
+  async function drawActivity(panel, range, pick) {
+    let a;
+    try {
+      a = await api("GET", "/v1/admin/activity", { range });
+    } catch (e) {
+      put(clear(panel), h("p", { class: "error" }, "Activity: " + e.message));
+      return;
+    }
+    clear(panel);
+    const tabs = h("div", { class: "tabs", role: "group", "aria-label": "Chart range" },
+      ["hour", "day", "week"].map((r) => h("button", { type: "button", "aria-pressed": String(r === range), onclick: () => pick(r) }, "Last " + r)));
+    const step = a.stepSeconds >= 3600 ? "hour" : a.stepSeconds >= 900 ? "15 minutes" : "minute";
+    put(panel, h("h2", {}, "Activity"), tabs,
+      h("p", { class: "muted" }, "Per " + step + ", from counters kept per " + (a.bucketSeconds >= 3600 ? "hour" : "minute") + ". Totals: ",
+        KINDS.map((k, i) => [i ? ", " : "", num(a.totals[k]) + " " + KIND_LABEL[k]])),
+      h("div", { class: "charts" },
+        h("div", { class: "chart", id: "chart-received" }, h("h3", {}, "Events received"), chart(a, ["received"], "Events received per " + step)),
+        h("div", { class: "chart", id: "chart-outcomes" }, h("h3", {}, "Outcomes"), chart(a, ["applied", "stale", "deleted_user", "failed"], "Processing outcomes per " + step),
+          h("div", { class: "legend" }, ["applied", "stale", "deleted_user", "failed"].map((k) => h("span", { class: "k-" + k }, KIND_LABEL[k]))))));
+  }
+
+  // chart is a bar chart of the points of a, the kinds stacked, as SVG.
+  function chart(a, kinds, label) {
+    const W = 640, H = 190, L = 40, B = 22, T = 8, R = 8;
+    const pts = a.points;
+    const totals = pts.map((p) => kinds.reduce((t, k) => t + (p.counts[k] || 0), 0));
+    const top = niceMax(Math.max(1, ...totals));
+    const bw = (W - L - R) / pts.length;
+    const y = (v) => T + (H - T - B) * (1 - v / top);
+    const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label + ": " + totals.reduce((x, v) => x + v, 0) + " in all, at most " + Math.max(...totals) + " in one" });
+    put(svg, s("line", { class: "axis", x1: L, y1: y(0), x2: W - R, y2: y(0) }), s("line", { class: "axis", x1: L, y1: y(top), x2: W - R, y2: y(top) }),
+      s("text", { x: L - 4, y: y(top) + 4, "text-anchor": "end" }, String(top)), s("text", { x: L - 4, y: y(0) + 4, "text-anchor": "end" }, "0"));
+    pts.forEach((p, i) => {
+      let base = 0;
+      const x = L + i * bw;
+      const g = s("g", {});
+      for (const k of kinds) {
+        const v = p.counts[k] || 0;
+        if (!v) continue;
+        put(g, s("rect", { class: "bar-" + k, x: x + bw * 0.1, width: Math.max(bw * 0.8, 0.8), y: y(base + v), height: y(base) - y(base + v) }));
+        base += v;
+      }
+      // The whole column carries the tooltip: the point's time and counts.
+      const d = new Date(p.start);
+      put(g, s("rect", { x, y: T, width: bw, height: H - T - B, fill: "transparent" },
+        s("title", {}, dateFmt.format(d) + " — " + kinds.map((k) => KIND_LABEL[k] + " " + (p.counts[k] || 0)).join(", "))));
+      put(svg, g);
+    });
+    const ticks = 6;
+    for (let t = 0; t <= ticks; t++) {
+      const i = Math.min(pts.length - 1, Math.round((t * (pts.length - 1)) / ticks));
+      const d = new Date(pts[i].start);
+      const anchor = t === 0 ? "start" : t === ticks ? "end" : "middle";
+      const tx = t === 0 ? L + i * bw : t === ticks ? L + (i + 1) * bw : L + i * bw + bw / 2;
+      put(svg, s("text", { x: tx, y: H - 6, "text-anchor": anchor },
+        a.range === "week" ? dayFmt.format(d) + " " + shortFmt.format(d) : shortFmt.format(d)));
+    }
+    return svg;
+  }
+  function niceMax(v) {
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
+    return 10 * p;
+  }
+
+  // ---- pagination ---------------------------------------------------------------------
+
+  // pager keeps the cursors of the pages seen, so that Previous goes back
+  // without reading more than one API page at a time.
+  function pager(load) {
+    const cursors = [""];
+    let next = null;
+    const prev = h("button", { type: "button", class: "quiet", disabled: true, onclick: () => { cursors.pop(); go(); } }, "← Previous");
+    const nextB = h("button", { type: "button", class: "quiet", disabled: true, onclick: () => { cursors.push(next); go(); } }, "Next →");
+    const where = h("span", { class: "muted" });
+    const el = h("div", { class: "pager" }, prev, nextB, where);
+    async function go() {
+      prev.disabled = nextB.disabled = true;
+      try {
+        next = await load(cursors[cursors.length - 1]);
+      } catch (e) { fail(e); next = null; }
+      prev.disabled = cursors.length < 2;
+      nextB.disabled = !next;
+      where.textContent = "page " + cursors.length;
+    }
+    return { el, reset() { cursors.length = 1; cursors[0] = ""; return go(); } };
+  }
+
+  function table(head, rows, empty) {
+    if (!rows.length) return h("p", { class: "muted" }, empty || "Nothing.");
+    return h("div", { class: "table-wrap" }, h("table", {},
+      h("thead", {}, h("tr", {}, head.map((c) => h("th", { class: c.endsWith("#") ? "num" : "" }, c.replace(/#$/, ""))))),
+      h("tbody", {}, rows)));
+  }
+  const badge = (v) => (v ? h("span", { class: "badge " + v }, v.replace("_", " ")) : "");
+  // clip shows v on one line, cut to n characters wide; all of it on hover.
+  const clip = (v, n, cls) => h("span", { class: "clip" + (cls ? " " + cls : ""), title: v || "", "data-width": n }, v || "");
+
+  // ---- users --------------------------------------------------------------------------
+
+  function users(root) {
+    document.title = "Users · usersync";
+    const q = h("input", { id: "user-q", type: "search", placeholder: "user_… or email", autocomplete: "off", size: 30 });
+    const del = h("input", { id: "user-deleted", type: "checkbox" });
+    const list = h("div", { id: "user-list" });
+    const form = h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); find(); } },
+      h("div", {}, h("label", { for: "user-q" }, "User id or email"), q),
+      h("label", { class: "inline" }, del, "Include deleted users"),
+      h("button", { type: "submit", id: "user-find" }, "Find"));
+    let filter = {};
+    const p = pager(async (cursor) => {
+      const page = await api("GET", "/v1/users", Object.assign({ limit: 25, cursor }, filter));
+      put(clear(list), table(["User", "Email", "Name", "Updated", "Status"], page.data.map((u) =>
+        h("tr", {},
+          h("td", {}, h("a", { href: "#/users/" + encodeURIComponent(u.userId), class: "mono" }, u.userId)),
+          h("td", {}, clip(u.email, 40)), h("td", {}, clip(u.displayName)),
+          h("td", {}, when(u.updatedAt)), h("td", {}, u.deletedAt ? badge("deleted") : "active"))), "No user matches."));
+      return page.nextCursor;
+    });
+    async function find() {
+      const v = q.value.trim();
+      if (v && !v.includes("@")) { location.hash = "#/users/" + encodeURIComponent(v); return; }
+      filter = { email: v.toLowerCase(), includeDeleted: del.checked };
+      await p.reset();
+    }
+    put(root, h("h1", {}, "Users"), form, list, p.el);
+    find();
+    q.focus();
+  }
+
+  function userPage(root, userId) {
+    document.title = userId + " · usersync";
+    const head = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+    const evs = h("div", { id: "user-events" });
+    put(root, h("p", {}, h("a", { href: "#/users" }, "← Users")), h("h1", { class: "mono" }, userId), head,
+      h("h2", {}, "Events, newest first"), evs);
+    const load = async () => {
+      let u;
+      try {
+        u = await api("GET", "/v1/users/" + encodeURIComponent(userId), { includeDeleted: true });
+      } catch (e) {
+        put(clear(head), h("p", { class: e.status === 404 ? "muted" : "error" }, e.status === 404 ? "This user is not stored here (events may still name it)." : e.message),
+          userActions(null, userId, load));
+        return;
+      }
+      put(clear(head), userFields(u), userActions(u, userId, load));
+    };
+    load();
+    const p = pager(async (cursor) => {
+      const page = await api("GET", "/v1/events", { userId, limit: 20, cursor });
+      put(clear(evs), page.data.length ? page.data.map(eventRow) : h("p", { class: "muted" }, "No events for this user."));
+      return page.nextCursor;
+    });
+    put(root, p.el);
+    p.reset();
+  }
+
+  function userFields(u) {
+    const f = (label, v) => [h("dt", {}, label), h("dd", {}, v === null || v === undefined || v === "" ? h("span", { class: "muted" }, "—") : v)];
+    return h("div", { class: "panel" }, h("dl", { class: "fields", id: "user-fields" },
+      f("Status", u.deletedAt ? badge("deleted") : "active"),
+      f("Email", u.email), f("Display name", u.displayName), f("First name", u.firstName), f("Last name", u.lastName),
+      f("Username", u.username), f("Phone", u.phoneNumber), f("External id", u.externalId),
+      f("Image URL", u.imageUrl ? h("span", { class: "mono" }, u.imageUrl) : null),
+      f("Banned / locked", (u.banned ? "banned" : "not banned") + " · " + (u.locked ? "locked" : "not locked")),
+      f("Last sign-in", when(u.lastSignInAt)), f("Created here", when(u.createdAt)), f("Updated here", when(u.updatedAt)),
+      f("Deleted", u.deletedAt ? when(u.deletedAt) : null),
+      f("Public metadata", h("pre", { class: "payload" }, JSON.stringify(u.metadata, null, 2)))));
+  }
+
+  function userActions(u, userId, reload) {
+    const out = h("p", { id: "user-action-result", role: "status" });
+    const sync = h("button", { type: "button", id: "user-sync", onclick: async () => {
+      if (!(await confirmDialog("Sync from Clerk", "Read " + userId + " from Clerk's API now and apply it as a webhook would? A newer state stored here is kept; a deleted user stays deleted.", "Sync now"))) return;
+      try {
+        await api("POST", "/v1/users/" + encodeURIComponent(userId) + "/sync", { includeDeleted: true });
+        out.textContent = "Synced from Clerk.";
+        reload();
+      } catch (e) { out.textContent = e.status === 501 ? "Fetching from Clerk is not configured: set CLERK_SECRET_KEY on the server." : e.message; out.className = "error"; }
+    } }, "Sync from Clerk now");
+    const erase = u && u.deletedAt ? h("button", { type: "button", class: "danger", id: "user-erase", onclick: async () => {
+      if (!(await confirmDialog("Erase " + userId, "Erase the bodies and payloads of this deleted user's events now? This cannot be undone.", "Erase", true))) return;
+      try {
+        const r = await api("POST", "/v1/users/" + encodeURIComponent(userId) + "/erase");
+        out.textContent = "Erased " + r.erasedEvents + " events; " + r.pendingEvents + " still to process.";
+      } catch (e) { out.textContent = e.message; out.className = "error"; }
+    } }, "Erase event data") : null;
+    return h("div", {}, h("div", { class: "actions" }, sync, erase), out);
+  }
+
+  // eventRow is one event of a list, which opens to its payload.
+  function eventRow(ev) {
+    const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+    const line = (e) => [when(e.receivedAt), h("span", { class: "mono" }, e.type), badge(e.status), badge(e.outcome),
+      h("span", { class: "mono muted" }, e.eventId || e.id), e.error ? clip(e.error, 60, "error") : null];
+    const summary = h("summary", {}, line(ev));
+    let loaded = false;
+    const fill = async (note) => {
+      try {
+        const full = await api("GET", "/v1/events/" + encodeURIComponent(ev.id));
+        put(clear(summary), line(full));
+        put(clear(body), eventDetail(full, fill, note));
+      } catch (e) { put(clear(body), h("p", { class: "error" }, e.message)); loaded = false; }
+    };
+    const det = h("details", { class: "event", "data-event": ev.eventId || ev.id, ontoggle: () => {
+      if (!det.open || loaded) return;
+      loaded = true;
+      fill();
+    } }, summary, body);
+    return det;
+  }
+
+  // ---- events ------------------------------------------------------------------------------
+
+  function events(root) {
+    document.title = "Events · usersync";
+    const f = {};
+    const sel = (id, label, opts) => { f[id] = h("select", { id: "ev-" + id }, opts.map((o) => h("option", { value: o }, o || "any"))); return h("div", {}, h("label", { for: "ev-" + id }, label), f[id]); };
+    const inp = (id, label, type, ph) => { f[id] = h("input", { id: "ev-" + id, type, placeholder: ph || "" }); return h("div", {}, h("label", { for: "ev-" + id }, label), f[id]); };
+    const look = h("input", { id: "ev-lookup", type: "search", placeholder: "msg_…", size: 34, autocomplete: "off" });
+    const lookErr = h("span", { class: "error", role: "alert" });
+    const lookup = h("form", { class: "filters", onsubmit: async (e) => {
+      e.preventDefault();
+      lookErr.textContent = "";
+      const id = look.value.trim();
+      if (!id) return;
+      try {
+        const ev = await api("GET", "/v1/events/" + encodeURIComponent(id));
+        location.hash = "#/events/" + encodeURIComponent(ev.eventId || ev.id);
+      } catch (err) { lookErr.textContent = err.status === 404 ? "No event has that svix-id or id." : err.message; }
+    } }, h("div", {}, h("label", { for: "ev-lookup" }, "Find by svix-id (the message id in Clerk's dashboard) or event id"), look),
+    h("button", { type: "submit" }, "Open"), lookErr);
+
+    const filters = h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); apply(); } },
+      sel("status", "Status", ["", "stored", "processed", "failed"]),
+      sel("eventType", "Type", ["", "created", "updated", "deleted"]),
+      inp("userId", "User id", "text", "user_…"),
+      inp("since", "Received from", "datetime-local"), inp("until", "Received before", "datetime-local"),
+      h("button", { type: "submit", id: "ev-apply" }, "Show"),
+      h("button", { type: "button", class: "quiet", id: "ev-replay-filter", onclick: () => bulkReplay(filterParams(), "the failed events of this filter", refresh) }, "Replay failed of this filter…"));
+    const list = h("div", { id: "event-list" });
+    const groups = h("div", { id: "failure-groups" });
+    let params = {};
+    const filterParams = () => {
+      const p = {};
+      for (const k of ["eventType", "userId"]) if (f[k].value.trim()) p[k] = f[k].value.trim();
+      if (f.since.value) p.since = toISO(f.since.value);
+      if (f.until.value) p.until = toISO(f.until.value);
+      return p;
+    };
+    const p = pager(async (cursor) => {
+      const page = await api("GET", "/v1/events", Object.assign({ limit: 50, cursor }, params));
+      put(clear(list), table(["Received", "Event (svix-id)", "Type", "User", "Status", "Outcome", "Attempts#", "Error"], page.data.map((ev) =>
+        h("tr", {},
+          h("td", {}, when(ev.receivedAt)),
+          h("td", {}, h("a", { class: "mono", href: "#/events/" + encodeURIComponent(ev.eventId || ev.id) }, ev.eventId || ev.id)),
+          h("td", { class: "mono" }, ev.eventType),
+          h("td", {}, ev.userId ? h("a", { class: "mono", href: "#/users/" + encodeURIComponent(ev.userId) }, ev.userId) : ""),
+          h("td", {}, badge(ev.status)), h("td", {}, badge(ev.outcome)), h("td", { class: "num" }, ev.attempts),
+          h("td", {}, ev.error ? h("span", { class: "error" }, clip(ev.error, 50)) : ""))), "No event matches."));
+      return page.nextCursor;
+    });
+    function apply() {
+      params = filterParams();
+      if (f.status.value) params.status = f.status.value;
+      const hash = new URLSearchParams(Object.assign({}, params));
+      history.replaceState(null, "", "#/events" + (hash.toString() ? "?" + hash : ""));
+      return p.reset();
+    }
+    function refresh() { loadGroups(groups); return p.reset(); }
+    // Filters from the address: #/events?status=failed&userId=…
+    const fromHash = new URLSearchParams((location.hash.split("?")[1]) || "");
+    for (const k of ["status", "eventType", "userId"]) if (fromHash.get(k)) f[k].value = fromHash.get(k);
+    for (const k of ["since", "until"]) if (fromHash.get(k)) f[k].value = toLocalInput(fromHash.get(k));
+
+    put(root, h("h1", {}, "Events"), lookup, h("h2", {}, "Failures by reason"), groups, h("h2", {}, "Event log"), filters, list, p.el);
+    loadGroups(groups, refresh);
+    apply();
+  }
+
+  async function loadGroups(el, refresh) {
+    let g;
+    try { g = await api("GET", "/v1/events/failures"); } catch (e) { put(clear(el), h("p", { class: "error" }, e.message)); return; }
+    put(clear(el), table(["Reason", "Failed#", "Given up#", "Latest", "Example", ""], g.groups.map((gr) =>
+      h("tr", {},
+        h("td", { class: "mono" }, gr.reason),
+        h("td", { class: "num" }, num(gr.count)), h("td", { class: "num" }, num(gr.gaveUp)),
+        h("td", {}, when(gr.latestAt)),
+        h("td", {}, h("a", { class: "mono", href: "#/events/" + encodeURIComponent(gr.latestEventId) }, gr.latestEventId), h("br"), h("span", { class: "muted" }, clip(gr.latestError, 60))),
+        h("td", {}, h("button", { type: "button", class: "quiet", "data-reason": gr.reason, onclick: () => bulkReplay({ reason: gr.reason }, "the failed events of reason “" + gr.reason + "”", refresh || (() => loadGroups(el))) }, "Replay group…")))),
+    "No failed events."), g.complete ? null : h("p", { class: "muted" }, "Counted from the newest " + num(g.scanned) + " failed events; there are more."));
+  }
+
+  // bulkReplay counts the events a replay would take, asks, then replays
+  // them (at most 500 a call; again for the next ones).
+  async function bulkReplay(filter, what, done) {
+    let count;
+    try {
+      count = await api("POST", "/v1/events/replay", Object.assign({ status: "failed", limit: 500, dryRun: true }, filter));
+    } catch (e) { fail(e); return; }
+    if (count.matched === 0) { say("No failed event matches: nothing to replay."); return; }
+    const n = count.matched + (count.more ? " (of more: 500 at most per replay)" : "");
+    if (!(await confirmDialog("Replay " + count.matched + " events", "Replay " + n + " of " + what + "? Each is processed again as a delivery would be, in Clerk's order.", "Replay " + count.matched))) return;
+    try {
+      const r = await api("POST", "/v1/events/replay", Object.assign({ status: "failed", limit: 500 }, filter));
+      say("Replayed " + r.replayed + ": " + r.processed + " processed, " + r.failed + " failed again" + (r.skipped ? ", " + r.skipped + " skipped" : "") +
+        (r.incomplete ? "; stopped early, replay again for the rest" : r.more ? "; more remain" : "") + ".", r.failed > 0);
+    } catch (e) { fail(e); }
+    if (done) done();
+  }
+
+  function eventPage(root, idOnly) {
+    document.title = idOnly + " · usersync";
+    const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+    put(root, h("p", {}, h("a", { href: "#/events" }, "← Events")), h("h1", { class: "mono" }, idOnly), body);
+    const load = async (note) => {
+      try {
+        const ev = await api("GET", "/v1/events/" + encodeURIComponent(idOnly));
+        put(clear(body), eventDetail(ev, load, note));
+      } catch (e) { put(clear(body), h("p", { class: "error" }, e.status === 404 ? "No event has that svix-id or id." : e.message)); }
+    };
+    load();
+  }
+
+  // eventDetail shows an event: its history, its payload, and a replay;
+  // note is the result of the replay that led to it being shown again.
+  function eventDetail(ev, reload, note) {
+    const f = (label, v) => [h("dt", {}, label), h("dd", {}, v === null || v === undefined || v === "" ? h("span", { class: "muted" }, "—") : v)];
+    const out = h("p", { role: "status", class: "replay-result" + (note ? " " + note.tone : "") }, note ? note.text : "");
+    const canReplay = ev.status !== "processed" && !ev.erased;
+    const replay = h("button", { type: "button", class: "replay", disabled: !canReplay, onclick: async () => {
+      if (!(await confirmDialog("Replay " + (ev.eventId || ev.id), "Process this " + ev.status + " event again, as a new delivery of it would be?", "Replay"))) return;
+      try {
+        const r = await api("POST", "/v1/events/" + encodeURIComponent(ev.id) + "/replay");
+        const n = { tone: r.status === "processed" ? "ok" : "error",
+          text: "Replayed: " + r.status + (r.outcome ? " (" + r.outcome + ")" : "") + (r.error ? ": " + r.error : "") };
+        if (reload) reload(n);
+        else { out.className = "replay-result " + n.tone; out.textContent = n.text; }
+      } catch (e) { out.className = "replay-result error"; out.textContent = e.message; }
+    } }, "Replay");
+    return h("div", { class: "split event-detail" },
+      h("div", {},
+        h("h3", {}, "History"),
+        h("dl", { class: "fields" },
+          f("Status", badge(ev.status)), f("Outcome", badge(ev.outcome)), f("Attempts", String(ev.attempts)),
+          f("Last error", ev.error ? h("span", { class: "error" }, ev.error) : null),
+          f("Next retry", ev.retryAt ? when(ev.retryAt) : ev.status === "failed" ? "none: given up, waits for a replay" : null),
+          f("Received", when(ev.receivedAt)), f("Processed", when(ev.processedAt)),
+          f("Clerk time", when(ev.sourceTimestamp)),
+          f("svix-id", ev.eventId ? h("span", { class: "mono" }, ev.eventId) : null), f("Stored id", h("span", { class: "mono" }, ev.id)),
+          f("Type", h("span", { class: "mono" }, ev.type)),
+          f("User", ev.userId ? h("a", { class: "mono", href: "#/users/" + encodeURIComponent(ev.userId) }, ev.userId) : null),
+          f("Signature", ev.signatureValid === null ? "not checked (not signed: backfill or reconcile)" : ev.signatureValid ? "valid" : "invalid"),
+          f("Erased", ev.erased ? when(ev.erasedAt) : null)),
+        h("div", { class: "actions" }, replay), out),
+      h("div", {}, h("h3", {}, "Payload"),
+        ev.erased ? h("p", { class: "muted" }, "Erased: the user is deleted and the body is gone.")
+          : h("pre", { class: "payload" }, JSON.stringify(ev.payload, null, 2))));
+  }
+
+  // ---- reconcile ---------------------------------------------------------------------------
+
+  function reconcile(root) {
+    document.title = "Reconcile · usersync";
+    const runs = h("div", { id: "runs" }, h("p", { class: "muted" }, "Loading…"));
+    const dry = h("div", { id: "dry-run" });
+    const start = h("button", { type: "button", id: "dry-start", onclick: async () => {
+      try {
+        await api("POST", "/v1/reconcile/dry-run");
+        poll();
+      } catch (e) { dryMessage(e); }
+    } }, "Start a dry run");
+    put(root, h("h1", {}, "Reconcile"),
+      h("p", { class: "muted" }, "Reconcile reads Clerk's whole user list, applies every state as a webhook would and deletes the users Clerk no longer has. A dry run reads the list and changes nothing."),
+      h("h2", {}, "Dry run"), h("div", { class: "actions" }, start), dry,
+      h("h2", {}, "Last runs"), runs);
+    function dryMessage(e) {
+      put(clear(dry), h("p", { class: e.status === 501 ? "muted" : "error" },
+        e.status === 501 ? "Not available: set CLERK_SECRET_KEY on the server to read users from Clerk." : e.message));
+    }
+    let timer = null;
+    async function poll() {
+      let st;
+      try { st = await api("GET", "/v1/reconcile/dry-run"); } catch (e) { start.disabled = e.status === 501; dryMessage(e); return; }
+      renderDry(dry, st);
+      if (st.state === "running" && !timer) {
+        timer = setInterval(poll, 2000);
+        timers.push(timer);
+      } else if (st.state !== "running" && timer) { clearInterval(timer); timer = null; }
+    }
+    poll();
+    (async () => {
+      try {
+        const r = await api("GET", "/v1/reconcile/runs", { limit: 50 });
+        put(clear(runs), table(["Started", "Kind", "Result", "Clerk#", "Local#", "Applied#", "Stale#", "Unchanged#", "Deleted#", "Failed#", "Took#"], r.data.map((x) =>
+          h("tr", {}, h("td", {}, when(x.startedAt)), h("td", {}, x.kind + " (" + x.trigger + ")"),
+            h("td", {}, x.success ? badge("success") : h("span", {}, badge("failed"), " ", clip(x.error || (x.refused ? "refused: " + x.toDelete + " to delete" : ""), 40))),
+            h("td", { class: "num" }, num(x.clerkUsers)), h("td", { class: "num" }, x.localUsers === null ? "—" : num(x.localUsers)),
+            h("td", { class: "num" }, num(x.applied)), h("td", { class: "num" }, num(x.stale)), h("td", { class: "num" }, num(x.unchanged)),
+            h("td", { class: "num" }, num(x.deleted)), h("td", { class: "num" }, num(x.failed)), h("td", { class: "num" }, x.durationSeconds.toFixed(1) + " s"))),
+        "No run recorded yet: runs of `usersync reconcile`, `usersync backfill` and of USERSYNC_RECONCILE_INTERVAL appear here."));
+      } catch (e) { put(clear(runs), h("p", { class: "error" }, e.message)); }
+    })();
+  }
+
+  function renderDry(el, st) {
+    clear(el);
+    if (st.state === "none") { put(el, h("p", { class: "muted" }, "No dry run since this instance started.")); return; }
+    put(el, h("p", {}, badge(st.state), " started ", when(st.startedAt), st.finishedAt ? [" · finished ", when(st.finishedAt)] : "",
+      " · " + num(st.listed) + " users read from Clerk"));
+    if (st.error) put(el, h("p", { class: "error" }, st.error));
+    const r = st.report;
+    if (r) {
+      put(el, h("div", { class: "cards" },
+        card("Would create or update", num(r.applied)), card("Would delete", num(r.deleted), r.refused ? "refused: " + r.toDelete + " absent, over the limit" : r.deletesSkipped || ""),
+        card("Unchanged", num(r.unchanged)), card("Stale", num(r.stale)), card("Could not apply", num(r.failed), "", r.failed ? "bad" : ""),
+        card("Local users", r.localUsers === null ? "—" : num(r.localUsers)), card("Whole list read", r.complete ? "yes" : "no", "", r.complete ? "good" : "warn")));
+    }
+    const label = { would_create: "would create", would_update: "would update", would_delete: "would delete", failed: "cannot apply", unchecked: "not checked" };
+    put(el, table(["User", "Change", "Why"], st.changes.map((c) =>
+      h("tr", {}, h("td", {}, c.userId ? h("a", { class: "mono", href: "#/users/" + encodeURIComponent(c.userId) }, c.userId) : "(no id)"),
+        h("td", {}, label[c.action] || c.action), h("td", {}, c.error ? h("span", { class: "error" }, c.error) : ""))),
+    st.state === "running" ? "Nothing yet." : "Nothing would change."),
+    st.changesDropped ? h("p", { class: "muted" }, "… and " + num(st.changesDropped) + " more.") : null);
+  }
+
+  // ---- start ------------------------------------------------------------------------------
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("login-form").addEventListener("submit", signIn);
+    $("signout").addEventListener("click", () => signOut("The key is forgotten."));
+    window.addEventListener("hashchange", route);
+    route();
+  });
+})();

@@ -1,0 +1,605 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	stdsync "sync"
+	"testing"
+	"time"
+
+	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository/repotest"
+	"github.com/usersync/usersync/sync"
+)
+
+// consoleHarness is a server with the console's parts wired as serve
+// wires them: activity counted by the service, failures, runs.
+type consoleHarness struct {
+	*harness
+	activity *sync.Activity
+	sizes    *sizeSpy
+	blocked  *blockedUsers
+}
+
+type consoleOptions struct {
+	dryRun api.ReconcileDryRun
+	now    func() time.Time
+}
+
+// sizeSpy remembers the bucket sizes the charts asked for.
+type sizeSpy struct {
+	api.ActivityReader
+	mu    stdsync.Mutex
+	sizes []time.Duration
+}
+
+func (s *sizeSpy) Buckets(ctx context.Context, size time.Duration, from, to time.Time) ([]models.ActivityBucket, error) {
+	s.mu.Lock()
+	s.sizes = append(s.sizes, size)
+	s.mu.Unlock()
+	return s.ActivityReader.Buckets(ctx, size, from, to)
+}
+
+func (s *sizeSpy) last() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sizes[len(s.sizes)-1]
+}
+
+func newConsoleHarness(t *testing.T, opts ...func(*consoleOptions)) *consoleHarness {
+	t.Helper()
+	var o consoleOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	store := repotest.NewStore(t)
+	act := sync.NewActivity(store.Activity(), o.now)
+	blocked := &blockedUsers{UserStore: store.Users(), ids: map[string]bool{}}
+	svc := sync.New(store.Events(), blocked, o.now)
+	svc.SetActivity(act)
+	spy := &sizeSpy{ActivityReader: store.Activity()}
+	e, err := api.New(api.Config{
+		Sync: svc, Users: store.Users(), Events: store.Events(), Eraser: store, DB: store,
+		Logger: repotest.Discard(), WebhookSecrets: []string{testSecret},
+		APIKeys: []string{testAPIKey}, AdminKeys: []string{testAdminKey}, Now: o.now,
+		Console: api.Console{Activity: spy, Failures: store.Events(), Runs: store.Runs(), DryRun: o.dryRun, Context: t.Context()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	return &consoleHarness{harness: &harness{t: t, store: store, url: srv.URL}, activity: act, sizes: spy, blocked: blocked}
+}
+
+// call sends method path with key ("" for none).
+func (h *harness) call(method, path, key string) response {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.url+path, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	return h.do(req)
+}
+
+// decode decodes the body of r, which must have code, into v.
+func decode(t *testing.T, r response, code int, v any) {
+	t.Helper()
+	if r.Code != code {
+		t.Fatalf("got %s, want %d", r, code)
+	}
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("body %q: %v", r.Body, err)
+	}
+}
+
+func (h *consoleHarness) flush() {
+	h.t.Helper()
+	if err := h.activity.Flush(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// blockedUsers fails the writes of the users it blocks as the MongoDB
+// store does when other users keep claiming the email a change claims:
+// their events fail (a retry may pass), and pass once unblocked.
+type blockedUsers struct {
+	sync.UserStore
+	mu  stdsync.Mutex
+	ids map[string]bool
+}
+
+func (b *blockedUsers) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+	b.mu.Lock()
+	blocked := b.ids[ch.UserID]
+	b.mu.Unlock()
+	if blocked {
+		return "", fmt.Errorf("apply event %q to user %q: other users kept claiming the email: %w", ch.EventID, ch.UserID, models.ErrEmailTaken)
+	}
+	return b.UserStore.Apply(ctx, ch, now)
+}
+
+func (b *blockedUsers) set(userID string, blocked bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ids[userID] = blocked
+}
+
+// block makes n failed events that can pass later: user_moverI exists
+// with moverI@example.com, and its update to movedI@example.com fails
+// while its writes are blocked. unblock lets them through.
+func (h *consoleHarness) block(n int) (eventIDs []string, unblock func()) {
+	h.t.Helper()
+	base := time.Now().Add(-time.Hour).UnixMilli()
+	for i := range n {
+		id := fmt.Sprintf("user_mover%d", i)
+		h.mustDeliver(newID(), userBody(h.t, "user.created", clerkUser{ID: id, UpdatedAt: base, Email: fmt.Sprintf("mover%d@example.com", i), First: "Mover"}))
+		h.blocked.set(id, true)
+		evID := newID()
+		r := h.deliver(evID, userBody(h.t, "user.updated", clerkUser{ID: id, UpdatedAt: base + 1000, Email: fmt.Sprintf("moved%d@example.com", i), First: "Mover"}))
+		if r.Code != http.StatusServiceUnavailable {
+			h.t.Fatalf("deliver while the user's writes fail: %s, want 503", r)
+		}
+		eventIDs = append(eventIDs, evID)
+	}
+	return eventIDs, func() {
+		for i := range n {
+			h.blocked.set(fmt.Sprintf("user_mover%d", i), false)
+		}
+	}
+}
+
+func TestConsole_ServesItsFilesWithAStrictPolicy(t *testing.T) {
+	h := newConsoleHarness(t)
+	for _, tc := range []struct{ path, ctype string }{
+		{"/admin", "text/html"}, {"/admin/", "text/html"}, {"/admin/index.html", "text/html"},
+		{"/admin/console.js", "javascript"}, {"/admin/console.css", "text/css"},
+	} {
+		r := h.get(tc.path, "")
+		if r.Code != http.StatusOK || !strings.Contains(r.Header.Get("Content-Type"), tc.ctype) {
+			t.Errorf("GET %s = %d %s, want 200 %s", tc.path, r.Code, r.Header.Get("Content-Type"), tc.ctype)
+			continue
+		}
+		csp := r.Header.Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'self'", "script-src 'self'", "style-src 'self'", "frame-ancestors 'none'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("GET %s: Content-Security-Policy %q lacks %q", tc.path, csp, want)
+			}
+		}
+		if strings.Contains(csp, "unsafe") || strings.Contains(csp, "http") {
+			t.Errorf("GET %s: Content-Security-Policy %q allows inline code or another host", tc.path, csp)
+		}
+		if r.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("GET %s: X-Content-Type-Options %q, want nosniff", tc.path, r.Header.Get("X-Content-Type-Options"))
+		}
+		if r.Header.Get("Set-Cookie") != "" {
+			t.Errorf("GET %s sets a cookie", tc.path)
+		}
+	}
+	for _, path := range []string{"/admin/nope.js", "/admin/..%2fopenapi.json", "/admin/console"} {
+		if r := h.get(path, ""); r.Code != http.StatusNotFound {
+			t.Errorf("GET %s = %s, want 404", path, r)
+		}
+	}
+}
+
+// TestConsole_PageHasNoInlineCodeAndRendersTextOnly reads the files: no
+// inline script or style (the policy forbids them anyway), nothing from
+// another host, and no HTML parsing of strings in the script.
+func TestConsole_PageHasNoInlineCodeAndRendersTextOnly(t *testing.T) {
+	h := newConsoleHarness(t)
+	page := string(h.get("/admin", "").Body)
+	for _, bad := range []*regexp.Regexp{
+		regexp.MustCompile(`<script(?:\s[^>]*)?>\s*[^<\s]`), // a script with a body
+		regexp.MustCompile(`<style`), regexp.MustCompile(`\sstyle=`), regexp.MustCompile(`\son[a-z]+=`),
+		regexp.MustCompile(`(?:src|href)="(?:https?:)?//`),
+	} {
+		if bad.MatchString(page) {
+			t.Errorf("the page matches %s", bad)
+		}
+	}
+	// The SVG namespace is a name, not a request.
+	js := strings.ReplaceAll(string(h.get("/admin/console.js", "").Body), `"http://www.w3.org/2000/svg"`, "")
+	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "localStorage", "document.cookie", "http://", "https://"} {
+		if strings.Contains(js, bad) {
+			t.Errorf("console.js uses %q", bad)
+		}
+	}
+	if !strings.Contains(js, "sessionStorage") || !strings.Contains(js, `"Bearer "`) {
+		t.Error("console.js does not keep the key in sessionStorage and send it as a bearer key")
+	}
+}
+
+// consoleEndpoints are the endpoints the console added, all for admins.
+var consoleEndpoints = []struct{ method, path string }{
+	{http.MethodGet, "/v1/admin/overview"},
+	{http.MethodGet, "/v1/admin/activity"},
+	{http.MethodGet, "/v1/events/failures"},
+	{http.MethodPost, "/v1/events/replay?dryRun=true"},
+	{http.MethodGet, "/v1/reconcile/runs"},
+	{http.MethodGet, "/v1/reconcile/dry-run"},
+	{http.MethodPost, "/v1/reconcile/dry-run"},
+}
+
+func TestConsoleEndpoints_NeedAnAdminKey(t *testing.T) {
+	h := newConsoleHarness(t)
+	for _, ep := range consoleEndpoints {
+		t.Run(ep.method+" "+ep.path, func(t *testing.T) {
+			for _, tc := range []struct {
+				key  string
+				want int
+				code string
+			}{{"", 401, "unauthorized"}, {"usk_wrong", 401, "unauthorized"}, {testAPIKey, 403, "forbidden"}} {
+				var body struct{ Error struct{ Code string } }
+				decode(t, h.call(ep.method, ep.path, tc.key), tc.want, &body)
+				if body.Error.Code != tc.code {
+					t.Errorf("key %q: code %q, want %q", tc.key, body.Error.Code, tc.code)
+				}
+			}
+			r := h.call(ep.method, ep.path, testAdminKey)
+			if r.Code != http.StatusOK && r.Code != http.StatusNotImplemented {
+				t.Errorf("with an admin key: %s, want 200 (or 501 for the dry run without Clerk)", r)
+			}
+		})
+	}
+}
+
+func TestConsoleEndpoints_RefuseParametersOutOfBounds(t *testing.T) {
+	h := newConsoleHarness(t)
+	for _, ep := range []struct{ method, path string }{
+		{http.MethodGet, "/v1/admin/activity?range=year"},
+		{http.MethodGet, "/v1/admin/activity?since=2026-01-01T00:00:00Z"},
+		{http.MethodGet, "/v1/admin/overview?x=1"},
+		{http.MethodGet, "/v1/events/failures?scan=0"},
+		{http.MethodGet, "/v1/events/failures?scan=10001"},
+		{http.MethodPost, "/v1/events/replay?limit=501"},
+		{http.MethodPost, "/v1/events/replay?limit=0"},
+		{http.MethodPost, "/v1/events/replay?status=processed"},
+		{http.MethodPost, "/v1/events/replay?since=yesterday"},
+		{http.MethodPost, "/v1/events/replay?reason=" + strings.Repeat("x", 97)},
+		{http.MethodPost, "/v1/events/replay?cursor=nope"},
+		{http.MethodGet, "/v1/reconcile/runs?limit=51"},
+	} {
+		if r := h.call(ep.method, ep.path, testAdminKey); r.Code != http.StatusBadRequest {
+			t.Errorf("%s %s = %s, want 400", ep.method, ep.path, r)
+		}
+	}
+}
+
+type activityBody struct {
+	Range         string           `json:"range"`
+	StepSeconds   int64            `json:"stepSeconds"`
+	BucketSeconds int64            `json:"bucketSeconds"`
+	Totals        map[string]int64 `json:"totals"`
+	Points        []struct {
+		Start  time.Time        `json:"start"`
+		Counts map[string]int64 `json:"counts"`
+	} `json:"points"`
+}
+
+// TestActivity_ChartsAddUpTheCountsWrittenAtIngest delivers events and
+// reads them back per minute; the day chart sums minutes into 15-minute
+// points and the week chart reads hour buckets.
+func TestActivity_ChartsAddUpTheCountsWrittenAtIngest(t *testing.T) {
+	now := time.Now().UTC()
+	h := newConsoleHarness(t, func(o *consoleOptions) { o.now = func() time.Time { return now } })
+	base := now.Add(-time.Hour).UnixMilli()
+	for i := range 3 {
+		h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: fmt.Sprintf("user_c%d", i), UpdatedAt: base + int64(i), Email: fmt.Sprintf("c%d@example.com", i)}))
+	}
+	h.mustDeliver(newID(), userBody(t, "user.updated", clerkUser{ID: "user_c0", UpdatedAt: base - 10, Email: "c0@example.com"})) // stale
+	h.mustDeliver(newID(), deleteBody(t, "user_c1", base+100))
+	h.mustDeliver(newID(), userBody(t, "user.updated", clerkUser{ID: "user_c1", UpdatedAt: base + 200, Email: "c1@example.com"})) // deleted_user
+	if r := h.deliver(newID(), []byte(`{"type":"user.updated","data":{"id":"user_bad"}}`)); r.Code != http.StatusBadRequest {
+		t.Fatalf("an invalid payload: %s, want 400", r)
+	}
+	// Three days ago: outside the day, inside the week.
+	if err := h.store.Activity().Add(context.Background(), now.Add(-72*time.Hour), models.ActivityReceived, 40); err != nil {
+		t.Fatal(err)
+	}
+	h.flush()
+
+	want := map[string]int64{"received": 7, "applied": 4, "stale": 1, "deleted_user": 1, "failed": 1}
+	for _, tc := range []struct {
+		rng          string
+		points       int
+		step, bucket time.Duration
+		received     int64
+	}{
+		{"hour", 60, time.Minute, models.ActivityMinute, 7},
+		{"day", 96, 15 * time.Minute, models.ActivityMinute, 7},
+		{"week", 168, time.Hour, models.ActivityHour, 47},
+	} {
+		t.Run(tc.rng, func(t *testing.T) {
+			var a activityBody
+			decode(t, h.get("/v1/admin/activity?range="+tc.rng, testAdminKey), http.StatusOK, &a)
+			if got := h.sizes.last(); got != tc.bucket {
+				t.Errorf("read buckets of %s, want %s", got, tc.bucket)
+			}
+			if len(a.Points) != tc.points || a.StepSeconds != int64(tc.step/time.Second) || a.BucketSeconds != int64(tc.bucket/time.Second) {
+				t.Fatalf("%d points of %d s from buckets of %d s, want %d of %s from %s", len(a.Points), a.StepSeconds, a.BucketSeconds, tc.points, tc.step, tc.bucket)
+			}
+			sums := map[string]int64{}
+			for i, p := range a.Points {
+				if i > 0 && p.Start.Sub(a.Points[i-1].Start) != tc.step {
+					t.Fatalf("point %d starts %v after the one before, want %s", i, p.Start.Sub(a.Points[i-1].Start), tc.step)
+				}
+				for k, v := range p.Counts {
+					sums[k] += v
+				}
+			}
+			last := a.Points[len(a.Points)-1].Start
+			if now.Before(last) || !now.Before(last.Add(tc.step)) {
+				t.Errorf("the last point starts %v; want the one now (%v) is in", last, now)
+			}
+			for k, v := range want {
+				if k == "received" {
+					v = tc.received
+				}
+				if sums[k] != v || a.Totals[k] != v {
+					t.Errorf("%s: points add up to %d, totals %d; want %d", k, sums[k], a.Totals[k], v)
+				}
+			}
+		})
+	}
+}
+
+func TestOverview_ShowsHealthAtAGlance(t *testing.T) {
+	h := newConsoleHarness(t)
+	var before struct {
+		Ready         struct{ OK bool }
+		LastWebhookAt *time.Time
+		Reconcile     struct {
+			DryRunAvailable bool
+			LastRun         *struct{ Applied int }
+		}
+	}
+	decode(t, h.get("/v1/admin/overview", testAdminKey), http.StatusOK, &before)
+	if !before.Ready.OK || before.LastWebhookAt != nil || before.Reconcile.DryRunAvailable || before.Reconcile.LastRun != nil {
+		t.Errorf("overview of a new server = %+v", before)
+	}
+	_, _ = h.block(2)
+	if _, err := h.store.Runs().Record(context.Background(), models.ReconcileSummary{
+		Kind: "reconcile", Trigger: "schedule", StartedAt: time.Now(), Success: true, Applied: 3, LocalUsers: -1,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var o struct {
+		LastWebhookAt *time.Time
+		Events        struct {
+			Status  map[string]int64
+			Outcome map[string]int64
+			GaveUp  int64
+			Backlog int64
+		}
+		Reconcile struct {
+			LastRun *struct {
+				Applied    int
+				LocalUsers *int
+			}
+		}
+		Build struct{ Version string }
+	}
+	decode(t, h.get("/v1/admin/overview", testAdminKey), http.StatusOK, &o)
+	if o.LastWebhookAt == nil || time.Since(*o.LastWebhookAt) < 0 {
+		t.Errorf("lastWebhookAt = %v after deliveries", o.LastWebhookAt)
+	}
+	if o.Events.Status["failed"] != 2 || o.Events.Backlog != 2 || o.Events.GaveUp != 0 || o.Events.Outcome["applied"] != 2 {
+		t.Errorf("events = %+v; want 2 failed, backlog 2, 2 applied", o.Events)
+	}
+	if o.Reconcile.LastRun == nil || o.Reconcile.LastRun.Applied != 3 || o.Reconcile.LastRun.LocalUsers != nil {
+		t.Errorf("reconcile.lastRun = %+v", o.Reconcile.LastRun)
+	}
+	if o.Build.Version == "" {
+		t.Error("no build version")
+	}
+}
+
+type failuresBody struct {
+	Groups []struct {
+		Reason        string `json:"reason"`
+		Count         int64  `json:"count"`
+		LatestEventID string `json:"latestEventId"`
+	} `json:"groups"`
+	Scanned  int  `json:"scanned"`
+	Complete bool `json:"complete"`
+}
+
+func TestFailures_GroupsFailedEventsByReason(t *testing.T) {
+	h := newConsoleHarness(t)
+	ids, _ := h.block(3)
+	if r := h.deliver(newID(), []byte(`{"type":"user.updated","data":{"id":"user_bad"}}`)); r.Code != http.StatusBadRequest {
+		t.Fatalf("an invalid payload: %s", r)
+	}
+	var f failuresBody
+	decode(t, h.get("/v1/events/failures", testAdminKey), http.StatusOK, &f)
+	if !f.Complete || f.Scanned != 4 || len(f.Groups) != 2 || f.Groups[0].Reason != "email_taken" || f.Groups[0].Count != 3 ||
+		f.Groups[0].LatestEventID != ids[2] || f.Groups[1].Count != 1 || !strings.HasPrefix(f.Groups[1].Reason, "invalid: ") {
+		t.Errorf("failures = %+v; want email_taken ×3 (latest %s), then the invalid one", f, ids[2])
+	}
+	decode(t, h.get("/v1/events/failures?scan=2", testAdminKey), http.StatusOK, &f)
+	if f.Complete || f.Scanned != 2 {
+		t.Errorf("failures?scan=2 = %+v; want 2 read, not complete", f)
+	}
+}
+
+type bulkBody struct {
+	DryRun     bool    `json:"dryRun"`
+	Matched    int     `json:"matched"`
+	Scanned    int     `json:"scanned"`
+	More       bool    `json:"more"`
+	NextCursor *string `json:"nextCursor"`
+	Replayed   int     `json:"replayed"`
+	Processed  int     `json:"processed"`
+	Failed     int     `json:"failed"`
+	Results    []struct {
+		EventID string `json:"eventId"`
+		Status  string `json:"status"`
+	} `json:"results"`
+}
+
+func TestBulkReplay_CountsFirstThenReplaysAtMostLimitPerCall(t *testing.T) {
+	h := newConsoleHarness(t)
+	ids, unblock := h.block(3)
+	var dry bulkBody
+	decode(t, h.call(http.MethodPost, "/v1/events/replay?dryRun=true&reason=email_taken", testAdminKey), http.StatusOK, &dry)
+	if !dry.DryRun || dry.Matched != 3 || dry.More || dry.Replayed != 0 || len(dry.Results) != 0 {
+		t.Errorf("dry run = %+v; want 3 matched, nothing replayed", dry)
+	}
+	for _, id := range ids {
+		if st := h.event(id)["status"]; st != "failed" {
+			t.Errorf("after a dry run, event %s is %v", id, st)
+		}
+	}
+	var none bulkBody
+	decode(t, h.call(http.MethodPost, "/v1/events/replay?dryRun=true&reason=invalid", testAdminKey), http.StatusOK, &none)
+	if none.Matched != 0 {
+		t.Errorf("another reason matched %d", none.Matched)
+	}
+
+	// Still blocked: replayed, and failed again.
+	var again bulkBody
+	decode(t, h.call(http.MethodPost, "/v1/events/replay?limit=1", testAdminKey), http.StatusOK, &again)
+	if again.Replayed != 1 || again.Failed != 1 || !again.More || again.NextCursor == nil {
+		t.Errorf("replay while the writes fail = %+v; want 1 replayed, failed again, more", again)
+	}
+
+	unblock()
+	var first, rest bulkBody
+	decode(t, h.call(http.MethodPost, "/v1/events/replay?limit=2", testAdminKey), http.StatusOK, &first)
+	if first.Matched != 2 || first.Replayed != 2 || first.Processed != 2 || !first.More || first.NextCursor == nil {
+		t.Fatalf("first call = %+v; want 2 replayed and processed, more after a cursor", first)
+	}
+	decode(t, h.call(http.MethodPost, "/v1/events/replay?limit=2&cursor="+*first.NextCursor, testAdminKey), http.StatusOK, &rest)
+	if rest.Replayed != 1 || rest.Processed != 1 || rest.More {
+		t.Errorf("second call = %+v; want the last one processed, no more", rest)
+	}
+	for i, id := range ids {
+		if st := h.event(id)["status"]; st != "processed" {
+			t.Errorf("event %s is %v after the replays", id, st)
+		}
+		if u := h.user(fmt.Sprintf("user_mover%d", i)); u["email"] != fmt.Sprintf("moved%d@example.com", i) {
+			t.Errorf("user_mover%d has email %v after the replays", i, u["email"])
+		}
+	}
+}
+
+func TestReconcileRuns_ListsTheRecordedRunsNewestFirst(t *testing.T) {
+	h := newConsoleHarness(t)
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		if _, err := h.store.Runs().Record(context.Background(), models.ReconcileSummary{
+			Kind: "reconcile", Trigger: "command", StartedAt: start.Add(time.Duration(i) * time.Hour), Success: i != 2,
+			Error: map[bool]string{true: "", false: "stopped at offset 500: Clerk's API: 503"}[i != 2], Applied: i, LocalUsers: 10,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var runs struct {
+		Data []struct {
+			StartedAt  time.Time `json:"startedAt"`
+			Success    bool      `json:"success"`
+			Error      string    `json:"error"`
+			Applied    int       `json:"applied"`
+			LocalUsers *int      `json:"localUsers"`
+		} `json:"data"`
+	}
+	decode(t, h.get("/v1/reconcile/runs?limit=2", testAdminKey), http.StatusOK, &runs)
+	if len(runs.Data) != 2 || !runs.Data[0].StartedAt.Equal(start.Add(2*time.Hour)) || runs.Data[0].Success ||
+		runs.Data[0].Error == "" || runs.Data[1].Applied != 1 || runs.Data[1].LocalUsers == nil || *runs.Data[1].LocalUsers != 10 {
+		t.Errorf("runs = %+v", runs.Data)
+	}
+}
+
+func TestDryRun_IsNotConfiguredWithoutClerk(t *testing.T) {
+	h := newConsoleHarness(t)
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		var body struct {
+			Error struct{ Code, Message string }
+		}
+		decode(t, h.call(method, "/v1/reconcile/dry-run", testAdminKey), http.StatusNotImplemented, &body)
+		if body.Error.Code != "not_configured" || !strings.Contains(body.Error.Message, "CLERK_SECRET_KEY") {
+			t.Errorf("%s: %+v", method, body.Error)
+		}
+	}
+}
+
+type dryRunBody struct {
+	State  string `json:"state"`
+	Listed int    `json:"listed"`
+	Report *struct {
+		Applied int  `json:"applied"`
+		Deleted int  `json:"deleted"`
+		Refused bool `json:"refused"`
+	} `json:"report"`
+	Changes []struct {
+		UserID string `json:"userId"`
+		Action string `json:"action"`
+	} `json:"changes"`
+	ChangesDropped int `json:"changesDropped"`
+}
+
+// TestDryRun_RunsInTheBackgroundOneAtATime drives a dry run that waits
+// for the test: a second start is refused while it runs and for a minute
+// after it started; its notes are bounded.
+func TestDryRun_RunsInTheBackgroundOneAtATime(t *testing.T) {
+	release := make(chan struct{})
+	var clock stdsync.Mutex
+	now := time.Now()
+	h := newConsoleHarness(t, func(o *consoleOptions) {
+		o.now = func() time.Time { clock.Lock(); defer clock.Unlock(); return now }
+		o.dryRun = func(ctx context.Context, onPage func(int, sync.Tally), onUser func(sync.UserNote)) (sync.ReconcileReport, error) {
+			onPage(0, sync.Tally{Users: 500})
+			for i := range 1005 {
+				onUser(sync.UserNote{UserID: fmt.Sprintf("user_%d", i), Action: sync.NoteWouldCreate})
+			}
+			onUser(sync.UserNote{UserID: "user_kept", Action: sync.NoteKept})
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return sync.ReconcileReport{}, ctx.Err()
+			}
+			return sync.ReconcileReport{Complete: true, Listed: sync.Tally{Users: 500, Applied: 1005}, Deleted: 2, LocalUsers: 7}, nil
+		}
+	})
+	var d dryRunBody
+	decode(t, h.get("/v1/reconcile/dry-run", testAdminKey), http.StatusOK, &d)
+	if d.State != "none" {
+		t.Errorf("before any: state %q", d.State)
+	}
+	decode(t, h.call(http.MethodPost, "/v1/reconcile/dry-run", testAdminKey), http.StatusAccepted, &d)
+	if d.State != "running" {
+		t.Errorf("started: state %q", d.State)
+	}
+	if r := h.call(http.MethodPost, "/v1/reconcile/dry-run", testAdminKey); r.Code != http.StatusConflict {
+		t.Errorf("a second start while one runs: %s, want 409", r)
+	}
+	close(release)
+	deadline := time.Now().Add(30 * time.Second)
+	for d.State == "running" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		decode(t, h.get("/v1/reconcile/dry-run", testAdminKey), http.StatusOK, &d)
+	}
+	if d.State != "done" || d.Listed != 500 || d.Report == nil || d.Report.Applied != 1005 || d.Report.Deleted != 2 ||
+		len(d.Changes) != 1000 || d.ChangesDropped != 5 || d.Changes[0].Action != "would_create" {
+		t.Errorf("finished: %+v (report %+v), want done, 500 listed, 1000 changes and 5 dropped", d, d.Report)
+	}
+	if r := h.call(http.MethodPost, "/v1/reconcile/dry-run", testAdminKey); r.Code != http.StatusConflict {
+		t.Errorf("a start within a minute of the last: %s, want 409", r)
+	}
+	clock.Lock()
+	now = now.Add(time.Minute)
+	clock.Unlock()
+	if r := h.call(http.MethodPost, "/v1/reconcile/dry-run", testAdminKey); r.Code != http.StatusAccepted {
+		t.Errorf("a start a minute later: %s, want 202", r)
+	}
+}

@@ -1,0 +1,256 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	stdsync "sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/sync"
+)
+
+type reconcileRunJSON struct {
+	ID              string  `json:"id"`
+	Kind            string  `json:"kind"`
+	Trigger         string  `json:"trigger"`
+	StartedAt       string  `json:"startedAt"`
+	DurationSeconds float64 `json:"durationSeconds"`
+	Success         bool    `json:"success"`
+	Error           string  `json:"error,omitempty"`
+	ClerkUsers      int     `json:"clerkUsers"`
+	LocalUsers      *int    `json:"localUsers"`
+	Applied         int     `json:"applied"`
+	Stale           int     `json:"stale"`
+	Unchanged       int     `json:"unchanged"`
+	Deleted         int     `json:"deleted"`
+	Failed          int     `json:"failed"`
+	Refused         bool    `json:"refused"`
+	ToDelete        int     `json:"toDelete"`
+}
+
+func newReconcileRunJSON(r models.ReconcileSummary) reconcileRunJSON {
+	j := reconcileRunJSON{
+		ID: r.ID, Kind: r.Kind, Trigger: r.Trigger, StartedAt: formatTime(r.StartedAt),
+		DurationSeconds: r.Duration.Seconds(), Success: r.Success, Error: r.Error, ClerkUsers: r.ClerkUsers,
+		Applied: r.Applied, Stale: r.Stale, Unchanged: r.Unchanged, Deleted: r.Deleted, Failed: r.Failed,
+		Refused: r.Refused, ToDelete: r.ToDelete,
+	}
+	if r.LocalUsers >= 0 {
+		n := r.LocalUsers
+		j.LocalUsers = &n
+	}
+	return j
+}
+
+type reconcileRunsRequest struct {
+	Limit int `query:"limit" validate:"min=1,max=50"`
+}
+
+// reconcileRuns answers GET /v1/reconcile/runs: the last reconcile and
+// backfill runs, newest first.
+func (s *server) reconcileRuns(c echo.Context) error {
+	req := reconcileRunsRequest{Limit: 20}
+	if err := bind(c, &req); err != nil {
+		return err
+	}
+	if s.consoleCfg.Runs == nil {
+		return notConfigured("keeping reconcile runs")
+	}
+	runs, err := s.consoleCfg.Runs.Last(c.Request().Context(), req.Limit)
+	if err != nil {
+		return err
+	}
+	resp := struct {
+		Data []reconcileRunJSON `json:"data"`
+	}{Data: make([]reconcileRunJSON, 0, len(runs))}
+	for _, r := range runs {
+		resp.Data = append(resp.Data, newReconcileRunJSON(r))
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+// Bounds of a dry run: its time, the users it lists by name, and how
+// often one may start.
+const (
+	dryRunTimeout   = 15 * time.Minute
+	maxDryRunNotes  = 1000
+	dryRunSpacing   = time.Minute
+	dryRunErrorSize = 512
+)
+
+// dryRunJob is the last dry run this instance started.
+type dryRunJob struct {
+	mu       stdsync.Mutex
+	state    string // "", "running", "done", "failed"
+	started  time.Time
+	finished time.Time
+	listed   int
+	notes    []dryRunNote
+	dropped  int
+	report   sync.ReconcileReport
+	err      string
+}
+
+type dryRunNote struct {
+	UserID string `json:"userId"`
+	Action string `json:"action"`
+	Error  string `json:"error,omitempty"`
+}
+
+type dryRunReportJSON struct {
+	Complete       bool   `json:"complete"`
+	ClerkUsers     int    `json:"clerkUsers"`
+	LocalUsers     *int   `json:"localUsers"`
+	Applied        int    `json:"applied"`
+	Stale          int    `json:"stale"`
+	Unchanged      int    `json:"unchanged"`
+	Deleted        int    `json:"deleted"`
+	Failed         int    `json:"failed"`
+	Refused        bool   `json:"refused"`
+	ToDelete       int    `json:"toDelete"`
+	DeletesSkipped string `json:"deletesSkipped,omitempty"`
+}
+
+type dryRunResponse struct {
+	// State is none (no dry run since this instance started), running,
+	// done or failed.
+	State      string  `json:"state"`
+	StartedAt  *string `json:"startedAt"`
+	FinishedAt *string `json:"finishedAt"`
+	// Listed counts the users read from Clerk so far.
+	Listed int               `json:"listed"`
+	Report *dryRunReportJSON `json:"report"`
+	Error  string            `json:"error,omitempty"`
+	// Changes are the users a run would create, update or delete, or
+	// could not apply: at most 1000; ChangesDropped counts the others.
+	Changes        []dryRunNote `json:"changes"`
+	ChangesDropped int          `json:"changesDropped"`
+}
+
+func (j *dryRunJob) view() dryRunResponse {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	r := dryRunResponse{State: j.state, Listed: j.listed, Error: j.err, ChangesDropped: j.dropped,
+		Changes: append([]dryRunNote{}, j.notes...)}
+	if r.State == "" {
+		r.State = "none"
+		return r
+	}
+	r.StartedAt = optTime(&j.started)
+	if j.state != "running" {
+		r.FinishedAt = optTime(&j.finished)
+		rep := j.report
+		u := unchangedOf(rep.Listed)
+		r.Report = &dryRunReportJSON{
+			Complete: rep.Complete, ClerkUsers: rep.Listed.Users, Applied: rep.Listed.Applied, Stale: rep.Listed.Stale,
+			Unchanged: u, Deleted: rep.Deleted, Failed: rep.Listed.Failed, Refused: rep.Refused, ToDelete: len(rep.ToDelete),
+			DeletesSkipped: rep.DeletesSkipped,
+		}
+		if rep.LocalUsers >= 0 {
+			n := rep.LocalUsers
+			r.Report.LocalUsers = &n
+		}
+	}
+	return r
+}
+
+// unchangedOf counts the users whose stored state already was Clerk's,
+// or who are deleted here and stay so (as usersync reconcile prints it).
+func unchangedOf(t sync.Tally) int { return t.Unchanged + t.Duplicate + t.DeletedUser }
+
+// startDryRun answers POST /v1/reconcile/dry-run: it starts a dry run of
+// reconcile in the background and answers 202 with its state; GET
+// /v1/reconcile/dry-run follows it. One runs at a time, at most one a
+// minute, each for at most 15 minutes; Clerk's API is read at the rate
+// limit of the Clerk client.
+func (s *server) startDryRun(c echo.Context) error {
+	if err := bind(c, &struct{}{}); err != nil {
+		return err
+	}
+	if s.consoleCfg.DryRun == nil {
+		return echo.NewHTTPError(http.StatusNotImplemented,
+			"reading users from Clerk is not configured: set CLERK_SECRET_KEY on the server")
+	}
+	j := &s.dryRun
+	now := s.now()
+	j.mu.Lock()
+	switch {
+	case j.state == "running":
+		j.mu.Unlock()
+		return fmt.Errorf("%w: a dry run is running since %s", models.ErrConflict, formatTime(j.started))
+	case j.state != "" && now.Sub(j.started) < dryRunSpacing:
+		j.mu.Unlock()
+		return fmt.Errorf("%w: a dry run started at %s; the next may start at %s",
+			models.ErrConflict, formatTime(j.started), formatTime(j.started.Add(dryRunSpacing)))
+	}
+	j.state, j.started, j.finished, j.listed, j.notes, j.dropped, j.report, j.err =
+		"running", now, time.Time{}, 0, nil, 0, sync.ReconcileReport{}, ""
+	j.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(s.consoleContext(), dryRunTimeout)
+	go func() {
+		defer cancel()
+		rep, err := s.consoleCfg.DryRun(ctx,
+			func(_ int, page sync.Tally) {
+				j.mu.Lock()
+				j.listed += page.Users
+				j.mu.Unlock()
+			},
+			func(n sync.UserNote) {
+				switch n.Action {
+				case sync.NoteKept:
+					return // not a change
+				}
+				note := dryRunNote{UserID: n.UserID, Action: n.Action}
+				if n.Err != nil {
+					note.Error = publicNote(n.Err)
+				}
+				j.mu.Lock()
+				if len(j.notes) < maxDryRunNotes {
+					j.notes = append(j.notes, note)
+				} else {
+					j.dropped++
+				}
+				j.mu.Unlock()
+			})
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		j.report, j.finished, j.state = rep, s.now(), "done"
+		if err != nil {
+			j.state, j.err = "failed", publicNote(err)
+		}
+	}()
+	return c.JSON(http.StatusAccepted, j.view())
+}
+
+// dryRunState answers GET /v1/reconcile/dry-run: the state of the last
+// dry run this instance started.
+func (s *server) dryRunState(c echo.Context) error {
+	if err := bind(c, &struct{}{}); err != nil {
+		return err
+	}
+	if s.consoleCfg.DryRun == nil {
+		return echo.NewHTTPError(http.StatusNotImplemented,
+			"reading users from Clerk is not configured: set CLERK_SECRET_KEY on the server")
+	}
+	return c.JSON(http.StatusOK, s.dryRun.view())
+}
+
+// publicNote is an error of a dry run as an admin may read it: a user's
+// validation or Clerk's answer, bounded; a database error only by its
+// class.
+func publicNote(err error) string {
+	if errors.Is(err, models.ErrUnavailable) {
+		return "the database is unavailable"
+	}
+	msg := err.Error()
+	if len(msg) > dryRunErrorSize {
+		msg = msg[:dryRunErrorSize] + "…"
+	}
+	return msg
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/clerk"
+	"github.com/usersync/usersync/repository"
+	"github.com/usersync/usersync/sync"
+)
+
+// countActivity makes svc count events and outcomes per minute into the
+// store's activity buckets, for the console's charts, flushing them every
+// sync.ActivityFlushInterval until stop; stop flushes what is left.
+func countActivity(ctx context.Context, svc *sync.Service, store repository.Store, log *slog.Logger) (stop func()) {
+	a := sync.NewActivity(store.Activity(), nil)
+	svc.SetActivity(a)
+	return background(ctx, func(ctx context.Context) {
+		a.Run(ctx, sync.ActivityFlushInterval, func(err error) {
+			log.LogAttrs(ctx, slog.LevelWarn, "activity counts not written yet", slog.String("err", err.Error()))
+		})
+	})
+}
+
+// consoleConfig is what the console at /admin reads: the store's counts,
+// failure groups and run summaries, and, with a Clerk client, reconcile's
+// dry run with the limits of a scheduled run.
+func consoleConfig(ctx context.Context, svc *sync.Service, store repository.Store, cl *clerk.Client) api.Console {
+	c := api.Console{Activity: store.Activity(), Failures: store.Events(), Runs: store.Runs(), Context: ctx}
+	if cl != nil {
+		rec := &sync.Reconciler{Service: svc, Clerk: cl, Users: store.Users()}
+		c.DryRun = func(ctx context.Context, onPage func(int, sync.Tally), onUser func(sync.UserNote)) (sync.ReconcileReport, error) {
+			return rec.Run(ctx, sync.ReconcileOptions{
+				Deletions: true, DryRun: true, Limit: clerk.MaxPageLimit, MaxDeletes: defaultMaxDeletes,
+				OnPage: onPage, OnUser: onUser,
+			})
+		}
+	}
+	return c
+}

@@ -1,0 +1,328 @@
+package mongo_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/event"
+
+	"github.com/usersync/usersync/models"
+	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo/mongotest"
+)
+
+// pagingEvents seeds n events received at uneven times (bursts within one
+// millisecond, minutes apart, and days apart), of every status and type,
+// and returns them newest first (receivedAt, then _id), as the log lists
+// them.
+func pagingEvents(t *testing.T, s *repository.Store, n int, base time.Time) []models.Event {
+	t.Helper()
+	r := rand.New(rand.NewPCG(7, 8))
+	statuses := []models.EventStatus{models.StatusProcessed, models.StatusProcessed, models.StatusProcessed, models.StatusStored, models.StatusFailed}
+	types := []models.EventType{models.EventUpdated, models.EventUpdated, models.EventCreated, models.EventDeleted}
+	at := base
+	var evs []models.Event
+	for i := range n {
+		switch r.IntN(10) {
+		case 0:
+			at = at.Add(-time.Duration(1+r.IntN(20)) * 24 * time.Hour)
+		case 1, 2, 3:
+			// same millisecond
+		default:
+			at = at.Add(-time.Duration(1+r.IntN(600)) * time.Second)
+		}
+		ev := newEvent(fmt.Sprintf("msg_page_%03d", i), `{}`)
+		ev.ReceivedAt, ev.Status, ev.EventType = at, statuses[r.IntN(len(statuses))], types[r.IntN(len(types))]
+		ev.UserID = fmt.Sprintf("user_%d", r.IntN(5))
+		if ev.Status == models.StatusProcessed {
+			ev.Outcome, ev.ProcessedAt = models.OutcomeApplied, &at
+		}
+		evs = append(evs, ev)
+	}
+	if err := s.SeedEvents(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	var stored []models.Event
+	for _, ev := range evs {
+		got, err := s.Events().Get(context.Background(), ev.EventID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, got)
+	}
+	sort.Slice(stored, func(i, j int) bool {
+		if !stored[i].ReceivedAt.Equal(stored[j].ReceivedAt) {
+			return stored[i].ReceivedAt.After(stored[j].ReceivedAt)
+		}
+		return stored[i].ID > stored[j].ID
+	})
+	return stored
+}
+
+// TestEventsList_WindowedPagesListEveryEventOnceInOrder pages through the
+// log of unevenly received events with several filters and page sizes,
+// twice (the second walk sizes its windows from the first), and compares
+// with the log filtered and sorted in Go.
+func TestEventsList_WindowedPagesListEveryEventOnceInOrder(t *testing.T) {
+	ctx := context.Background()
+	var finds atomic.Int64
+	s := mongotest.OpenWith(t, repository.Options{Monitor: &event.CommandMonitor{
+		Started: func(_ context.Context, e *event.CommandStartedEvent) {
+			if e.CommandName == "find" {
+				finds.Add(1)
+			}
+		},
+	}})
+	base := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
+	all := pagingEvents(t, s, 150, base)
+	filters := []models.EventFilter{
+		{}, {Status: models.StatusProcessed}, {EventType: models.EventDeleted}, {EventType: models.EventUpdated},
+		{Status: models.StatusProcessed, EventType: models.EventCreated}, {UserID: "user_1"}, {Status: models.StatusFailed},
+		{Since: all[100].ReceivedAt}, {Until: all[60].ReceivedAt}, {Status: models.StatusProcessed, Since: all[120].ReceivedAt, Until: all[20].ReceivedAt},
+	}
+	for _, f := range filters {
+		var want []string
+		for _, ev := range all {
+			if (f.Status == "" || ev.Status == f.Status) && (f.EventType == "" || ev.EventType == f.EventType) &&
+				(f.UserID == "" || ev.UserID == f.UserID) && (f.Since.IsZero() || !ev.ReceivedAt.Before(f.Since)) &&
+				(f.Until.IsZero() || ev.ReceivedAt.Before(f.Until)) {
+				want = append(want, ev.EventID)
+			}
+		}
+		for _, limit := range []int{7, 50} {
+			for walk := range 2 {
+				f := f
+				f.Limit, f.After = limit, ""
+				var got []string
+				pages := 0
+				finds.Store(0)
+				for {
+					page, err := s.Events().List(ctx, f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					pages++
+					for _, ev := range page.Events {
+						got = append(got, ev.EventID)
+					}
+					if page.NextCursor == "" {
+						break
+					}
+					if len(page.Events) != limit || pages > 400 {
+						t.Fatalf("%+v: page %d of %d events with a next cursor", f, pages, len(page.Events))
+					}
+					f.After = page.NextCursor
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%+v (walk %d): listed %d events %v\nwant %d %v", f, walk, len(got), got, len(want), want)
+				}
+				t.Logf("%+v limit %d walk %d: %d pages, %d finds", f, limit, walk, pages, finds.Load())
+			}
+		}
+	}
+}
+
+// TestUsersList_WindowedPagesListEveryUserOnce pages through users, active
+// only and all, and compares with the users sorted by id.
+func TestUsersList_WindowedPagesListEveryUserOnce(t *testing.T) {
+	ctx := context.Background()
+	s := mongotest.Open(t)
+	var changes []models.Change
+	for i := range 150 {
+		changes = append(changes, models.Change{UserID: fmt.Sprintf("user_page_%03d", i), EventID: "m", SourceTime: t0,
+			DisplayName: "x", Metadata: json.RawMessage(`{}`)})
+	}
+	if err := s.SeedUsers(ctx, changes, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	deleted := map[string]bool{}
+	for i := 0; i < 150; i += 7 {
+		id := fmt.Sprintf("user_page_%03d", i)
+		if _, err := s.Users().Apply(ctx, deletion(id, "z", time.Hour), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		deleted[id] = true
+	}
+	for _, includeDeleted := range []bool{false, true} {
+		var want []string
+		for _, ch := range changes {
+			if includeDeleted || !deleted[ch.UserID] {
+				want = append(want, ch.UserID)
+			}
+		}
+		sort.Slice(want, func(i, j int) bool {
+			return repository.DocIDForTest(want[i]).Hex() < repository.DocIDForTest(want[j]).Hex()
+		})
+		for _, limit := range []int{9, 200} {
+			for walk := range 2 {
+				f := models.UserFilter{IncludeDeleted: includeDeleted, Limit: limit}
+				var got []string
+				for pages := 0; ; pages++ {
+					page, err := s.Users().List(ctx, f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, u := range page.Users {
+						got = append(got, u.UserID)
+					}
+					if page.NextCursor == "" || pages > 300 {
+						break
+					}
+					f.After = page.NextCursor
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("includeDeleted=%v limit %d walk %d: listed %d users, want %d in id order", includeDeleted, limit, walk, len(got), len(want))
+				}
+			}
+		}
+	}
+}
+
+// TestEventsDue_WindowedSearchesFindEveryDueEventOldestFirst runs the
+// sweep's search batch after batch, marking what it returns, over stored
+// and failed events spread over months: every due event comes once, the
+// stored ones oldest first, and nothing else comes.
+func TestEventsDue_WindowedSearchesFindEveryDueEventOldestFirst(t *testing.T) {
+	ctx := context.Background()
+	s := mongotest.Open(t)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	stuckBefore := now.Add(-time.Minute)
+	r := rand.New(rand.NewPCG(3, 4))
+	var evs []models.Event
+	due := map[string]bool{}
+	for i := range 120 {
+		ev := newEvent(fmt.Sprintf("msg_due_%03d", i), `{}`)
+		ev.ReceivedAt = now.Add(-time.Duration(r.Int64N(int64(90 * 24 * time.Hour))))
+		if i%10 == 0 {
+			ev.ReceivedAt = now.Add(-time.Duration(r.IntN(50)) * time.Second) // not stuck yet
+		}
+		if i%3 == 0 {
+			ev.Status = models.StatusFailed
+			retry := ev.ReceivedAt.Add(time.Duration(r.Int64N(int64(10 * 24 * time.Hour))))
+			ev.RetryAt = &retry
+			due[ev.EventID] = !retry.After(now)
+		} else {
+			due[ev.EventID] = ev.ReceivedAt.Before(stuckBefore)
+		}
+		evs = append(evs, ev)
+	}
+	if err := s.SeedEvents(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 { // the second round sizes its windows from the first
+		seen := map[string]bool{}
+		var lastStored time.Time
+		for batch := 0; batch < 100; batch++ {
+			got, err := s.Events().Due(ctx, stuckBefore, now, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) == 0 {
+				break
+			}
+			var firstStored time.Time
+			for _, ev := range got {
+				if seen[ev.EventID] || !due[ev.EventID] {
+					t.Fatalf("round %d: Due returned %s again or not due", round, ev.EventID)
+				}
+				seen[ev.EventID] = true
+				if ev.Status == models.StatusStored && (firstStored.IsZero() || ev.ReceivedAt.Before(firstStored)) {
+					firstStored = ev.ReceivedAt
+				}
+				if err := s.Events().MarkProcessed(ctx, ev.ID, models.OutcomeApplied, now); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !firstStored.IsZero() && firstStored.Before(lastStored) {
+				t.Errorf("round %d: a stored event received at %v came after one received at %v", round, firstStored, lastStored)
+			}
+			for _, ev := range got {
+				if ev.Status == models.StatusStored && ev.ReceivedAt.After(lastStored) {
+					lastStored = ev.ReceivedAt
+				}
+			}
+		}
+		for id, d := range due {
+			if d && !seen[id] {
+				t.Errorf("round %d: due event %s never returned", round, id)
+			}
+		}
+		if round == 0 { // seed the same mix again, under new ids
+			again := map[string]bool{}
+			for i := range evs {
+				again[evs[i].EventID+"_again"] = due[evs[i].EventID]
+				evs[i].EventID += "_again"
+			}
+			due = again
+			if err := s.SeedEvents(ctx, evs); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestUsersChanges_WindowedPagesServeEveryChangeOnceInOrder writes users
+// at uneven times (the same millisecond, minutes and days apart) and
+// follows the change feed from long before, a few users a page.
+func TestUsersChanges_WindowedPagesServeEveryChangeOnceInOrder(t *testing.T) {
+	ctx := context.Background()
+	s := mongotest.Open(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	at := time.Now().UTC().Truncate(time.Millisecond).Add(-60 * 24 * time.Hour)
+	type written struct {
+		id string
+		at time.Time
+	}
+	var all []written
+	for i := range 80 {
+		switch r.IntN(4) {
+		case 0:
+			at = at.Add(time.Duration(1+r.IntN(5)) * 24 * time.Hour)
+		case 1:
+		default:
+			at = at.Add(time.Duration(1+r.IntN(300)) * time.Second)
+		}
+		id := fmt.Sprintf("user_feed_%02d", i)
+		if _, err := s.Users().Apply(ctx, change(id, "m", 0, ""), at); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, written{id, at})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].at.Equal(all[j].at) {
+			return all[i].at.Before(all[j].at)
+		}
+		return repository.DocIDForTest(all[i].id).Hex() < repository.DocIDForTest(all[j].id).Hex()
+	})
+	var want []string
+	for _, w := range all {
+		want = append(want, w.id)
+	}
+	for walk := range 2 {
+		f := models.ChangeFilter{Since: all[0].at.Add(-365 * 24 * time.Hour), Until: at, Limit: 6}
+		var got []string
+		for pages := 0; pages < 100; pages++ {
+			page, err := s.Users().Changes(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range page.Users {
+				got = append(got, u.UserID)
+			}
+			f.After = page.NextCursor
+			if len(page.Users) < f.Limit {
+				break
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("walk %d: feed served %v\nwant %v", walk, got, want)
+		}
+	}
+}

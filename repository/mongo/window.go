@@ -1,0 +1,255 @@
+package mongo
+
+import (
+	"math"
+	"math/bits"
+	stdsync "sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Bounded pages.
+//
+// A page is the first limit+1 matches of a filter in the order of an
+// index. MongoDB reads them in index order and stops there, whatever the
+// number of matches. The DocumentDB-based engines (FerretDB 2, Cosmos DB
+// vCore) do not read an index in order for a sort: they find every match
+// through the index and sort them all, so a page of the whole event log
+// costs as much as the log (measured: 53 ms at 5k events, 5.3 s at 500k).
+//
+// So a page walks its index range in windows of the sort key, nearest
+// first, each window a range query sorted and limited as the page is:
+// the engine sorts at most the window's matches. The first window is sized
+// from the density of matches the walk met last time, to hold about two
+// pages; each next window is windowGrowth times wider, until the page is
+// full or a window reaches the end of the range, which is then unbounded
+// on that side (the rest of the filter still bounds it). On MongoDB the
+// first window usually holds the page, and a window is a range of the
+// same index read in the same order: the bounded form costs nothing.
+//
+// Keys are uint64: a time as its Unix milliseconds shifted to unsigned
+// (timeKey), an _id by its first 8 bytes (idKey; ids are hashes, spread
+// evenly over that space).
+
+// windowGrowth is how much wider each window is than the one before.
+const windowGrowth = 4
+
+// windowPlan is a walk of keys from start towards end, in windows.
+type windowPlan struct {
+	start, end uint64
+	desc       bool   // from start down to end; else up
+	width      uint64 // of the first window, at least 1
+	// openStart: the first window is unbounded on the start side. An
+	// ascending walk from a start that is only a hint (the oldest key
+	// seen) uses it, so that nothing before the hint is missed.
+	openStart bool
+}
+
+// window is the keys [lo, hi) of one window; noLo and noHi say that a
+// side is unbounded. last is the walk's last window.
+type window struct {
+	lo, hi     uint64
+	noLo, noHi bool
+	last       bool
+}
+
+// window returns the i-th window of p (0 first). Window i ends where
+// window i-1 ended plus width×growth^i: the walk covers 1, 5, 21, 85…
+// widths. Its far side is unbounded once it would reach past end.
+func (p windowPlan) window(i int) window {
+	width := max(p.width, 1)
+	near, far := span(width, i-1), span(width, i)
+	var w window
+	if p.desc {
+		// [start-far, start-near); the first window's upper side is the
+		// filter's own bound.
+		w.hi, w.noHi = sub(p.start, near), i == 0
+		lo, under := subOK(p.start, far)
+		w.lo = lo
+		if under || lo <= p.end || far == math.MaxUint64 {
+			w.lo, w.noLo, w.last = 0, true, true
+		}
+		return w
+	}
+	w.lo, w.noLo = add(p.start, near), i == 0 && p.openStart
+	hi, over := addOK(p.start, far)
+	w.hi = hi
+	if over || hi > p.end || far == math.MaxUint64 {
+		w.hi, w.noHi, w.last = 0, true, true
+	}
+	return w
+}
+
+// span is the keys covered by windows 0..i: width×(growth^(i+1)-1)/(growth-1),
+// saturated at MaxUint64; 0 for i < 0.
+func span(width uint64, i int) uint64 {
+	if i < 0 {
+		return 0
+	}
+	total, w := uint64(0), width
+	for j := 0; j <= i; j++ {
+		var over bool
+		if total, over = addOK(total, w); over {
+			return math.MaxUint64
+		}
+		hi, lo := bits.Mul64(w, windowGrowth)
+		if hi != 0 {
+			w = math.MaxUint64
+		} else {
+			w = lo
+		}
+	}
+	return total
+}
+
+func addOK(a, b uint64) (uint64, bool) {
+	s, c := bits.Add64(a, b, 0)
+	return s, c != 0
+}
+
+func subOK(a, b uint64) (uint64, bool) {
+	d, c := bits.Sub64(a, b, 0)
+	return d, c != 0
+}
+
+func add(a, b uint64) uint64 {
+	if s, over := addOK(a, b); !over {
+		return s
+	}
+	return math.MaxUint64
+}
+
+func sub(a, b uint64) uint64 {
+	if d, under := subOK(a, b); !under {
+		return d
+	}
+	return 0
+}
+
+// timeKey is t's key: its Unix milliseconds, shifted so that order holds.
+func timeKey(t time.Time) uint64 { return uint64(t.UnixMilli()) ^ (1 << 63) }
+
+// keyTime is the time of key k.
+func keyTime(k uint64) time.Time { return time.UnixMilli(int64(k ^ (1 << 63))).UTC() }
+
+// idKey is the key of an _id: its first 8 bytes.
+func idKey(id bson.ObjectID) uint64 {
+	var k uint64
+	for _, b := range id[:8] {
+		k = k<<8 | uint64(b)
+	}
+	return k
+}
+
+// keyID is the smallest _id of key k.
+func keyID(k uint64) bson.ObjectID {
+	var id bson.ObjectID
+	for i := 7; i >= 0; i-- {
+		id[i] = byte(k)
+		k >>= 8
+	}
+	return id
+}
+
+// idRange is a window of _id keys as the operators of a range filter on
+// _id ([lo, hi)).
+func (w window) idRange() bson.D {
+	var r bson.D
+	if !w.noLo {
+		r = append(r, bson.E{Key: "$gte", Value: keyID(w.lo)})
+	}
+	if !w.noHi {
+		r = append(r, bson.E{Key: "$lt", Value: keyID(w.hi)})
+	}
+	return r
+}
+
+// densities remembers, per kind of walk, how many matches a key held the
+// last time (an exponential average): what sizes the next first window.
+// It is a hint: a wrong one costs windows, never a missed match.
+type densities struct {
+	mu stdsync.Mutex
+	m  map[string]float64
+}
+
+// get returns the density of kind, or ok=false if no walk measured it.
+func (d *densities) get(kind string) (density float64, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	density, ok = d.m[kind]
+	return density, ok
+}
+
+// note records that a walk of kind found n matches in covered keys.
+func (d *densities) note(kind string, n int, covered uint64) {
+	if covered == 0 {
+		return
+	}
+	measured := float64(n) / float64(covered)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[string]float64{}
+	}
+	if old, ok := d.m[kind]; ok {
+		measured = (old + measured) / 2
+	}
+	d.m[kind] = measured
+}
+
+// firstWidth is the width of a first window that should hold want
+// matches (twice that, for the variance) at density; at most maxWidth, and
+// maxWidth when nothing matched last time (a walk of one window).
+func firstWidth(want int, density float64, maxWidth uint64) uint64 {
+	if density <= 0 {
+		return maxWidth
+	}
+	w := 2 * float64(want) / density
+	if w >= float64(maxWidth) {
+		return maxWidth
+	}
+	return max(uint64(w), 1)
+}
+
+// walkWindows runs query on the windows of plan, nearest first, until
+// want results are found or the last window ran, and returns them in
+// order with the key that the walk covered up to (for densities).
+// beforeNext, if set, runs before every window after the first: it may
+// move plan's end (a floor read only when the first window did not do).
+func walkWindows[T any](plan *windowPlan, want int, beforeNext func() error,
+	query func(w window, limit int) ([]T, error)) (found []T, windows int, err error) {
+	for i := 0; ; i++ {
+		if i > 0 && beforeNext != nil {
+			if err := beforeNext(); err != nil {
+				return nil, i, err
+			}
+		}
+		w := plan.window(i)
+		got, err := query(w, want-len(found))
+		if err != nil {
+			return nil, i, err
+		}
+		found = append(found, got...)
+		if len(found) >= want || w.last {
+			return found, i + 1, nil
+		}
+	}
+}
+
+// covered is the distance a walk from start covered to reach key k.
+func covered(start, k uint64, desc bool) uint64 {
+	if desc {
+		return sub(start, k)
+	}
+	return sub(k, start)
+}
+
+// oldestCache keeps the oldest receivedAt of user_events once read: the
+// floor of the event log's walks and the start of the sweep's. Events
+// are rarely stored with an older receivedAt later, and a walk's last
+// window is unbounded beyond it, so a stale floor costs a window at most.
+type oldestCache struct {
+	mu stdsync.Mutex
+	at time.Time
+}
