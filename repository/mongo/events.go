@@ -23,6 +23,7 @@ import (
 type Events struct {
 	coll     *mongo.Collection
 	primary  *mongo.Collection // reads that decide a write, and the writes
+	users    *mongo.Collection // the users (from the primary): is an event's user erased
 	counters *counters
 	// density and oldest size the windows of bounded pages (window.go).
 	density densities

@@ -85,3 +85,11 @@ func MembershipWriteFilter(ch models.MembershipChange) bson.D {
 	w, _ := newMembershipWrite(ch, time.Now())
 	return w.filter
 }
+
+// CollectionsForTest names the collections s reads and writes, by role.
+func CollectionsForTest(s *Store) map[string]string {
+	return map[string]string{
+		"users": s.users.coll.Name(), "organizations": s.orgs.coll.Name(), "memberships": s.members.coll.Name(),
+		"memberships' users": s.members.users.Name(), "events": s.events.coll.Name(), "events' users": s.events.users.Name(),
+	}
+}
