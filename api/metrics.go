@@ -26,6 +26,7 @@ type Metrics struct {
 	reg       *prometheus.Registry
 	requests  *prometheus.HistogramVec
 	webhooks  *prometheus.CounterVec
+	kinds     *prometheus.CounterVec
 	process   prometheus.Histogram
 	swept     *prometheus.CounterVec
 	replayed  *prometheus.CounterVec
@@ -55,8 +56,12 @@ func NewMetrics(stats StatsSource) *Metrics {
 		}, []string{"route", "method", "code"}),
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "usersync_webhook_requests_total",
-			Help: "Webhook deliveries by result: processed, duplicate, ignored (not a user event), failed (stored, not applied), rejected (refused before storing), error (5xx).",
+			Help: "Webhook deliveries by result: processed, duplicate, ignored (a type usersync does not store), failed (stored, not applied), rejected (refused before storing), error (5xx).",
 		}, []string{"result"}),
+		kinds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usersync_webhook_events_total",
+			Help: "Webhook deliveries of the events usersync stores, by the kind of object they change (user, organization, membership) and result (processed, duplicate, failed, error, overloaded).",
+		}, []string{"kind", "result"}),
 		process: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "usersync_event_processing_duration_seconds", Help: "Time to store and apply one webhook event.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
@@ -74,7 +79,7 @@ func NewMetrics(stats StatsSource) *Metrics {
 			Name: "usersync_engine_errors_total", Help: "Operations that failed because the database did not answer.",
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.webhooks, m.process, m.swept, m.replayed, m.retention, m.engine,
+	m.reg.MustRegister(m.requests, m.webhooks, m.kinds, m.process, m.swept, m.replayed, m.retention, m.engine,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reconcile = newReconcileMetrics(m.reg)
 	m.registerOperations(stats)

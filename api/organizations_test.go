@@ -333,3 +333,27 @@ func TestErase_AMembersDataGoesWithTheDeletedUser(t *testing.T) {
 		t.Errorf("after erasure the store still holds %v", found)
 	}
 }
+
+// TestMetrics_WebhookDeliveriesPerKind counts the deliveries of each kind
+// of event by result.
+func TestMetrics_WebhookDeliveriesPerKind(t *testing.T) {
+	h := newHarness(t)
+	dup := newID()
+	h.mustDeliver(dup, fixture(t, "openapi.organizationMembership.created.json"))
+	h.mustDeliver(dup, fixture(t, "openapi.organizationMembership.created.json"))
+	h.mustDeliver(newID(), fixture(t, "openapi.organization.updated.json"))
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_m", UpdatedAt: t0}))
+	h.mustDeliver(newID(), fixture(t, "openapi.organizationInvitation.accepted.json"))
+	body := string(h.get("/metrics", "").Body)
+	for _, want := range []string{
+		`usersync_webhook_events_total{kind="membership",result="processed"} 1`,
+		`usersync_webhook_events_total{kind="membership",result="duplicate"} 1`,
+		`usersync_webhook_events_total{kind="organization",result="processed"} 1`,
+		`usersync_webhook_events_total{kind="user",result="processed"} 1`,
+		`usersync_webhook_requests_total{result="ignored"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+}

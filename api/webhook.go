@@ -104,7 +104,13 @@ type webhookResponse struct {
 // and ignored.
 func (s *server) clerkWebhook(c echo.Context) (err error) {
 	result := "rejected" // until the event is stored
-	defer func() { s.metrics.webhooks.WithLabelValues(result).Inc() }()
+	var kind models.Kind // once the body is decoded, for an event usersync stores
+	defer func() {
+		s.metrics.webhooks.WithLabelValues(result).Inc()
+		if kind != "" {
+			s.metrics.kinds.WithLabelValues(string(kind), result).Inc()
+		}
+	}()
 	req := c.Request()
 	if req.ContentLength > MaxWebhookBody {
 		return tooLarge()
@@ -130,6 +136,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 		result = "ignored"
 		return c.JSON(http.StatusOK, webhookResponse{Received: true, EventID: id, Status: "ignored", Type: ev.Type})
 	}
+	kind = ev.Kind()
 	ctx, cancel := context.WithTimeout(req.Context(), webhookTimeout)
 	defer cancel()
 	done, err := s.inflight.acquire(ctx)
