@@ -3,7 +3,7 @@
 #   docker build -t usersync .
 # The binary is built by scripts/build.sh, as CI builds it.
 
-FROM golang:1.26 AS build
+FROM golang:1.26.8 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

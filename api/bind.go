@@ -30,19 +30,62 @@ func bind(c echo.Context, req any) error {
 	}
 	var b echo.DefaultBinder
 	if err := b.BindPathParams(c, req); err != nil {
-		return fmt.Errorf("%w: %s", models.ErrInvalid, paramError(req, "param", c.ParamNames(), func(n string) string { return c.Param(n) }))
+		return paramError(req, "param", c.ParamNames(), func(n string) string { return c.Param(n) })
 	}
 	q := c.QueryParams()
 	if err := unknownParams(req, q); err != nil {
 		return err
 	}
 	if err := b.BindQueryParams(c, req); err != nil {
-		return fmt.Errorf("%w: %s", models.ErrInvalid, paramError(req, "query", slices.Collect(maps.Keys(q)), q.Get))
+		return paramError(req, "query", slices.Collect(maps.Keys(q)), q.Get)
 	}
 	if err := checkRanges(req, q); err != nil {
 		return err
 	}
 	return models.Validate(req)
+}
+
+// checkQuery refuses, for every route, a query string that does not decode
+// and a parameter given twice. Go's own parsing would drop a pair it
+// cannot decode (?email=100%@example.com would list every user) and take
+// the first of two values (includeDeleted=false&includeDeleted=true):
+// either way the answer would be to a question other than the one asked.
+func checkQuery(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := parseQuery(c.Request().URL.RawQuery); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}
+
+// parseQuery checks raw as url.ParseQuery would read it, and refuses what
+// it would silently drop or choose.
+func parseQuery(raw string) error {
+	seen := map[string]bool{}
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if strings.Contains(pair, ";") {
+			return models.Public(models.ErrInvalid, "the query string holds a semicolon: separate parameters with &")
+		}
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			return models.Public(models.ErrInvalid, "a query parameter's name is not valid percent-encoding (write %% as %%25)")
+		}
+		if _, err := url.QueryUnescape(v); err != nil {
+			return models.Public(models.ErrInvalid, "query parameter %s is not valid percent-encoding (write %% as %%25)", models.Quote(name))
+		}
+		if seen[name] {
+			return models.Public(models.ErrInvalid, "query parameter %s is given more than once", models.Quote(name))
+		}
+		seen[name] = true
+	}
+	return nil
 }
 
 // decodePathParams percent-decodes the path parameters. echo leaves them
@@ -61,7 +104,7 @@ func decodePathParams(c echo.Context) error {
 			if i < len(names) {
 				name = names[i]
 			}
-			return fmt.Errorf("%w: path parameter %s is not valid percent-encoding", models.ErrInvalid, name)
+			return models.Public(models.ErrInvalid, "path parameter %s is not valid percent-encoding", name).In(name)
 		}
 		decoded[i] = d
 	}
@@ -108,13 +151,13 @@ func unknownParams(req any, q url.Values) error {
 	if len(known) > 0 {
 		takes = "only " + strings.Join(slices.Sorted(maps.Keys(known)), ", ")
 	}
-	return fmt.Errorf("%w: unknown query parameter %s%s (this endpoint takes %s)",
-		models.ErrInvalid, strings.Join(named, ", "), more, takes)
+	return models.Public(models.ErrInvalid, "unknown query parameter %s%s (this endpoint takes %s)",
+		strings.Join(named, ", "), more, takes)
 }
 
 // paramError says which of the given parameters could not be read into its
 // field of req, and what it must be.
-func paramError(req any, tag string, names []string, get func(string) string) string {
+func paramError(req any, tag string, names []string, get func(string) string) error {
 	fs := fields(req, tag)
 	slices.Sort(names)
 	for _, name := range names {
@@ -123,10 +166,10 @@ func paramError(req any, tag string, names []string, get func(string) string) st
 			continue
 		}
 		if msg := checkKind(name, f, get(name)); msg != "" {
-			return msg
+			return models.Public(models.ErrInvalid, "%s", msg).In(name)
 		}
 	}
-	return "a parameter has a value of the wrong type"
+	return models.Public(models.ErrInvalid, "a parameter has a value of the wrong type")
 }
 
 // checkKind returns what is wrong with v as a value of field f, or "".
@@ -156,7 +199,7 @@ func checkRanges(req any, q url.Values) error {
 		lo, hasLo := tagInt(f, "min")
 		hi, hasHi := tagInt(f, "max")
 		if (hasLo && n < lo) || (hasHi && n > hi) {
-			return fmt.Errorf("%w: %s", models.ErrInvalid, wholeNumber(name, f))
+			return models.Public(models.ErrInvalid, "%s", wholeNumber(name, f)).In(name)
 		}
 	}
 	return nil
@@ -186,7 +229,7 @@ func tagInt(f reflect.StructField, rule string) (int64, bool) {
 // the thing by the client's value, bounded and quoted; other errors pass.
 func notFound(err error, what, id string) error {
 	if errors.Is(err, models.ErrNotFound) {
-		return fmt.Errorf("%s %s: %w", what, models.Quote(id), models.ErrNotFound)
+		return models.Public(models.ErrNotFound, "%s %s: not found", what, models.Quote(id))
 	}
 	return err
 }

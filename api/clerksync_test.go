@@ -19,6 +19,12 @@ import (
 // fake Clerk with the given users.
 func syncHarness(t *testing.T, users ...clerkUser) (*harness, *clerktest.Server) {
 	t.Helper()
+	return syncHarnessWith(t, api.Limits{}, users...)
+}
+
+// syncHarnessWith is syncHarness with limits.
+func syncHarnessWith(t *testing.T, limits api.Limits, users ...clerkUser) (*harness, *clerktest.Server) {
+	t.Helper()
 	var raws []json.RawMessage
 	for _, u := range users {
 		raws = append(raws, clerkData(t, u))
@@ -33,7 +39,7 @@ func syncHarness(t *testing.T, users ...clerkUser) (*harness, *clerktest.Server)
 	e, err := api.New(api.Config{
 		Sync: svc, Users: store.Users(), Events: store.Events(), DB: store, Logger: repotest.Discard(),
 		WebhookSecrets: []string{testSecret}, APIKeys: []string{testAPIKey}, AdminKeys: []string{testAdminKey},
-		ClerkSync: &sync.Fetcher{Service: svc, Clerk: cl},
+		ClerkSync: &sync.Fetcher{Service: svc, Clerk: cl}, Limits: limits,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -28,7 +27,7 @@ func (s *server) eraseUser(c echo.Context) error {
 		return err
 	}
 	if s.eraser == nil {
-		return fmt.Errorf("%w: erasure is not available", models.ErrUnavailable)
+		return models.Public(models.ErrUnavailable, "erasure is not available")
 	}
 	res, err := s.eraser.EraseUser(c.Request().Context(), req.UserID, s.now().UTC())
 	if err != nil {

@@ -1,9 +1,12 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -20,39 +23,97 @@ type errorDetail struct {
 	RequestID string `json:"requestId"`
 }
 
-// status maps an error to its HTTP status, a stable code, and a message a
-// client may see. This is the only such map.
+// status maps an error to its HTTP status, a stable code, and the message
+// a client may see. This is the only such map.
+//
+// The message is that of the models.PublicError of the same kind in err's
+// chain, if there is one, and otherwise the status's own fixed message:
+// the text of any other error (a driver's, a library's, which may quote
+// other users' data) never reaches a client. It is logged instead, for
+// server errors.
 func status(err error) (int, string, string) {
 	var he *echo.HTTPError
-	switch {
-	case errors.As(err, &he):
-		msg, _ := he.Message.(string)
+	if errors.As(err, &he) {
+		msg, _ := he.Message.(string) // echo's own, or one of ours
 		if msg == "" {
 			msg = http.StatusText(he.Code)
 		}
 		return he.Code, codeFor(he.Code), msg
-	case errors.Is(err, errOverloaded):
-		return http.StatusServiceUnavailable, "overloaded", err.Error()
-	case errors.Is(err, models.ErrRetryLater):
-		return http.StatusServiceUnavailable, "retry_later", err.Error()
-	case errors.Is(err, models.ErrStorageFull):
-		return http.StatusServiceUnavailable, "unavailable", "the database's storage is full; retry later"
-	case errors.Is(err, models.ErrReadOnly):
-		return http.StatusServiceUnavailable, "unavailable", "the database cannot be written (a read-only file or disk); retry later"
-	case errors.Is(err, models.ErrUnavailable):
-		return http.StatusServiceUnavailable, "unavailable", "the database is unavailable; retry later"
-	case errors.Is(err, models.ErrInvalid):
-		return http.StatusBadRequest, "invalid_request", err.Error()
-	case errors.Is(err, models.ErrUnauthorized):
-		return http.StatusUnauthorized, "unauthorized", err.Error()
-	case errors.Is(err, models.ErrForbidden):
-		return http.StatusForbidden, "forbidden", err.Error()
-	case errors.Is(err, models.ErrNotFound):
-		return http.StatusNotFound, "not_found", err.Error()
-	case errors.Is(err, models.ErrConflict):
-		return http.StatusConflict, "conflict", err.Error()
+	}
+	for _, k := range kinds {
+		if errors.Is(err, k.err) {
+			msg := k.msg
+			var pe *models.PublicError
+			if k.public && errors.As(err, &pe) && errors.Is(pe.Kind, k.err) {
+				msg = boundMessage(pe.Msg)
+			}
+			return k.status, k.code, msg
+		}
 	}
 	return http.StatusInternalServerError, "internal", "internal error; see the server log for this request id"
+}
+
+// kinds are the sentinels, in the order they are looked for, with their
+// status, code, and message when no PublicError says more (public).
+var kinds = []struct {
+	err    error
+	status int
+	code   string
+	msg    string
+	public bool
+}{
+	{models.ErrOverloaded, http.StatusServiceUnavailable, "overloaded", "this instance has as much work in flight as it takes; retry shortly", true},
+	{models.ErrTooManyRequests, http.StatusTooManyRequests, "too_many_requests", "too many requests in flight; retry once one has finished", true},
+	{models.ErrBadUpstream, http.StatusBadGateway, "bad_gateway", "an upstream service sent an answer usersync cannot use", true},
+	{models.ErrTimeout, http.StatusRequestTimeout, "request_timeout", "the request did not arrive in time", true},
+	{models.ErrRetryLater, http.StatusServiceUnavailable, "retry_later", "this cannot be done yet; retry later", true},
+	{models.ErrStorageFull, http.StatusServiceUnavailable, "unavailable", "the database's storage is full; retry later", false},
+	{models.ErrReadOnly, http.StatusServiceUnavailable, "unavailable", "the database cannot be written (a read-only file or disk); retry later", false},
+	{models.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", "the database is unavailable; retry later", false},
+	{models.ErrInvalid, http.StatusBadRequest, "invalid_request", "invalid request", true},
+	{models.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", "unauthorized", true},
+	{models.ErrForbidden, http.StatusForbidden, "forbidden", "forbidden", true},
+	{models.ErrNotFound, http.StatusNotFound, "not_found", "not found", true},
+	{models.ErrConflict, http.StatusConflict, "conflict", "conflict", true},
+}
+
+// statusClientClosed is the status of a request whose client went away
+// before the answer (nginx's 499): no one reads it, but the request log
+// and the metrics say what happened rather than a 500.
+const statusClientClosed = 499
+
+// answer is status, but for a request whose client has gone away: a
+// failure caused by its cancellation is not the server's.
+func answer(c echo.Context, err error) (int, string, string) {
+	code, name, msg := status(err)
+	if c.Request().Context().Err() != nil && (code >= 500 || errors.Is(err, context.Canceled)) {
+		return statusClientClosed, "client_closed_request", "the client closed the request"
+	}
+	return code, name, msg
+}
+
+// expected are the server-side codes of conditions that heal by
+// themselves or are the operator's choice: logged as warnings, not errors.
+var expected = map[string]bool{
+	"retry_later": true, "not_configured": true, "bad_gateway": true,
+}
+
+// maxMessage bounds the message of an error body.
+const maxMessage = 1024
+
+// boundMessage is msg cut to maxMessage bytes of valid UTF-8.
+func boundMessage(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	return strings.ToValidUTF8(msg[:maxMessage], "") + "..."
+}
+
+// publicMessage is what a client may read of err: the message status
+// gives it.
+func publicMessage(err error) string {
+	_, _, msg := status(err)
+	return msg
 }
 
 func codeFor(status int) string {
@@ -82,31 +143,51 @@ func (s *server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	code, name, msg := status(err)
+	code, name, msg := answer(c, err)
 	reqID := c.Response().Header().Get(echo.HeaderXRequestID)
 	if c.Path() != "/readyz" { // readiness reports what others saw; it must not renew it
 		s.health.observe(err)
 	}
-	if name == "overloaded" {
+	if name == "overloaded" || name == "too_many_requests" {
 		c.Response().Header().Set("Retry-After", retryAfterOverload)
 	}
-	if code >= 500 && c.Request().Context().Err() != nil {
+	switch {
+	case code == statusClientClosed:
 		// The client went away (Svix's 15 s, a closed connection): not a
 		// server fault. The work done so far is stored; a retry finishes it.
 		s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "client closed the request",
 			slog.String("request_id", reqID), slog.String("path", logPath(c.Request().URL.Path)))
-	} else if name == "overloaded" {
-		s.log.LogAttrs(c.Request().Context(), slog.LevelWarn, "overloaded",
-			slog.String("request_id", reqID), slog.String("path", logPath(c.Request().URL.Path)))
-	} else if code >= 500 {
-		s.log.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
+	case name == "overloaded" || name == "too_many_requests":
+		if c.Get(refusalLogged) == nil {
+			s.log.LogAttrs(c.Request().Context(), slog.LevelWarn, name,
+				slog.String("request_id", reqID), slog.String("path", logPath(c.Request().URL.Path)))
+		}
+	case code >= 500:
+		level := slog.LevelError
+		if expected[name] {
+			level = slog.LevelWarn
+		}
+		s.log.LogAttrs(c.Request().Context(), level, "request failed",
 			slog.String("request_id", reqID), slog.String("path", logPath(c.Request().URL.Path)),
-			slog.Int("status", code), slog.String("err", err.Error()))
+			slog.Int("status", code), slog.String("code", name), slog.String("err", boundMessage(err.Error())))
 	}
 	body := errorBody{Error: errorDetail{Code: name, Message: msg, RequestID: reqID}}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(code)
 		return
 	}
-	_ = c.JSON(code, body)
+	writeJSON(c, code, body)
+}
+
+// writeJSON writes v as the JSON body of an answer with status code,
+// without HTML escaping: an error message says "Bearer <key>", not
+// "Bearer \u003ckey\u003e". The body is never HTML.
+func writeJSON(c echo.Context, code int, v any) {
+	h := c.Response().Header()
+	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	h.Set("X-Content-Type-Options", "nosniff")
+	c.Response().WriteHeader(code)
+	enc := json.NewEncoder(c.Response())
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
 }

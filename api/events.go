@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -94,7 +93,7 @@ func parseTime(name, v string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %s must be an RFC 3339 time such as 2026-01-02T15:04:05Z", models.ErrInvalid, name)
+		return time.Time{}, models.Public(models.ErrInvalid, "%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z", name).In(name)
 	}
 	return t.UTC(), nil
 }
@@ -114,6 +113,11 @@ func (s *server) listEvents(c echo.Context) error {
 		return err
 	}
 	eventType := strings.TrimPrefix(req.EventType, "user.") // the event's type, or its short form
+	release, err := s.reads.acquire(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	defer release()
 	page, err := s.events.List(c.Request().Context(), models.EventFilter{
 		Status: models.EventStatus(req.Status), EventType: models.EventType(eventType), UserID: req.UserID,
 		Since: since, Until: until, After: req.Cursor, Limit: req.Limit,
@@ -209,25 +213,25 @@ func (s *server) replayEvent(c echo.Context) error {
 		return notFound(err, "event", req.ID)
 	}
 	if ev.ErasedAt != nil {
-		return fmt.Errorf("%w: event %s was erased (its user is deleted); there is nothing to replay", models.ErrConflict, req.ID)
+		return models.Public(models.ErrConflict, "event %s was erased (its user is deleted); there is nothing to replay", models.Quote(req.ID))
 	}
 	if ev.Status == models.StatusProcessed {
-		return fmt.Errorf("%w: event %s is already processed (outcome %s); replaying it would change nothing",
-			models.ErrConflict, models.Quote(req.ID), ev.Outcome)
+		return models.Public(models.ErrConflict, "event %s is already processed (outcome %s); replaying it would change nothing",
+			models.Quote(req.ID), ev.Outcome)
 	}
 	var done sync.Replayed
 	if err := s.sync.Replay(ctx, []models.Event{ev}, replayLease, func(r sync.Replayed) { done = r }); err != nil {
 		return err
 	}
 	if done.Skip != "" {
-		return fmt.Errorf("%w: event %s is being processed by a sweep or another replay (%s); try again shortly",
-			models.ErrConflict, models.Quote(req.ID), done.Skip)
+		return models.Public(models.ErrConflict, "event %s is being processed by a sweep or another replay (%s); try again shortly",
+			models.Quote(req.ID), done.Skip)
 	}
 	res, err := done.Result, done.Err
 	s.metrics.replayed.WithLabelValues(string(res.Status)).Inc()
 	resp := replayResponse{EventID: ev.EventID, Status: string(res.Status), Outcome: string(res.Outcome)}
 	if err != nil {
-		resp.Error = err.Error() // the event's own failure: the replay itself worked
+		resp.Error = publicMessage(err) // the event's own failure: the replay itself worked
 	}
 	s.logEvent(c, ev.EventID, ev.UserID, ev.ObjectID, res.Status, res.Outcome, err)
 	return c.JSON(http.StatusOK, resp)

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
@@ -18,15 +17,21 @@ import (
 // so that a caught-up client polls with it.
 func (s *server) listChanges(c echo.Context, req listUsersRequest) error {
 	if req.Email != "" || req.IncludeDeleted {
-		return fmt.Errorf("%w: updatedSince cannot be combined with email or includeDeleted (the change feed always includes deleted users)", models.ErrInvalid)
+		return models.Public(models.ErrInvalid, "updatedSince cannot be combined with email or includeDeleted (the change feed always includes deleted users)").In("updatedSince")
 	}
 	since, err := parseTime("updatedSince", req.UpdatedSince)
 	if err != nil {
 		return err
 	}
+	ctx := c.Request().Context()
+	release, err := s.reads.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	until := s.now().Add(-s.settle).UTC().Truncate(time.Millisecond)
-	page, err := s.users.Changes(c.Request().Context(), models.ChangeFilter{
-		Since: since, Until: until, After: req.Cursor, Limit: req.Limit,
+	page, err := s.reads.readUsers(req.Limit, req.Cursor, func(after string, limit int) (models.UserPage, error) {
+		return s.users.Changes(ctx, models.ChangeFilter{Since: since, Until: until, After: after, Limit: limit})
 	})
 	if err != nil {
 		return err

@@ -45,9 +45,11 @@ type harnessOptions struct {
 	store     repotest.Store
 	secrets   []string
 	wrapUsers func(sync.UserStore) sync.UserStore
-	limits    api.Limits
-	settle    time.Duration // of the change feed; 0: the default
-	metrics   *api.Metrics
+	// wrapReader stands between the server and the store's user reads.
+	wrapReader func(api.UserReader) api.UserReader
+	limits     api.Limits
+	settle     time.Duration // of the change feed; 0: the default
+	metrics    *api.Metrics
 }
 
 func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
@@ -66,11 +68,15 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	if o.wrapUsers != nil {
 		users = o.wrapUsers(users)
 	}
+	var reader api.UserReader = o.store.Users()
+	if o.wrapReader != nil {
+		reader = o.wrapReader(reader)
+	}
 	svc := sync.New(o.store.Events(), users, nil)
 	svc.SetOrganizations(o.store.Organizations(), o.store.Memberships())
 	e, err := api.New(api.Config{
 		Sync:           svc,
-		Users:          o.store.Users(),
+		Users:          reader,
 		Organizations:  o.store.Organizations(),
 		Memberships:    o.store.Memberships(),
 		Events:         o.store.Events(),
@@ -278,6 +284,7 @@ type clerkUser struct {
 	First     any // string or nil
 	Last      any
 	Meta      any
+	Private   string // private_metadata {"pad": Private}, when not ""
 }
 
 func userBody(t testing.TB, typ string, u clerkUser) []byte {
@@ -300,6 +307,9 @@ func userBody(t testing.TB, typ string, u clerkUser) []byte {
 	}
 	if u.Meta != nil {
 		d["public_metadata"] = u.Meta
+	}
+	if u.Private != "" {
+		d["private_metadata"] = map[string]any{"pad": u.Private}
 	}
 	b, err := json.Marshal(env)
 	if err != nil {

@@ -254,7 +254,7 @@ func TestWebhook_BodiesInFlightAreBounded(t *testing.T) {
 	size := int64(len(body(0)))
 	h := newHarness(t, func(o *harnessOptions) {
 		o.wrapUsers = blocked.wrap
-		o.limits = api.Limits{BodyBytes: 2*size + 1000}
+		o.limits = api.Limits{SmallBodyBytes: 2*size + 1000} // each is under SmallBody
 	})
 	codes := blocked.hold(t, h, 2, body)
 

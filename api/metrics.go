@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,6 +28,9 @@ type Metrics struct {
 	requests  *prometheus.HistogramVec
 	webhooks  *prometheus.CounterVec
 	kinds     *prometheus.CounterVec
+	bodyBytes *prometheus.GaugeVec
+	refused   *prometheus.CounterVec
+	ignored   *prometheus.CounterVec
 	process   prometheus.Histogram
 	swept     *prometheus.CounterVec
 	replayed  *prometheus.CounterVec
@@ -62,6 +66,18 @@ func NewMetrics(stats StatsSource) *Metrics {
 			Name: "usersync_webhook_events_total",
 			Help: "Webhook deliveries of the events usersync stores, by the kind of object they change (user, organization, membership) and result (processed, duplicate, failed, error, overloaded).",
 		}, []string{"kind", "result"}),
+		bodyBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "usersync_webhook_body_bytes",
+			Help: "Bytes of webhook bodies held now (arrived, being read or processed), by budget: small (Content-Length up to 64 KiB) or large.",
+		}, []string{"budget"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usersync_webhook_refused_total",
+			Help: "Webhook deliveries refused, by reason (each also logged as \"webhook refused\" with its reason).",
+		}, []string{"reason"}),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usersync_webhook_ignored_total",
+			Help: "Signed webhook events acknowledged and not stored (not of users, organizations or memberships), by Clerk's type; other for a type Clerk does not document.",
+		}, []string{"type"}),
 		process: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "usersync_event_processing_duration_seconds", Help: "Time to store and apply one webhook event.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
@@ -79,8 +95,27 @@ func NewMetrics(stats StatsSource) *Metrics {
 			Name: "usersync_engine_errors_total", Help: "Operations that failed because the database did not answer.",
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.webhooks, m.kinds, m.process, m.swept, m.replayed, m.retention, m.engine,
+	m.reg.MustRegister(m.requests, m.webhooks, m.kinds, m.bodyBytes, m.refused, m.ignored, m.process, m.swept, m.replayed, m.retention, m.engine,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, k := range []models.Kind{models.KindUser, models.KindOrganization, models.KindMembership} {
+		for _, r := range kindResults {
+			m.kinds.WithLabelValues(string(k), r)
+		}
+	}
+	for _, r := range webhookResults {
+		m.webhooks.WithLabelValues(r)
+	}
+	for _, r := range refusalReasons {
+		m.refused.WithLabelValues(r)
+	}
+	for _, t := range models.ClerkEventTypes {
+		if !slices.Contains(userEventTypes, t) {
+			m.ignored.WithLabelValues(t)
+		}
+	}
+	m.ignored.WithLabelValues(otherType)
+	m.bodyBytes.WithLabelValues("small")
+	m.bodyBytes.WithLabelValues("large")
 	m.reconcile = newReconcileMetrics(m.reg)
 	m.registerOperations(stats)
 	return m
@@ -111,7 +146,7 @@ func (m *Metrics) observe() echo.MiddlewareFunc {
 			err := next(c)
 			code := c.Response().Status
 			if err != nil {
-				code, _, _ = status(err)
+				code, _, _ = answer(c, err)
 			}
 			// Labels come from fixed sets, never from what a client sent:
 			// the route template echo matched (one of ours), the method if
@@ -127,6 +162,28 @@ func (m *Metrics) observe() echo.MiddlewareFunc {
 			return err
 		}
 	}
+}
+
+// kindResults are the results of usersync_webhook_events_total: those of
+// a delivery of an event usersync stores.
+var kindResults = []string{"processed", "duplicate", "failed", "overloaded", "error"}
+
+// webhookResults are the labels of usersync_webhook_requests_total.
+var webhookResults = []string{"processed", "duplicate", "ignored", "failed", "rejected", "overloaded", "error"}
+
+// userEventTypes are the types usersync stores, never ignored.
+var userEventTypes = []string{models.TypeUserCreated, models.TypeUserUpdated, models.TypeUserDeleted}
+
+// otherType labels an ignored event whose type Clerk does not document.
+const otherType = "other"
+
+// ignoredType is the label of an ignored event of type t: t if Clerk
+// documents it, else "other".
+func ignoredType(t string) string {
+	if slices.Contains(models.ClerkEventTypes, t) {
+		return t
+	}
+	return otherType
 }
 
 // methodLabel is method if it is one of the methods usersync's routes or

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -164,7 +163,7 @@ type pageResponse struct {
 
 func adminOnly(c echo.Context, includeDeleted bool) error {
 	if includeDeleted && !isAdmin(c) {
-		return fmt.Errorf("%w: includeDeleted needs an admin key", models.ErrForbidden)
+		return models.Public(models.ErrForbidden, "includeDeleted needs an admin key").In("includeDeleted")
 	}
 	return nil
 }
@@ -184,7 +183,7 @@ func (s *server) listOrganizations(c echo.Context) error {
 	ctx := c.Request().Context()
 	if req.UpdatedSince != "" {
 		if req.Slug != "" || req.IncludeDeleted {
-			return fmt.Errorf("%w: updatedSince cannot be combined with slug or includeDeleted (the change feed always includes deleted organizations)", models.ErrInvalid)
+			return models.Public(models.ErrInvalid, "updatedSince cannot be combined with slug or includeDeleted (the change feed always includes deleted organizations)").In("updatedSince")
 		}
 		since, err := parseTime("updatedSince", req.UpdatedSince)
 		if err != nil {

@@ -357,3 +357,24 @@ func TestMetrics_WebhookDeliveriesPerKind(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberships_AnInvalidPayloadIsA400ThatNamesTheField: a membership
+// whose payload can never apply is stored as failed and answered 400,
+// saying what is wrong in usersync's words.
+func TestMemberships_AnInvalidPayloadIsA400ThatNamesTheField(t *testing.T) {
+	h := newHarness(t)
+	id := newID()
+	r := h.deliver(id, editFixture(t, "openapi.organizationMembership.created.json", func(_, d map[string]any) {
+		delete(d["public_user_data"].(map[string]any), "user_id")
+	}))
+	if r.Code != http.StatusBadRequest {
+		t.Fatalf("deliver: %s, want 400", r)
+	}
+	msg, _ := r.JSON(t)["error"].(map[string]any)["message"].(string)
+	if !strings.Contains(msg, "data.public_user_data.user_id") {
+		t.Errorf("message %q does not name the field", msg)
+	}
+	if ev := h.event(id); ev["status"] != "failed" {
+		t.Errorf("event = %v, want failed", ev)
+	}
+}

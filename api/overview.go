@@ -142,13 +142,6 @@ func (s *server) readiness(ctx context.Context, now time.Time) readyState {
 	return readyState{OK: true}
 }
 
-// publicMessage is what a client may see of err: the message of its
-// status (never an internal error's text).
-func publicMessage(err error) string {
-	_, _, msg := status(err)
-	return msg
-}
-
 // gaugeValue reads a gauge of this process.
 func gaugeValue(g prometheus.Gauge) float64 {
 	if g == nil {

@@ -35,8 +35,17 @@ func newReconcileMetrics(reg *prometheus.Registry) *reconcileMetrics {
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.last, m.success, m.duration, m.users, m.runs)
+	// Present from start-up, at 0, as every other metric.
+	for _, kind := range reconcileKinds {
+		m.users.WithLabelValues(kind)
+	}
+	m.runs.WithLabelValues("success")
+	m.runs.WithLabelValues("failure")
 	return m
 }
+
+// reconcileKinds are the labels of usersync_reconcile_last_run_users.
+var reconcileKinds = []string{"clerk", "local", "applied", "stale", "deleted", "unchanged", "failed"}
 
 // ReconcileRun is what one reconcile run did, for ObserveReconcile.
 type ReconcileRun struct {

@@ -9,7 +9,7 @@ func (s *server) routes(e *echo.Echo) {
 	e.HEAD("/healthz", s.healthz) // load balancers that probe with HEAD
 	e.GET("/readyz", s.readyz)
 	e.HEAD("/readyz", s.readyz)
-	e.GET("/metrics", s.metrics.handler())
+	e.GET("/metrics", s.metrics.handler(), s.requireMetricsKey) // open unless a metrics key is set
 	e.GET("/openapi.json", s.openAPI)
 	// The operator's console: static files, the same for everyone; its data
 	// come from the admin API below, with the key the operator types in.
@@ -17,35 +17,50 @@ func (s *server) routes(e *echo.Echo) {
 	e.GET("/admin/", s.console)
 	e.GET("/admin/:file", s.console)
 
-	// Svix, signed with a webhook secret (checked in the handler, on the raw body).
-	e.POST("/webhooks/clerk", s.clerkWebhook)
+	// Svix, signed with a webhook secret (checked in the handler, on the raw body);
+	// on a listener of its own instead when the webhook is apart.
+	if !s.webhookApart {
+		e.POST("/webhooks/clerk", s.clerkWebhook)
+	}
+
+	// Keys are checked per route, not by a group's middleware: echo routes
+	// every method of a group with middleware to it, which would answer a
+	// wrong method 404 instead of 405 with Allow.
+	apiKey, adminKey := s.requireKey(roleAPI), s.requireKey(roleAdmin)
 
 	// API or admin key; admin-only options are checked in the handlers.
-	v1 := e.Group("/v1", s.requireKey(roleAPI))
-	v1.GET("/users", s.listUsers)
-	v1.GET("/users/:userId", s.getUser)
-	v1.POST("/users/:userId/sync", s.syncUser)
-	v1.POST("/users/:userId/erase", s.eraseUser, s.requireKey(roleAdmin))
-	v1.GET("/users/:userId/memberships", s.listMemberships)
-	v1.GET("/organizations", s.listOrganizations)
-	v1.GET("/organizations/:orgId", s.getOrganization)
-	v1.GET("/organizations/:orgId/memberships", s.listMemberships)
-	v1.GET("/memberships", s.membershipFeed)
+	v1 := e.Group("/v1")
+	v1.GET("/users", s.listUsers, apiKey)
+	v1.GET("/users/:userId", s.getUser, apiKey)
+	v1.POST("/users/:userId/sync", s.syncUser, apiKey)
+	v1.POST("/users/:userId/erase", s.eraseUser, adminKey)
+	v1.GET("/users/:userId/memberships", s.listMemberships, apiKey)
+	v1.GET("/organizations", s.listOrganizations, apiKey)
+	v1.GET("/organizations/:orgId", s.getOrganization, apiKey)
+	v1.GET("/organizations/:orgId/memberships", s.listMemberships, apiKey)
+	v1.GET("/memberships", s.membershipFeed, apiKey)
 
 	// Admin key: events hold whole payloads, private metadata included.
-	admin := e.Group("/v1/events", s.requireKey(roleAdmin))
-	admin.GET("", s.listEvents)
-	admin.GET("/stats", s.eventStats)
-	admin.GET("/failures", s.eventFailures)
-	admin.POST("/replay", s.replayEvents)
-	admin.GET("/:id", s.getEvent)
-	admin.POST("/:id/replay", s.replayEvent)
+	admin := e.Group("/v1/events")
+	admin.GET("", s.listEvents, adminKey)
+	admin.GET("/stats", s.eventStats, adminKey)
+	admin.GET("/failures", s.eventFailures, adminKey)
+	admin.POST("/replay", s.replayEvents, adminKey)
+	admin.GET("/:id", s.getEvent, adminKey)
+	admin.POST("/:id/replay", s.replayEvent, adminKey)
 
 	// Admin key: the console's views of the service.
-	adminOnly := s.requireKey(roleAdmin)
-	e.GET("/v1/admin/overview", s.overview, adminOnly)
-	e.GET("/v1/admin/activity", s.activity, adminOnly)
-	e.GET("/v1/reconcile/runs", s.reconcileRuns, adminOnly)
-	e.GET("/v1/reconcile/dry-run", s.dryRunState, adminOnly)
-	e.POST("/v1/reconcile/dry-run", s.startDryRun, adminOnly)
+	e.GET("/v1/admin/overview", s.overview, adminKey)
+	e.GET("/v1/admin/activity", s.activity, adminKey)
+	e.GET("/v1/reconcile/runs", s.reconcileRuns, adminKey)
+	e.GET("/v1/reconcile/dry-run", s.dryRunState, adminKey)
+	e.POST("/v1/reconcile/dry-run", s.startDryRun, adminKey)
+}
+
+// webhookRoutes is the surface of the webhook's own listener: the webhook
+// and the liveness probe, nothing else.
+func (s *server) webhookRoutes(e *echo.Echo) {
+	e.GET("/healthz", s.healthz)
+	e.HEAD("/healthz", s.healthz)
+	e.POST("/webhooks/clerk", s.clerkWebhook)
 }

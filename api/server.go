@@ -6,6 +6,7 @@ package api
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
 	"strings"
@@ -92,6 +93,9 @@ type Config struct {
 	// ChangeSettle is how old a change must be before the change feed
 	// serves it; 0 means models.ChangeSettle.
 	ChangeSettle time.Duration
+
+	// MetricsKey, if set, is the bearer key GET /metrics requires.
+	MetricsKey string
 }
 
 type server struct {
@@ -108,6 +112,8 @@ type server struct {
 	metrics  *Metrics
 	now      func() time.Time
 	inflight *inflight
+	syncs    *syncGuard
+	reads    *reads
 	health   *health
 
 	clerkSync UserSyncer
@@ -115,12 +121,42 @@ type server struct {
 	consoleCfg Console
 	dryRun     dryRunJob
 
-	settle time.Duration
+	settle     time.Duration
+	metricsKey *[32]byte // SHA-256 of the metrics key; nil: /metrics is open
+
+	webhookApart bool // the webhook is served by a handler of its own
 }
 
-// New returns the HTTP handler of usersync. It fails when a webhook secret
-// cannot be decoded.
+// New returns the HTTP handler of usersync: every route. It fails when a
+// webhook secret cannot be decoded.
 func New(cfg Config) (*echo.Echo, error) {
+	s, err := newServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e := s.echo()
+	s.routes(e)
+	return e, nil
+}
+
+// NewApart returns two handlers of one server: main serves every route
+// but the webhook, and webhook serves only POST /webhooks/clerk and
+// /healthz, for a listener of its own. The webhook must be reachable from
+// the internet (Svix) while the API, the admin routes and the metrics need
+// not be: apart, they can be exposed apart.
+func NewApart(cfg Config) (main, webhook *echo.Echo, err error) {
+	s, err := newServer(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.webhookApart = true
+	main, webhook = s.echo(), s.echo()
+	s.routes(main)
+	s.webhookRoutes(webhook)
+	return main, webhook, nil
+}
+
+func newServer(cfg Config) (*server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -147,7 +183,9 @@ func New(cfg Config) (*echo.Echo, error) {
 		keys:     newKeyring(cfg.APIKeys, cfg.AdminKeys),
 		metrics:  cfg.Metrics,
 		now:      cfg.Now,
-		inflight: newInflight(cfg.Limits),
+		inflight: newInflight(cfg.Limits, cfg.Metrics.bodyBytes),
+		syncs:    newSyncGuard(cfg.Limits),
+		reads:    newReads(cfg.Limits),
 		health:   &health{},
 
 		clerkSync: cfg.ClerkSync,
@@ -156,6 +194,16 @@ func New(cfg Config) (*echo.Echo, error) {
 
 		settle: cfg.ChangeSettle,
 	}
+	if cfg.MetricsKey != "" {
+		h := sha256.Sum256([]byte(cfg.MetricsKey))
+		s.metricsKey = &h
+	}
+	return s, nil
+}
+
+// echo returns an echo with usersync's error handler and middleware, and
+// no routes.
+func (s *server) echo() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -163,8 +211,8 @@ func New(cfg Config) (*echo.Echo, error) {
 	e.Use(requestID)
 	e.Use(s.logRequests())
 	e.Use(s.metrics.observe())
-	s.routes(e)
-	return e, nil
+	e.Use(checkQuery)
+	return e
 }
 
 // logRequests logs one line per request: never the query (it may hold an

@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -105,10 +104,16 @@ func (s *server) listUsers(c echo.Context) error {
 		return s.listChanges(c, req)
 	}
 	if req.IncludeDeleted && !isAdmin(c) {
-		return fmt.Errorf("%w: includeDeleted needs an admin key", models.ErrForbidden)
+		return models.Public(models.ErrForbidden, "includeDeleted needs an admin key").In("includeDeleted")
 	}
-	page, err := s.users.List(c.Request().Context(), models.UserFilter{
-		Email: req.Email, IncludeDeleted: req.IncludeDeleted, After: req.Cursor, Limit: req.Limit,
+	ctx := c.Request().Context()
+	release, err := s.reads.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	page, err := s.reads.readUsers(req.Limit, req.Cursor, func(after string, limit int) (models.UserPage, error) {
+		return s.users.List(ctx, models.UserFilter{Email: req.Email, IncludeDeleted: req.IncludeDeleted, After: after, Limit: limit})
 	})
 	if err != nil {
 		return err
@@ -137,7 +142,7 @@ func (s *server) getUser(c echo.Context) error {
 		return err
 	}
 	if req.IncludeDeleted && !isAdmin(c) {
-		return fmt.Errorf("%w: includeDeleted needs an admin key", models.ErrForbidden)
+		return models.Public(models.ErrForbidden, "includeDeleted needs an admin key").In("includeDeleted")
 	}
 	u, err := s.users.Get(c.Request().Context(), req.UserID)
 	if err != nil {

@@ -53,6 +53,13 @@ func newVerifier(secrets []string, now func() time.Time) (*verifier, error) {
 	return v, nil
 }
 
+// CheckWebhookSecrets reports whether every secret is a Svix secret that
+// New can verify with (whsec_ and base64); its error says which is not.
+func CheckWebhookSecrets(secrets []string) error {
+	_, err := newVerifier(secrets, time.Now)
+	return err
+}
+
 // svixHeaders returns the message id, timestamp and signatures, from the
 // svix-* headers or else the webhook-* ones (as the svix library reads them).
 func svixHeaders(h http.Header) (id, ts, sig string) {
@@ -68,17 +75,21 @@ func svixHeaders(h http.Header) (id, ts, sig string) {
 func (v *verifier) verify(body []byte, h http.Header) error {
 	id, ts, sig := svixHeaders(h)
 	if id == "" || ts == "" || sig == "" {
-		return fmt.Errorf("%w: svix-id, svix-timestamp and svix-signature headers are required", models.ErrInvalid)
+		return refuse(reasonMissingHeader, models.Public(models.ErrInvalid, "svix-id, svix-timestamp and svix-signature headers are required"))
 	}
 	if len(id) > maxEventID {
-		return fmt.Errorf("%w: svix-id is %d bytes long; at most %d are accepted", models.ErrInvalid, len(id), maxEventID)
+		return refuse(reasonInvalidHeader, models.Public(models.ErrInvalid, "svix-id is %d bytes long; at most %d are accepted", len(id), maxEventID),
+			slog.String("field", "svix-id"))
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
-		return fmt.Errorf("%w: svix-timestamp must be Unix seconds", models.ErrInvalid)
+		return refuse(reasonInvalidHeader, models.Public(models.ErrInvalid, "svix-timestamp must be Unix seconds"),
+			slog.String("field", "svix-timestamp"))
 	}
-	if d := v.now().Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
-		return fmt.Errorf("%w: svix-timestamp is more than 5 minutes from the server's time", models.ErrUnauthorized)
+	now, at := v.now(), time.Unix(sec, 0)
+	if d := now.Sub(at); d > tolerance || d < -tolerance {
+		return refuse(reasonTimestamp, models.Public(models.ErrUnauthorized, "svix-timestamp is more than 5 minutes from the server's time"),
+			slog.Int64("skew_seconds", skewSeconds(at, now)))
 	}
 	for _, wh := range v.hooks {
 		// The svix library checks the same tolerance against time.Now.
@@ -86,7 +97,7 @@ func (v *verifier) verify(body []byte, h http.Header) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: no signature matches the body with any configured secret", models.ErrUnauthorized)
+	return refuse(reasonSignature, models.Public(models.ErrUnauthorized, "no signature matches the body with any configured secret"))
 }
 
 type webhookResponse struct {
@@ -110,20 +121,23 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 		if kind != "" {
 			s.metrics.kinds.WithLabelValues(string(kind), result).Inc()
 		}
+		if err != nil {
+			s.noteRefusal(c, err)
+		}
 	}()
 	req := c.Request()
 	if req.ContentLength > MaxWebhookBody {
 		return tooLarge()
 	}
-	body, release, err := s.inflight.readBody(req.Body, req.ContentLength)
+	body, release, err := s.inflight.readBody(c.Response(), req)
 	if err != nil {
-		if errors.Is(err, errOverloaded) {
+		if errors.Is(err, models.ErrOverloaded) {
 			result = "overloaded"
 		}
 		return err
 	}
 	defer release()
-	if err := s.verifier.verify(body, req.Header); err != nil {
+	if err = s.verifier.verify(body, req.Header); err != nil {
 		return err
 	}
 	s.metrics.webhookReceived(s.now())
@@ -134,6 +148,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	}
 	if !ev.IsStored() {
 		result = "ignored"
+		s.metrics.ignored.WithLabelValues(ignoredType(ev.Type)).Inc()
 		return c.JSON(http.StatusOK, webhookResponse{Received: true, EventID: id, Status: "ignored", Type: ev.Type})
 	}
 	kind = ev.Kind()
@@ -141,7 +156,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	defer cancel()
 	done, err := s.inflight.acquire(ctx)
 	if err != nil {
-		if errors.Is(err, errOverloaded) {
+		if errors.Is(err, models.ErrOverloaded) {
 			result = "overloaded"
 		}
 		return err
@@ -182,7 +197,15 @@ func (s *server) logEvent(c echo.Context, eventID, userID, objectID string, stat
 		slog.String("status", string(status)), slog.String("outcome", string(outcome)),
 	}
 	level := slog.LevelInfo
-	if err != nil {
+	switch {
+	case errors.Is(err, models.ErrInvalid):
+		// What is wrong is named by its field: the message may quote a
+		// key or value of the payload.
+		level = slog.LevelWarn
+		_, more, _ := refusalOf(err)
+		attrs = append(attrs, slog.String("err", "invalid payload"))
+		attrs = append(attrs, more...)
+	case err != nil:
 		level = slog.LevelWarn
 		attrs = append(attrs, slog.String("err", err.Error()))
 	}

@@ -19,6 +19,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/time/rate"
+
 	"github.com/usersync/usersync/models"
 )
 
@@ -31,10 +33,10 @@ const (
 	maxPageBytes   = 128 << 20 // 500 users with large metadata stay well under
 	maxUserBytes   = 4 << 20   // one user object
 	maxSnippet     = 200       // bytes of an error body shown to the operator
-	maxUserIDLen   = 128
 	// getUserTimeout bounds a read of one user, retries and the wait for
 	// the rate limit included; the read is shared by every caller asking
-	// for the user meanwhile, so it does not end with the first one's.
+	// for the user meanwhile, so it does not end with the first one's
+	// (it ends when the last one leaves).
 	getUserTimeout = 30 * time.Second
 )
 
@@ -64,8 +66,9 @@ type Client struct {
 	Retry RetryPolicy
 	// Limiter, if set, is waited on before every request: Clerk allows
 	// 100 requests per 10 s on development instances and 1,000 on
-	// production ones, for all clients of an instance together.
-	Limiter *Limiter
+	// production ones, for all clients of an instance together. A wait
+	// that would pass the caller's deadline fails at once.
+	Limiter *rate.Limiter
 	// OnRetry, if set, is told of every wait before a retry.
 	OnRetry func(Retry)
 
@@ -141,11 +144,13 @@ func (c *Client) ListUsers(ctx context.Context, offset, limit int) ([]json.RawMe
 // instance). Other errors mean the user's state is unknown. Concurrent
 // calls for one id make one request.
 func (c *Client) GetUser(ctx context.Context, id string) (json.RawMessage, error) {
-	if id == "" || len(id) > maxUserIDLen || strings.ContainsAny(id, "/?#%") {
-		return nil, fmt.Errorf("read user: %w: %q is not a user id", models.ErrInvalid, id)
+	if !models.IsClerkUserID(id) {
+		// Nothing else goes into the path: "..", "/" or "?" would ask
+		// Clerk for something other than this user.
+		return nil, models.Public(models.ErrInvalid, "%s is not a Clerk user id", models.Quote(id)).In("userId")
 	}
-	return c.flight.Do(ctx, id, func() (json.RawMessage, error) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), getUserTimeout)
+	return c.flight.Do(ctx, id, func(rctx context.Context) (json.RawMessage, error) {
+		rctx, cancel := context.WithTimeout(rctx, getUserTimeout)
 		defer cancel()
 		return c.getUser(rctx, id)
 	})
@@ -154,13 +159,13 @@ func (c *Client) GetUser(ctx context.Context, id string) (json.RawMessage, error
 func (c *Client) getUser(ctx context.Context, id string) (json.RawMessage, error) {
 	var user json.RawMessage
 	err := c.retry(ctx, "user "+id, func() error {
-		body, _, err := c.get(ctx, "/users/"+url.PathEscape(id), nil, maxUserBytes, "read user "+id)
+		body, _, err := c.get(ctx, "/users/"+url.PathEscape(id), nil, maxUserBytes, "read user "+strconv.Quote(id))
 		if err != nil {
 			return err
 		}
 		body = bytes.TrimSpace(body)
 		if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
-			return fmt.Errorf("read user %s: the answer (%d bytes) is not a JSON object (check CLERK_API_URL)", id, len(body))
+			return fmt.Errorf("read user %q: the answer (%d bytes) is not a JSON object (check CLERK_API_URL)", id, len(body))
 		}
 		user = body
 		return nil

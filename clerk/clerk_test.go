@@ -41,7 +41,7 @@ func TestGetUser_AnswersAUserOr404AsNotFound(t *testing.T) {
 	if _, err := c.GetUser(ctx, "user_b"); !errors.Is(err, models.ErrNotFound) {
 		t.Errorf("GetUser(user_b) = %v, want not found", err)
 	}
-	for _, id := range []string{"", "user_a/../x", "user_?x"} {
+	for _, id := range []string{"", "user_a/../x", "user_?x", "..", ".", "user_..", "user_a.b", "user_", "nope_a", "user_a%2Fb"} {
 		if _, err := c.GetUser(ctx, id); !errors.Is(err, models.ErrInvalid) {
 			t.Errorf("GetUser(%q) = %v, want invalid", id, err)
 		}
@@ -117,9 +117,52 @@ func TestLimiter_AllowsItsBurstThenMakesCallersWait(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// The next token is 20 minutes away: longer than the caller waits.
-	if err := l.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Wait beyond the burst = %v, want a deadline error at once", err)
+	// The next token is 20 minutes away: longer than the caller waits,
+	// which is told at once, not after a minute.
+	if err := l.Wait(ctx); err == nil || ctx.Err() != nil {
+		t.Errorf("Wait beyond the burst = %v (context: %v), want an error before the deadline", err, ctx.Err())
+	}
+}
+
+func TestGetUser_AReadEveryCallerLeftIsCancelled(t *testing.T) {
+	c, fake := newClient(t, "user_a")
+	entered, cancelled := make(chan struct{}, 2), make(chan struct{}, 2)
+	fake.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, _ int) int {
+		entered <- struct{}{}
+		<-r.Done // Clerk is slow: the read waits until it is given up
+		cancelled <- struct{}{}
+		return http.StatusGatewayTimeout
+	})
+	var joined stdsync.WaitGroup
+	joined.Add(1)
+	c.flight.joined = joined.Done
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	errs := make(chan error, 2)
+	go func() { _, err := c.GetUser(ctx1, "user_a"); errs <- err }()
+	<-entered
+	go func() { _, err := c.GetUser(ctx2, "user_a"); errs <- err }()
+	joined.Wait()
+	cancel1() // one caller leaves: the read goes on for the other
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Errorf("GetUser of the caller who left = %v, want canceled", err)
+	}
+	select {
+	case <-cancelled:
+		t.Fatal("the read was cancelled while a caller still waited")
+	default:
+	}
+	cancel2() // the last one leaves: the read stops
+	select {
+	case <-cancelled:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the read went on after every caller had left")
+	}
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Errorf("GetUser of the last caller = %v, want canceled", err)
+	}
+	if n := len(fake.Requests()); n != 1 {
+		t.Errorf("%d requests to Clerk, want 1", n)
 	}
 }
 

@@ -23,6 +23,28 @@ const (
 	TypeUserDeleted = "user.deleted"
 )
 
+// ClerkEventTypes are the event types Clerk documents (its Backend SDK's
+// WebhookEventType), user events included. usersync names an event it
+// ignores by its type only if it is one of these: any other type a body
+// claims is a client's text.
+var ClerkEventTypes = []string{
+	"email.created", "sms.created",
+	"organization.created", "organization.updated", "organization.deleted",
+	"organizationDomain.created", "organizationDomain.updated", "organizationDomain.deleted",
+	"organizationInvitation.accepted", "organizationInvitation.created", "organizationInvitation.revoked",
+	"organizationMembership.created", "organizationMembership.updated", "organizationMembership.deleted",
+	"permission.created", "permission.updated", "permission.deleted",
+	"role.created", "role.updated", "role.deleted",
+	"session.created", "session.ended", "session.pending", "session.removed", "session.revoked",
+	TypeUserCreated, TypeUserUpdated, TypeUserDeleted,
+	"waitlistEntry.created", "waitlistEntry.updated",
+	"paymentAttempt.created", "paymentAttempt.updated",
+	"subscription.created", "subscription.updated", "subscription.active", "subscription.past_due",
+	"subscriptionItem.created", "subscriptionItem.updated", "subscriptionItem.active", "subscriptionItem.canceled",
+	"subscriptionItem.upcoming", "subscriptionItem.ended", "subscriptionItem.abandoned", "subscriptionItem.incomplete",
+	"subscriptionItem.past_due", "subscriptionItem.freeTrialEnding",
+}
+
 // ClerkEvent is the envelope of a Clerk webhook body. Only what usersync
 // needs is decoded; the body itself is kept as received.
 type ClerkEvent struct {
@@ -79,7 +101,7 @@ type clerkDeleted struct {
 // are checked by Change, so that such an event is stored as failed.
 func DecodeEvent(body []byte) (ClerkEvent, error) {
 	if !utf8.Valid(body) {
-		return ClerkEvent{}, fmt.Errorf("%w: body is not valid UTF-8 (Clerk sends JSON)", ErrInvalid)
+		return ClerkEvent{}, Public(ErrInvalid, "body is not valid UTF-8 (Clerk sends JSON)").For("not_utf8")
 	}
 	var env struct {
 		Type      json.RawMessage `json:"type"`
@@ -87,11 +109,11 @@ func DecodeEvent(body []byte) (ClerkEvent, error) {
 		Data      json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil || !isObject(body) {
-		return ClerkEvent{}, fmt.Errorf("%w: body is not a JSON object", ErrInvalid)
+		return ClerkEvent{}, Public(ErrInvalid, "body is not a JSON object").In("body")
 	}
 	var typ string
 	if err := json.Unmarshal(env.Type, &typ); err != nil || typ == "" {
-		return ClerkEvent{}, fmt.Errorf("%w: body has no \"type\" string", ErrInvalid)
+		return ClerkEvent{}, Public(ErrInvalid, "body has no \"type\" string").In("type")
 	}
 	// One walk of the body checks every limit. A key twice in the envelope
 	// refuses the body now; anything deeper makes the event one that
@@ -177,19 +199,20 @@ func (e ClerkEvent) Change(eventID string, now time.Time) (Change, error) {
 		}
 		return Change{UserID: d.ID, EventID: eventID, SourceTime: ts, Deleted: true}, nil
 	}
-	return Change{}, fmt.Errorf("%w: %s is not a user event", ErrInvalid, Quote(e.Type))
+	return Change{}, Public(ErrInvalid, "%s is not a user event", Quote(e.Type)).In("type")
 }
 
 func decodeData(data json.RawMessage, v any) error {
 	if !isObject(data) {
-		return fmt.Errorf("%w: data must be an object", ErrInvalid)
+		return Public(ErrInvalid, "data must be an object").In("data")
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return fmt.Errorf("%w: data.%s must be a JSON %s", ErrInvalid, te.Field, jsonKind(te.Type.Kind().String()))
+			field := "data." + te.Field
+			return Public(ErrInvalid, "%s must be a JSON %s", field, jsonKind(te.Type.Kind().String())).In(schemaField(field))
 		}
-		return fmt.Errorf("%w: data: %v", ErrInvalid, err)
+		return Public(ErrInvalid, "data is not an object of this event's type").In("data").Because(err)
 	}
 	return validateAs("data.", v)
 }
@@ -201,7 +224,7 @@ func (u ClerkUser) change(eventID string) (Change, error) {
 	}
 	ts, err := clerkTime(json.RawMessage(fmt.Sprint(u.UpdatedAt)))
 	if err != nil {
-		return Change{}, fmt.Errorf("%w: data.updated_at %v", ErrInvalid, err)
+		return Change{}, Public(ErrInvalid, "data.updated_at %v", err).In("data.updated_at")
 	}
 	email := u.PrimaryEmail()
 	return Change{
@@ -370,7 +393,7 @@ func validateAs(prefix string, v any) error {
 	var verrs validator.ValidationErrors
 	if !errors.As(err, &verrs) || len(verrs) == 0 {
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalid, err)
+			return Public(ErrInvalid, "the value cannot be checked").Because(err)
 		}
 		return nil
 	}
@@ -396,5 +419,27 @@ func validateAs(prefix string, v any) error {
 	default:
 		rule = "must satisfy " + fe.Tag() + " " + fe.Param()
 	}
-	return fmt.Errorf("%w: %s%s %s", ErrInvalid, prefix, field, strings.TrimSpace(rule))
+	e := Public(ErrInvalid, "%s%s %s", prefix, field, strings.TrimSpace(rule))
+	if prefix != "" {
+		return e.In(schemaField(prefix + field)) // a path into Clerk's data
+	}
+	return e.In(field) // a parameter: its name is a struct tag
+}
+
+// IsClerkUserID reports whether id has the shape of a Clerk user id:
+// "user_" and then letters and digits (Clerk's ids are base62), at most
+// 128 bytes in all. Only such an id is sent to Clerk's API.
+func IsClerkUserID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "user_")
+	if !ok || rest == "" || len(id) > maxUserID {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		switch b := rest[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -176,7 +176,7 @@ func (e ClerkEvent) OrganizationChange(eventID string, now time.Time) (Organizat
 		}
 		return OrganizationChange{OrgID: d.ID, EventID: eventID, SourceTime: ts, Deleted: true}, nil
 	}
-	return OrganizationChange{}, fmt.Errorf("%w: %s is not an organization event", ErrInvalid, Quote(e.Type))
+	return OrganizationChange{}, Public(ErrInvalid, "%s is not an organization event", Quote(e.Type)).In("type")
 }
 
 // MembershipChange validates the data of a membership event and returns
@@ -221,14 +221,14 @@ func (e ClerkEvent) MembershipChange(eventID string, now time.Time) (MembershipC
 		}
 		return ch, nil
 	}
-	return MembershipChange{}, fmt.Errorf("%w: %s is not a membership event", ErrInvalid, Quote(e.Type))
+	return MembershipChange{}, Public(ErrInvalid, "%s is not a membership event", Quote(e.Type)).In("type")
 }
 
 // deletionTime is the envelope's timestamp, the time of a deletion.
 func (e ClerkEvent) deletionTime(now time.Time) (time.Time, error) {
 	ts, err := clerkTime(e.Timestamp)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: timestamp %v", ErrInvalid, err)
+		return time.Time{}, Public(ErrInvalid, "timestamp %v", err).In("timestamp")
 	}
 	return ts, checkNotFuture("timestamp", ts, now)
 }
@@ -240,7 +240,7 @@ func (o ClerkOrganization) change(eventID, prefix string, now time.Time) (Organi
 	}
 	ts, err := clerkTime(json.RawMessage(fmt.Sprint(o.UpdatedAt)))
 	if err != nil {
-		return OrganizationChange{}, fmt.Errorf("%w: %supdated_at %v", ErrInvalid, prefix, err)
+		return OrganizationChange{}, Public(ErrInvalid, "%supdated_at %v", prefix, err).In(prefix + "updated_at")
 	}
 	if err := checkNotFuture(prefix+"updated_at", ts, now); err != nil {
 		return OrganizationChange{}, err
@@ -264,7 +264,7 @@ func (m ClerkMembership) change(eventID string, now time.Time) (MembershipChange
 	}
 	ts, err := clerkTime(json.RawMessage(fmt.Sprint(m.UpdatedAt)))
 	if err != nil {
-		return MembershipChange{}, fmt.Errorf("%w: data.updated_at %v", ErrInvalid, err)
+		return MembershipChange{}, Public(ErrInvalid, "data.updated_at %v", err).In("data.updated_at")
 	}
 	if err := checkNotFuture("data.updated_at", ts, now); err != nil {
 		return MembershipChange{}, err
@@ -307,14 +307,14 @@ func publicMetadata(raw json.RawMessage, prefix string) (json.RawMessage, error)
 	case len(meta) == 0 || string(meta) == "null":
 		meta = []byte("{}")
 	case !isObject(meta):
-		return nil, fmt.Errorf("%w: %spublic_metadata must be an object", ErrInvalid, prefix)
+		return nil, Public(ErrInvalid, "%spublic_metadata must be an object", prefix).In(prefix + "public_metadata")
 	}
-	if err := checkMetadata(meta); err != nil {
+	if err := checkMetadata(meta, prefix+"public_metadata"); err != nil {
 		return nil, err
 	}
 	meta, err := NormalizeJSON(meta)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %spublic_metadata: %v", ErrInvalid, prefix, err)
+		return nil, Public(ErrInvalid, "%spublic_metadata is not valid JSON", prefix).In(prefix + "public_metadata").Because(err)
 	}
 	return json.RawMessage(meta), nil
 }

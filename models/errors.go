@@ -3,14 +3,20 @@
 // other package wraps.
 package models
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Stores and services wrap them with %w; the HTTP layer maps
 // them to statuses in one place (api/errors.go).
 var (
 	// ErrNotFound: the thing asked for does not exist (or is hidden).
 	ErrNotFound = errors.New("not found")
-	// ErrConflict: a unique rule or a state rule forbids the change.
+	// ErrConflict: a state rule forbids the change (erasing an active
+	// user, replaying a processed or erased event). A duplicate key stays
+	// inside the store that met it; a lost race is retried there, or
+	// answered ErrRetryLater.
 	ErrConflict = errors.New("conflict")
 	// ErrInvalid: the request or payload can never be applied as it is.
 	ErrInvalid = errors.New("invalid")
@@ -36,6 +42,22 @@ var (
 // itself forbids two users one email, so it is a matter of order.
 var ErrEmailTaken = errors.New("the user's email is held by another active user")
 
+// ErrOverloaded: the instance has as much work in flight as it takes; a
+// retry shortly after may succeed.
+var ErrOverloaded = errors.New("overloaded")
+
+// ErrTimeout: the client did not send its request within the time it is
+// given.
+var ErrTimeout = errors.New("request not received in time")
+
+// ErrTooManyRequests: this client has as many requests of this kind in
+// flight as it may; a retry once one has finished may succeed.
+var ErrTooManyRequests = errors.New("too many requests")
+
+// ErrBadUpstream: a service usersync relies on (Clerk's API) answered
+// with something usersync cannot use.
+var ErrBadUpstream = errors.New("unusable answer from an upstream service")
+
 // ErrNeedsMigration: the database holds data written by an older usersync;
 // `usersync migrate` must run before usersync serves it.
 var ErrNeedsMigration = errors.New("the database needs `usersync migrate`")
@@ -55,3 +77,54 @@ var ErrForeignData = errors.New("the database holds data usersync did not write"
 // single-document updates). usersync refuses it at start rather than at
 // the first write that would break the rule.
 var ErrUnsupportedEngine = errors.New("the database engine cannot keep a rule usersync depends on")
+
+// PublicError is an error whose message a client may read. Its message is
+// written in usersync's own words, with a client's values only quoted and
+// bounded (Quote), never the text of another layer's error (a driver's, a
+// library's, which may hold other users' data). The HTTP layer sends a
+// client only the message of a PublicError; any other error's text stays
+// in the server's log.
+type PublicError struct {
+	// Kind is the sentinel the error wraps (ErrInvalid, ErrNotFound...).
+	Kind error
+	// Msg is the message a client sees.
+	Msg string
+	// Field names the field or parameter at fault, when there is one. It
+	// is always one of usersync's own names (never a key a client made up),
+	// so logs and metrics may carry it.
+	Field string
+	// Reason, when set, is a fixed word that says what is wrong for logs
+	// and metrics ("not_utf8", "duplicate_key").
+	Reason string
+	// Cause is the error behind it, for the log; it is never shown to a
+	// client.
+	Cause error
+}
+
+// Public returns a PublicError of kind with the message format makes of
+// args. Values a client chose must be passed through Quote.
+func Public(kind error, format string, args ...any) *PublicError {
+	return &PublicError{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// In sets the field at fault, one of usersync's own names.
+func (e *PublicError) In(field string) *PublicError { e.Field = field; return e }
+
+// Because sets the cause, for the log.
+func (e *PublicError) Because(cause error) *PublicError { e.Cause = cause; return e }
+
+// For sets the reason, a fixed word.
+func (e *PublicError) For(reason string) *PublicError { e.Reason = reason; return e }
+
+// Error is the message, followed by the cause's when there is one: what the
+// log and an event's stored error say.
+func (e *PublicError) Error() string {
+	if e.Cause != nil {
+		return e.Msg + ": " + e.Cause.Error()
+	}
+	return e.Msg
+}
+
+// Unwrap returns Kind: errors.Is(err, ErrInvalid) holds for an invalid
+// PublicError. The cause is not unwrapped: its kind is not this error's.
+func (e *PublicError) Unwrap() error { return e.Kind }

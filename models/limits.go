@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -111,7 +111,7 @@ func (c *jsonCheck) run() error {
 		}
 	}
 	if errors.Is(err, errNotJSON) {
-		return fmt.Errorf("%w: %s is not valid JSON", ErrInvalid, orBody(c.name))
+		return Public(ErrInvalid, "%s is not valid JSON", orBody(c.name)).In(schemaField(c.name))
 	}
 	return err
 }
@@ -186,14 +186,15 @@ func (c *jsonCheck) number() error {
 		return nil
 	}
 	if f, err := strconv.ParseFloat(string(c.b[start:c.i]), 64); err != nil && math.IsInf(f, 0) {
-		return fmt.Errorf("%w: %s is a number beyond the range of a 64-bit float", ErrInvalid, c.path(len(c.frames)))
+		p := c.path(len(c.frames))
+		return Public(ErrInvalid, "%s is a number beyond the range of a 64-bit float", p).In(schemaField(p))
 	}
 	return nil
 }
 
 func (c *jsonCheck) container(obj bool) error {
 	if c.base+len(c.frames)+1 > MaxNesting {
-		return fmt.Errorf("%w: %s nests deeper than %d levels", ErrInvalid, orBody(c.name), MaxNesting)
+		return Public(ErrInvalid, "%s nests deeper than %d levels", orBody(c.name), MaxNesting).In(schemaField(c.path(len(c.frames))))
 	}
 	c.i++ // { or [
 	c.frames = append(c.frames, jsonFrame{obj: obj, firstKey: len(c.keys)})
@@ -278,8 +279,9 @@ func (c *jsonCheck) key() error {
 	}
 	if dup {
 		c.envelopeKey = c.base == 0 && c.name == "" && len(c.frames) == 1
-		return fmt.Errorf("%w: ambiguous JSON: key %s appears twice in %s",
-			ErrInvalid, Quote(string(k)), orBody(c.path(len(c.frames)-1)))
+		p := c.path(len(c.frames) - 1)
+		return Public(ErrInvalid, "ambiguous JSON: key %s appears twice in %s", Quote(string(k)), orBody(p)).
+			In(schemaField(p)).For("duplicate_key")
 	}
 	return nil
 }
@@ -337,15 +339,16 @@ func orBody(name string) string {
 	return name
 }
 
-// checkMetadata bounds the compacted size of public_metadata.
-func checkMetadata(meta []byte) error {
+// checkMetadata bounds the compacted size of a public_metadata, the
+// payload's field.
+func checkMetadata(meta []byte, field string) error {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, meta); err != nil {
-		return fmt.Errorf("%w: data.public_metadata is not valid JSON", ErrInvalid)
+		return Public(ErrInvalid, "%s is not valid JSON", field).In(field)
 	}
 	if buf.Len() > MaxMetadataBytes {
-		return fmt.Errorf("%w: data.public_metadata is %d bytes; at most %d (64 KiB) are accepted",
-			ErrInvalid, buf.Len(), MaxMetadataBytes)
+		return Public(ErrInvalid, "%s is %d bytes; at most %d (64 KiB) are accepted",
+			field, buf.Len(), MaxMetadataBytes).In(field)
 	}
 	return nil
 }
@@ -353,8 +356,61 @@ func checkMetadata(meta []byte) error {
 // checkNotFuture refuses a Clerk time more than MaxFutureSkew ahead of now.
 func checkNotFuture(field string, t, now time.Time) error {
 	if t.After(now.Add(MaxFutureSkew)) {
-		return fmt.Errorf("%w: %s (%s) is more than a day ahead of the server's clock",
-			ErrInvalid, field, t.UTC().Format(time.RFC3339))
+		return Public(ErrInvalid, "%s (%s) is more than a day ahead of the server's clock",
+			field, t.UTC().Format(time.RFC3339)).In(field)
 	}
 	return nil
+}
+
+// schemaFields are the names a field path may be logged with: the keys of
+// Clerk's envelope and of the user data usersync reads. A key a client made
+// up is payload data, and is never logged.
+var schemaFields = func() map[string]bool {
+	names := map[string]bool{
+		"body": true, "type": true, "data": true, "timestamp": true, "object": true, "instance_id": true,
+		"event_attributes": true, "private_metadata": true, "unsafe_metadata": true,
+	}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return
+		}
+		for i := range t.NumField() {
+			if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+				names[name] = true
+			}
+			walk(t.Field(i).Type)
+		}
+	}
+	walk(reflect.TypeFor[ClerkUser]())
+	walk(reflect.TypeFor[ClerkMembership]()) // its organization and public_user_data too
+	return names
+}()
+
+// schemaField is the start of path (keys joined by dots, "[]" or "[0]"
+// for an array's elements) made only of schemaFields, for logs and
+// metrics: a path into public_metadata ends at data.public_metadata, and
+// an array's elements are all "[]".
+func schemaField(path string) string {
+	var kept []string
+	for part := range strings.SplitSeq(path, ".") {
+		name, _, elems := strings.Cut(part, "[")
+		if !schemaFields[name] {
+			break
+		}
+		if elems {
+			name += "[]"
+		}
+		kept = append(kept, name)
+		if strings.HasSuffix(name, "_metadata") {
+			break // what is inside is the client's
+		}
+	}
+	if len(kept) == 0 {
+		return "body"
+	}
+	return strings.Join(kept, ".")
 }

@@ -194,6 +194,10 @@ type Leases interface {
 	// Extend moves the expiry of the lease owner holds; false when owner
 	// no longer holds it.
 	Extend(ctx context.Context, name, owner string, until time.Time) (bool, error)
+	// Reclaim takes the lease for owner until until if it expires after
+	// horizon (later than any schedule sets it: stale), and reports
+	// whether owner holds it now.
+	Reclaim(ctx context.Context, name, owner string, horizon, until time.Time) (bool, error)
 }
 
 // Seeder writes users and events in bulk, as they would be after their

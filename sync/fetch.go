@@ -28,17 +28,18 @@ type Fetcher struct {
 // code as a webhook: it never overwrites a newer state and never revives a
 // deleted user. Errors wrap models.ErrNotFound when Clerk does not know the
 // user (nothing is changed), models.ErrRetryLater when Clerk's API did not
-// answer or the state cannot be applied yet, models.ErrUnavailable when the
-// database is down.
+// answer or the state cannot be applied yet, models.ErrBadUpstream when
+// Clerk answered a user usersync cannot apply, models.ErrUnavailable when
+// the database is down.
 func (f *Fetcher) SyncUser(ctx context.Context, userID string) (Result, error) {
 	raw, err := f.Clerk.GetUser(ctx, userID)
 	switch {
 	case errors.Is(err, models.ErrNotFound):
-		return Result{}, fmt.Errorf("user %s is not in Clerk: %w", userID, models.ErrNotFound)
+		return Result{}, models.Public(models.ErrNotFound, "user %s is not in Clerk", models.Quote(userID))
 	case errors.Is(err, models.ErrInvalid):
-		return Result{}, fmt.Errorf("user %s: %w", userID, err)
+		return Result{}, fmt.Errorf("user %q: %w", userID, err)
 	case err != nil:
-		return Result{}, fmt.Errorf("%w: Clerk's API: %v", models.ErrRetryLater, err)
+		return Result{}, models.Public(models.ErrRetryLater, "Clerk's API did not answer; retry later").Because(err)
 	}
 	d, err := clerkUserDelivery(raw)
 	if err == nil && d.Event.UserID() != userID {
@@ -46,11 +47,13 @@ func (f *Fetcher) SyncUser(ctx context.Context, userID string) (Result, error) {
 	}
 	if err != nil {
 		// Clerk's answer is at fault, not the request.
-		return Result{}, fmt.Errorf("read user %s from Clerk: %v", userID, err)
+		return Result{}, models.Public(models.ErrBadUpstream, "Clerk's answer for user %s is not a user usersync can apply", models.Quote(userID)).
+			Because(fmt.Errorf("read user %q from Clerk: %w", userID, err))
 	}
 	res, err := f.Service.Ingest(ctx, d)
 	if errors.Is(err, models.ErrInvalid) {
-		return res, fmt.Errorf("apply user %s from Clerk: %v", userID, err)
+		return res, models.Public(models.ErrBadUpstream, "Clerk's answer for user %s is not a user usersync can apply", models.Quote(userID)).
+			Because(fmt.Errorf("apply user %q from Clerk: %w", userID, err))
 	}
 	return res, err
 }

@@ -248,7 +248,7 @@ func (r *Reconciler) one(ctx context.Context, raw json.RawMessage, offset int, o
 		note(NoteFailed, err)
 		return userID, nil
 	case err != nil:
-		return userID, fmt.Errorf("apply user %s: %w", orNoID(userID), err)
+		return userID, fmt.Errorf("apply user %q: %w", orNoID(userID), err)
 	case res.Duplicate:
 		page.Duplicate++
 	case res.Outcome == models.OutcomeApplied:
@@ -265,7 +265,7 @@ func (r *Reconciler) one(ctx context.Context, raw json.RawMessage, offset int, o
 		}
 	default:
 		page.Failed++
-		note(NoteFailed, fmt.Errorf("event %s is %s", res.EventID, res.Status))
+		note(NoteFailed, fmt.Errorf("event %q is %s", res.EventID, res.Status))
 	}
 	return userID, nil
 }
@@ -278,7 +278,7 @@ func (r *Reconciler) preview(ctx context.Context, ch models.Change, page *Tally,
 		page.Applied++
 		note(NoteWouldCreate, nil)
 	case err != nil:
-		return fmt.Errorf("read user %s: %w", ch.UserID, err)
+		return fmt.Errorf("read user %q: %w", ch.UserID, err)
 	case cur.Deleted():
 		page.DeletedUser++
 	case cur.LastEventID == ch.EventID:
@@ -362,7 +362,7 @@ func (r *Reconciler) deleteAbsent(ctx context.Context, seen map[string]struct{},
 			rep.Listed.Failed++
 			note(userID, NoteFailed, err)
 		case err != nil:
-			return fmt.Errorf("delete user %s: %w", userID, err)
+			return fmt.Errorf("delete user %q: %w", userID, err)
 		case res.Outcome == models.OutcomeApplied:
 			rep.Deleted++
 			note(userID, NoteDeleted, nil)

@@ -15,6 +15,9 @@ type LeaseStore interface {
 	// Extend moves the expiry of the lease owner holds; false when owner
 	// no longer holds it.
 	Extend(ctx context.Context, name, owner string, until time.Time) (bool, error)
+	// Reclaim takes the lease until until if it expires after horizon,
+	// whoever holds it, and reports whether owner holds it.
+	Reclaim(ctx context.Context, name, owner string, horizon, until time.Time) (bool, error)
 }
 
 // Scheduler runs a job every Interval on one process at a time among all
@@ -23,6 +26,11 @@ type LeaseStore interface {
 // keeps the lease until the next run is due, so no other process starts
 // one before then. A process that dies mid-run stops renewing; its lease
 // expires after TTL and another process takes over.
+//
+// A lease that ends later than any run of this schedule would set it (more
+// than Interval, or TTL, and a minute of clock skew ahead) is stale: the
+// interval was shortened (100d to 1m) or a clock went back after the lease
+// was set. It is taken over at once instead of waited for.
 type Scheduler struct {
 	Leases LeaseStore
 	Name   string // the lease's name, e.g. "reconcile"
@@ -53,12 +61,29 @@ func (s *Scheduler) ttl() time.Duration {
 	return s.TTL
 }
 
+// clockSkew is how far apart the clocks of the processes sharing a lease
+// may be.
+const clockSkew = time.Minute
+
+// horizon is how far from now the lease of a healthy schedule may end: a
+// run's renewal (TTL), or the wait for the next run (Interval), on a clock
+// up to clockSkew ahead.
+func (s *Scheduler) horizon() time.Duration {
+	return max(s.Interval, s.ttl()) + clockSkew
+}
+
 // RunOnce runs the job if this process gets the lease, and reports whether
 // it ran. err is the job's error, or the lease store's.
 func (s *Scheduler) RunOnce(ctx context.Context) (ran bool, err error) {
 	start := s.now()
-	ok, err := s.Leases.Acquire(ctx, s.Name, s.Owner, start, start.Add(s.ttl()))
-	if err != nil || !ok {
+	ok, err := s.Leases.Reclaim(ctx, s.Name, s.Owner, start.Add(s.horizon()), start.Add(s.ttl()))
+	if err != nil {
+		return false, err
+	}
+	if ok {
+		s.Log.Warn("lease ended later than this schedule sets it: taken over as stale (the interval was shortened, or a clock went back)",
+			slog.String("lease", s.Name), slog.Duration("interval", s.Interval))
+	} else if ok, err = s.Leases.Acquire(ctx, s.Name, s.Owner, start, start.Add(s.ttl())); err != nil || !ok {
 		return false, err
 	}
 	jctx, cancel := context.WithCancel(ctx)
@@ -99,6 +124,7 @@ func (s *Scheduler) RunOnce(ctx context.Context) (ran bool, err error) {
 	if _, xerr := s.Leases.Extend(ectx, s.Name, s.Owner, next); xerr != nil {
 		s.Log.Warn("lease not extended after the run", slog.String("lease", s.Name), slog.String("err", xerr.Error()))
 	}
+	s.Log.Info("next run", slog.String("lease", s.Name), slog.Time("next_run", next.UTC()))
 	return true, err
 }
 
@@ -107,6 +133,12 @@ func (s *Scheduler) RunOnce(ctx context.Context) (ran bool, err error) {
 // when a run is due.
 func (s *Scheduler) Run(ctx context.Context) {
 	poll := max(min(s.Interval, time.Minute), time.Second)
+	// The first run is now, unless another process runs one or ran one
+	// less than an interval ago: then it is due once that lease ends, at
+	// the latest by the horizon (later, the lease is stale and taken).
+	start := s.now()
+	s.Log.Info("schedule started", slog.String("lease", s.Name), slog.Duration("interval", s.Interval),
+		slog.Time("next_run_by", start.Add(s.horizon()).UTC()))
 	for {
 		// The job reports its own outcome; only the lease's failures are
 		// logged here.

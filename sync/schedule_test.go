@@ -123,3 +123,73 @@ func TestScheduler_AnExpiredLeaseIsTakenOver(t *testing.T) {
 		t.Errorf("a renewed a lease b holds")
 	}
 }
+
+func TestScheduler_ALeaseLaterThanTheScheduleSetsIsTakenOver(t *testing.T) {
+	store := repotest.NewStore(t)
+	start := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	now := start
+	clock := func() time.Time { return now }
+	var runs int
+	mk := func(owner string, interval time.Duration) *sync.Scheduler {
+		return &sync.Scheduler{
+			Leases: store.Leases(), Name: "reconcile", Owner: owner, Interval: interval, Now: clock,
+			Log: repotest.Discard(), Job: func(context.Context) error { runs++; return nil },
+		}
+	}
+	ctx := context.Background()
+	steps := []struct {
+		name string
+		at   time.Duration // after start
+		s    *sync.Scheduler
+		want bool
+	}{
+		{"a run every 100 days", 0, mk("a", 100*24*time.Hour), true},
+		{"the interval changed to 1 minute: the 100-day lease is stale", time.Hour, mk("b", time.Minute), true},
+		{"and the new schedule holds: not again within the minute", time.Hour + 30*time.Second, mk("c", time.Minute), false},
+		{"a minute later", time.Hour + time.Minute, mk("c", time.Minute), true},
+	}
+	for _, st := range steps {
+		now = start.Add(st.at)
+		if ran, err := st.s.RunOnce(ctx); err != nil || ran != st.want {
+			t.Errorf("%s: RunOnce = %v, %v; want %v", st.name, ran, err, st.want)
+		}
+	}
+	if runs != 3 {
+		t.Errorf("%d runs, want 3", runs)
+	}
+}
+
+func TestScheduler_ALeaseSetBeforeTheClockWentBackIsTakenOver(t *testing.T) {
+	store := repotest.NewStore(t)
+	now := time.Date(2027, 11, 21, 12, 0, 0, 0, time.UTC) // a clock a year ahead
+	clock := func() time.Time { return now }
+	s := &sync.Scheduler{
+		Leases: store.Leases(), Name: "reconcile", Owner: "a", Interval: time.Hour, Now: clock,
+		Log: repotest.Discard(), Job: func(context.Context) error { return nil },
+	}
+	if ran, err := s.RunOnce(context.Background()); !ran || err != nil {
+		t.Fatalf("first RunOnce = %v, %v", ran, err)
+	}
+	now = now.AddDate(-1, 0, 0) // corrected
+	if ran, err := s.RunOnce(context.Background()); !ran || err != nil {
+		t.Errorf("RunOnce after the clock went back a year = %v, %v; want a run", ran, err)
+	}
+}
+
+func TestScheduler_ALeaseHeldByARunningJobIsNeverTakenAsStale(t *testing.T) {
+	store := repotest.NewStore(t)
+	leases := store.Leases()
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	// Another instance, its clock 30 s ahead, runs a job and renews its
+	// lease of a minute.
+	if ok, err := leases.Acquire(context.Background(), "reconcile", "a", now.Add(30*time.Second), now.Add(90*time.Second)); !ok || err != nil {
+		t.Fatalf("Acquire = %v, %v", ok, err)
+	}
+	s := &sync.Scheduler{
+		Leases: leases, Name: "reconcile", Owner: "b", Interval: time.Minute, Now: func() time.Time { return now },
+		Log: repotest.Discard(), Job: func(context.Context) error { t.Error("b ran while a held the lease"); return nil },
+	}
+	if ran, err := s.RunOnce(context.Background()); ran || err != nil {
+		t.Errorf("RunOnce = %v, %v; want no run", ran, err)
+	}
+}

@@ -35,7 +35,7 @@ type EventStore interface {
 type UserStore interface {
 	// Apply writes ch if it is newer than the stored state of an active
 	// user; see repository.Users.Apply for the outcomes and errors
-	// (models.ErrEmailTaken and models.ErrConflict become ErrRetryLater).
+	// (models.ErrEmailTaken becomes ErrRetryLater).
 	Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error)
 }
 
@@ -190,7 +190,7 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 func (s *Service) Process(ctx context.Context, ev models.Event) (Result, error) {
 	res := Result{EventID: ev.EventID, UserID: ev.UserID, ObjectID: ev.ObjectID, Status: ev.Status, Outcome: ev.Outcome}
 	if ev.ErasedAt != nil {
-		return res, fmt.Errorf("%w: event %s was erased (its user is deleted)", models.ErrConflict, ev.EventID)
+		return res, models.Public(models.ErrConflict, "event %s was erased (its user is deleted)", models.Quote(ev.EventID))
 	}
 	ce, err := models.DecodeEvent(ev.RawBody)
 	if err != nil {
@@ -220,7 +220,7 @@ func decode(ev models.ClerkEvent, eventID string, now time.Time) change {
 	case models.KindMembership:
 		c.member, c.invalid = ev.MembershipChange(eventID, now)
 	default:
-		c.invalid = fmt.Errorf("%w: %s is not an event usersync stores", models.ErrInvalid, models.Quote(ev.Type))
+		c.invalid = models.Public(models.ErrInvalid, "%s is not an event usersync stores", models.Quote(ev.Type)).In("type")
 	}
 	return c
 }
@@ -282,8 +282,11 @@ func (s *Service) process(ctx context.Context, ev models.Event, res Result, c ch
 	actx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
 	outcome, err := s.apply(actx, c, s.now().UTC())
 	cancel()
-	if errors.Is(err, models.ErrEmailTaken) || errors.Is(err, models.ErrConflict) {
-		err = fmt.Errorf("%w: %w", models.ErrRetryLater, err)
+	// The store's error is not kept: a driver's duplicate key error quotes
+	// the email, which neither a client nor the log may see.
+	switch {
+	case errors.Is(err, models.ErrEmailTaken):
+		err = models.Public(models.ErrRetryLater, "the user's email is held by another active user; a later delivery may apply the event")
 	}
 	if err != nil {
 		return s.fail(ctx, ev, res, err)
@@ -300,6 +303,18 @@ func (s *Service) process(ctx context.Context, ev models.Event, res Result, c ch
 
 // fail records a failed attempt. A payload that can never apply is not
 // retried by the sweep; anything else is, with backoff.
+// storedError is the text an event keeps of its failure, which admins read
+// and the console groups by (models.FailureReason): a PublicError's kind
+// and message, without its cause (another layer's words); the text of any
+// other error, which the stores keep free of values.
+func storedError(err error) string {
+	var pe *models.PublicError
+	if errors.As(err, &pe) && pe.Kind != nil {
+		return pe.Kind.Error() + ": " + pe.Msg
+	}
+	return err.Error()
+}
+
 func (s *Service) fail(ctx context.Context, ev models.Event, res Result, cause error) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 	defer cancel()
@@ -307,7 +322,7 @@ func (s *Service) fail(ctx context.Context, ev models.Event, res Result, cause e
 	if !errors.Is(cause, models.ErrInvalid) {
 		retryAt = s.retry.next(s.now(), ev.Attempts+1)
 	}
-	if err := s.events.MarkFailed(ctx, ev.ID, cause.Error(), retryAt); err != nil {
+	if err := s.events.MarkFailed(ctx, ev.ID, storedError(cause), retryAt); err != nil {
 		// The event stays stored; the recovery sweep will find it.
 		return res, fmt.Errorf("%w (and recording the failure: %v)", cause, err)
 	}

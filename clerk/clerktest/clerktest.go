@@ -20,6 +20,8 @@ type Request struct {
 	Path                         string // /v1/users or /v1/users/{id}
 	Auth, Limit, Offset, OrderBy string
 	At                           time.Time
+	// Done is closed when the client gives up the request.
+	Done <-chan struct{}
 }
 
 // Answer may answer a request instead of the fake: it gets the request and
@@ -63,7 +65,7 @@ func (c *Server) serve(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := Request{
 		Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Limit: q.Get("limit"), Offset: q.Get("offset"),
-		OrderBy: q.Get("order_by"), At: time.Now(),
+		OrderBy: q.Get("order_by"), At: time.Now(), Done: r.Context().Done(),
 	}
 	c.mu.Lock()
 	before := 0

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func runOut(t *testing.T, args ...string) string {
@@ -36,7 +37,7 @@ func TestHelp_ListsEveryCommandAndEveryVariableWithItsDefault(t *testing.T) {
 			t.Errorf("usersync %s does not list version:\n%s", arg, out)
 		}
 		for _, s := range settings {
-			line := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(envWithFlag(s)) + ` +` + regexp.QuoteMeta(orDash(s.shownDefault())) + ` `)
+			line := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(envWithFlag(s)) + ` +` + regexp.QuoteMeta(orDash(s.shownDefault())) + `( |$)`)
 			if !line.MatchString(out) {
 				t.Errorf("usersync %s does not list %s with its default %q:\n%s", arg, s.Env, s.shownDefault(), out)
 			}
@@ -68,7 +69,11 @@ func TestHelp_ACommandShowsOnlyItsOwnFlagsAndTheVariablesItReads(t *testing.T) {
 			if !ok {
 				t.Fatalf("no environment section:\n%s", out)
 			}
-			hasFlag := func(f string) bool { return regexp.MustCompile(`(?m)^  ` + f + `( |$)`).MatchString(flags) }
+			// A command's own flags are listed under Flags; one that
+			// mirrors a variable is listed with the variable.
+			hasFlag := func(f string) bool {
+				return regexp.MustCompile(`(?m)^  `+f+`( |$)`).MatchString(flags) || strings.Contains(env, "["+f+"]")
+			}
 			for _, f := range tc.want {
 				if !hasFlag(f) {
 					t.Errorf("%s -h lacks flag %s:\n%s", tc.command, f, out)
@@ -171,6 +176,29 @@ func TestLogs_DurationsAreGoDurationStringsInBothFormats(t *testing.T) {
 		}
 		if format == "text" && !strings.HasPrefix(got, "time=") {
 			t.Errorf("text log %q is not key=value", got)
+		}
+	}
+}
+
+func TestHelp_FitsIn100ColumnsAndListsEachVariableAndFlagOnce(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"serve", "-h"}, {"replay", "-h"}, {"backfill", "-h"}, {"reconcile", "-h"}, {"migrate", "-h"}} {
+		out := runOut(t, args...)
+		for i, line := range strings.Split(out, "\n") {
+			if n := utf8.RuneCountInString(line); n > 100 {
+				t.Errorf("usersync %s: line %d is %d columns: %q", strings.Join(args, " "), i+1, n, line)
+			}
+		}
+		for _, s := range settings {
+			if n := len(regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(s.Env)+`\b`).FindAllString(out, -1)); n > 1 {
+				t.Errorf("usersync %s lists %s %d times", strings.Join(args, " "), s.Env, n)
+			}
+			if s.Flag == "" {
+				continue
+			}
+			flagLines := len(regexp.MustCompile(`(?m)^  -`+regexp.QuoteMeta(s.Flag)+`( |$)`).FindAllString(out, -1))
+			if brackets := strings.Count(out, "[-"+s.Flag+"]"); flagLines+brackets > 1 {
+				t.Errorf("usersync %s lists -%s %d times", strings.Join(args, " "), s.Flag, flagLines+brackets)
+			}
 		}
 	}
 }

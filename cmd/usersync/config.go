@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // secret is a configuration value that must never reach a log.
@@ -20,9 +22,11 @@ func (secret) LogValue() slog.Value { return slog.StringValue("REDACTED") }
 // config is usersync's configuration, from the environment; flags mirror
 // the variables that are not secrets.
 type config struct {
-	Addr     string
-	MongoURI secret
-	Database string
+	Addr        string
+	WebhookAddr string // "": the webhook is served on Addr
+	MetricsKey  secret // "": /metrics is open
+	MongoURI    secret
+	Database    string
 	// CollectionPrefix is put before usersync's collection names (MongoDB).
 	CollectionPrefix string
 	DataDir          string
@@ -30,8 +34,11 @@ type config struct {
 	LogFormat        string
 
 	WebhookSecrets []secret
-	APIKeys        []secret
-	AdminKeys      []secret
+	// WebhookSecretVar is the variable the secrets came from:
+	// CLERK_WEBHOOK_SECRET or Clerk's name for it.
+	WebhookSecretVar string
+	APIKeys          []secret
+	AdminKeys        []secret
 
 	ClerkSecretKey secret
 	ClerkAPIURL    string
@@ -53,6 +60,14 @@ type config struct {
 // whose queries grow with the collection (README: limits).
 const embeddedRetention = 7 * 24 * time.Hour
 
+// webhookSecretVar is the variable the webhook secrets are set with.
+func (c config) webhookSecretVar() string {
+	if c.WebhookSecretVar == "" {
+		return "CLERK_WEBHOOK_SECRET"
+	}
+	return c.WebhookSecretVar
+}
+
 // Embedded reports whether the embedded engine is used.
 func (c config) Embedded() bool { return c.MongoURI == "" }
 
@@ -61,6 +76,7 @@ func (c config) Embedded() bool { return c.MongoURI == "" }
 // table (a test keeps the README equal to it).
 type setting struct {
 	Env      string   // the variable
+	Alias    string   // another name of the same variable, or ""
 	Flag     string   // the flag that mirrors it; "" for secrets
 	Default  string   // the value when the variable is unset or blank
 	Shown    string   // the default as documented, when it is not Default
@@ -78,11 +94,13 @@ var (
 // settings are every environment variable usersync reads.
 var settings = []setting{
 	{Env: "USERSYNC_ADDR", Flag: "addr", Default: ":8080", Usage: "listen address, host:port (\":8080\" is every interface)", Commands: serveOnly},
+	{Env: "USERSYNC_WEBHOOK_ADDR", Flag: "webhook-addr", Shown: "off", Usage: "serve the webhook (and /healthz) only here, host:port, and no longer on USERSYNC_ADDR", Commands: serveOnly},
+	{Env: "USERSYNC_METRICS_KEY", Shown: "none", Usage: "if set, GET /metrics needs \"Authorization: Bearer <key>\" (16 characters or more)", Commands: serveOnly},
 	{Env: "MONGODB_URI", Shown: "empty", Usage: "a MongoDB URI; empty: the embedded store"},
 	{Env: "MONGODB_DATABASE", Flag: "database", Default: "usersync", Usage: "database name (a database of usersync's own)"},
-	{Env: "USERSYNC_COLLECTION_PREFIX", Flag: "collection-prefix", Shown: "none", Usage: "prefix of usersync's collection names, to share a MongoDB database with an application"},
-	{Env: "USERSYNC_DATA_DIR", Flag: "data-dir", Default: "./data", Usage: "embedded store (usersync.db) and generated development secrets (secrets.json)"},
-	{Env: "CLERK_WEBHOOK_SECRET", Shown: "generated (embedded only)", Usage: "the endpoint's signing secret, whsec_...; several separated by spaces during rotation", Commands: serveOnly},
+	{Env: "USERSYNC_COLLECTION_PREFIX", Flag: "collection-prefix", Shown: "none", Usage: "prefix of usersync's collection names, to share a MongoDB database"},
+	{Env: "USERSYNC_DATA_DIR", Flag: "data-dir", Default: "./data", Usage: "the embedded store (usersync.db) and generated development secrets (secrets.json)"},
+	{Env: "CLERK_WEBHOOK_SECRET", Alias: "CLERK_WEBHOOK_SIGNING_SECRET", Shown: "generated (embedded only)", Usage: "the endpoint's signing secret, whsec_...; several separated by spaces during rotation; CLERK_WEBHOOK_SIGNING_SECRET (Clerk's name) is the same setting", Commands: serveOnly},
 	{Env: "USERSYNC_API_KEYS", Shown: "generated (embedded only)", Usage: "comma-separated keys that may read active users", Commands: serveOnly},
 	{Env: "USERSYNC_ADMIN_KEYS", Shown: "generated (embedded only)", Usage: "comma-separated keys that may also read deleted users and the event log, and replay events", Commands: serveOnly},
 	{Env: "USERSYNC_LOG_LEVEL", Flag: "log-level", Default: "info", Usage: "debug, info, warn or error"},
@@ -115,11 +133,17 @@ func (s setting) shownDefault() string {
 // variable at fault; flag.ErrHelp means -h was asked for.
 func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(string) string) (config, error) {
 	raw := map[string]*string{}
+	from := map[string]string{} // the name each variable was read under
 	for _, s := range settings {
 		v := s.Default
+		from[s.Env] = s.Env
 		if s.readBy(command) {
-			if e := strings.TrimSpace(getenv(s.Env)); e != "" {
-				v = e
+			e, name, err := readEnv(s, getenv)
+			if err != nil {
+				return config{}, err
+			}
+			if e != "" {
+				v, from[s.Env] = e, name
 			}
 		}
 		raw[s.Env] = &v
@@ -139,12 +163,15 @@ func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(str
 	get := func(name string) string { return *raw[name] }
 	c := config{
 		Addr:             get("USERSYNC_ADDR"),
+		WebhookAddr:      get("USERSYNC_WEBHOOK_ADDR"),
+		MetricsKey:       secret(get("USERSYNC_METRICS_KEY")),
 		MongoURI:         secret(get("MONGODB_URI")),
 		Database:         get("MONGODB_DATABASE"),
 		CollectionPrefix: get("USERSYNC_COLLECTION_PREFIX"),
 		DataDir:          get("USERSYNC_DATA_DIR"),
 		LogFormat:        get("USERSYNC_LOG_FORMAT"),
 		WebhookSecrets:   split(get("CLERK_WEBHOOK_SECRET"), " "),
+		WebhookSecretVar: from["CLERK_WEBHOOK_SECRET"],
 		APIKeys:          split(get("USERSYNC_API_KEYS"), ","),
 		AdminKeys:        split(get("USERSYNC_ADMIN_KEYS"), ","),
 		ClerkSecretKey:   secret(get("CLERK_SECRET_KEY")),
@@ -177,34 +204,113 @@ func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(str
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		return config{}, fmt.Errorf("USERSYNC_LOG_FORMAT: %q is not json or text", c.LogFormat)
 	}
-	if err := checkAddr(c.Addr); err != nil {
+	if err := checkAddr("USERSYNC_ADDR", c.Addr); err != nil {
+		return config{}, err
+	}
+	if c.WebhookAddr != "" {
+		if err := checkAddr("USERSYNC_WEBHOOK_ADDR", c.WebhookAddr); err != nil {
+			return config{}, err
+		}
+		if _, port, _ := net.SplitHostPort(c.Addr); c.WebhookAddr == c.Addr && port != "0" { // :0 picks a free port each time
+			return config{}, fmt.Errorf("USERSYNC_WEBHOOK_ADDR: %q is USERSYNC_ADDR too: give the webhook another address, or unset it to serve the webhook on USERSYNC_ADDR", c.WebhookAddr)
+		}
+	}
+	if err := checkMetricsKey(c); err != nil {
+		return config{}, err
+	}
+	if err := checkKeys(c.APIKeys, c.AdminKeys); err != nil {
 		return config{}, err
 	}
 	for _, s := range c.WebhookSecrets {
 		if !strings.HasPrefix(string(s), "whsec_") {
-			return config{}, errors.New("CLERK_WEBHOOK_SECRET: each secret must start with whsec_ (copy it from the Clerk dashboard)")
+			return config{}, fmt.Errorf("%s: each secret must start with whsec_ (copy it from the Clerk dashboard)", c.webhookSecretVar())
 		}
 	}
 	return c, nil
 }
 
+// readEnv reads the variable of s, trimmed, and the name it was read
+// under: its own, or its alias. Both set to different values is an error
+// naming both: one of them would be ignored.
+func readEnv(s setting, getenv func(string) string) (value, name string, err error) {
+	value, name = strings.TrimSpace(getenv(s.Env)), s.Env
+	if s.Alias == "" {
+		return value, name, nil
+	}
+	alias := strings.TrimSpace(getenv(s.Alias))
+	switch {
+	case alias == "":
+	case value == "":
+		return alias, s.Alias, nil
+	case strings.Join(strings.Fields(alias), " ") != strings.Join(strings.Fields(value), " "):
+		return "", "", fmt.Errorf("%s and %s are both set, to different values: they are one setting; set only one", s.Env, s.Alias)
+	}
+	return value, name, nil
+}
+
+// minKeyLength is the shortest API or admin key accepted: a key is a
+// password that cannot be rate-limited per user. Generated keys are 32
+// characters and more.
+const minKeyLength = 16
+
+// checkKeys refuses a key shorter than minKeyLength and a key listed as
+// both an API and an admin key (it would have one role or the other
+// depending on the order the lists are read in). Errors name the
+// variable and the key's position, never the key.
+func checkKeys(apiKeys, adminKeys []secret) error {
+	for _, list := range []struct {
+		name string
+		keys []secret
+	}{{"USERSYNC_API_KEYS", apiKeys}, {"USERSYNC_ADMIN_KEYS", adminKeys}} {
+		for i, k := range list.keys {
+			if n := utf8.RuneCountInString(string(k)); n < minKeyLength {
+				return fmt.Errorf("%s: key %d of %d is %d characters long; a key must have at least %d (generate one with: openssl rand -base64 24)",
+					list.name, i+1, len(list.keys), n, minKeyLength)
+			}
+		}
+	}
+	for i, k := range apiKeys {
+		if slices.Contains(adminKeys, k) {
+			return fmt.Errorf("USERSYNC_API_KEYS and USERSYNC_ADMIN_KEYS: key %d of USERSYNC_API_KEYS is also an admin key; a key has one role: remove it from one of them", i+1)
+		}
+	}
+	return nil
+}
+
 // checkAddr refuses a listen address without a colon, such as a bare port,
-// and says what was probably meant.
-func checkAddr(addr string) error {
+// and says what was probably meant; variable is the one that set it.
+func checkAddr(variable, addr string) error {
 	if strings.Contains(addr, ":") {
 		return nil
 	}
 	if _, err := strconv.Atoi(addr); err == nil {
-		return fmt.Errorf("USERSYNC_ADDR: %q is not host:port: did you mean \":%s\" (every interface) or \"127.0.0.1:%s\"?", addr, addr, addr)
+		return fmt.Errorf("%s: %q is not host:port: did you mean \":%s\" (every interface) or \"127.0.0.1:%s\"?", variable, addr, addr, addr)
 	}
-	return fmt.Errorf("USERSYNC_ADDR: %q is not host:port (for example :8080 or 127.0.0.1:8080)", addr)
+	return fmt.Errorf("%s: %q is not host:port (for example :8080 or 127.0.0.1:8080)", variable, addr)
+}
+
+// checkMetricsKey refuses a metrics key shorter than an API key may be, or
+// one that is also an API or admin key: whoever scrapes the metrics must
+// not be able to read users with the same key.
+func checkMetricsKey(c config) error {
+	k := c.MetricsKey
+	if k == "" {
+		return nil
+	}
+	if n := utf8.RuneCountInString(string(k)); n < minKeyLength {
+		return fmt.Errorf("USERSYNC_METRICS_KEY: the key is %d characters long; it must have at least %d", n, minKeyLength)
+	}
+	if slices.Contains(c.APIKeys, k) || slices.Contains(c.AdminKeys, k) {
+		return errors.New("USERSYNC_METRICS_KEY is also an API or admin key: give the metrics a key of their own")
+	}
+	return nil
 }
 
 // requireSecrets fails, naming the variable, when a secret is missing. With
 // the embedded engine the missing ones are generated instead.
 func (c config) requireSecrets() error {
 	if len(c.WebhookSecrets) == 0 {
-		return errors.New("CLERK_WEBHOOK_SECRET is not set: set it to the endpoint's signing secret (whsec_...) from the Clerk dashboard")
+		return errors.New("CLERK_WEBHOOK_SECRET (or CLERK_WEBHOOK_SIGNING_SECRET) is not set: set it to the endpoint's signing secret (whsec_...) from the Clerk dashboard")
 	}
 	if len(c.APIKeys) == 0 && len(c.AdminKeys) == 0 {
 		return errors.New("USERSYNC_API_KEYS and USERSYNC_ADMIN_KEYS are not set: set at least one key for the REST API")

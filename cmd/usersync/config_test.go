@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,4 +45,50 @@ func TestConfig_DefaultsAndDurations(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestConfig_ClerksNameOfTheWebhookSecretIsTheSameSetting(t *testing.T) {
+	const a, b = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    []secret
+		wantErr []string
+	}{
+		{"Clerk's name alone", map[string]string{"CLERK_WEBHOOK_SIGNING_SECRET": a}, []secret{a}, nil},
+		{"usersync's name alone", map[string]string{"CLERK_WEBHOOK_SECRET": a}, []secret{a}, nil},
+		{"both, the same", map[string]string{"CLERK_WEBHOOK_SECRET": a + " " + b, "CLERK_WEBHOOK_SIGNING_SECRET": " " + a + "  " + b}, []secret{a, b}, nil},
+		{"both, different", map[string]string{"CLERK_WEBHOOK_SECRET": a, "CLERK_WEBHOOK_SIGNING_SECRET": b}, nil,
+			[]string{"CLERK_WEBHOOK_SECRET and CLERK_WEBHOOK_SIGNING_SECRET are both set, to different values"}},
+		{"a bad value under Clerk's name", map[string]string{"CLERK_WEBHOOK_SIGNING_SECRET": "hunter2"}, nil,
+			[]string{"CLERK_WEBHOOK_SIGNING_SECRET: each secret must start with whsec_"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("usersync", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			cfg, err := loadConfig(fs, "serve", nil, func(k string) string { return tc.env[k] })
+			if tc.wantErr != nil {
+				for _, w := range tc.wantErr {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("loadConfig error = %v, want one saying %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(cfg.WebhookSecrets, tc.want) {
+				t.Errorf("webhook secrets = %v, want %v", strs(cfg.WebhookSecrets), strs(tc.want))
+			}
+		})
+	}
+}
+
+// newFlagSet is a flag set for loadConfig that prints nothing.
+func newFlagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("usersync", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
 }

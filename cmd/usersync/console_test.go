@@ -24,7 +24,7 @@ func TestServe_CountsWebhooksForTheConsoleAndFlushesThemAtShutdown(t *testing.T)
 	const secret, adminKey = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "usk_console_admin"
 	store, env := repotest.NewStoreEnv(t)
 	env["USERSYNC_ADDR"] = "127.0.0.1:0"
-	env["CLERK_WEBHOOK_SECRET"], env["USERSYNC_ADMIN_KEYS"], env["USERSYNC_API_KEYS"] = secret, adminKey, "usk_console_api"
+	env["CLERK_WEBHOOK_SECRET"], env["USERSYNC_ADMIN_KEYS"], env["USERSYNC_API_KEYS"] = secret, adminKey, "usk_console_api_key"
 	started := time.Now().UTC()
 	base, _, stop := start(t, env)
 

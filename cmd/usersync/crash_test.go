@@ -109,12 +109,18 @@ func tryStartChild(mode string, env []string) (cmd *exec.Cmd, addr string, err e
 func serverEnv(addr string, extra ...string) []string {
 	return append([]string{
 		"USERSYNC_ADDR=" + addr, "CLERK_WEBHOOK_SECRET=" + childSecret,
-		"USERSYNC_API_KEYS=k", "USERSYNC_ADMIN_KEYS=a",
+		"USERSYNC_API_KEYS=" + childAPIKey, "USERSYNC_ADMIN_KEYS=" + childAdminKey,
 		"USERSYNC_SWEEP_INTERVAL=200ms", "USERSYNC_SWEEP_GRACE=1s",
 	}, extra...)
 }
 
 const childSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// The child's keys.
+const (
+	childAPIKey   = "usk_child_api_0123456789"
+	childAdminKey = "usk_child_admin_0123456789"
+)
 
 func TestRun_AKilledProcessLosesNoStoredEvent(t *testing.T) {
 	if repotest.UsesMongoDB() {
@@ -150,7 +156,7 @@ func TestRun_AKilledProcessLosesNoStoredEvent(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		req, _ := http.NewRequest(http.MethodGet, base+"/v1/events/msg_crash", nil)
-		req.Header.Set("Authorization", "Bearer a")
+		req.Header.Set("Authorization", "Bearer "+childAdminKey)
 		code, got := send(t, req)
 		var ev map[string]any
 		_ = json.Unmarshal([]byte(got), &ev)
@@ -169,7 +175,7 @@ func TestRun_AKilledProcessLosesNoStoredEvent(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	req, _ = http.NewRequest(http.MethodGet, base+"/v1/users/user_29w83sxmDNGwOuEthce5gg56FcC", nil)
-	req.Header.Set("Authorization", "Bearer k")
+	req.Header.Set("Authorization", "Bearer "+childAPIKey)
 	if code, got := send(t, req); code != http.StatusOK {
 		t.Errorf("user after recovery: %d %s", code, got)
 	}

@@ -167,7 +167,7 @@ func (l *faultLoad) verify(t *testing.T, deadline time.Time) {
 	t.Helper()
 	get := func(path string) (int, map[string]any) {
 		req, _ := http.NewRequest(http.MethodGet, l.base+path, nil)
-		req.Header.Set("Authorization", "Bearer a")
+		req.Header.Set("Authorization", "Bearer "+childAdminKey)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0, nil

@@ -17,7 +17,7 @@ var summaries = map[string]string{
 	"serve":     "serve the webhook and the REST API, run the recovery sweep and retention (the default)",
 	"replay":    "process stored or failed events again, in Clerk's order; results on standard output",
 	"backfill":  "apply every user read from Clerk's Backend API; results on standard output",
-	"reconcile": "backfill, then soft-delete local users Clerk no longer has (-max-deletes, -dry-run); results on standard output",
+	"reconcile": "backfill, then soft-delete the users Clerk no longer has; results on standard output",
 	"migrate":   "bring a database written by an earlier usersync up to date and build every index",
 }
 
@@ -49,18 +49,11 @@ Commands:
 With no command, usersync serves. 'usersync COMMAND -h' lists the flags of a
 command and the variables it reads.
 
-Environment (a flag in brackets mirrors a variable and wins over it):
+Environment: each variable, its default, what it means and which commands
+read it (a flag in brackets mirrors a variable and wins over it):
+
 `)
-	tw = tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-	fmt.Fprintf(tw, "  VARIABLE\tDEFAULT\tREAD BY\tMEANING\n")
-	for _, s := range settings {
-		readBy := "all"
-		if s.Commands != nil {
-			readBy = strings.Join(s.Commands, ", ")
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", envWithFlag(s), orDash(s.shownDefault()), readBy, s.Usage)
-	}
-	_ = tw.Flush()
+	printSettings(w, "", func(setting) bool { return true })
 	fmt.Fprint(w, `
 Logs are JSON lines (USERSYNC_LOG_FORMAT=text for text): serve writes them to
 standard output; replay and backfill write their results to standard output
@@ -75,17 +68,83 @@ func printCommandUsage(w io.Writer, name string, fs *flag.FlagSet) {
 	if summary != "" {
 		summary = strings.ToUpper(summary[:1]) + summary[1:] + "."
 	}
-	fmt.Fprintf(w, "Usage: usersync %s [flags]\n\n%s\n\nFlags:\n", name, summary)
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fmt.Fprintf(w, "\nEnvironment read by %s (a flag in brackets mirrors a variable and wins over it):\n", name)
-	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fmt.Fprintf(w, "Usage: usersync %s [flags]\n\n%s\n\n", name, wrap(summary, helpWidth, ""))
+	// Its own flags; those that mirror a variable are listed with it
+	// below, so that each is listed once.
+	own := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !mirrorsAVariable(f.Name) {
+			own.Var(f.Value, f.Name, f.Usage)
+		}
+	})
+	if countFlags(own) == 0 {
+		fmt.Fprintln(w, "Flags: only those that mirror a variable, below.")
+	} else {
+		fmt.Fprintln(w, "Flags:")
+		own.SetOutput(w)
+		own.PrintDefaults()
+	}
+	fmt.Fprintf(w, "\nEnvironment read by %s (a flag in brackets mirrors a variable and wins over it):\n\n", name)
+	printSettings(w, name, func(s setting) bool { return s.readBy(name) })
+}
+
+// helpWidth is the widest line of the help texts.
+const helpWidth = 100
+
+// printSettings lists the settings keep admits, each once: the variable,
+// its mirroring flag and its default on one line, what it means (and,
+// for the whole list, which commands read it) wrapped below.
+func printSettings(w io.Writer, command string, keep func(setting) bool) {
 	for _, s := range settings {
-		if s.readBy(name) {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", envWithFlag(s), orDash(s.shownDefault()), s.Usage)
+		if !keep(s) {
+			continue
+		}
+		fmt.Fprintf(w, "  %s   %s\n", envWithFlag(s), orDash(s.shownDefault()))
+		usage := s.Usage
+		if command == "" {
+			readBy := "every command"
+			if s.Commands != nil {
+				readBy = strings.Join(s.Commands, ", ")
+			}
+			usage += ". Read by " + readBy + "."
+		}
+		fmt.Fprintln(w, wrap(usage, helpWidth, "      "))
+	}
+}
+
+// mirrorsAVariable reports whether the flag name mirrors a variable.
+func mirrorsAVariable(name string) bool {
+	for _, s := range settings {
+		if s.Flag == name {
+			return true
 		}
 	}
-	_ = tw.Flush()
+	return false
+}
+
+func countFlags(fs *flag.FlagSet) int {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n
+}
+
+// wrap breaks text into lines of at most width columns, each starting
+// with indent.
+func wrap(text string, width int, indent string) string {
+	var b strings.Builder
+	line := indent
+	for _, word := range strings.Fields(text) {
+		if line != indent && len(line)+1+len(word) > width {
+			b.WriteString(line + "\n")
+			line = indent
+		}
+		if line != indent {
+			line += " "
+		}
+		line += word
+	}
+	b.WriteString(line)
+	return b.String()
 }
 
 // printVersion writes `usersync version`.

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	stdsync "sync"
 	"syscall"
 	"time"
 
@@ -118,6 +119,17 @@ func runServe(ctx context.Context, cfg config, _ io.Writer) error {
 	} else if err := cfg.requireSecrets(); err != nil {
 		return err
 	}
+	// Everything the configuration can get wrong fails here, before the
+	// database is opened and indexes are built: the secrets, Clerk's
+	// settings, the listen addresses (which are bound now).
+	if err := checkServe(cfg); err != nil {
+		return err
+	}
+	servers, err := listenAll(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeAll(servers) // after a shutdown they are closed already
 
 	store, closeStore, err := openStore(ctx, cfg, log, false)
 	if err != nil {
@@ -126,7 +138,33 @@ func runServe(ctx context.Context, cfg config, _ io.Writer) error {
 	defer closeStore()
 	indexesBuilt := buildIndexes(ctx, store, log)
 	defer func() { <-indexesBuilt }() // before closeStore
-	return serve(ctx, cfg, store, log)
+	return serve(ctx, cfg, store, log, servers)
+}
+
+// checkServe checks what serve would find wrong in cfg only once it runs:
+// the webhook secrets' encoding, and Clerk's settings.
+func checkServe(cfg config) error {
+	if err := api.CheckWebhookSecrets(strs(cfg.WebhookSecrets)); err != nil {
+		return fmt.Errorf("%s: %w", cfg.webhookSecretVar(), err)
+	}
+	_, _, err := clerkForServe(cfg, nil)
+	return err
+}
+
+// listenAll binds serve's addresses: USERSYNC_ADDR, and
+// USERSYNC_WEBHOOK_ADDR when set.
+func listenAll(cfg config, log *slog.Logger) ([]*listener, error) {
+	servers := []*listener{{variable: "USERSYNC_ADDR", addr: cfg.Addr}}
+	if cfg.WebhookAddr != "" {
+		servers = append(servers, &listener{variable: "USERSYNC_WEBHOOK_ADDR", addr: cfg.WebhookAddr})
+	}
+	for _, l := range servers {
+		if err := l.listen(log); err != nil {
+			closeAll(servers)
+			return nil, err
+		}
+	}
+	return servers, nil
 }
 
 // newLogger is the logger of every part of usersync: JSON lines (or text)
@@ -166,9 +204,9 @@ func newService(cfg config, store repository.Store) *sync.Service {
 	return svc
 }
 
-// serve runs the HTTP server and the recovery sweep until ctx is
-// cancelled, then lets in-flight requests finish.
-func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Logger) error {
+// serve runs the HTTP servers on the bound listeners and the recovery
+// sweep until ctx is cancelled, then lets in-flight requests finish.
+func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Logger, servers []*listener) error {
 	svc := newService(cfg, store)
 	metrics := api.NewMetrics(store.Events())
 	cl, fetcher, err := clerkForServe(cfg, svc)
@@ -177,14 +215,20 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 	}
 	stopActivity := countActivity(ctx, svc, store, log)
 	defer stopActivity()
-	handler, err := api.New(api.Config{
+	apiCfg := api.Config{
 		Sync: svc, Users: store.Users(), Organizations: store.Organizations(), Memberships: store.Memberships(),
 		Events: store.Events(), Eraser: store, DB: store, Logger: log, Metrics: metrics,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
-		ClerkSync: fetcher, Console: consoleConfig(ctx, svc, store, cl),
-	})
+		ClerkSync: fetcher, Console: consoleConfig(ctx, svc, store, cl), MetricsKey: string(cfg.MetricsKey),
+	}
+	var handler, webhookHandler http.Handler
+	if cfg.WebhookAddr == "" {
+		handler, err = api.New(apiCfg)
+	} else {
+		handler, webhookHandler, err = newApart(apiCfg)
+	}
 	if err != nil {
-		return fmt.Errorf("CLERK_WEBHOOK_SECRET: %w", err)
+		return fmt.Errorf("%s: %w", cfg.webhookSecretVar(), err)
 	}
 	if cfg.ReconcileInterval > 0 {
 		rctx, stopReconcile := context.WithCancel(ctx)
@@ -208,45 +252,100 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 		}()
 		defer func() { stopRecovery(); <-done }()
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("USERSYNC_ADDR: %w", err)
+	servers[0].srv.Handler = handler
+	if len(servers) > 1 {
+		servers[1].srv.Handler = webhookHandler
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	errc := make(chan error, len(servers))
+	for _, l := range servers {
+		go func() { errc <- l.srv.Serve(l.ln) }()
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Info("listening", slog.String("addr", ln.Addr().String()),
+	attrs := []any{slog.String("addr", servers[0].ln.Addr().String())}
+	if len(servers) > 1 {
+		attrs = append(attrs, slog.String("webhook_addr", servers[1].ln.Addr().String()))
+	}
+	log.Info("listening", append(attrs,
 		slog.Bool("embedded", cfg.Embedded()), slog.String("database", cfg.Database),
 		slog.Duration("sweep_interval", cfg.SweepInterval), slog.Duration("retention", cfg.Retention),
-		slog.Duration("erase_after", cfg.EraseAfter))
+		slog.Duration("erase_after", cfg.EraseAfter))...)
 
+	var serveErr error
 	select {
 	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
+		serveErr = fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		// Requests that did not finish in time are cut: an event they
-		// stored is finished by Svix's retry or the recovery sweep.
-		log.Warn("shutdown budget spent; closing the remaining connections",
-			slog.Duration("budget", shutdownTimeout), slog.String("err", err.Error()))
-		if err := srv.Close(); err != nil {
-			return fmt.Errorf("close: %w", err)
-		}
+	var wg stdsync.WaitGroup
+	for _, l := range servers {
+		wg.Go(func() {
+			if err := l.srv.Shutdown(sctx); err != nil {
+				// Requests that did not finish in time are cut: an event
+				// they stored is finished by Svix's retry or the sweep.
+				log.Warn("shutdown budget spent; closing the remaining connections",
+					slog.String("addr", l.ln.Addr().String()),
+					slog.Duration("budget", shutdownTimeout), slog.String("err", err.Error()))
+				_ = l.srv.Close()
+			}
+		})
 	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
+	wg.Wait()
+	if serveErr != nil {
+		return serveErr
+	}
+	for range servers {
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// newApart is api.NewApart as two http.Handlers.
+func newApart(cfg api.Config) (main, webhook http.Handler, err error) {
+	m, w, err := api.NewApart(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, w, nil
+}
+
+// listener is one HTTP server of serve and its address.
+type listener struct {
+	variable string // the variable that set addr, for errors
+	addr     string
+	ln       net.Listener
+	srv      *http.Server // its handler is set by serve
+}
+
+// listen opens l's address and makes its server, without a handler.
+func (l *listener) listen(log *slog.Logger) error {
+	ln, err := net.Listen("tcp", l.addr)
+	if err != nil {
+		return fmt.Errorf("%s: %w", l.variable, err)
+	}
+	limited := newConnLimiter(ln, maxConns)
+	l.ln = limited
+	l.srv = &http.Server{
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ConnState:         limited.connState,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return nil
+}
+
+// closeAll closes the listeners opened so far.
+func closeAll(servers []*listener) {
+	for _, l := range servers {
+		if l.ln != nil {
+			l.ln.Close()
+		}
+	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -154,20 +155,36 @@ func TestRun_RefusesToStartWithoutWhatItNeeds(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"MongoDB without a webhook secret", map[string]string{"MONGODB_URI": "mongodb://127.0.0.1:1/", "USERSYNC_API_KEYS": "k"}, "CLERK_WEBHOOK_SECRET"},
+		{"MongoDB without a webhook secret", map[string]string{"MONGODB_URI": "mongodb://127.0.0.1:1/", "USERSYNC_API_KEYS": "usk_test_api_0123456789"}, "CLERK_WEBHOOK_SECRET"},
 		{"MongoDB without keys", map[string]string{"MONGODB_URI": "mongodb://127.0.0.1:1/", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, "USERSYNC_API_KEYS"},
 		{"a secret that is not whsec_", map[string]string{"CLERK_WEBHOOK_SECRET": "hunter2"}, "CLERK_WEBHOOK_SECRET"},
+		{"Clerk's name of the secret counts as set", map[string]string{"MONGODB_URI": "mongodb://127.0.0.1:1/", "CLERK_WEBHOOK_SIGNING_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, "USERSYNC_API_KEYS and USERSYNC_ADMIN_KEYS are not set"},
+		{"an API key of 8 characters", map[string]string{"USERSYNC_API_KEYS": "usk_test_api_0123456789,hunter22"}, "USERSYNC_API_KEYS: key 2 of 2 is 8 characters long; a key must have at least 16"},
+		{"an admin key of 3 characters", map[string]string{"USERSYNC_ADMIN_KEYS": "abc"}, "USERSYNC_ADMIN_KEYS: key 1 of 1 is 3 characters long"},
+		{"a key with both roles", map[string]string{"USERSYNC_API_KEYS": "usk_test_api_0123456789", "USERSYNC_ADMIN_KEYS": "usk_admin_0123456789,usk_test_api_0123456789"}, "USERSYNC_API_KEYS and USERSYNC_ADMIN_KEYS: key 1 of USERSYNC_API_KEYS is also an admin key"},
+		{"both names of the secret, different", map[string]string{"CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "CLERK_WEBHOOK_SIGNING_SECRET": "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"}, "CLERK_WEBHOOK_SECRET and CLERK_WEBHOOK_SIGNING_SECRET"},
 		{"an unknown log level", map[string]string{"USERSYNC_LOG_LEVEL": "loud"}, "USERSYNC_LOG_LEVEL"},
 		{"an unknown log format", map[string]string{"USERSYNC_LOG_FORMAT": "xml"}, "USERSYNC_LOG_FORMAT"},
 		{"a bare port as the address", map[string]string{"USERSYNC_ADDR": "8081"}, `USERSYNC_ADDR: "8081" is not host:port: did you mean ":8081"`},
-		{"an unreachable MongoDB", map[string]string{"MONGODB_URI": "mongodb://127.0.0.1:1/", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "USERSYNC_API_KEYS": "k"}, "MONGODB_URI"},
+		{"an unreachable MongoDB", map[string]string{"MONGODB_URI": "mongodb://127.0.0.1:1/", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "USERSYNC_API_KEYS": "usk_test_api_0123456789"}, "MONGODB_URI"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.env["USERSYNC_DATA_DIR"] = t.TempDir()
-			err := run(context.Background(), nil, func(k string) string { return tc.env[k] }, io.Discard)
+			tc.env["USERSYNC_ADDR"] = cmp.Or(tc.env["USERSYNC_ADDR"], "127.0.0.1:0")
+			// A server that starts after all is stopped, and fails the test.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := run(ctx, nil, func(k string) string { return tc.env[k] }, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("run = %v, want an error naming %s", err, tc.want)
+			}
+			for _, v := range []string{"USERSYNC_API_KEYS", "USERSYNC_ADMIN_KEYS"} {
+				for k := range strings.SplitSeq(tc.env[v], ",") {
+					if err != nil && k != "" && strings.Contains(err.Error(), k) {
+						t.Errorf("run = %v, which shows a key", err)
+					}
+				}
 			}
 		})
 	}

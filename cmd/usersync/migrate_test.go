@@ -77,7 +77,7 @@ func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) 
 		t.Fatalf("Prepare before migrate = %v; want ErrNeedsMigration naming usersync migrate", err)
 	}
 	env := map[string]string{"USERSYNC_ADDR": "127.0.0.1:0", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-		"USERSYNC_API_KEYS": "k1", "USERSYNC_ADMIN_KEYS": "k2"}
+		"USERSYNC_API_KEYS": "usk_migrate_api_0123", "USERSYNC_ADMIN_KEYS": "usk_migrate_admin_0123"}
 	serveEnv := func(k string) string {
 		if v, ok := env[k]; ok {
 			return v

@@ -345,7 +345,7 @@ func TestServe_ReconcilesOnAScheduleAndSyncsOneUser(t *testing.T) {
 	env := map[string]string{
 		"USERSYNC_ADDR":               "127.0.0.1:0",
 		"CLERK_WEBHOOK_SECRET":        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-		"USERSYNC_API_KEYS":           "usk_serve_api",
+		"USERSYNC_API_KEYS":           "usk_serve_api_0123456789",
 		"USERSYNC_RECONCILE_INTERVAL": "1h",
 	}
 	for k, v := range e.env {
@@ -382,7 +382,7 @@ func TestServe_ReconcilesOnAScheduleAndSyncsOneUser(t *testing.T) {
 	// A user that signed up after the run: fetched on demand.
 	e.clerk.Add(clerkUser(t, 5, updatedAt(5)))
 	req, _ = http.NewRequest(http.MethodPost, base+"/v1/users/"+userID(5)+"/sync", nil)
-	req.Header.Set("Authorization", "Bearer usk_serve_api")
+	req.Header.Set("Authorization", "Bearer usk_serve_api_0123456789")
 	if code, body := send(t, req); code != http.StatusOK || !strings.Contains(body, `"userId":"`+userID(5)+`"`) {
 		t.Errorf("POST sync = %d %s, want the user", code, body)
 	}
@@ -395,7 +395,7 @@ func TestServe_AReconcileIntervalNeedsTheSecretKey(t *testing.T) {
 	e := newBackfillEnv(t, nil)
 	env := map[string]string{
 		"USERSYNC_ADDR": "127.0.0.1:0", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-		"USERSYNC_API_KEYS": "k", "USERSYNC_RECONCILE_INTERVAL": "1h",
+		"USERSYNC_API_KEYS": "usk_serve_api_0123456789", "USERSYNC_RECONCILE_INTERVAL": "1h",
 		"MONGODB_URI": e.env["MONGODB_URI"], "MONGODB_DATABASE": e.env["MONGODB_DATABASE"],
 	}
 	err := run(context.Background(), nil, func(k string) string { return env[k] }, io.Discard)
@@ -411,7 +411,7 @@ func TestServe_AScheduledRunRefusedByTheLimitDeletesNothingAndSaysSo(t *testing.
 	}
 	env := map[string]string{
 		"USERSYNC_ADDR": "127.0.0.1:0", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-		"USERSYNC_API_KEYS": "k", "USERSYNC_RECONCILE_INTERVAL": "1h",
+		"USERSYNC_API_KEYS": "usk_serve_api_0123456789", "USERSYNC_RECONCILE_INTERVAL": "1h",
 	}
 	for k, v := range e.env {
 		env[k] = v

@@ -100,7 +100,7 @@ func (a *Activity) addToBucket(ctx context.Context, id string, start time.Time, 
 		if err = translate(err); err == nil {
 			return res.UpsertedCount > 0, nil
 		}
-		if !errors.Is(err, models.ErrConflict) {
+		if !errors.Is(err, errDuplicate) {
 			return false, err
 		}
 	}

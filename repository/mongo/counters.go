@@ -160,7 +160,7 @@ func (e *Events) foldBatch(ctx context.Context, o models.Outcome) (int, error) {
 		bson.D{{Key: "_id", Value: foldCounterID(o)}, {Key: "pending", Value: bson.D{{Key: "$exists", Value: false}}}},
 		bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int64(len(ids))}}}, {Key: "$set", Value: bson.D{{Key: "pending", Value: ids}}}},
 		options.UpdateOne().SetUpsert(true))
-	if err = translate(err); errors.Is(err, models.ErrConflict) {
+	if err = translate(err); errors.Is(err, errDuplicate) {
 		return 0, nil // another fold has a batch pending: it finishes it
 	}
 	if err != nil {

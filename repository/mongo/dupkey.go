@@ -120,10 +120,16 @@ func indexFromMessage(msg string) string {
 	return ""
 }
 
+// errDuplicate: a unique index refused a write. It stays inside the
+// store: every write that can meet one decides what it means (a retry
+// recognised, a lost race to retry); models.ErrConflict is a state rule
+// only.
+var errDuplicate = errors.New("duplicate key")
+
 // translateConflict is translate for a unique-index violation: the email
-// index's is models.ErrEmailTaken, any other's models.ErrConflict.
+// index's is models.ErrEmailTaken, any other's errDuplicate.
 func translateConflict(err error, index string) error {
-	sentinel := models.ErrConflict
+	sentinel := errDuplicate
 	if index == emailIndex {
 		sentinel = models.ErrEmailTaken
 	}

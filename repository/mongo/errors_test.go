@@ -48,13 +48,13 @@ func TestTranslate_FailoverIsUnavailableAndACancelledRequestIsNot(t *testing.T) 
 		{"deadline", fmt.Errorf("find: %w", context.DeadlineExceeded), models.ErrUnavailable},
 		{"client disconnected", mongo.ErrClientDisconnected, models.ErrUnavailable},
 		{"duplicate key", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
-			Message: "E11000 duplicate key error collection: db.users index: userId_1 dup key"}}}, models.ErrConflict},
+			Message: "E11000 duplicate key error collection: db.users index: userId_1 dup key"}}}, repository.ErrDuplicateForTest},
 		{"duplicate email", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
 			Message: `E11000 duplicate key error collection: db.users index: email_1 dup key: { email: "a@example.com" }`}}}, models.ErrEmailTaken},
 		{"no documents", mongo.ErrNoDocuments, models.ErrNotFound},
 		{"unauthorized", cmd(13), nil},
 	}
-	sentinels := []error{models.ErrUnavailable, models.ErrConflict, models.ErrEmailTaken, models.ErrNotFound}
+	sentinels := []error{models.ErrUnavailable, repository.ErrDuplicateForTest, models.ErrEmailTaken, models.ErrNotFound}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := repository.TranslateForTest(tc.err)
@@ -107,14 +107,14 @@ func TestTranslate_UniqueViolationsInEveryEngineWords(t *testing.T) {
 			models.ErrEmailTaken, "email_1"},
 		{"keyPattern wins over the message", withRaw(11000, mongoEmail,
 			`{"code": 11000, "keyPattern": {"userId": 1}, "keyValue": {"userId": "user_1"}}`),
-			models.ErrConflict, "userId_1"},
+			repository.ErrDuplicateForTest, "userId_1"},
 		{"MongoDB insert, message only", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: mongoEmail}}},
 			models.ErrEmailTaken, "email_1"},
 		{"MongoDB insert, userId", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: mongoUserID}}},
-			models.ErrConflict, "userId_1"},
+			repository.ErrDuplicateForTest, "userId_1"},
 		{"MongoDB, _id", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
 			Message: `E11000 duplicate key error collection: usersync.user_events index: _id_ dup key: { _id: ObjectId('116b88f173007be5e05df2a8') }`}}},
-			models.ErrConflict, "_id_"},
+			repository.ErrDuplicateForTest, "_id_"},
 		{"MongoDB update on an old server (11001)", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11001, Message: mongoEmail}}},
 			models.ErrEmailTaken, "email_1"},
 		{"MongoDB bulk write", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{
@@ -129,15 +129,15 @@ func TestTranslate_UniqueViolationsInEveryEngineWords(t *testing.T) {
 			models.ErrEmailTaken, "email_1"},
 		{"DocumentDB eventId", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
 			Message: `Duplicate key violation on the requested collection: Index 'eventId_1'`}}},
-			models.ErrConflict, "eventId_1"},
+			repository.ErrDuplicateForTest, "eventId_1"},
 		{"DocumentDB bulk write", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{Code: 11000, Message: docdbEmail}}}},
 			models.ErrEmailTaken, "email_1"},
 		{"DocumentDB findOneAndUpdate onto a taken value (code 1)", mongo.CommandError{Code: 1, Name: "InternalError",
 			Message: "conflicting key value violates exclusion constraint \"documents_rum_index_74\""},
-			models.ErrConflict, ""},
+			repository.ErrDuplicateForTest, ""},
 		{"a server that names no index", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
 			Message: "E11000 duplicate key error collection: usersync.users. Failed _id or unique index constraint."}}},
-			models.ErrConflict, ""},
+			repository.ErrDuplicateForTest, ""},
 		{"wrapped by the caller", fmt.Errorf("insert: %w", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: docdbEmail}}}),
 			models.ErrEmailTaken, "email_1"},
 		{"code 1 for something else", mongo.CommandError{Code: 1, Message: "internal error"}, nil, ""},
@@ -145,7 +145,7 @@ func TestTranslate_UniqueViolationsInEveryEngineWords(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := repository.TranslateForTest(tc.err)
-			for _, s := range []error{models.ErrEmailTaken, models.ErrConflict} {
+			for _, s := range []error{models.ErrEmailTaken, repository.ErrDuplicateForTest} {
 				if errors.Is(got, s) != (s == tc.want) {
 					t.Errorf("translate(%v) = %v: is %v = %v, want %v", tc.err, got, s, errors.Is(got, s), s == tc.want)
 				}

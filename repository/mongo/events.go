@@ -195,7 +195,7 @@ func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Eve
 	ev.ID, ev.Status, ev.Outcome, ev.ProcessedAt, ev.Attempts, ev.Error, ev.RetryAt = "", models.StatusStored, "", nil, 0, "", nil
 	d := newEventDoc(ev)
 	stored, created, err = e.record(ctx, d)
-	if err != nil && d.Payload != nil && !errors.Is(err, models.ErrConflict) &&
+	if err != nil && d.Payload != nil && !errors.Is(err, errDuplicate) &&
 		!errors.Is(err, models.ErrUnavailable) && !errors.Is(err, context.Canceled) {
 		// Refused: by the eventId index, for an event stored under another
 		// _id (an engine may word that as an internal error), or for the
@@ -207,7 +207,7 @@ func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Eve
 		d.Payload = nil
 		stored, created, err = e.record(ctx, d)
 	}
-	if errors.Is(err, models.ErrConflict) {
+	if errors.Is(err, errDuplicate) {
 		// A concurrent first delivery won, or the event is stored under
 		// another _id (by another tool): read it.
 		stored, err = e.find(ctx, e.primary, bson.D{{Key: "_id", Value: d.ID}}, summary)

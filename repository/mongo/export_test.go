@@ -93,3 +93,7 @@ func CollectionsForTest(s *Store) map[string]string {
 		"memberships' users": s.members.users.Name(), "events": s.events.coll.Name(), "events' users": s.events.users.Name(),
 	}
 }
+
+// ErrDuplicateForTest is the error of a unique violation other than the
+// email index's, which stays inside the store.
+var ErrDuplicateForTest = errDuplicate

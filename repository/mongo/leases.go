@@ -8,8 +8,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-
-	"github.com/usersync/usersync/models"
 )
 
 // LeasesCollection holds one document per lease: who holds it and until when.
@@ -49,7 +47,7 @@ func (l *Leases) Acquire(ctx context.Context, name, owner string, now, until tim
 	// Not there, or held: the unique _id lets only one insert through.
 	_, err = l.coll.InsertOne(ctx, leaseDoc{Name: name, Owner: owner, ExpiresAt: until.UTC()})
 	err = translate(err)
-	if errors.Is(err, models.ErrConflict) {
+	if errors.Is(err, errDuplicate) {
 		return false, nil
 	}
 	if err != nil {
@@ -67,6 +65,20 @@ func (l *Leases) Extend(ctx context.Context, name, owner string, until time.Time
 		bson.D{{Key: "$set", Value: bson.D{{Key: "expiresAt", Value: until.UTC()}}}})
 	if err != nil {
 		return false, fmt.Errorf("extend lease %s: %w", name, translate(err))
+	}
+	return res.MatchedCount > 0, nil
+}
+
+// Reclaim takes the lease name for owner until until if it expires after
+// horizon: later than any schedule sets it, so it is stale (the schedule's
+// interval was shortened, or a clock went back after a lease was set). It
+// reports whether owner holds it now; errors are Acquire's.
+func (l *Leases) Reclaim(ctx context.Context, name, owner string, horizon, until time.Time) (bool, error) {
+	res, err := l.coll.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: name}, {Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: horizon.UTC()}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: owner}, {Key: "expiresAt", Value: until.UTC()}}}})
+	if err != nil {
+		return false, fmt.Errorf("reclaim lease %s: %w", name, translate(err))
 	}
 	return res.MatchedCount > 0, nil
 }

@@ -249,8 +249,8 @@ const maxMembershipTries = 2 * maxApplyTries
 // go through). A pair held by another active membership is settled by
 // settlePair. Then the membership's organization and user are read: when
 // either is deleted, the membership is made a tombstone (and the outcome
-// is deleted). Errors wrap models.ErrConflict when concurrent writes kept
-// winning, models.ErrInvalid for metadata that cannot be stored.
+// is deleted). Errors wrap models.ErrRetryLater when concurrent writes
+// kept winning, models.ErrInvalid for metadata that cannot be stored.
 func (m *Memberships) Apply(ctx context.Context, ch models.MembershipChange, now time.Time) (models.Outcome, error) {
 	fail := func(err error) (models.Outcome, error) {
 		return "", fmt.Errorf("apply event %s to membership %s: %w", ch.EventID, ch.MembershipID, err)
@@ -268,7 +268,7 @@ func (m *Memberships) Apply(ctx context.Context, ch models.MembershipChange, now
 	var d models.Decision
 	for try := 1; ; try++ {
 		if try > maxMembershipTries {
-			return fail(fmt.Errorf("concurrent writes to the membership kept winning: %w", models.ErrConflict))
+			return fail(fmt.Errorf("concurrent writes to the membership kept winning: %w", models.ErrRetryLater))
 		}
 		d, err = m.write(ctx, w)
 		if errors.Is(err, errLostRace) {
@@ -322,7 +322,7 @@ func (m *Memberships) write(ctx context.Context, w membershipWrite) (models.Deci
 		}
 		return models.DecideUpdate, nil
 	}
-	if err = translate(err); !errors.Is(err, models.ErrConflict) {
+	if err = translate(err); !errors.Is(err, errDuplicate) {
 		return 0, err
 	}
 	if conflictIndex(err) == activeKeyIndex {

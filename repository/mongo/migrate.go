@@ -340,7 +340,7 @@ func (s *Store) rekeyUser(ctx context.Context, aside *mongo.Collection, raw bson
 		return fmt.Errorf("re-key user %s: %w", userID, err)
 	}
 	if err := translate(insertOne(ctx, s.users.primary, doc)); err != nil {
-		if !errors.Is(err, models.ErrConflict) {
+		if !errors.Is(err, errDuplicate) {
 			return fmt.Errorf("re-key user %s (kept in %s): %w", userID, aside.Name(), err)
 		}
 		// Stored before a stop, or a clash: only the first lets the copy go.

@@ -99,7 +99,7 @@ var orgVersionProjection = bson.D{
 // conditional upsert by _id (explained, when it does not go through, by
 // the stored state), and with a deletion deletes the organization's active
 // memberships (see Memberships.cascade). It returns the outcome; errors
-// wrap models.ErrConflict when concurrent writes kept winning,
+// wrap models.ErrRetryLater when concurrent writes kept winning,
 // models.ErrInvalid for metadata that cannot be stored.
 func (o *Organizations) Apply(ctx context.Context, ch models.OrganizationChange, now time.Time) (models.Outcome, error) {
 	d, err := o.apply(ctx, ch, now)
@@ -119,7 +119,7 @@ func (o *Organizations) apply(ctx context.Context, ch models.OrganizationChange,
 	var d models.Decision
 	for try := 1; ; try++ {
 		if try > maxApplyTries {
-			return 0, fmt.Errorf("concurrent writes to the organization kept winning: %w", models.ErrConflict)
+			return 0, fmt.Errorf("concurrent writes to the organization kept winning: %w", models.ErrRetryLater)
 		}
 		res, err := o.coll.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
 		if err == nil {
@@ -129,7 +129,7 @@ func (o *Organizations) apply(ctx context.Context, ch models.OrganizationChange,
 			}
 			break
 		}
-		if err = translate(err); !errors.Is(err, models.ErrConflict) {
+		if err = translate(err); !errors.Is(err, errDuplicate) {
 			return 0, err
 		}
 		// The upsert's insert was refused by _id: the organization exists in

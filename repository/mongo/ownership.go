@@ -327,7 +327,7 @@ func (s *Store) writeMark(ctx context.Context, now time.Time) error {
 				{Key: "$set", Value: bson.D{{Key: "schema", Value: schemaVersion}}},
 				{Key: "$setOnInsert", Value: bson.D{{Key: "createdAt", Value: now.UTC()}}},
 			}, options.UpdateOne().SetUpsert(true))
-		if err = translate(err); !errors.Is(err, models.ErrConflict) {
+		if err = translate(err); !errors.Is(err, errDuplicate) {
 			break
 		}
 	}

@@ -2,6 +2,7 @@ package mongo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,7 +26,7 @@ func (s *Store) SeedUsers(ctx context.Context, changes []models.Change, now time
 			return nil
 		}
 		if _, err := s.users.coll.InsertMany(ctx, docs); err != nil {
-			return fmt.Errorf("seed users: %w", translate(err))
+			return fmt.Errorf("seed users: %w", seedError(translate(err)))
 		}
 		docs = docs[:0]
 		return nil
@@ -60,7 +61,7 @@ func (s *Store) SeedEvents(ctx context.Context, events []models.Event) error {
 			return nil
 		}
 		if _, err := s.events.coll.InsertMany(ctx, docs); err != nil {
-			return fmt.Errorf("seed events: %w", translate(err))
+			return fmt.Errorf("seed events: %w", seedError(translate(err)))
 		}
 		docs = docs[:0]
 		for o, n := range counts {
@@ -85,4 +86,13 @@ func (s *Store) SeedEvents(ctx context.Context, events []models.Event) error {
 		}
 	}
 	return flush()
+}
+
+// seedError says models.ErrConflict for a document that exists: seeding
+// checks nothing, so a unique rule is the only thing it can meet.
+func seedError(err error) error {
+	if errors.Is(err, errDuplicate) {
+		return fmt.Errorf("%w: %w", models.ErrConflict, err)
+	}
+	return err
 }

@@ -460,7 +460,8 @@ func indexName(keys bson.D) string {
 // one applies, keeping the driver error in the chain for logs. A cancelled
 // context is left as it is: it is the caller going away, not the database
 // failing, and callers tell the two apart. A unique-index violation is
-// models.ErrEmailTaken for the email index and models.ErrConflict for any
+// models.ErrEmailTaken for the email index and errDuplicate (which stays in
+// the store) for any
 // other, whatever code or words the engine used, and its text never
 // carries the server's message, which quotes the duplicate value (see
 // conflictError).

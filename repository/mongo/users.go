@@ -109,7 +109,7 @@ const maxApplyTries = 5
 //   - OutcomeDeletedUser when the user is deleted;
 //   - an error wrapping models.ErrEmailTaken when another active user
 //     kept claiming ch's email faster than it could be taken (see
-//     takeEmail), models.ErrConflict when concurrent writes to the user
+//     takeEmail), models.ErrRetryLater when concurrent writes to the user
 //     kept winning races, models.ErrInvalid when ch's metadata cannot be
 //     stored, or models.ErrUnavailable when the database is down. No
 //     error carries an email: it may end up in an event's error field.
@@ -165,7 +165,7 @@ func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (mod
 	if emailHeld {
 		return fail(fmt.Errorf("other users kept claiming the email: %w", models.ErrEmailTaken))
 	}
-	return fail(fmt.Errorf("concurrent writes to the user kept winning: %w", models.ErrConflict))
+	return fail(fmt.Errorf("concurrent writes to the user kept winning: %w", models.ErrRetryLater))
 }
 
 // applied ends an Apply that made its decision: a deletion deletes the
@@ -202,7 +202,7 @@ func (u *Users) write(ctx context.Context, w userWrite) (models.Outcome, error) 
 	switch {
 	case errors.Is(err, models.ErrEmailTaken):
 		return "", errEmailHeld
-	case !errors.Is(err, models.ErrConflict):
+	case !errors.Is(err, errDuplicate):
 		return "", err
 	}
 	// Another duplicate key: the upsert's insert was refused by _id
@@ -214,7 +214,7 @@ func (u *Users) write(ctx context.Context, w userWrite) (models.Outcome, error) 
 	case errors.Is(err, models.ErrNotFound) && w.ch.Email != "":
 		return "", errEmailHeld
 	case errors.Is(err, models.ErrNotFound):
-		return "", fmt.Errorf("%w: the user is stored under another _id: run usersync migrate", models.ErrConflict)
+		return "", fmt.Errorf("the user is stored under another _id: %w", models.ErrNeedsMigration)
 	case err != nil:
 		return "", err
 	}

@@ -40,3 +40,20 @@ func (l *Leases) Extend(ctx context.Context, name, owner string, until time.Time
 	}
 	return ok, nil
 }
+
+// Reclaim takes the lease name for owner until until if it expires after
+// horizon: later than any schedule sets it, so it is stale. It reports
+// whether owner holds it now.
+func (l *Leases) Reclaim(ctx context.Context, name, owner string, horizon, until time.Time) (bool, error) {
+	var ok bool
+	err := l.s.write(ctx, func(t *wtx) error {
+		n, err := t.execN(`UPDATE leases SET owner = ?, expires_at = ? WHERE name = ? AND expires_at > ?`,
+			owner, ms(until), name, ms(horizon))
+		ok = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("reclaim lease %q: %w", name, err)
+	}
+	return ok, nil
+}

@@ -71,7 +71,9 @@ type Store struct {
 	// erased is set by a write that erased personal data: the writer then
 	// checkpoints the write-ahead log after its commit, so that the erased
 	// bytes leave the log as well as the database (secure_delete).
-	erased   atomic.Bool
+	erased atomic.Bool
+	// writes counts the writes asked of the writer (tests count round trips).
+	writes   atomic.Int64
 	users    *Users
 	orgs     *Organizations
 	mships   *Memberships
@@ -313,6 +315,7 @@ var errClosed = fmt.Errorf("the store is closed: %w", models.ErrUnavailable)
 // the writer: it must be short and must not wait for anything but the
 // database. A request whose ctx ends before it runs is not run.
 func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
+	s.writes.Add(1)
 	req := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
 	select {
 	case s.reqs <- req:

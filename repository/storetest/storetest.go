@@ -976,4 +976,14 @@ func testLeases(t *testing.T, s repository.Store) {
 	if ok, _ := l.Acquire(ctx, "other", "a", t0, t0.Add(time.Minute)); !ok {
 		t.Error("leases of other names are not independent")
 	}
+	// A lease set further ahead than any schedule would is stale.
+	if ok, _ := l.Reclaim(ctx, "reconcile", "c", t0.Add(2*time.Hour), t0.Add(4*time.Minute)); ok {
+		t.Error("a lease within the horizon was reclaimed")
+	}
+	if ok, _ := l.Reclaim(ctx, "reconcile", "c", t0.Add(30*time.Minute), t0.Add(4*time.Minute)); !ok {
+		t.Error("a lease beyond the horizon was not reclaimed")
+	}
+	if ok, _ := l.Extend(ctx, "reconcile", "c", t0.Add(5*time.Minute)); !ok {
+		t.Error("the owner that reclaimed a lease does not hold it")
+	}
 }

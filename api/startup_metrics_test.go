@@ -1,0 +1,47 @@
+package api_test
+
+import (
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/repository/repotest"
+)
+
+func TestMetrics_EveryMetricTheREADMEListsIsThereFromStartUp(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(b), "### Metrics and alerts")
+	names := regexp.MustCompile("(?m)^\\| `(usersync_[a-z_]+)").FindAllStringSubmatch(table, -1)
+	if len(names) < 10 {
+		t.Fatalf("found %d metrics in the README's table", len(names))
+	}
+	h := newHarness(t, func(o *harnessOptions) {
+		o.store = repotest.NewStore(t)
+		o.metrics = api.NewMetrics(o.store.Events())
+	})
+	r := h.get("/metrics", "")
+	if r.Code != http.StatusOK {
+		t.Fatalf("GET /metrics = %s", r)
+	}
+	// Not before there is something to say: a request's series appears
+	// with the request, and the event counts with the first read of them
+	// (the background refresh reads them at start-up).
+	later := map[string]bool{
+		"usersync_http_request_duration_seconds": true,
+		"usersync_events":                        true, "usersync_events_backlog": true, "usersync_events_gave_up": true,
+	}
+	for _, m := range names {
+		if later[m[1]] {
+			continue
+		}
+		if !regexp.MustCompile(`(?m)^` + m[1] + `(_bucket|_sum|_count)?[{ ]`).Match(r.Body) {
+			t.Errorf("%s is not in /metrics at start-up", m[1])
+		}
+	}
+}
