@@ -144,7 +144,7 @@ func (s *server) syncUser(c echo.Context) error {
 	default:
 		return err
 	}
-	if u.Deleted() && !req.IncludeDeleted {
+	if (u.Deleted() || u.Deprovisioned) && !req.IncludeDeleted {
 		return notFound(models.ErrNotFound, "user", req.UserID)
 	}
 	return c.JSON(http.StatusOK, newUserJSON(u))

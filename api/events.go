@@ -20,6 +20,7 @@ type eventJSON struct {
 	Type            string          `json:"type"`
 	EventType       string          `json:"eventType"`
 	UserID          string          `json:"userId,omitempty"`
+	ObjectID        string          `json:"objectId,omitempty"`
 	Status          string          `json:"status"`
 	Outcome         string          `json:"outcome,omitempty"`
 	Attempts        int             `json:"attempts"`
@@ -49,7 +50,7 @@ func optTime(t *time.Time) *string {
 // body exactly as received.
 func newEventJSON(ev models.Event, withBody bool) eventJSON {
 	j := eventJSON{
-		ID: ev.ID, EventID: ev.EventID, Type: ev.Type, EventType: string(ev.EventType), UserID: ev.UserID,
+		ID: ev.ID, EventID: ev.EventID, Type: ev.Type, EventType: string(ev.EventType), UserID: ev.UserID, ObjectID: ev.ObjectID,
 		Status: string(ev.Status), Outcome: string(ev.Outcome), Attempts: ev.Attempts, Error: ev.Error,
 		RetryAt: optTime(ev.RetryAt), Source: ev.Source, SignatureValid: ev.SignatureValid,
 		SourceTimestamp: optTime(ev.SourceTimestamp), ReceivedAt: formatTime(ev.ReceivedAt),
@@ -232,6 +233,6 @@ func (s *server) replayEvent(c echo.Context) error {
 	if err != nil {
 		resp.Error = publicMessage(err) // the event's own failure: the replay itself worked
 	}
-	s.logEvent(c, ev.EventID, ev.UserID, res.Status, res.Outcome, err)
+	s.logEvent(c, ev.EventID, ev.UserID, ev.ObjectID, res.Status, res.Outcome, err)
 	return c.JSON(http.StatusOK, resp)
 }

@@ -72,9 +72,13 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	if o.wrapReader != nil {
 		reader = o.wrapReader(reader)
 	}
+	svc := sync.New(o.store.Events(), users, nil)
+	svc.SetOrganizations(o.store.Organizations(), o.store.Memberships())
 	e, err := api.New(api.Config{
-		Sync:           sync.New(o.store.Events(), users, nil),
+		Sync:           svc,
 		Users:          reader,
+		Organizations:  o.store.Organizations(),
+		Memberships:    o.store.Memberships(),
 		Events:         o.store.Events(),
 		Eraser:         o.store,
 		DB:             o.store,

@@ -27,6 +27,7 @@ type Metrics struct {
 	reg       *prometheus.Registry
 	requests  *prometheus.HistogramVec
 	webhooks  *prometheus.CounterVec
+	kinds     *prometheus.CounterVec
 	bodyBytes *prometheus.GaugeVec
 	refused   *prometheus.CounterVec
 	ignored   *prometheus.CounterVec
@@ -59,8 +60,12 @@ func NewMetrics(stats StatsSource) *Metrics {
 		}, []string{"route", "method", "code"}),
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "usersync_webhook_requests_total",
-			Help: "Webhook deliveries by result: processed, duplicate, ignored (not a user event), failed (stored, not applied), rejected (refused before storing), error (5xx).",
+			Help: "Webhook deliveries by result: processed, duplicate, ignored (a type usersync does not store), failed (stored, not applied), rejected (refused before storing), error (5xx).",
 		}, []string{"result"}),
+		kinds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usersync_webhook_events_total",
+			Help: "Webhook deliveries of the events usersync stores, by the kind of object they change (user, organization, membership) and result (processed, duplicate, failed, error, overloaded).",
+		}, []string{"kind", "result"}),
 		bodyBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "usersync_webhook_body_bytes",
 			Help: "Bytes of webhook bodies held now (arrived, being read or processed), by budget: small (Content-Length up to 64 KiB) or large.",
@@ -71,7 +76,7 @@ func NewMetrics(stats StatsSource) *Metrics {
 		}, []string{"reason"}),
 		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "usersync_webhook_ignored_total",
-			Help: "Signed webhook events acknowledged and not stored (not user events), by Clerk's type; other for a type Clerk does not document.",
+			Help: "Signed webhook events acknowledged and not stored (not of users, organizations or memberships), by Clerk's type; other for a type Clerk does not document.",
 		}, []string{"type"}),
 		process: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "usersync_event_processing_duration_seconds", Help: "Time to store and apply one webhook event.",
@@ -90,8 +95,13 @@ func NewMetrics(stats StatsSource) *Metrics {
 			Name: "usersync_engine_errors_total", Help: "Operations that failed because the database did not answer.",
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.webhooks, m.bodyBytes, m.refused, m.ignored, m.process, m.swept, m.replayed, m.retention, m.engine,
+	m.reg.MustRegister(m.requests, m.webhooks, m.kinds, m.bodyBytes, m.refused, m.ignored, m.process, m.swept, m.replayed, m.retention, m.engine,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, k := range []models.Kind{models.KindUser, models.KindOrganization, models.KindMembership} {
+		for _, r := range kindResults {
+			m.kinds.WithLabelValues(string(k), r)
+		}
+	}
 	for _, r := range webhookResults {
 		m.webhooks.WithLabelValues(r)
 	}
@@ -153,6 +163,10 @@ func (m *Metrics) observe() echo.MiddlewareFunc {
 		}
 	}
 }
+
+// kindResults are the results of usersync_webhook_events_total: those of
+// a delivery of an event usersync stores.
+var kindResults = []string{"processed", "duplicate", "failed", "overloaded", "error"}
 
 // webhookResults are the labels of usersync_webhook_requests_total.
 var webhookResults = []string{"processed", "duplicate", "ignored", "failed", "rejected", "overloaded", "error"}

@@ -24,10 +24,15 @@ func TestOpenAPI_QueryParametersAndLimitsAreTheOnesBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	endpoints := map[string]any{
-		"GET /v1/users":          &listUsersRequest{},
-		"GET /v1/users/{userId}": &getUserRequest{},
-		"GET /v1/events":         &listEventsRequest{},
-		"GET /v1/events/stats":   &struct{}{},
+		"GET /v1/users":                             &listUsersRequest{},
+		"GET /v1/users/{userId}":                    &getUserRequest{},
+		"GET /v1/events":                            &listEventsRequest{},
+		"GET /v1/events/stats":                      &struct{}{},
+		"GET /v1/organizations":                     &listOrganizationsRequest{},
+		"GET /v1/organizations/{orgId}":             &getOrganizationRequest{},
+		"GET /v1/organizations/{orgId}/memberships": &listMembershipsRequest{},
+		"GET /v1/users/{userId}/memberships":        &listMembershipsRequest{},
+		"GET /v1/memberships":                       &membershipFeedRequest{},
 	}
 	for route, req := range endpoints {
 		method, path, _ := strings.Cut(route, " ")

@@ -34,6 +34,11 @@ func (s *server) routes(e *echo.Echo) {
 	v1.GET("/users/:userId", s.getUser, apiKey)
 	v1.POST("/users/:userId/sync", s.syncUser, apiKey)
 	v1.POST("/users/:userId/erase", s.eraseUser, adminKey)
+	v1.GET("/users/:userId/memberships", s.listMemberships, apiKey)
+	v1.GET("/organizations", s.listOrganizations, apiKey)
+	v1.GET("/organizations/:orgId", s.getOrganization, apiKey)
+	v1.GET("/organizations/:orgId/memberships", s.listMemberships, apiKey)
+	v1.GET("/memberships", s.membershipFeed, apiKey)
 
 	// Admin key: events hold whole payloads, private metadata included.
 	admin := e.Group("/v1/events")

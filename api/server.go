@@ -19,8 +19,8 @@ import (
 	"github.com/usersync/usersync/sync"
 )
 
-// Ingester stores and applies user events: new deliveries, and stored
-// events again (replay).
+// Ingester stores and applies the events of users, organizations and
+// memberships: new deliveries, and stored events again (replay).
 type Ingester interface {
 	Ingest(ctx context.Context, d sync.Delivery) (sync.Result, error)
 	// Replay processes stored or failed events again (see sync.Service.Replay).
@@ -56,12 +56,14 @@ type Pinger interface {
 
 // Config is what the server is built from.
 type Config struct {
-	Sync   Ingester
-	Users  UserReader
-	Events EventReader
-	Eraser UserEraser
-	DB     Pinger
-	Logger *slog.Logger
+	Sync          Ingester
+	Users         UserReader
+	Organizations OrganizationReader
+	Memberships   MembershipReader
+	Events        EventReader
+	Eraser        UserEraser
+	DB            Pinger
+	Logger        *slog.Logger
 
 	// WebhookSecrets are the Svix signing secrets (whsec_...); any of them
 	// may sign a request, so that secrets can be rotated.
@@ -99,6 +101,8 @@ type Config struct {
 type server struct {
 	sync     Ingester
 	users    UserReader
+	orgs     OrganizationReader
+	members  MembershipReader
 	events   EventReader
 	eraser   UserEraser
 	db       Pinger
@@ -169,6 +173,8 @@ func newServer(cfg Config) (*server, error) {
 	s := &server{
 		sync:     cfg.Sync,
 		users:    cfg.Users,
+		orgs:     cfg.Organizations,
+		members:  cfg.Memberships,
 		events:   cfg.Events,
 		eraser:   cfg.Eraser,
 		db:       cfg.DB,

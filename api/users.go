@@ -26,9 +26,12 @@ type userJSON struct {
 	LastSignInAt *string `json:"lastSignInAt"`
 	Banned       bool    `json:"banned"`
 	Locked       bool    `json:"locked"`
-	CreatedAt    string  `json:"createdAt"`
-	UpdatedAt    string  `json:"updatedAt"`
-	DeletedAt    *string `json:"deletedAt"`
+	// Deprovisioned: off-boarded by Directory Sync; such a user is out of
+	// the active list, and 404 for an API key (as a deleted one).
+	Deprovisioned bool    `json:"deprovisioned"`
+	CreatedAt     string  `json:"createdAt"`
+	UpdatedAt     string  `json:"updatedAt"`
+	DeletedAt     *string `json:"deletedAt"`
 }
 
 // deletedUserJSON is a deleted user in the change feed: just enough for an
@@ -54,21 +57,22 @@ func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
 
 func newUserJSON(u models.User) userJSON {
 	j := userJSON{
-		UserID:       u.UserID,
-		Email:        u.Email,
-		DisplayName:  u.DisplayName,
-		Metadata:     u.Metadata,
-		FirstName:    optString(u.FirstName),
-		LastName:     optString(u.LastName),
-		Username:     optString(u.Username),
-		ImageURL:     optString(u.ImageURL),
-		PhoneNumber:  optString(u.PhoneNumber),
-		ExternalID:   optString(u.ExternalID),
-		LastSignInAt: optTime(u.LastSignInAt),
-		Banned:       u.Banned,
-		Locked:       u.Locked,
-		CreatedAt:    formatTime(u.CreatedAt),
-		UpdatedAt:    formatTime(u.UpdatedAt),
+		UserID:        u.UserID,
+		Email:         u.Email,
+		DisplayName:   u.DisplayName,
+		Metadata:      u.Metadata,
+		FirstName:     optString(u.FirstName),
+		LastName:      optString(u.LastName),
+		Username:      optString(u.Username),
+		ImageURL:      optString(u.ImageURL),
+		PhoneNumber:   optString(u.PhoneNumber),
+		ExternalID:    optString(u.ExternalID),
+		LastSignInAt:  optTime(u.LastSignInAt),
+		Banned:        u.Banned,
+		Locked:        u.Locked,
+		Deprovisioned: u.Deprovisioned,
+		CreatedAt:     formatTime(u.CreatedAt),
+		UpdatedAt:     formatTime(u.UpdatedAt),
 	}
 	if u.DeletedAt != nil {
 		d := formatTime(*u.DeletedAt)
@@ -129,8 +133,9 @@ type getUserRequest struct {
 	IncludeDeleted bool   `query:"includeDeleted"`
 }
 
-// getUser answers GET /v1/users/{userId}. A deleted user is not found unless
-// an admin asks for deleted users.
+// getUser answers GET /v1/users/{userId}. A deleted or deprovisioned user
+// is not found unless an admin asks for deleted users: both have left the
+// application's active users.
 func (s *server) getUser(c echo.Context) error {
 	var req getUserRequest
 	if err := bind(c, &req); err != nil {
@@ -143,7 +148,7 @@ func (s *server) getUser(c echo.Context) error {
 	if err != nil {
 		return notFound(err, "user", req.UserID)
 	}
-	if u.Deleted() && !req.IncludeDeleted {
+	if (u.Deleted() || u.Deprovisioned) && !req.IncludeDeleted {
 		return notFound(models.ErrNotFound, "user", req.UserID)
 	}
 	return c.JSON(http.StatusOK, newUserJSON(u))

@@ -131,7 +131,7 @@ func TestUsers_ShapeIsTheDataModel(t *testing.T) {
 	u := h.get("/v1/users/user_2SS3GNsVEHibIcFNY6OA4j9lef2", testAPIKey).JSON(t)
 	fields := []string{"userId", "email", "displayName", "metadata",
 		"firstName", "lastName", "username", "imageUrl", "phoneNumber", "externalId", "lastSignInAt", "banned", "locked",
-		"createdAt", "updatedAt", "deletedAt"}
+		"deprovisioned", "createdAt", "updatedAt", "deletedAt"}
 	for _, k := range fields {
 		if _, ok := u[k]; !ok {
 			t.Errorf("user has no %q: %v", k, u)

@@ -110,11 +110,17 @@ type webhookResponse struct {
 }
 
 // clerkWebhook receives one Svix delivery: it reads the raw body, verifies
-// it, and only then decodes it.
+// it, and only then decodes it. Events of users, organizations and
+// memberships are stored and applied; every other type is acknowledged
+// and ignored.
 func (s *server) clerkWebhook(c echo.Context) (err error) {
 	result := "rejected" // until the event is stored
+	var kind models.Kind // once the body is decoded, for an event usersync stores
 	defer func() {
 		s.metrics.webhooks.WithLabelValues(result).Inc()
+		if kind != "" {
+			s.metrics.kinds.WithLabelValues(string(kind), result).Inc()
+		}
 		if err != nil {
 			s.noteRefusal(c, err)
 		}
@@ -140,11 +146,12 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if !ev.IsUserEvent() {
+	if !ev.IsStored() {
 		result = "ignored"
 		s.metrics.ignored.WithLabelValues(ignoredType(ev.Type)).Inc()
 		return c.JSON(http.StatusOK, webhookResponse{Received: true, EventID: id, Status: "ignored", Type: ev.Type})
 	}
+	kind = ev.Kind()
 	ctx, cancel := context.WithTimeout(req.Context(), webhookTimeout)
 	defer cancel()
 	done, err := s.inflight.acquire(ctx)
@@ -158,7 +165,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	start := time.Now()
 	res, err := s.sync.Ingest(ctx, sync.Delivery{EventID: id, Signature: sig, Body: body, Event: ev})
 	s.metrics.process.Observe(time.Since(start).Seconds())
-	s.logEvent(c, id, res.UserID, res.Status, res.Outcome, err)
+	s.logEvent(c, id, res.UserID, res.ObjectID, res.Status, res.Outcome, err)
 	switch {
 	case err == nil && res.Duplicate:
 		result = "duplicate"
@@ -183,10 +190,10 @@ func tooLarge() error {
 }
 
 // logEvent logs what became of one event, with the request's id.
-func (s *server) logEvent(c echo.Context, eventID, userID string, status models.EventStatus, outcome models.Outcome, err error) {
+func (s *server) logEvent(c echo.Context, eventID, userID, objectID string, status models.EventStatus, outcome models.Outcome, err error) {
 	attrs := []slog.Attr{
 		slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
-		slog.String("event_id", eventID), slog.String("user_id", userID),
+		slog.String("event_id", eventID), slog.String("user_id", userID), slog.String("object_id", objectID),
 		slog.String("status", string(status)), slog.String("outcome", string(outcome)),
 	}
 	level := slog.LevelInfo

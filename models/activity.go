@@ -14,11 +14,12 @@ const (
 	ActivityApplied     = string(OutcomeApplied)
 	ActivityStale       = string(OutcomeStale)
 	ActivityDeletedUser = string(OutcomeDeletedUser)
+	ActivityDeleted     = string(OutcomeDeleted)
 	ActivityFailed      = "failed"
 )
 
 // ActivityKinds are the activity kinds, in the order the console shows them.
-var ActivityKinds = []string{ActivityReceived, ActivityApplied, ActivityStale, ActivityDeletedUser, ActivityFailed}
+var ActivityKinds = []string{ActivityReceived, ActivityApplied, ActivityStale, ActivityDeletedUser, ActivityDeleted, ActivityFailed}
 
 // Activity bucket sizes and how long a store keeps each: at least a day
 // of minutes for the hour and day charts, at least a week of hours for the

@@ -75,6 +75,7 @@ type ClerkUser struct {
 	LastSignInAt          *int64          `json:"last_sign_in_at"`
 	Banned                bool            `json:"banned"`
 	Locked                bool            `json:"locked"`
+	Deprovisioned         bool            `json:"deprovisioned"`
 }
 
 // ClerkEmail is one entry of a Clerk user's email_addresses.
@@ -124,44 +125,43 @@ func DecodeEvent(body []byte) (ClerkEvent, error) {
 	return ClerkEvent{Type: typ, Timestamp: env.Timestamp, Data: env.Data, checked: true, limit: limit}, nil
 }
 
-// IsUserEvent reports whether usersync stores and applies this event.
-func (e ClerkEvent) IsUserEvent() bool {
-	switch e.Type {
-	case TypeUserCreated, TypeUserUpdated, TypeUserDeleted:
-		return true
-	}
-	return false
-}
+// IsUserEvent reports whether this is a user event.
+func (e ClerkEvent) IsUserEvent() bool { return e.Kind() == KindUser }
 
-// EventType returns the short type of a user event ("" for other events).
+// IsStored reports whether usersync stores and applies this event: an
+// event of a user, an organization or a membership.
+func (e ClerkEvent) IsStored() bool { return e.Kind() != "" }
+
+// EventType returns the short type of an event usersync stores ("" for
+// other events).
 func (e ClerkEvent) EventType() EventType {
-	switch e.Type {
-	case TypeUserCreated:
-		return EventCreated
-	case TypeUserUpdated:
-		return EventUpdated
-	case TypeUserDeleted:
-		return EventDeleted
-	}
-	return ""
-}
-
-// UserID returns data.id when it is a string of at most 128 bytes, even if
-// the rest of the payload is invalid, so that a failed event can still be
-// found by user.
-func (e ClerkEvent) UserID() string {
-	var d struct {
-		ID string `json:"id"`
-	}
-	if !isObject(e.Data) {
+	if e.Kind() == "" {
 		return ""
 	}
-	// Decoded as Change decodes it; on a type error, whatever was read.
-	_ = json.Unmarshal(e.Data, &d)
-	if len(d.ID) > maxUserID || !utf8.ValidString(d.ID) {
-		return "" // not an id: it would only bloat the event and the logs
+	_, short, _ := strings.Cut(e.Type, ".")
+	return EventType(short)
+}
+
+// UserID returns the user a user event changes (data.id) or the member of
+// a membership event (data.public_user_data.user_id), when it is a string
+// of at most 128 bytes, even if the rest of the payload is invalid, so that
+// a failed event can still be found by user; "" for other events.
+func (e ClerkEvent) UserID() string {
+	switch e.Kind() {
+	case KindUser:
+		var d struct {
+			ID string `json:"id"`
+		}
+		return readID(e.Data, &d, func() string { return d.ID })
+	case KindMembership:
+		var d struct {
+			PublicUserData struct {
+				UserID string `json:"user_id"`
+			} `json:"public_user_data"`
+		}
+		return readID(e.Data, &d, func() string { return d.PublicUserData.UserID })
 	}
-	return d.ID
+	return ""
 }
 
 // maxUserID is the longest user id accepted, as the validate tags of
@@ -173,11 +173,7 @@ const maxUserID = 128
 // it is refused. Its error wraps ErrInvalid: such an event can never be
 // applied (see limits.go for what is refused).
 func (e ClerkEvent) Change(eventID string, now time.Time) (Change, error) {
-	if e.checked {
-		if e.limit != nil {
-			return Change{}, e.limit
-		}
-	} else if err := checkJSON(e.Data, "data", 1); err != nil {
+	if err := e.checkLimits(); err != nil {
 		return Change{}, err
 	}
 	switch e.Type {
@@ -197,11 +193,8 @@ func (e ClerkEvent) Change(eventID string, now time.Time) (Change, error) {
 		if err := decodeData(e.Data, &d); err != nil {
 			return Change{}, err
 		}
-		ts, err := clerkTime(e.Timestamp)
+		ts, err := e.deletionTime(now)
 		if err != nil {
-			return Change{}, Public(ErrInvalid, "timestamp %v", err).In("timestamp")
-		}
-		if err := checkNotFuture("timestamp", ts, now); err != nil {
 			return Change{}, err
 		}
 		return Change{UserID: d.ID, EventID: eventID, SourceTime: ts, Deleted: true}, nil
@@ -219,25 +212,15 @@ func decodeData(data json.RawMessage, v any) error {
 			field := "data." + te.Field
 			return Public(ErrInvalid, "%s must be a JSON %s", field, jsonKind(te.Type.Kind().String())).In(schemaField(field))
 		}
-		return Public(ErrInvalid, "data is not a user object").In("data").Because(err)
+		return Public(ErrInvalid, "data is not an object of this event's type").In("data").Because(err)
 	}
 	return validateAs("data.", v)
 }
 
 func (u ClerkUser) change(eventID string) (Change, error) {
-	meta := bytes.TrimSpace(u.PublicMetadata)
-	switch {
-	case len(meta) == 0 || string(meta) == "null":
-		meta = []byte("{}")
-	case !isObject(meta):
-		return Change{}, Public(ErrInvalid, "data.public_metadata must be an object").In("data.public_metadata")
-	}
-	if err := checkMetadata(meta); err != nil {
-		return Change{}, err
-	}
-	meta, err := NormalizeJSON(meta)
+	meta, err := publicMetadata(u.PublicMetadata, "data.")
 	if err != nil {
-		return Change{}, fmt.Errorf("%w: data.public_metadata: %v", ErrInvalid, err)
+		return Change{}, err
 	}
 	ts, err := clerkTime(json.RawMessage(fmt.Sprint(u.UpdatedAt)))
 	if err != nil {
@@ -250,7 +233,7 @@ func (u ClerkUser) change(eventID string) (Change, error) {
 		SourceTime:  ts,
 		Email:       email,
 		DisplayName: u.DisplayName(email),
-		Metadata:    json.RawMessage(meta),
+		Metadata:    meta,
 		Profile:     u.Profile(),
 	}, nil
 }
@@ -260,13 +243,6 @@ func (u ClerkUser) change(eventID string) (Change, error) {
 // identifier or URL longer than its bound is left out ("") rather than cut,
 // since a cut one would name something else.
 func (u ClerkUser) Profile() Profile {
-	ident := func(s *string, limit int) string {
-		v := strings.TrimSpace(deref(s))
-		if utf8.RuneCountInString(v) > limit {
-			return ""
-		}
-		return strings.ToValidUTF8(v, "\uFFFD")
-	}
 	phone := u.primaryPhone()
 	p := Profile{
 		FirstName:   truncate(strings.TrimSpace(deref(u.FirstName)), MaxName),
@@ -277,6 +253,8 @@ func (u ClerkUser) Profile() Profile {
 		ExternalID:  ident(u.ExternalID, MaxExternalID),
 		Banned:      u.Banned,
 		Locked:      u.Locked,
+		// Directory Sync's off-boarding: a user.updated, never a delete.
+		Deprovisioned: u.Deprovisioned,
 	}
 	if u.LastSignInAt != nil {
 		// A time that is not one is left out: it cannot order anything.

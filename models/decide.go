@@ -2,8 +2,10 @@ package models
 
 import "time"
 
-// Version is what ordering needs of a user's stored state: the Clerk time
-// and event of the newest state applied, and whether it is a tombstone.
+// Version is what ordering needs of a state of one object (a user, an
+// organization or a membership): the Clerk time and event of the state,
+// and whether it is a tombstone. A stored version is that of the newest
+// state applied.
 type Version struct {
 	SourceTime time.Time
 	EventID    string
@@ -15,48 +17,63 @@ func (u User) Version() Version {
 	return Version{SourceTime: u.SourceUpdatedAt, EventID: u.LastEventID, Deleted: u.Deleted()}
 }
 
-// Decision is what applying a change to a user's stored state does.
+// Version returns the version of the state ch carries.
+func (ch Change) Version() Version {
+	return Version{SourceTime: ch.SourceTime, EventID: ch.EventID, Deleted: ch.Deleted}
+}
+
+// Decision is what applying a change to an object's stored state does.
 type Decision int
 
 // Decisions.
 const (
-	// DecideCreate: the user is unknown; the change creates it (a deletion
-	// creates a tombstone).
+	// DecideCreate: the object is unknown; the change creates it (a
+	// deletion creates a tombstone).
 	DecideCreate Decision = iota + 1
-	// DecideUpdate: the change replaces the stored state of an active user.
+	// DecideUpdate: the change replaces the stored state of an active
+	// object.
 	DecideUpdate
 	// DecideUnchanged: the stored state is this very change (a retry).
 	DecideUnchanged
 	// DecideStale: a newer state is stored; nothing changes.
 	DecideStale
-	// DecideDeletedUser: the user is deleted; nothing changes.
+	// DecideDeletedUser: the object (user, organization or membership) is
+	// deleted; nothing changes.
 	DecideDeletedUser
 )
 
 // Writes reports whether the decision writes the change.
 func (d Decision) Writes() bool { return d == DecideCreate || d == DecideUpdate }
 
-// Outcome is the outcome an event records for the decision.
-func (d Decision) Outcome() Outcome {
-	switch d {
-	case DecideStale:
+// Outcome is the outcome a user event records for the decision.
+func (d Decision) Outcome() Outcome { return d.OutcomeOf(KindUser) }
+
+// OutcomeOf is the outcome an event of kind k records for the decision: a
+// deleted user is deleted_user, a deleted organization or membership
+// deleted.
+func (d Decision) OutcomeOf(k Kind) Outcome {
+	switch {
+	case d == DecideStale:
 		return OutcomeStale
-	case DecideDeletedUser:
+	case d == DecideDeletedUser && k == KindUser:
 		return OutcomeDeletedUser
+	case d == DecideDeletedUser:
+		return OutcomeDeleted
 	}
 	return OutcomeApplied
 }
 
-// Decide says what applying ch does to a user whose stored state is cur
-// (nil: the user is unknown). It is the one statement of the ordering
-// rules, which both stores express in their own language and which the
-// dry run and reconcile ask directly:
+// Decide says what applying the state ch does to an object (a user, an
+// organization or a membership) whose stored state is cur (nil: the object
+// is unknown). It is the one statement of the ordering rules, which both
+// stores express in their own language and which the dry run and
+// reconcile ask directly:
 //   - a tombstone never changes, and never becomes active again;
-//   - a deletion wins over every state of an active user (a deleted object
-//     never comes back, and its last state is unknown);
+//   - a deletion wins over every state of an active object (a deleted
+//     object never comes back, and its last state is unknown);
 //   - otherwise the newer state wins: Clerk's time, then the larger event
 //     id (see Newer), so that every order of delivery ends the same.
-func Decide(cur *Version, ch Change) Decision {
+func Decide(cur *Version, ch Version) Decision {
 	switch {
 	case cur == nil:
 		return DecideCreate

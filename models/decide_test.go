@@ -31,13 +31,17 @@ func TestDecide_TheOrderingRules(t *testing.T) {
 		{"newer state of a tombstone", tomb, state(time.Hour, "msg_z"), DecideDeletedUser},
 		{"another deletion of a tombstone", tomb, del(time.Hour, "msg_z"), DecideDeletedUser},
 	} {
-		if got := Decide(tc.cur, tc.ch); got != tc.want {
+		if got := Decide(tc.cur, tc.ch.Version()); got != tc.want {
 			t.Errorf("%s: Decide = %d, want %d", tc.name, got, tc.want)
 		}
 	}
 	if DecideUnchanged.Outcome() != OutcomeApplied || DecideStale.Outcome() != OutcomeStale ||
 		DecideDeletedUser.Outcome() != OutcomeDeletedUser || DecideCreate.Outcome() != OutcomeApplied {
 		t.Error("outcomes of decisions are wrong")
+	}
+	if DecideDeletedUser.OutcomeOf(KindOrganization) != OutcomeDeleted || DecideDeletedUser.OutcomeOf(KindMembership) != OutcomeDeleted ||
+		DecideStale.OutcomeOf(KindMembership) != OutcomeStale || DecideCreate.OutcomeOf(KindOrganization) != OutcomeApplied {
+		t.Error("outcomes of decisions on organizations and memberships are wrong")
 	}
 	if DecideUnchanged.Writes() || !DecideUpdate.Writes() || !DecideCreate.Writes() {
 		t.Error("Writes is wrong")

@@ -13,7 +13,8 @@ const (
 	StatusFailed    EventStatus = "failed"
 )
 
-// Outcome says what processing an event did to its user.
+// Outcome says what processing an event did to its object (user,
+// organization or membership).
 type Outcome string
 
 // Outcomes.
@@ -24,9 +25,27 @@ const (
 	OutcomeStale Outcome = "stale"
 	// OutcomeDeletedUser: the user was already deleted.
 	OutcomeDeletedUser Outcome = "deleted_user"
+	// OutcomeDeleted: the organization or membership was already deleted,
+	// or, for a membership, its organization or its user: the membership
+	// is a tombstone.
+	OutcomeDeleted Outcome = "deleted"
 )
 
-// EventType is the kind of user event: the Clerk type without "user.".
+// Outcomes are every outcome, in the order stats list them.
+var Outcomes = []Outcome{OutcomeApplied, OutcomeStale, OutcomeDeletedUser, OutcomeDeleted}
+
+// Kind is the kind of object an event changes.
+type Kind string
+
+// Kinds of objects usersync keeps.
+const (
+	KindUser         Kind = "user"
+	KindOrganization Kind = "organization"
+	KindMembership   Kind = "membership"
+)
+
+// EventType is the short type of an event: the Clerk type without its
+// object ("user.", "organization.", "organizationMembership.").
 type EventType string
 
 // Event types.
@@ -39,14 +58,21 @@ const (
 // SourceClerk is the source of every event usersync receives today.
 const SourceClerk = "clerk"
 
-// Event is one stored user event: the durable inbox entry for one Svix
-// message.
+// Event is one stored event of a user, an organization or a membership:
+// the durable inbox entry for one Svix message.
 type Event struct {
-	ID              string // the stored document's id
-	EventID         string // svix-id; the same on every retry
-	Type            string // Clerk type, e.g. "user.created"
-	EventType       EventType
-	UserID          string // "" when the payload has no usable data.id
+	ID        string // the stored document's id
+	EventID   string // svix-id; the same on every retry
+	Type      string // Clerk type, e.g. "user.created"
+	EventType EventType
+	// UserID is the user a user event changes (data.id), or the member of
+	// a membership event (data.public_user_data.user_id); "" for an
+	// organization event, and when the payload has no usable id.
+	UserID string
+	// ObjectID is the organization (data.id) or membership (data.id) an
+	// organization or membership event changes; "" for a user event (its
+	// UserID) and when the payload has no usable id.
+	ObjectID        string
 	RawBody         []byte // the exact bytes received
 	Source          string
 	Signature       string
@@ -63,6 +89,10 @@ type Event struct {
 	// erased; RawBody is then empty. nil: not erased.
 	ErasedAt *time.Time
 }
+
+// Kind returns the kind of object the event changes ("" for a type
+// usersync does not store).
+func (e Event) Kind() Kind { return KindOf(e.Type) }
 
 // EventFilter selects events for the event log.
 type EventFilter struct {

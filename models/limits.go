@@ -339,15 +339,16 @@ func orBody(name string) string {
 	return name
 }
 
-// checkMetadata bounds the compacted size of public_metadata.
-func checkMetadata(meta []byte) error {
+// checkMetadata bounds the compacted size of a public_metadata, the
+// payload's field.
+func checkMetadata(meta []byte, field string) error {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, meta); err != nil {
-		return Public(ErrInvalid, "data.public_metadata is not valid JSON").In("data.public_metadata")
+		return Public(ErrInvalid, "%s is not valid JSON", field).In(field)
 	}
 	if buf.Len() > MaxMetadataBytes {
-		return Public(ErrInvalid, "data.public_metadata is %d bytes; at most %d (64 KiB) are accepted",
-			buf.Len(), MaxMetadataBytes).In("data.public_metadata")
+		return Public(ErrInvalid, "%s is %d bytes; at most %d (64 KiB) are accepted",
+			field, buf.Len(), MaxMetadataBytes).In(field)
 	}
 	return nil
 }
@@ -385,6 +386,7 @@ var schemaFields = func() map[string]bool {
 		}
 	}
 	walk(reflect.TypeFor[ClerkUser]())
+	walk(reflect.TypeFor[ClerkMembership]()) // its organization and public_user_data too
 	return names
 }()
 

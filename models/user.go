@@ -49,8 +49,14 @@ type Profile struct {
 	PhoneNumber  string     // the primary phone (primary_phone_number_id)
 	ExternalID   string     // Clerk's external_id: the application's own id
 	LastSignInAt *time.Time // nil when the user never signed in
-	Banned       bool
-	Locked       bool
+	// Banned and Locked keep the user active, flagged. Deprovisioned (a
+	// user off-boarded by Directory Sync, which sends no user.deleted)
+	// takes the user out of the active users, and its memberships out of
+	// the active memberships; it is not a deletion: a later state may
+	// clear it.
+	Banned        bool
+	Locked        bool
+	Deprovisioned bool
 }
 
 // Bounds of the profile's strings, in characters (runes). Clerk allows
@@ -75,7 +81,8 @@ func Newer(t time.Time, eventID string, than time.Time, thanEventID string) bool
 
 // UserFilter selects users for a list.
 type UserFilter struct {
-	Email          string // exact, compared lowercased; "" for any
+	Email string // exact, compared lowercased; "" for any
+	// IncludeDeleted lists deleted and deprovisioned users too.
 	IncludeDeleted bool
 	After          string // cursor: list users after this one
 	Limit          int

@@ -27,6 +27,8 @@ import (
 // Store is one opened store.
 type Store interface {
 	Users() Users
+	Organizations() Organizations
+	Memberships() Memberships
 	Events() Events
 	Leases() Leases
 	Activity() Activity
@@ -54,12 +56,16 @@ type Store interface {
 type Users interface {
 	// Apply writes ch if it is newer than the stored state of an active
 	// user (models.Decide says what it does). It returns the outcome;
-	// OutcomeApplied also for a retry of the change already applied.
+	// OutcomeApplied also for a retry of the change already applied. A
+	// deletion deletes the user's active memberships too, every time it is
+	// applied or found applied (so that its next delivery heals a crash
+	// between the two writes, where they are two).
 	Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error)
 	// Get returns the user, deleted or not.
 	Get(ctx context.Context, userID string) (models.User, error)
 	// List returns one page of users in a stable order; with an email,
-	// the one active user holding it.
+	// the one active user holding it. Active users are neither deleted
+	// nor deprovisioned; IncludeDeleted lists both.
 	List(ctx context.Context, f models.UserFilter) (models.UserPage, error)
 	// Changes returns one page of the change feed, oldest change first;
 	// NextCursor is always set.
@@ -67,6 +73,50 @@ type Users interface {
 	// WalkActive calls fn with the id of every active user first written
 	// before writtenBefore, and stops at fn's first error.
 	WalkActive(ctx context.Context, writtenBefore time.Time, fn func(userID string) error) error
+}
+
+// Organizations is the organizations of a store.
+type Organizations interface {
+	// Apply writes ch as models.Decide says and returns the outcome
+	// (OutcomeDeleted for a deleted organization). A deletion deletes the
+	// organization's active memberships too, every time it is applied or
+	// found applied.
+	Apply(ctx context.Context, ch models.OrganizationChange, now time.Time) (models.Outcome, error)
+	// Get returns the organization, deleted or not.
+	Get(ctx context.Context, orgID string) (models.Organization, error)
+	// List returns one page of organizations in a stable order: active
+	// ones, or all with IncludeDeleted; with a slug, those holding it.
+	List(ctx context.Context, f models.OrganizationFilter) (models.OrganizationPage, error)
+	// Changes returns one page of the change feed, oldest change first;
+	// NextCursor is always set.
+	Changes(ctx context.Context, f models.ChangeFilter) (models.OrganizationPage, error)
+}
+
+// Memberships is the organization memberships of a store. Every read
+// shows a membership's member from the user's current record when the
+// store has the user (models.MemberOf), else from the membership's
+// public_user_data: it is joined when read, never copied.
+type Memberships interface {
+	// Apply applies the organization state ch nests as Organizations.Apply
+	// does, then ch to its membership as models.Decide says. A state of a
+	// membership whose organization or user is deleted is written as a
+	// tombstone, and so is one that an active membership of the same
+	// (organization, user) with a newer state holds the pair against (Clerk
+	// has one membership per pair at a time: the older one was left); a
+	// holder with an older state becomes a tombstone instead. The outcome
+	// is OutcomeDeleted when the membership, its organization or its user
+	// is deleted.
+	Apply(ctx context.Context, ch models.MembershipChange, now time.Time) (models.Outcome, error)
+	// Get returns the membership, deleted or not.
+	Get(ctx context.Context, membershipID string) (models.Membership, error)
+	// List returns one page of the memberships of an organization or of a
+	// user, in a stable order: those models.ActiveMember counts as active,
+	// or all with IncludeDeleted. A user's memberships carry their
+	// organization's summary.
+	List(ctx context.Context, f models.MembershipFilter) (models.MembershipPage, error)
+	// Changes returns one page of the change feed of every membership,
+	// oldest change first; NextCursor is always set.
+	Changes(ctx context.Context, f models.ChangeFilter) (models.MembershipPage, error)
 }
 
 // Events is the event inbox and log of a store.
@@ -165,6 +215,37 @@ type Migrator interface {
 	// again after a crash at any point. With dryRun it changes nothing and
 	// reports what it would do.
 	Migrate(ctx context.Context, dryRun bool) (MigrateReport, error)
+}
+
+// Page reads one page of at most limit items from a list in a stable
+// order, keeping those keep accepts: read(after, n) returns the next n
+// items after the cursor after, id an item's cursor. A page is full unless
+// the list ends, and next is "" only then, however many items keep
+// refuses. Stores use it where a rule that decides what a list shows is
+// stated once in Go (models.ActiveMember) rather than in each query
+// language.
+func Page[T any](limit int, after string, read func(after string, n int) ([]T, error), keep func(T) bool, id func(T) string) (items []T, next string, err error) {
+	items = []T{}
+	for {
+		batch, err := read(after, limit+1)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, it := range batch {
+			after = id(it)
+			if !keep(it) {
+				continue
+			}
+			if len(items) == limit {
+				// One more to show: the page is full and the list goes on.
+				return items, id(items[limit-1]), nil
+			}
+			items = append(items, it)
+		}
+		if len(batch) < limit+1 {
+			return items, "", nil
+		}
+	}
 }
 
 // MigrateReport says what a migration did, or would do.

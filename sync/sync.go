@@ -1,7 +1,8 @@
-// Package sync turns Clerk user events into user changes: it stores each
-// delivery in the event inbox, applies it to its user in Clerk's order, and
-// marks the event processed or failed. Every step is idempotent, so any
-// number of deliveries, replays and instances may run it at once.
+// Package sync turns Clerk events into changes of users, organizations and
+// memberships: it stores each delivery in the event inbox, applies it to
+// its object in Clerk's order, and marks the event processed or failed.
+// Every step is idempotent, so any number of deliveries, replays and
+// instances may run it at once.
 package sync
 
 import (
@@ -38,12 +39,28 @@ type UserStore interface {
 	Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error)
 }
 
-// Service processes user events.
+// OrganizationStore is what the service needs of the organizations.
+type OrganizationStore interface {
+	// Apply writes ch as models.Decide says; a deletion deletes the
+	// organization's memberships (see repository.Organizations.Apply).
+	Apply(ctx context.Context, ch models.OrganizationChange, now time.Time) (models.Outcome, error)
+}
+
+// MembershipStore is what the service needs of the memberships.
+type MembershipStore interface {
+	// Apply writes the organization state ch nests, then ch (see
+	// repository.Memberships.Apply).
+	Apply(ctx context.Context, ch models.MembershipChange, now time.Time) (models.Outcome, error)
+}
+
+// Service processes the events of users, organizations and memberships.
 type Service struct {
-	events EventStore
-	users  UserStore
-	now    func() time.Time
-	retry  Backoff
+	events  EventStore
+	users   UserStore
+	orgs    OrganizationStore
+	members MembershipStore
+	now     func() time.Time
+	retry   Backoff
 	// activity, if set, counts events and outcomes per minute (see
 	// SetActivity).
 	activity *Activity
@@ -57,6 +74,13 @@ func New(events EventStore, users UserStore, now func() time.Time) *Service {
 		now = time.Now
 	}
 	return &Service{events: events, users: users, now: now, retry: DefaultBackoff}
+}
+
+// SetOrganizations gives the service the stores that organization and
+// membership events are applied to. Without them such an event fails
+// (and is retried), as with a database that is down.
+func (s *Service) SetOrganizations(orgs OrganizationStore, members MembershipStore) {
+	s.orgs, s.members = orgs, members
 }
 
 // SetBackoff sets when the recovery sweep retries failed events.
@@ -88,8 +112,8 @@ func (b Backoff) next(now time.Time, attempts int) *time.Time {
 	return &at
 }
 
-// Delivery is one user event to store and apply: a verified webhook
-// request, or a state read from Clerk's API.
+// Delivery is one event to store and apply: a verified webhook request, or
+// a state read from Clerk's API.
 type Delivery struct {
 	EventID string // svix-id, or a deterministic id for unsigned sources
 	// Signature is the svix-signature header, as received and verified; ""
@@ -103,7 +127,8 @@ type Delivery struct {
 // Result says what became of an event.
 type Result struct {
 	EventID   string
-	UserID    string // "" when the payload has no usable data.id
+	UserID    string // the event's user (or member); "" when it has none
+	ObjectID  string // the organization or membership; "" for a user event
 	Status    models.EventStatus
 	Outcome   models.Outcome // set when Status is processed
 	Duplicate bool           // the event had been received before
@@ -125,16 +150,14 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 	if d.Signature != "" {
 		valid = new(true)
 	}
-	ch, invalid := d.Event.Change(d.EventID, s.now())
-	userID := ch.UserID
-	if invalid != nil {
-		userID = d.Event.UserID() // what can be read of it
-	}
+	ch := decode(d.Event, d.EventID, s.now())
+	userID, objectID := ch.ids(d.Event)
 	ev := models.Event{
 		EventID:        d.EventID,
 		Type:           d.Event.Type,
 		EventType:      d.Event.EventType(),
 		UserID:         userID,
+		ObjectID:       objectID,
 		RawBody:        d.Body,
 		Source:         models.SourceClerk,
 		Signature:      d.Signature,
@@ -142,12 +165,12 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 		ReceivedAt:     s.now().UTC().Truncate(time.Millisecond),
 		Status:         models.StatusStored,
 	}
-	if invalid == nil {
-		ts := ch.SourceTime
+	if ch.invalid == nil {
+		ts := ch.sourceTime()
 		ev.SourceTimestamp = &ts
 	}
-	if dl, ok := s.users.(Deliverer); ok && invalid == nil {
-		return s.deliver(ctx, dl, ev, ch)
+	if dl, ok := s.users.(Deliverer); ok && ch.invalid == nil && ch.kind == models.KindUser {
+		return s.deliver(ctx, dl, ev, ch.user)
 	}
 	stored, created, err := s.events.Record(ctx, ev)
 	if err != nil {
@@ -156,11 +179,11 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 	if created {
 		s.activity.Note(models.ActivityReceived)
 	}
-	res := Result{EventID: d.EventID, UserID: userID, Status: stored.Status, Outcome: stored.Outcome, Duplicate: !created}
+	res := Result{EventID: d.EventID, UserID: userID, ObjectID: objectID, Status: stored.Status, Outcome: stored.Outcome, Duplicate: !created}
 	if stored.Status == models.StatusProcessed {
 		return res, nil
 	}
-	return s.process(ctx, stored, res, ch, invalid)
+	return s.process(ctx, stored, res, ch)
 }
 
 // Deliverer is a users store that can store an event, apply its change and
@@ -187,7 +210,7 @@ func (s *Service) deliver(ctx context.Context, dl Deliverer, ev models.Event, ch
 	if created {
 		s.activity.Note(models.ActivityReceived)
 	}
-	res := Result{EventID: ev.EventID, UserID: ev.UserID, Status: stored.Status, Outcome: stored.Outcome, Duplicate: !created}
+	res := Result{EventID: ev.EventID, UserID: ev.UserID, ObjectID: ev.ObjectID, Status: stored.Status, Outcome: stored.Outcome, Duplicate: !created}
 	switch {
 	case err != nil:
 		return s.fail(ctx, stored, res, applyError(err))
@@ -214,33 +237,106 @@ func applyError(err error) error {
 // An erased event has no body left: that is an error wrapping
 // models.ErrConflict, and the event is not changed.
 func (s *Service) Process(ctx context.Context, ev models.Event) (Result, error) {
-	res := Result{EventID: ev.EventID, UserID: ev.UserID, Status: ev.Status, Outcome: ev.Outcome}
+	res := Result{EventID: ev.EventID, UserID: ev.UserID, ObjectID: ev.ObjectID, Status: ev.Status, Outcome: ev.Outcome}
 	if ev.ErasedAt != nil {
 		return res, models.Public(models.ErrConflict, "event %s was erased (its user is deleted)", models.Quote(ev.EventID))
 	}
 	ce, err := models.DecodeEvent(ev.RawBody)
 	if err != nil {
-		return s.process(ctx, ev, res, models.Change{}, err)
+		return s.process(ctx, ev, res, change{invalid: err})
 	}
-	ch, invalid := ce.Change(ev.EventID, s.now())
-	return s.process(ctx, ev, res, ch, invalid)
+	return s.process(ctx, ev, res, decode(ce, ev.EventID, s.now()))
 }
 
-// process applies ch (or records why it cannot be) and marks ev.
-func (s *Service) process(ctx context.Context, ev models.Event, res Result, ch models.Change, invalid error) (Result, error) {
-	if invalid != nil {
-		return s.fail(ctx, ev, res, invalid)
+// change is one decoded event: the state it carries, of its kind, or why
+// it can never be applied.
+type change struct {
+	kind    models.Kind
+	user    models.Change
+	org     models.OrganizationChange
+	member  models.MembershipChange
+	invalid error
+}
+
+// decode validates the data of ev as its kind says.
+func decode(ev models.ClerkEvent, eventID string, now time.Time) change {
+	c := change{kind: ev.Kind()}
+	switch c.kind {
+	case models.KindUser:
+		c.user, c.invalid = ev.Change(eventID, now)
+	case models.KindOrganization:
+		c.org, c.invalid = ev.OrganizationChange(eventID, now)
+	case models.KindMembership:
+		c.member, c.invalid = ev.MembershipChange(eventID, now)
+	default:
+		c.invalid = models.Public(models.ErrInvalid, "%s is not an event usersync stores", models.Quote(ev.Type)).In("type")
+	}
+	return c
+}
+
+// sourceTime is Clerk's time of the state.
+func (c change) sourceTime() time.Time {
+	switch c.kind {
+	case models.KindOrganization:
+		return c.org.SourceTime
+	case models.KindMembership:
+		return c.member.SourceTime
+	}
+	return c.user.SourceTime
+}
+
+// ids are the event's user (a user event's, or a membership's member) and
+// object (an organization or membership): from the change, or what can be
+// read of an invalid payload.
+func (c change) ids(ev models.ClerkEvent) (userID, objectID string) {
+	if c.invalid != nil {
+		return ev.UserID(), ev.ObjectID()
+	}
+	switch c.kind {
+	case models.KindOrganization:
+		return "", c.org.OrgID
+	case models.KindMembership:
+		return c.member.UserID, c.member.MembershipID
+	}
+	return c.user.UserID, ""
+}
+
+// errNoOrganizations: the service was built without the stores of
+// organizations and memberships (see SetOrganizations).
+var errNoOrganizations = errors.New("organization and membership events cannot be applied: the service has no store for them")
+
+// apply writes c to its store.
+func (s *Service) apply(ctx context.Context, c change, now time.Time) (models.Outcome, error) {
+	switch c.kind {
+	case models.KindOrganization:
+		if s.orgs == nil {
+			return "", errNoOrganizations
+		}
+		return s.orgs.Apply(ctx, c.org, now)
+	case models.KindMembership:
+		if s.members == nil {
+			return "", errNoOrganizations
+		}
+		return s.members.Apply(ctx, c.member, now)
+	}
+	return s.users.Apply(ctx, c.user, now)
+}
+
+// process applies c (or records why it cannot be) and marks ev.
+func (s *Service) process(ctx context.Context, ev models.Event, res Result, c change) (Result, error) {
+	if c.invalid != nil {
+		return s.fail(ctx, ev, res, c.invalid)
 	}
 	// The change feed relies on this bound (see models.ChangeSettle).
 	actx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
-	outcome, err := s.users.Apply(actx, ch, s.now().UTC())
+	outcome, err := s.apply(actx, c, s.now().UTC())
 	cancel()
 	if err != nil {
 		err = applyError(err)
 		return s.fail(ctx, ev, res, err)
 	}
 	if err := s.events.MarkProcessed(ctx, ev.ID, outcome, s.now().UTC()); err != nil {
-		// The user is written; the event stays unmarked and a retry
+		// The object is written; the event stays unmarked and a retry
 		// applies it again, which changes nothing.
 		return res, err
 	}

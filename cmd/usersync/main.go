@@ -197,6 +197,7 @@ var wrapUsers = func(u sync.UserStore) sync.UserStore { return u }
 // newService is the sync service with the configured retry policy.
 func newService(cfg config, store repository.Store) *sync.Service {
 	svc := sync.New(store.Events(), wrapUsers(store.Users()), nil)
+	svc.SetOrganizations(store.Organizations(), store.Memberships())
 	b := sync.DefaultBackoff
 	b.MaxAttempts = cfg.MaxAttempts
 	svc.SetBackoff(b)
@@ -215,7 +216,8 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 	stopActivity := countActivity(ctx, svc, store, log)
 	defer stopActivity()
 	apiCfg := api.Config{
-		Sync: svc, Users: store.Users(), Events: store.Events(), Eraser: store, DB: store, Logger: log, Metrics: metrics,
+		Sync: svc, Users: store.Users(), Organizations: store.Organizations(), Memberships: store.Memberships(),
+		Events: store.Events(), Eraser: store, DB: store, Logger: log, Metrics: metrics,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
 		ClerkSync: fetcher, Console: consoleConfig(ctx, svc, store, cl), MetricsKey: string(cfg.MetricsKey),
 	}

@@ -99,3 +99,15 @@ type refusingUsers struct{ sync.UserStore }
 func (refusingUsers) Apply(context.Context, models.Change, time.Time) (models.Outcome, error) {
 	return "", fmt.Errorf("test: %w", models.ErrRetryLater)
 }
+
+func TestReplayTally_NamesDeletedOnlyWhenThereAreSome(t *testing.T) {
+	var tally replayTally
+	tally.add(sync.Replayed{Result: sync.Result{Status: models.StatusProcessed, Outcome: models.OutcomeApplied}})
+	if got := tally.line(); strings.Contains(got, "deleted ") {
+		t.Errorf("line = %q, want no deleted count", got)
+	}
+	tally.add(sync.Replayed{Result: sync.Result{Status: models.StatusProcessed, Outcome: models.OutcomeDeleted}})
+	if got, want := tally.line(), "processed 2 (applied 1, stale 0, deleted_user 0, deleted 1)"; !strings.Contains(got, want) {
+		t.Errorf("line = %q, want %q", got, want)
+	}
+}

@@ -109,7 +109,7 @@ type foldDoc struct {
 }
 
 // outcomes are the outcomes counted.
-var outcomes = []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser}
+var outcomes = models.Outcomes
 
 // fold moves every event flagged uncounted into the counters, a batch at
 // a time. Each batch is counted once: the fold counter takes the batch's

@@ -8,7 +8,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
 	"github.com/usersync/usersync/models"
 )
@@ -232,8 +231,7 @@ func (e *Events) eraseIfUserErased(ctx context.Context, id bson.ObjectID, now ti
 	var u struct {
 		ErasedAt *time.Time `bson:"erasedAt"`
 	}
-	users := e.primary.Database().Collection(UsersCollection, options.Collection().SetReadPreference(readpref.Primary()))
-	err := findByID(ctx, users, docID(ev.UserID), &u, bson.D{{Key: "erasedAt", Value: 1}})
+	err := findByID(ctx, e.users, docID(ev.UserID), &u, bson.D{{Key: "erasedAt", Value: 1}})
 	if errors.Is(err, models.ErrNotFound) || err == nil && u.ErasedAt == nil {
 		return nil
 	}

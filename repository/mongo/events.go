@@ -23,6 +23,7 @@ import (
 type Events struct {
 	coll     *mongo.Collection
 	primary  *mongo.Collection // reads that decide a write, and the writes
+	users    *mongo.Collection // the users (from the primary): is an event's user erased
 	counters *counters
 	// density and oldest size the windows of bounded pages (window.go).
 	density densities
@@ -35,6 +36,7 @@ type eventDoc struct {
 	Type            string        `bson:"type"`
 	EventType       string        `bson:"eventType"`
 	UserID          string        `bson:"userId,omitempty"`
+	ObjectID        string        `bson:"objectId,omitempty"` // an organization or membership event's data.id
 	Payload         bson.D        `bson:"payload,omitempty"`
 	RawBody         any           `bson:"rawBody,omitempty"` // string, or binary if not UTF-8
 	Source          string        `bson:"source"`
@@ -66,6 +68,7 @@ func (d eventDoc) model() models.Event {
 		Type:            d.Type,
 		EventType:       models.EventType(d.EventType),
 		UserID:          d.UserID,
+		ObjectID:        d.ObjectID,
 		RawBody:         rawBytes(d.RawBody),
 		Source:          d.Source,
 		Signature:       d.Signature,
@@ -156,6 +159,7 @@ func newEventDoc(ev models.Event) eventDoc {
 		Type:            ev.Type,
 		EventType:       string(ev.EventType),
 		UserID:          ev.UserID,
+		ObjectID:        ev.ObjectID,
 		RawBody:         rawValue(ev.RawBody),
 		Source:          ev.Source,
 		Signature:       ev.Signature,
@@ -659,7 +663,8 @@ func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Ou
 	if err != nil {
 		return fmt.Errorf("mark event %s processed: %w", id, err)
 	}
-	if outcome == models.OutcomeDeletedUser {
+	if outcome == models.OutcomeDeletedUser || outcome == models.OutcomeDeleted {
+		// A user's event, or a membership event of a deleted member.
 		if err := e.eraseIfUserErased(ctx, oid, now); err != nil {
 			return fmt.Errorf("mark event %s processed: %w", id, err)
 		}

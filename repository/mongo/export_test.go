@@ -27,6 +27,10 @@ var (
 	EventsToErase    = userEventsToErase
 	WalkFilter       = walkFilter
 	DocIDForTest     = docID
+	OrgListQuery     = orgListQuery
+	MemberListFilter = membershipListFilter
+	CascadeFilter    = cascadeFilter
+	TakePairFilter   = takePairFilter
 	UnavailableCodes = unavailableCodes
 	FailedFilter     = failedFilter
 	ActivityRange    = activityRangeFilter
@@ -67,6 +71,28 @@ func ProcessedBeforeForTest(ctx context.Context, e *Events, cutoff time.Time, li
 // SetAfterTakeForTest makes Apply of s call fn after it took an email
 // from another user and before it writes again.
 func SetAfterTakeForTest(s *Store, fn func()) { s.users.afterTake = fn }
+
+// OrgWriteFilter is the filter of Organizations.Apply's conditional
+// update of ch.
+func OrgWriteFilter(ch models.OrganizationChange) bson.D {
+	f, _, _ := orgWrite(ch, time.Now())
+	return f
+}
+
+// MembershipWriteFilter is the filter of Memberships.Apply's conditional
+// update of ch.
+func MembershipWriteFilter(ch models.MembershipChange) bson.D {
+	w, _ := newMembershipWrite(ch, time.Now())
+	return w.filter
+}
+
+// CollectionsForTest names the collections s reads and writes, by role.
+func CollectionsForTest(s *Store) map[string]string {
+	return map[string]string{
+		"users": s.users.coll.Name(), "organizations": s.orgs.coll.Name(), "memberships": s.members.coll.Name(),
+		"memberships' users": s.members.users.Name(), "events": s.events.coll.Name(), "events' users": s.events.users.Name(),
+	}
+}
 
 // ErrDuplicateForTest is the error of a unique violation other than the
 // email index's, which stays inside the store.

@@ -127,7 +127,7 @@ func TestUserWriteFilter_IsDecidesUpdate(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := matches(t, w.filter, stored("user_x", v, "x@example.com"))
-			if want := models.Decide(&v, ch) == models.DecideUpdate; got != want {
+			if want := models.Decide(&v, ch.Version()) == models.DecideUpdate; got != want {
 				t.Errorf("stored %+v, change %s at %v (deleted %v): filter matches = %v, Decide says update = %v",
 					v, ch.EventID, ch.SourceTime, ch.Deleted, got, want)
 			}
@@ -153,6 +153,68 @@ func TestTakeEmailFilter_IsTakesEmailFrom(t *testing.T) {
 				if got != want {
 					t.Errorf("holder %s %s %+v, change %s at %v: filter matches = %v, want %v",
 						holder.user, holder.email, v, ch.EventID, ch.SourceTime, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestOrganizationAndMembershipWriteFilters_AreDecidesUpdate checks, as
+// for users, that the filters of the organizations' and memberships'
+// upserts match a stored document exactly when models.Decide says
+// DecideUpdate.
+func TestOrganizationAndMembershipWriteFilters_AreDecidesUpdate(t *testing.T) {
+	vs, chs := filterCases()
+	for _, v := range vs {
+		for _, ch := range chs {
+			org := models.OrganizationChange{OrgID: "org_x", EventID: ch.EventID, SourceTime: ch.SourceTime, Deleted: ch.Deleted, Metadata: []byte(`{}`)}
+			filter, _, err := orgWrite(org, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := models.Decide(&v, org.Version()) == models.DecideUpdate
+			if got := matches(t, filter, stored("org_x", v, "")); got != want {
+				t.Errorf("organization stored %+v, change %s at %v (deleted %v): filter matches = %v, Decide says update = %v",
+					v, ch.EventID, ch.SourceTime, ch.Deleted, got, want)
+			}
+			mem := models.MembershipChange{MembershipID: "orgmem_x", OrgID: "org_x", UserID: "user_x", EventID: ch.EventID,
+				SourceTime: ch.SourceTime, Deleted: ch.Deleted, Metadata: []byte(`{}`)}
+			w, err := newMembershipWrite(mem, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = models.Decide(&v, mem.Version()) == models.DecideUpdate
+			if got := matches(t, w.filter, stored("orgmem_x", v, "")); got != want {
+				t.Errorf("membership stored %+v, change %s at %v (deleted %v): filter matches = %v, Decide says update = %v",
+					v, ch.EventID, ch.SourceTime, ch.Deleted, got, want)
+			}
+		}
+	}
+}
+
+// TestTakePairFilter_IsAnOlderOtherHolder checks that the filter that
+// makes the holder of a pair a tombstone matches exactly another active
+// membership of the pair whose state is older than the incoming one
+// (models.Newer).
+func TestTakePairFilter_IsAnOlderOtherHolder(t *testing.T) {
+	vs, chs := filterCases()
+	for _, v := range vs {
+		for _, ch := range chs {
+			if ch.Deleted || v.Deleted {
+				continue // a tombstone has no activeKey
+			}
+			mem := models.MembershipChange{MembershipID: "orgmem_new", OrgID: "org_x", UserID: "user_x", EventID: ch.EventID, SourceTime: ch.SourceTime}
+			for _, holder := range []struct{ id, key string }{
+				{"orgmem_old", activeKey("org_x", "user_x")}, {"orgmem_old", activeKey("org_x", "user_y")}, {"orgmem_new", activeKey("org_x", "user_x")},
+			} {
+				doc := stored(holder.id, v, "")
+				doc["membershipId"], doc["activeKey"] = holder.id, holder.key
+				got := matches(t, takePairFilter(mem), doc)
+				want := holder.id != mem.MembershipID && holder.key == activeKey("org_x", "user_x") &&
+					models.Newer(mem.SourceTime, mem.EventID, v.SourceTime, v.EventID)
+				if got != want {
+					t.Errorf("holder %s %s %+v, change %s at %v: filter matches = %v, want %v",
+						holder.id, holder.key, v, ch.EventID, ch.SourceTime, got, want)
 				}
 			}
 		}

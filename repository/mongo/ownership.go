@@ -66,7 +66,7 @@ func (n collNames) of(base string) string { return n.prefix + base }
 // writes, the mark's included.
 var ownedCollections = []string{
 	UsersCollection, EventsCollection, CountersCollection, LeasesCollection, rekeyCollection, MetaCollection,
-	ActivityCollection, RunsCollection,
+	ActivityCollection, RunsCollection, OrganizationsCollection, MembershipsCollection,
 }
 
 // prefixPattern is what a collection prefix may hold: a collection name
@@ -187,6 +187,14 @@ func foreignShape(base string, doc bson.Raw) string {
 		if !date("receivedAt") {
 			return "a document has no receivedAt date"
 		}
+	case OrganizationsCollection:
+		if id, ok := str("organizationId"); !ok || id == "" || !date("sourceUpdatedAt") {
+			return "a document is not one of usersync's organizations"
+		}
+	case MembershipsCollection:
+		if id, ok := str("membershipId"); !ok || id == "" || !date("sourceUpdatedAt") {
+			return "a document is not one of usersync's memberships"
+		}
 	case CountersCollection:
 		if id, _ := str("_id"); !strings.HasPrefix(id, outcomePrefix) && !strings.HasPrefix(id, "migration:") {
 			return "a document is not one of usersync's counters"
@@ -214,7 +222,7 @@ func foreignShape(base string, doc bson.Raw) string {
 // knownIndexNames are the indexes any usersync version made.
 var knownIndexNames = func() []string {
 	names := []string{"_id_"}
-	for _, ms := range [][]mongo.IndexModel{userIndexes, eventIndexes} {
+	for _, ms := range [][]mongo.IndexModel{userIndexes, eventIndexes, orgIndexes, membershipIndexes} {
 		for _, m := range ms {
 			names = append(names, indexName(m.Keys.(bson.D)))
 		}

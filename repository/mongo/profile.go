@@ -21,6 +21,8 @@ type profileDoc struct {
 	LastSignInAt *time.Time `bson:"lastSignInAt"`
 	Banned       bool       `bson:"banned"`
 	Locked       bool       `bson:"locked"`
+	// Deprovisioned is absent on users written before it existed: false.
+	Deprovisioned bool `bson:"deprovisioned"`
 }
 
 func newProfileDoc(p models.Profile) profileDoc {
@@ -33,7 +35,7 @@ func newProfileDoc(p models.Profile) profileDoc {
 	d := profileDoc{
 		FirstName: str(p.FirstName), LastName: str(p.LastName), Username: str(p.Username),
 		ImageURL: str(p.ImageURL), PhoneNumber: str(p.PhoneNumber), ExternalID: str(p.ExternalID),
-		Banned: p.Banned, Locked: p.Locked,
+		Banned: p.Banned, Locked: p.Locked, Deprovisioned: p.Deprovisioned,
 	}
 	if p.LastSignInAt != nil {
 		t := p.LastSignInAt.UTC()
@@ -55,6 +57,7 @@ func (d profileDoc) set() bson.D {
 		{Key: "lastSignInAt", Value: d.LastSignInAt},
 		{Key: "banned", Value: d.Banned},
 		{Key: "locked", Value: d.Locked},
+		{Key: "deprovisioned", Value: d.Deprovisioned},
 	}
 }
 
@@ -62,7 +65,7 @@ func (d profileDoc) model() models.Profile {
 	p := models.Profile{
 		FirstName: deref(d.FirstName), LastName: deref(d.LastName), Username: deref(d.Username),
 		ImageURL: deref(d.ImageURL), PhoneNumber: deref(d.PhoneNumber), ExternalID: deref(d.ExternalID),
-		Banned: d.Banned, Locked: d.Locked,
+		Banned: d.Banned, Locked: d.Locked, Deprovisioned: d.Deprovisioned,
 	}
 	if d.LastSignInAt != nil {
 		t := d.LastSignInAt.UTC()

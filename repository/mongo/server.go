@@ -151,6 +151,9 @@ var uniqueRules = []uniqueRule{
 	{UsersCollection, "userId_1", false, "one document per Clerk user"},
 	{UsersCollection, emailIndex, true, "an email belongs to at most one active user"},
 	{EventsCollection, "eventId_1", true, "one event per svix-id, however often it is delivered"},
+	{OrganizationsCollection, "organizationId_1", false, "one document per Clerk organization"},
+	{MembershipsCollection, "membershipId_1", false, "one document per Clerk membership"},
+	{MembershipsCollection, activeKeyIndex, true, "at most one active membership per organization and user"},
 }
 
 // checkUniqueIndexes checks, with the listIndexes answers of each

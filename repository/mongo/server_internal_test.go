@@ -111,6 +111,16 @@ const (
 		 "partialFilterExpression": {"deletedAt": null}}]`
 	usersIndexesNoUserID = `[
 		{"v": 2, "key": {"email": 1}, "name": "email_1", "unique": true, "sparse": true}]`
+	orgIndexesMongoDB = `[
+		{"v": 2, "key": {"_id": 1}, "name": "_id_"},
+		{"v": 2, "key": {"organizationId": 1}, "name": "organizationId_1", "unique": true}]`
+	membershipIndexesMongoDB = `[
+		{"v": 2, "key": {"_id": 1}, "name": "_id_"},
+		{"v": 2, "key": {"membershipId": 1}, "name": "membershipId_1", "unique": true},
+		{"v": 2, "key": {"activeKey": 1}, "name": "activeKey_1", "unique": true, "sparse": true}]`
+	membershipIndexesNoPair = `[
+		{"v": 2, "key": {"membershipId": 1}, "name": "membershipId_1", "unique": true},
+		{"v": 2, "key": {"activeKey": 1}, "name": "activeKey_1"}]`
 )
 
 func specsOf(t *testing.T, answer string) []indexSpec {
@@ -139,19 +149,25 @@ func TestCheckUniqueIndexes_RefusesAnEngineThatDidNotKeepTheRules(t *testing.T) 
 		name, users, events string
 		srv                 Server
 		want                string // "" to pass; else what the error names
+		memberships         string // "" for membershipIndexesMongoDB
 	}{
-		{"MongoDB", usersIndexesMongoDB, eventsIndexesMongoDB, mongo, ""},
-		{"options as numbers", usersIndexesNumeric, eventsIndexesMongoDB, mongo, ""},
+		{"MongoDB", usersIndexesMongoDB, eventsIndexesMongoDB, mongo, "", ""},
+		{"options as numbers", usersIndexesNumeric, eventsIndexesMongoDB, mongo, "", ""},
 		{"FerretDB 1.x", usersIndexesFerretDB1, eventsIndexesMongoDB, identifyServer(extJSON(t, ferretDB1BuildInfo), "mongodb://localhost/"),
-			"FerretDB v1.24.2 holds index email_1 of users as unique=true sparse=false"},
-		{"an application's email_1", usersIndexesOfAnApp, eventsIndexesMongoDB, mongo, "an email belongs to at most one active user"},
-		{"partial", usersIndexesPartial, eventsIndexesMongoDB, mongo, "partial=true"},
-		{"no userId index", usersIndexesNoUserID, eventsIndexesMongoDB, mongo, "did not create the unique index userId_1"},
-		{"no eventId index", usersIndexesMongoDB, `[{"v": 2, "key": {"_id": 1}, "name": "_id_"}]`, mongo, "one event per svix-id"},
+			"FerretDB v1.24.2 holds index email_1 of users as unique=true sparse=false", ""},
+		{"an application's email_1", usersIndexesOfAnApp, eventsIndexesMongoDB, mongo, "an email belongs to at most one active user", ""},
+		{"partial", usersIndexesPartial, eventsIndexesMongoDB, mongo, "partial=true", ""},
+		{"no userId index", usersIndexesNoUserID, eventsIndexesMongoDB, mongo, "did not create the unique index userId_1", ""},
+		{"no eventId index", usersIndexesMongoDB, `[{"v": 2, "key": {"_id": 1}, "name": "_id_"}]`, mongo, "one event per svix-id", ""},
+		{"activeKey not unique", usersIndexesMongoDB, eventsIndexesMongoDB, mongo, "at most one active membership per organization and user", membershipIndexesNoPair},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.memberships == "" {
+				tc.memberships = membershipIndexesMongoDB
+			}
 			err := checkUniqueIndexes(tc.srv, map[string][]indexSpec{
 				UsersCollection: specsOf(t, tc.users), EventsCollection: specsOf(t, tc.events),
+				OrganizationsCollection: specsOf(t, orgIndexesMongoDB), MembershipsCollection: specsOf(t, tc.memberships),
 			})
 			switch {
 			case tc.want == "" && err != nil:

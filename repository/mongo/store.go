@@ -31,8 +31,10 @@ import (
 
 // Collection names, before Options.CollectionPrefix.
 const (
-	UsersCollection  = "users"
-	EventsCollection = "user_events"
+	UsersCollection         = "users"
+	OrganizationsCollection = "organizations"
+	MembershipsCollection   = "memberships"
+	EventsCollection        = "user_events"
 	// CountersCollection holds the event counters (see counters.go), and
 	// the marks of migrations of earlier versions.
 	CountersCollection = "counters"
@@ -50,6 +52,8 @@ type Store struct {
 	// mark (see ownership.go); nothing builds indexes before.
 	owned    bool
 	users    *Users
+	orgs     *Organizations
+	members  *Memberships
 	events   *Events
 	activity *Activity
 	runs     *Runs
@@ -106,7 +110,7 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 	names := collNames{prefix: o.CollectionPrefix}
 	primary := options.Collection().SetReadPreference(readpref.Primary())
 	counters := &counters{coll: db.Collection(names.of(CountersCollection), primary)}
-	return &Store{
+	s := &Store{
 		client:    client,
 		db:        db,
 		uri:       uri,
@@ -115,13 +119,22 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		users: &Users{
 			coll: db.Collection(names.of(UsersCollection)), primary: db.Collection(names.of(UsersCollection), primary),
 		},
+		orgs: &Organizations{
+			coll: db.Collection(names.of(OrganizationsCollection)), primary: db.Collection(names.of(OrganizationsCollection), primary),
+		},
+		members: &Memberships{
+			coll: db.Collection(names.of(MembershipsCollection)), primary: db.Collection(names.of(MembershipsCollection), primary),
+			users: db.Collection(names.of(UsersCollection), primary),
+		},
 		events: &Events{
 			coll: db.Collection(names.of(EventsCollection)), primary: db.Collection(names.of(EventsCollection), primary),
-			counters: counters,
+			users: db.Collection(names.of(UsersCollection), primary), counters: counters,
 		},
 		activity: &Activity{coll: db.Collection(names.of(ActivityCollection))},
 		runs:     &Runs{coll: db.Collection(names.of(RunsCollection))},
-	}, nil
+	}
+	s.users.members, s.orgs.members, s.members.orgs = s.members, s.members, s.orgs
+	return s, nil
 }
 
 // Defaults of a connection, where the URI says nothing.
@@ -280,7 +293,7 @@ func (s *Store) setUp(ctx context.Context, sv survey, mark bool) error {
 		return err
 	}
 	specs := map[string][]indexSpec{}
-	for _, coll := range []*mongo.Collection{s.users.primary, s.events.primary} {
+	for _, coll := range []*mongo.Collection{s.users.primary, s.orgs.primary, s.members.primary, s.events.primary} {
 		sp, err := listIndexes(ctx, coll)
 		if err != nil {
 			return err
@@ -309,7 +322,7 @@ func (s *Store) createCollections(ctx context.Context) error {
 	for _, n := range names {
 		have[n] = true
 	}
-	for _, base := range []string{UsersCollection, EventsCollection, CountersCollection, MetaCollection} {
+	for _, base := range []string{UsersCollection, OrganizationsCollection, MembershipsCollection, EventsCollection, CountersCollection, MetaCollection} {
 		n := s.names.of(base)
 		if have[n] {
 			continue
@@ -366,11 +379,11 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	return s.ensureIndexes(ctx, false)
 }
 
-// ensureIndexes builds the indexes of the users and events. The leases,
-// activity and reconcile_runs collections are read and written by _id
-// alone (activity and runs by ranges of an _id that sorts as they are
-// read): they need no index of their own, and are made by their first
-// write.
+// ensureIndexes builds the indexes of the users, organizations,
+// memberships and events. The leases, activity and reconcile_runs
+// collections are read and written by _id alone (activity and runs by
+// ranges of an _id that sorts as they are read): they need no index of
+// their own, and are made by their first write.
 func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 	for _, c := range []struct {
 		coll     *mongo.Collection
@@ -378,6 +391,8 @@ func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 		obsolete []string
 	}{
 		{s.users.coll, userIndexes, obsoleteUserIndexes},
+		{s.orgs.coll, orgIndexes, nil},
+		{s.members.coll, membershipIndexes, nil},
 		{s.events.coll, eventIndexes, obsoleteEventIndexes},
 	} {
 		want := c.want
@@ -531,6 +546,12 @@ func redactURI(uri string) string {
 
 // Users returns the users collection.
 func (s *Store) Users() repository.Users { return s.users }
+
+// Organizations returns the organizations collection.
+func (s *Store) Organizations() repository.Organizations { return s.orgs }
+
+// Memberships returns the memberships collection.
+func (s *Store) Memberships() repository.Memberships { return s.members }
 
 // Events returns the events collection.
 func (s *Store) Events() repository.Events { return s.events }

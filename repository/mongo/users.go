@@ -19,6 +19,7 @@ import (
 type Users struct {
 	coll    *mongo.Collection
 	primary *mongo.Collection // reads that decide a write
+	members *Memberships      // a deletion's cascade
 	// afterTake, if set, runs after Apply took an email from another user
 	// and before it writes again (tests race it).
 	afterTake func()
@@ -125,6 +126,8 @@ const maxApplyTries = 5
 // that it no longer holds it (models.TakesEmailFrom): see takeEmail. So
 // two users that swapped emails in Clerk converge whatever the order of
 // delivery, and whatever events were lost.
+//
+// A deletion then deletes the user's active memberships (see applied).
 func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
 	w, err := newUserWrite(ch, now)
 	if err != nil {
@@ -157,12 +160,25 @@ func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (mod
 		case err != nil:
 			return fail(err)
 		}
-		return outcome, nil
+		return u.applied(ctx, ch, outcome, now)
 	}
 	if emailHeld {
 		return fail(fmt.Errorf("other users kept claiming the email: %w", models.ErrEmailTaken))
 	}
 	return fail(fmt.Errorf("concurrent writes to the user kept winning: %w", models.ErrRetryLater))
+}
+
+// applied ends an Apply that made its decision: a deletion deletes the
+// user's memberships, whatever the decision (the deletion may have been
+// written by an earlier delivery that stopped before this write: its
+// next delivery, or the sweep, heals it).
+func (u *Users) applied(ctx context.Context, ch models.Change, outcome models.Outcome, now time.Time) (models.Outcome, error) {
+	if ch.Deleted {
+		if err := u.members.cascade(ctx, bson.E{Key: "userId", Value: ch.UserID}, ch.SourceTime, ch.EventID, now); err != nil {
+			return "", fmt.Errorf("apply event %s to user %s: %w", ch.EventID, ch.UserID, err)
+		}
+	}
+	return outcome, nil
 }
 
 // Reasons for Apply to write again. Neither leaves Apply.
@@ -202,7 +218,7 @@ func (u *Users) write(ctx context.Context, w userWrite) (models.Outcome, error) 
 	case err != nil:
 		return "", err
 	}
-	d := models.Decide(new(cur.version()), w.ch)
+	d := models.Decide(new(cur.version()), w.ch.Version())
 	if !d.Writes() {
 		return d.Outcome(), u.keepErasable(ctx, d, cur)
 	}
@@ -260,16 +276,17 @@ func takeEmailFilter(ch models.Change) bson.D {
 		{Key: "email", Value: ch.Email},
 		{Key: "deletedAt", Value: nil},
 		{Key: "userId", Value: bson.D{{Key: "$ne", Value: ch.UserID}}},
-	}, olderThan(ch))
+	}, olderThan(ch.Version()))
 }
 
-// olderThan matches a stored state older than ch: Clerk's time, then the
-// event id (models.Newer).
-func olderThan(ch models.Change) bson.E {
-	ts := ch.SourceTime.UTC()
+// olderThan matches a stored state (of a user, an organization or a
+// membership) older than v: Clerk's time, then the event id
+// (models.Newer).
+func olderThan(v models.Version) bson.E {
+	ts := v.SourceTime.UTC()
 	return bson.E{Key: "$or", Value: bson.A{
 		bson.D{{Key: "sourceUpdatedAt", Value: bson.D{{Key: "$lt", Value: ts}}}},
-		bson.D{{Key: "sourceUpdatedAt", Value: ts}, {Key: "lastEventId", Value: bson.D{{Key: "$lt", Value: ch.EventID}}}},
+		bson.D{{Key: "sourceUpdatedAt", Value: ts}, {Key: "lastEventId", Value: bson.D{{Key: "$lt", Value: v.EventID}}}},
 	}}
 }
 
@@ -352,7 +369,7 @@ func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
 	w.doc.Email, w.doc.DisplayName, w.doc.Metadata = ch.Email, ch.DisplayName, meta
 	w.doc.Profile = newProfileDoc(ch.Profile)
 	// Not this very event (DecideUnchanged: a retry), and older.
-	w.filter = append(w.filter, bson.E{Key: "lastEventId", Value: bson.D{{Key: "$ne", Value: ch.EventID}}}, olderThan(ch))
+	w.filter = append(w.filter, bson.E{Key: "lastEventId", Value: bson.D{{Key: "$ne", Value: ch.EventID}}}, olderThan(ch.Version()))
 	set := bson.D{
 		{Key: "displayName", Value: ch.DisplayName},
 		{Key: "metadata", Value: meta},
@@ -393,7 +410,8 @@ func (u *Users) state(ctx context.Context, id bson.ObjectID) (userDoc, error) {
 
 // userListQuery is the filter and sort of one page of users: in _id order
 // (the _id index), or, with an email, the one active user the email index
-// finds, with no sort.
+// finds, with no sort. Active users are neither deleted nor deprovisioned
+// (few are: they are read in the index's order and passed over).
 func userListQuery(f models.UserFilter) (filter, sort bson.D, err error) {
 	return userWindowQuery(f, window{noLo: true, noHi: true})
 }
@@ -403,7 +421,8 @@ func userListQuery(f models.UserFilter) (filter, sort bson.D, err error) {
 func userWindowQuery(f models.UserFilter, w window) (filter, sort bson.D, err error) {
 	filter = bson.D{}
 	if !f.IncludeDeleted {
-		filter = append(filter, bson.E{Key: "deletedAt", Value: nil})
+		filter = append(filter, bson.E{Key: "deletedAt", Value: nil},
+			bson.E{Key: "deprovisioned", Value: bson.D{{Key: "$ne", Value: true}}})
 	}
 	if f.Email != "" {
 		filter = append(filter, bson.E{Key: "email", Value: strings.ToLower(strings.TrimSpace(f.Email))})

@@ -17,7 +17,7 @@ type Events struct{ s *Store }
 
 // eventColumns are the columns of an event without its body, in
 // scanEvent's order; bodyColumn follows them when the body is read.
-const eventColumns = `id, event_id, type, event_type, user_id, source, signature, signature_valid,
+const eventColumns = `id, event_id, type, event_type, user_id, object_id, source, signature, signature_valid,
 	source_timestamp, received_at, processed_at, status, outcome, attempts, error, retry_at, erased_at`
 
 const bodyColumn = `, raw_body`
@@ -27,12 +27,13 @@ func scanEvent(r scanner, withBody bool) (models.Event, error) {
 		ev                                models.Event
 		id, received                      int64
 		eventID, userID, outcome, errText sql.NullString
+		objectID                          sql.NullString
 		valid                             sql.NullBool
 		source, processed, retry, erased  sql.NullInt64
 		status, eventType                 string
 		body                              []byte
 	)
-	dest := []any{&id, &eventID, &ev.Type, &eventType, &userID, &ev.Source, &ev.Signature, &valid,
+	dest := []any{&id, &eventID, &ev.Type, &eventType, &userID, &objectID, &ev.Source, &ev.Signature, &valid,
 		&source, &received, &processed, &status, &outcome, &ev.Attempts, &errText, &retry, &erased}
 	if withBody {
 		dest = append(dest, &body)
@@ -41,6 +42,7 @@ func scanEvent(r scanner, withBody bool) (models.Event, error) {
 		return models.Event{}, translate(err)
 	}
 	ev.ID, ev.EventID, ev.EventType, ev.UserID = strconv.FormatInt(id, 10), eventID.String, models.EventType(eventType), userID.String
+	ev.ObjectID = objectID.String
 	if valid.Valid {
 		ev.SignatureValid = &valid.Bool
 	}
@@ -67,10 +69,10 @@ func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Eve
 // recordTx is Record within the transaction t.
 func recordTx(t *wtx, ev models.Event) (stored models.Event, created bool, err error) {
 	ev.ID, ev.Status, ev.Outcome, ev.ProcessedAt, ev.Attempts, ev.Error, ev.RetryAt = "", models.StatusStored, "", nil, 0, "", nil
-	res, err := t.exec(`INSERT INTO events (event_id, type, event_type, user_id, raw_body, source, signature,
+	res, err := t.exec(`INSERT INTO events (event_id, type, event_type, user_id, object_id, raw_body, source, signature,
 		signature_valid, source_timestamp, received_at, status, attempts)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (event_id) DO NOTHING`,
-		text(ev.EventID), ev.Type, string(ev.EventType), text(ev.UserID), ev.RawBody, ev.Source, ev.Signature,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (event_id) DO NOTHING`,
+		text(ev.EventID), ev.Type, string(ev.EventType), text(ev.UserID), text(ev.ObjectID), ev.RawBody, ev.Source, ev.Signature,
 		nullBool(ev.SignatureValid), msPtr(ev.SourceTimestamp), ms(ev.ReceivedAt), string(ev.Status))
 	if err != nil {
 		return models.Event{}, false, err
@@ -223,7 +225,7 @@ func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 	}
 	defer rows.Close()
 	st.ByStatus[models.StatusProcessed] = 0
-	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser} {
+	for _, o := range models.Outcomes {
 		st.ByOutcome[o] = 0
 	}
 	for rows.Next() {
@@ -349,7 +351,8 @@ func markProcessedTx(s *Store, t *wtx, id int64, outcome models.Outcome, now tim
 	if err := addCounter(t, outcomeCounter(outcome), 1); err != nil {
 		return true, err
 	}
-	if outcome == models.OutcomeDeletedUser {
+	if outcome == models.OutcomeDeletedUser || outcome == models.OutcomeDeleted {
+		// A user's event, or a membership event of a deleted member.
 		return true, s.eraseIfUserErased(t, id, now)
 	}
 	return true, nil

@@ -32,7 +32,7 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 	}{
 		{"get user", "PRIMARY KEY", qUserGet, []any{"user_1"}},
 		{"email holder", "users_email", qEmailHolder, []any{"a@example.com"}},
-		{"users by email", "users_email", qUsersByEmail, []any{"a@example.com", "", 10}},
+		{"users by email", "users_email", qUsersByEmail, []any{"a@example.com", false, "", 10}},
 		{"active users page", "users_active", qUsersActive, []any{"user_5", 10}},
 		{"users page with deleted", "PRIMARY KEY", qUsersAll, []any{"user_5", 10}},
 		{"change feed page", "users_changes", qUserChanges, []any{now, now, now, "user_1", 10}},
@@ -52,6 +52,18 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 		{"activity: a range of buckets", "PRIMARY KEY", qActivityRange, []any{60000, now - 86400000, now}},
 		{"reconcile runs, latest first", "reconcile_runs_started", qRunsLast, []any{50}},
 		{"reconcile runs: prune", "reconcile_runs_started", qRunsPrune, []any{50}},
+		{"get organization", "PRIMARY KEY", qOrgGet, []any{"org_1"}},
+		{"active organizations page", "organizations_active", qOrgsActive, []any{"org_5", 10}},
+		{"organizations page with deleted", "PRIMARY KEY", qOrgsAll, []any{"org_5", 10}},
+		{"organizations by slug", "organizations_slug", qOrgsBySlug, []any{"acme", "org_5", 10}},
+		{"organization change feed page", "organizations_changes", qOrgChanges, []any{now, now, now, "org_1", 10}},
+		{"get membership", "PRIMARY KEY", qMembershipGet, []any{"orgmem_1"}},
+		{"an organization's memberships", "memberships_org", qOrgMemberships, []any{"org_1", "orgmem_5", false, 10}},
+		{"a user's memberships", "memberships_user", qUserMemberships, []any{"user_1", "orgmem_5", true, 10}},
+		{"membership change feed page", "memberships_changes", qMembershipChanges, []any{now, now, now, "orgmem_1", 10}},
+		{"the active membership of a pair", "memberships_pair", qMembershipHolder, []any{"org_1", "user_1"}},
+		{"cascade of an organization's deletion", "memberships_pair", qCascadeOrg, []any{now, now, "msg_1", now, "org_1"}},
+		{"cascade of a user's deletion", "memberships_user", qCascadeUser, []any{now, now, "msg_1", now, "user_1"}},
 	}
 	statuses := []models.EventStatus{"", models.StatusFailed}
 	types := []models.EventType{"", models.EventUpdated}

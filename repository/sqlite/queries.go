@@ -13,10 +13,11 @@ const (
 		WHERE email = ? AND deleted_at IS NULL`
 	// qUsersByEmail: users_email.
 	qUsersByEmail = `SELECT ` + userColumns + ` FROM users
-		WHERE email = ? AND deleted_at IS NULL AND user_id > ? ORDER BY user_id LIMIT ?`
-	// qUsersActive: users_active, from the cursor on.
+		WHERE email = ? AND deleted_at IS NULL AND (? OR deprovisioned = 0) AND user_id > ? ORDER BY user_id LIMIT ?`
+	// qUsersActive: users_active, from the cursor on; a deprovisioned user
+	// is passed over.
 	qUsersActive = `SELECT ` + userColumns + ` FROM users INDEXED BY users_active
-		WHERE deleted_at IS NULL AND user_id > ? ORDER BY user_id LIMIT ?`
+		WHERE deleted_at IS NULL AND deprovisioned = 0 AND user_id > ? ORDER BY user_id LIMIT ?`
 	// qUsersAll: the primary key, from the cursor on.
 	qUsersAll = `SELECT ` + userColumns + ` FROM users WHERE user_id > ? ORDER BY user_id LIMIT ?`
 	// qUserChanges: users_changes, from the cursor on.
@@ -71,4 +72,45 @@ const (
 	// primary key.
 	qRunsPrune = `DELETE FROM reconcile_runs WHERE id IN (SELECT id FROM reconcile_runs INDEXED BY reconcile_runs_started
 		ORDER BY started_at DESC, id DESC LIMIT -1 OFFSET ?)`
+
+	// qOrgGet: the primary key.
+	qOrgGet = `SELECT ` + orgColumns + ` FROM organizations WHERE org_id = ?`
+	// qOrgsActive: organizations_active, from the cursor on.
+	qOrgsActive = `SELECT ` + orgColumns + ` FROM organizations INDEXED BY organizations_active
+		WHERE deleted_at IS NULL AND org_id > ? ORDER BY org_id LIMIT ?`
+	// qOrgsAll: the primary key, from the cursor on.
+	qOrgsAll = `SELECT ` + orgColumns + ` FROM organizations WHERE org_id > ? ORDER BY org_id LIMIT ?`
+	// qOrgsBySlug: organizations_slug, from the cursor on (a tombstone has
+	// no slug).
+	qOrgsBySlug = `SELECT ` + orgColumns + ` FROM organizations INDEXED BY organizations_slug
+		WHERE slug = ? AND org_id > ? ORDER BY org_id LIMIT ?`
+	// qOrgChanges: organizations_changes, from the cursor on.
+	qOrgChanges = `SELECT ` + orgColumns + ` FROM organizations INDEXED BY organizations_changes
+		WHERE updated_at >= ? AND updated_at <= ? AND (updated_at, org_id) > (?, ?)
+		ORDER BY updated_at, org_id LIMIT ?`
+	// qMembershipGet: the primary key, and the primary keys of users and
+	// organizations for the member and the organization.
+	qMembershipGet = `SELECT ` + membershipColumns + ` FROM memberships m` + memberJoin + `
+		WHERE m.membership_id = ?`
+	// qOrgMemberships: memberships_org, from the cursor on.
+	qOrgMemberships = `SELECT ` + membershipColumns + ` FROM memberships m INDEXED BY memberships_org` + memberJoin + `
+		WHERE m.org_id = ? AND m.membership_id > ? AND (? OR m.deleted_at IS NULL)
+		ORDER BY m.membership_id LIMIT ?`
+	// qUserMemberships: memberships_user, from the cursor on.
+	qUserMemberships = `SELECT ` + membershipColumns + ` FROM memberships m INDEXED BY memberships_user` + memberJoin + `
+		WHERE m.user_id = ? AND m.membership_id > ? AND (? OR m.deleted_at IS NULL)
+		ORDER BY m.membership_id LIMIT ?`
+	// qMembershipChanges: memberships_changes, from the cursor on.
+	qMembershipChanges = `SELECT ` + membershipColumns + ` FROM memberships m INDEXED BY memberships_changes` + memberJoin + `
+		WHERE m.updated_at >= ? AND m.updated_at <= ? AND (m.updated_at, m.membership_id) > (?, ?)
+		ORDER BY m.updated_at, m.membership_id LIMIT ?`
+	// qMembershipHolder: memberships_pair.
+	qMembershipHolder = `SELECT membership_id, source_updated_at, last_event_id FROM memberships INDEXED BY memberships_pair
+		WHERE org_id = ? AND user_id = ? AND deleted_at IS NULL`
+	// qCascadeOrg: memberships_pair (the active memberships of an organization).
+	qCascadeOrg = `UPDATE memberships INDEXED BY memberships_pair SET ` + membershipTombstone + `
+		WHERE org_id = ? AND deleted_at IS NULL`
+	// qCascadeUser: memberships_user.
+	qCascadeUser = `UPDATE memberships INDEXED BY memberships_user SET ` + membershipTombstone + `
+		WHERE user_id = ? AND deleted_at IS NULL`
 )

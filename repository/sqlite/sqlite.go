@@ -75,6 +75,8 @@ type Store struct {
 	// writes counts the writes asked of the writer (tests count round trips).
 	writes   atomic.Int64
 	users    *Users
+	orgs     *Organizations
+	mships   *Memberships
 	events   *Events
 	leases   *Leases
 	activity *Activity
@@ -124,6 +126,8 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 		reqs: make(chan *writeReq, 256), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.users = &Users{s: s}
+	s.orgs = &Organizations{s: s}
+	s.mships = &Memberships{s: s}
 	s.events = &Events{s: s}
 	s.leases = &Leases{s: s}
 	s.activity = &Activity{s: s}
@@ -154,6 +158,12 @@ func (s *Store) Path() string { return s.path }
 
 // Users returns the users.
 func (s *Store) Users() repository.Users { return s.users }
+
+// Organizations returns the organizations.
+func (s *Store) Organizations() repository.Organizations { return s.orgs }
+
+// Memberships returns the organization memberships.
+func (s *Store) Memberships() repository.Memberships { return s.mships }
 
 // Events returns the event inbox and log.
 func (s *Store) Events() repository.Events { return s.events }

@@ -18,7 +18,7 @@ type Users struct{ s *Store }
 // userColumns are the columns a user is read from, in scanUser's order.
 const userColumns = `user_id, email, display_name, metadata, created_at, updated_at, deleted_at,
 	source_updated_at, last_event_id, first_name, last_name, username, image_url, phone_number,
-	external_id, last_sign_in_at, banned, locked`
+	external_id, last_sign_in_at, banned, locked, deprovisioned`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -30,10 +30,11 @@ func scanUser(r scanner) (models.User, error) {
 		meta                                       string
 		created, updated, source                   int64
 		deleted, lastSignIn                        sql.NullInt64
-		banned, locked                             bool
+		banned, locked, deprovisioned              bool
 	)
 	err := r.Scan(&u.UserID, &email, &u.DisplayName, &meta, &created, &updated, &deleted,
-		&source, &u.LastEventID, &first, &last, &username, &image, &phone, &external, &lastSignIn, &banned, &locked)
+		&source, &u.LastEventID, &first, &last, &username, &image, &phone, &external, &lastSignIn, &banned, &locked,
+		&deprovisioned)
 	if err != nil {
 		return models.User{}, translate(err)
 	}
@@ -43,7 +44,7 @@ func scanUser(r scanner) (models.User, error) {
 	u.Profile = models.Profile{
 		FirstName: first.String, LastName: last.String, Username: username.String, ImageURL: image.String,
 		PhoneNumber: phone.String, ExternalID: external.String, LastSignInAt: timePtr(lastSignIn),
-		Banned: banned, Locked: locked,
+		Banned: banned, Locked: locked, Deprovisioned: deprovisioned,
 	}
 	return u, nil
 }
@@ -119,7 +120,13 @@ func applyTx(t *wtx, ch models.Change, meta []byte, now time.Time) (models.Outco
 	if cur != nil {
 		v = &cur.Version
 	}
-	d := models.Decide(v, ch)
+	d := models.Decide(v, ch.Version())
+	if ch.Deleted {
+		// The user's memberships go with it, in this transaction.
+		if err := cascadeMemberships(t, qCascadeUser, ch.UserID, ch.SourceTime, ch.EventID, now); err != nil {
+			return "", err
+		}
+	}
 	switch {
 	case d == models.DecideDeletedUser && !cur.eraseAfter.Valid && !cur.erasedAt.Valid:
 		// A tombstone that lost its mark (written by an earlier
@@ -218,18 +225,18 @@ func writeState(t *wtx, ch models.Change, email string, meta []byte, now time.Ti
 	p := ch.Profile
 	args := []any{text(email), ch.DisplayName, string(meta), ms(now), ms(ch.SourceTime), ch.EventID,
 		text(p.FirstName), text(p.LastName), text(p.Username), text(p.ImageURL), text(p.PhoneNumber),
-		text(p.ExternalID), msPtr(p.LastSignInAt), p.Banned, p.Locked, ch.UserID}
+		text(p.ExternalID), msPtr(p.LastSignInAt), p.Banned, p.Locked, p.Deprovisioned, ch.UserID}
 	if create {
 		_, err := t.exec(`INSERT INTO users (email, display_name, metadata, updated_at, source_updated_at,
 			last_event_id, first_name, last_name, username, image_url, phone_number, external_id,
-			last_sign_in_at, banned, locked, user_id, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(args, ms(now))...)
+			last_sign_in_at, banned, locked, deprovisioned, user_id, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(args, ms(now))...)
 		return err
 	}
 	_, err := t.exec(`UPDATE users SET email = ?, display_name = ?, metadata = ?, updated_at = ?,
 		source_updated_at = ?, last_event_id = ?, first_name = ?, last_name = ?, username = ?,
-		image_url = ?, phone_number = ?, external_id = ?, last_sign_in_at = ?, banned = ?, locked = ?
-		WHERE user_id = ?`, args...)
+		image_url = ?, phone_number = ?, external_id = ?, last_sign_in_at = ?, banned = ?, locked = ?,
+		deprovisioned = ? WHERE user_id = ?`, args...)
 	return err
 }
 
@@ -246,7 +253,7 @@ func writeTombstone(t *wtx, ch models.Change, now time.Time, create bool) error 
 	_, err := t.exec(`UPDATE users SET email = NULL, display_name = user_id, metadata = '{}', updated_at = ?,
 		deleted_at = ?, source_updated_at = ?, last_event_id = ?, first_name = NULL, last_name = NULL,
 		username = NULL, image_url = NULL, phone_number = NULL, external_id = NULL, last_sign_in_at = NULL,
-		banned = 0, locked = 0, erase_after = ? WHERE user_id = ?`, ms(now), ts, ts, ch.EventID, ts, ch.UserID)
+		banned = 0, locked = 0, deprovisioned = 0, erase_after = ? WHERE user_id = ?`, ms(now), ts, ts, ch.EventID, ts, ch.UserID)
 	return err
 }
 
@@ -262,7 +269,9 @@ func (u *Users) Get(ctx context.Context, userID string) (models.User, error) {
 
 // List returns one page of users in user id order after f.After (the
 // users_active index, or the primary key with deleted users), or, with an
-// email, the one active user holding it (users_email). The cursor is the
+// email, the one active user holding it (users_email). Active users are
+// neither deleted nor deprovisioned (few are: they are read from the
+// index and passed over). The cursor is the
 // last user id of the page, in hex (so that it is one token in a URL).
 func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage, error) {
 	var (
@@ -277,7 +286,7 @@ func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage,
 	switch {
 	case f.Email != "":
 		q = qUsersByEmail
-		args = []any{strings.ToLower(strings.TrimSpace(f.Email)), f.After, f.Limit + 1}
+		args = []any{strings.ToLower(strings.TrimSpace(f.Email)), f.IncludeDeleted, f.After, f.Limit + 1}
 	case f.IncludeDeleted:
 		q = qUsersAll
 		args = []any{f.After, f.Limit + 1}
@@ -320,20 +329,9 @@ func (u *Users) query(ctx context.Context, q string, args ...any) ([]models.User
 // NextCursor is always set: on the last page it is where the next poll
 // starts. A malformed cursor wraps models.ErrInvalid.
 func (u *Users) Changes(ctx context.Context, f models.ChangeFilter) (models.UserPage, error) {
-	// Stored times are milliseconds: Since rounded up selects the same rows.
-	from := f.Since.UTC().Add(time.Millisecond - time.Nanosecond).Truncate(time.Millisecond).UnixMilli()
-	at, after := from, ""
-	next := fmt.Sprintf("%d_", from)
-	if f.After != "" {
-		n, id, ok := strings.Cut(f.After, "_")
-		c, err := cursorInt(n)
-		if err != nil || !ok {
-			return models.UserPage{}, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
-		}
-		next = f.After
-		if c > at || (c == at && id > after) {
-			at, after = c, id
-		}
+	from, at, after, next, err := feedWindow(f)
+	if err != nil {
+		return models.UserPage{}, err
 	}
 	users, err := u.query(ctx, qUserChanges, from, f.Until.UnixMilli(), at, after, f.Limit)
 	if err != nil {

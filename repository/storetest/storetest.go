@@ -39,6 +39,19 @@ func Run(t *testing.T, open Opener) {
 		{"Users_ListPagesAndFilters", testUserList},
 		{"Users_ChangesOrderCursorAndUpperBound", testChanges},
 		{"Users_WalkActiveSeesEachActiveUserOnce", testWalkActive},
+		{"Users_DeprovisionedLeaveTheActiveListBannedAndLockedStay", testDeprovisionedUsers},
+		{"Organizations_OrderingAndTombstones", testOrgOrdering},
+		{"Organizations_EveryOrderOfDeliveryEndsTheSame", testOrgEveryOrder},
+		{"Organizations_ListPagesAndSlug", testOrgList},
+		{"Organizations_AndMemberships_ChangeFeeds", testOrgAndMemberChanges},
+		{"Memberships_EveryOrderOfDeliveryEndsTheSame", testMemberEveryOrder},
+		{"Memberships_NestedOrganizationIsAppliedUnderTheOrderingRule", testNestedOrganization},
+		{"Memberships_DeletedWithTheirOrganizationInEveryOrder", testOrgCascade},
+		{"Memberships_DeletedWithTheirUserInEveryOrder", testUserCascade},
+		{"Memberships_ARejoinIsANewMembership", testRejoin},
+		{"Memberships_OneActivePerOrganizationAndUser", testOnePerPair},
+		{"Memberships_MemberComesFromTheUsersCurrentRecord", testMemberFromUser},
+		{"Memberships_ListPagesAndFilters", testMemberList},
 		{"Events_ARetryIsRecognised", testRetryRecognised},
 		{"Events_ConcurrentDeliveriesStoreOneEvent", testConcurrentRecord},
 		{"Events_KeepTheBodyExactly", testBodyExact},
@@ -733,7 +746,7 @@ func testEmptyStats(t *testing.T, s repository.Store) {
 			t.Errorf("stats of an empty store: %s = %d (present %v), want 0", status, n, ok)
 		}
 	}
-	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser} {
+	for _, o := range models.Outcomes {
 		if n, ok := st.ByOutcome[o]; !ok || n != 0 {
 			t.Errorf("stats of an empty store: %s = %d (present %v), want 0", o, n, ok)
 		}
