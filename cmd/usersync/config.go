@@ -56,8 +56,8 @@ type config struct {
 	logTo io.Writer
 }
 
-// embeddedRetention is the default retention with the embedded engine,
-// whose queries grow with the collection (README: limits).
+// embeddedRetention is the default retention with the embedded store: one
+// file on one machine's disk (docs/configuration.md).
 const embeddedRetention = 7 * 24 * time.Hour
 
 // webhookSecretVar is the variable the webhook secrets are set with.
@@ -68,12 +68,12 @@ func (c config) webhookSecretVar() string {
 	return c.WebhookSecretVar
 }
 
-// Embedded reports whether the embedded engine is used.
+// Embedded reports whether the embedded store is used.
 func (c config) Embedded() bool { return c.MongoURI == "" }
 
 // setting is one environment variable. The table below is the one source
-// of `usersync -h`, of each command's -h and of the README's configuration
-// table (a test keeps the README equal to it).
+// of `usersync -h`, of each command's -h and of the configuration table of
+// docs/configuration.md (a test keeps that table equal to it).
 type setting struct {
 	Env      string   // the variable
 	Alias    string   // another name of the same variable, or ""
@@ -120,7 +120,7 @@ func (s setting) readBy(command string) bool {
 	return s.Commands == nil || slices.Contains(s.Commands, command)
 }
 
-// shownDefault is the default as help and the README show it.
+// shownDefault is the default as help and docs/configuration.md show it.
 func (s setting) shownDefault() string {
 	if s.Shown != "" {
 		return s.Shown
