@@ -307,7 +307,7 @@ func checkMetricsKey(c config) error {
 }
 
 // requireSecrets fails, naming the variable, when a secret is missing. With
-// the embedded engine the missing ones are generated instead.
+// the embedded store the missing ones are generated instead.
 func (c config) requireSecrets() error {
 	if len(c.WebhookSecrets) == 0 {
 		return errors.New("CLERK_WEBHOOK_SECRET (or CLERK_WEBHOOK_SIGNING_SECRET) is not set: set it to the endpoint's signing secret (whsec_...) from the Clerk dashboard")
