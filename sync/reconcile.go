@@ -258,10 +258,10 @@ func (r *Reconciler) one(ctx context.Context, raw json.RawMessage, offset int, o
 	case res.Outcome == models.OutcomeStale:
 		// Stale is also what a state equal to a webhook's is: tell them apart.
 		cur, err := r.Users.Get(ctx, userID)
-		if err == nil && invalid == nil && cur.SourceUpdatedAt.Equal(ch.SourceTime) {
-			page.Unchanged++
-		} else {
+		if err != nil || invalid != nil {
 			page.Stale++
+		} else {
+			page.stale(cur, ch)
 		}
 	default:
 		page.Failed++
@@ -273,25 +273,40 @@ func (r *Reconciler) one(ctx context.Context, raw json.RawMessage, offset int, o
 // preview counts what applying ch would do, without writing.
 func (r *Reconciler) preview(ctx context.Context, ch models.Change, page *Tally, note func(string, error)) error {
 	cur, err := r.Users.Get(ctx, ch.UserID)
+	var v *models.Version
 	switch {
 	case errors.Is(err, models.ErrNotFound):
-		page.Applied++
-		note(NoteWouldCreate, nil)
 	case err != nil:
 		return fmt.Errorf("read user %q: %w", ch.UserID, err)
-	case cur.Deleted():
-		page.DeletedUser++
-	case cur.LastEventID == ch.EventID:
-		page.Duplicate++
-	case models.Newer(ch.SourceTime, ch.EventID, cur.SourceUpdatedAt, cur.LastEventID):
+	default:
+		v = new(cur.Version())
+	}
+	switch models.Decide(v, ch.Version()) {
+	case models.DecideCreate:
+		page.Applied++
+		note(NoteWouldCreate, nil)
+	case models.DecideUpdate:
 		page.Applied++
 		note(NoteWouldUpdate, nil)
-	case cur.SourceUpdatedAt.Equal(ch.SourceTime):
-		page.Unchanged++
+	case models.DecideUnchanged:
+		page.Duplicate++
+	case models.DecideDeletedUser:
+		page.DeletedUser++
 	default:
-		page.Stale++
+		page.stale(cur, ch)
 	}
 	return nil
+}
+
+// stale counts a state older than the stored one: unchanged when it is
+// the stored state itself, read again with another event id (reconcile's
+// states and the webhooks' share Clerk's times), stale otherwise.
+func (t *Tally) stale(cur models.User, ch models.Change) {
+	if cur.SourceUpdatedAt.Equal(ch.SourceTime) {
+		t.Unchanged++
+	} else {
+		t.Stale++
+	}
 }
 
 // deleteAbsent finds the active users written before the listing began
