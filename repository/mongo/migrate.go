@@ -132,10 +132,8 @@ func (m migration) report(dryRun bool) repository.MigrateReport {
 	if m.indexes || dryRun {
 		done = append(done, verb("built the missing indexes", "would build the missing indexes"))
 	}
+	// The caller says whether it was a dry run; the verbs say what.
 	summary := strings.Join(done, ", ")
-	if dryRun {
-		summary = "dry run, nothing changed: " + summary
-	}
 	if len(done) == 0 {
 		summary = "nothing done"
 	}

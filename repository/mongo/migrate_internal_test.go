@@ -91,7 +91,7 @@ func TestMigrationReport_SaysWhatItDidOrWouldDo(t *testing.T) {
 		{"older", migration{mark: true, older: true, users: 10, rekeyed: 4, finished: 1, processed: 42, recounted: true, indexes: true}, false,
 			"re-keyed 4 of 10 users (1 left aside by a stopped run), counted 42 processed events into the outcome counters, marked the database as usersync's, built the missing indexes", 4},
 		{"older, dry run", migration{mark: true, older: true, users: 10, rekeyed: 3, processed: 42}, true,
-			"dry run, nothing changed: would re-key 3 of 10 users, would count 42 processed events into the outcome counters, would mark the database as usersync's, would build the missing indexes", 3},
+			"would re-key 3 of 10 users, would count 42 processed events into the outcome counters, would mark the database as usersync's, would build the missing indexes", 3},
 		{"stopped", migration{mark: true, older: true, users: 10, rekeyed: 2}, false, "re-keyed 2 of 10 users", 2},
 		{"refused", migration{}, false, "nothing done", 0},
 	} {
