@@ -189,20 +189,7 @@ func parseEventCursor(c string) (int64, int64, error) {
 }
 
 func (e *Events) query(ctx context.Context, q string, withBody bool, args ...any) ([]models.Event, error) {
-	rows, err := e.s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
-	evs := []models.Event{}
-	for rows.Next() {
-		ev, err := scanEvent(rows, withBody)
-		if err != nil {
-			return nil, err
-		}
-		evs = append(evs, ev)
-	}
-	return evs, translate(rows.Err())
+	return readAll(ctx, e.s.r, q, func(r scanner) (models.Event, error) { return scanEvent(r, withBody) }, args...)
 }
 
 // Stats counts events per status and per outcome. Processed events are not

@@ -280,20 +280,7 @@ func (mb *Memberships) List(ctx context.Context, f models.MembershipFilter) (mod
 }
 
 func (mb *Memberships) query(ctx context.Context, q string, args ...any) ([]joined, error) {
-	rows, err := mb.s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
-	out := []joined{}
-	for rows.Next() {
-		j, err := scanMembership(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, translate(rows.Err())
+	return readAll(ctx, mb.s.r, q, scanMembership, args...)
 }
 
 // Changes returns the memberships whose row changed within [f.Since,

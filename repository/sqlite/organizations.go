@@ -199,20 +199,7 @@ func (o *Organizations) List(ctx context.Context, f models.OrganizationFilter) (
 }
 
 func (o *Organizations) query(ctx context.Context, q string, args ...any) ([]models.Organization, error) {
-	rows, err := o.s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
-	orgs := []models.Organization{}
-	for rows.Next() {
-		org, err := scanOrg(rows)
-		if err != nil {
-			return nil, err
-		}
-		orgs = append(orgs, org)
-	}
-	return orgs, translate(rows.Err())
+	return readAll(ctx, o.s.r, q, scanOrg, args...)
 }
 
 // Changes returns the organizations whose row changed within [f.Since,

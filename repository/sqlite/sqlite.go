@@ -481,6 +481,24 @@ func (t *wtx) query(q string, args ...any) (*sql.Rows, error) {
 	return rows, translate(err)
 }
 
+// readAll runs the read q and scans every row of its answer.
+func readAll[T any](ctx context.Context, db *sql.DB, q string, scan func(scanner) (T, error), args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, translate(rows.Err())
+}
+
 // translate turns a SQLite error into one that wraps a models sentinel
 // where one applies, keeping the driver's error in the chain. A cancelled
 // context is left as it is.

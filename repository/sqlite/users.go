@@ -307,20 +307,7 @@ func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage,
 }
 
 func (u *Users) query(ctx context.Context, q string, args ...any) ([]models.User, error) {
-	rows, err := u.s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
-	users := []models.User{}
-	for rows.Next() {
-		usr, err := scanUser(rows)
-		if err != nil {
-			return nil, err
-		}
-		users = append(users, usr)
-	}
-	return users, translate(rows.Err())
+	return readAll(ctx, u.s.r, q, scanUser, args...)
 }
 
 // Changes returns the users whose row changed (updated_at) within
