@@ -29,14 +29,19 @@ func backfillCommand(fs *flag.FlagSet) func(context.Context, config, io.Writer) 
 // clerkRetry is the retry policy of every read from Clerk; tests shorten it.
 var clerkRetry = clerk.DefaultRetry
 
-// newClerk returns a client of Clerk's Backend API that reports its waits
-// to out, as "<prefix>: offset N: ..." lines.
+// newClerk returns a client of Clerk's Backend API, within CLERK_API_RATE,
+// that reports its waits to out, as "<prefix>: offset N: ..." lines.
 func newClerk(cfg config, out io.Writer, prefix string) (*clerk.Client, error) {
 	c, err := clerk.New(cfg.ClerkAPIURL, string(cfg.ClerkSecretKey))
 	if err != nil {
 		return nil, err
 	}
 	c.Retry = clerkRetry
+	if cfg.ClerkAPIRate > 0 {
+		// One limiter for every read of the process: the lists of every
+		// kind, their re-checks and the sync routes wait their turn in it.
+		c.Limiter = clerk.NewLimiter(cfg.ClerkAPIRate, clerk.DefaultPer)
+	}
 	if out != nil {
 		c.OnRetry = func(r clerk.Retry) {
 			if r.Throttled {
