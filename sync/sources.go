@@ -91,11 +91,13 @@ func (r *Reconciler) userSource() *source {
 func (r *Reconciler) orgSource() *source {
 	o := r.Orgs
 	return &source{
-		kind:   models.KindOrganization,
-		list:   o.Clerk.ListOrganizations,
-		check:  o.Clerk.GetOrganization,
-		stored: func(ctx context.Context, id string) (*models.Version, error) { return version(ctx, o.Organizations.Get, id) },
-		walk:   o.Organizations.WalkActive,
+		kind:  models.KindOrganization,
+		list:  o.Clerk.ListOrganizations,
+		check: o.Clerk.GetOrganization,
+		stored: func(ctx context.Context, id string) (*models.Version, error) {
+			return version(ctx, o.Organizations.Get, id)
+		},
+		walk: o.Organizations.WalkActive,
 		deletion: func(_ context.Context, id, runID string, at time.Time) (Delivery, error) {
 			return clerkDeletion(models.KindOrganization, id, "", "", runID, at)
 		},
@@ -154,8 +156,10 @@ func (r *Reconciler) membershipSource() *source {
 				}
 			}
 		},
-		stored: func(ctx context.Context, id string) (*models.Version, error) { return version(ctx, o.Memberships.Get, id) },
-		walk:   o.Memberships.WalkActive,
+		stored: func(ctx context.Context, id string) (*models.Version, error) {
+			return version(ctx, o.Memberships.Get, id)
+		},
+		walk: o.Memberships.WalkActive,
 		deletion: func(ctx context.Context, id, runID string, at time.Time) (Delivery, error) {
 			m, err := local(ctx, id)
 			if err != nil {
