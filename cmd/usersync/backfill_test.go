@@ -176,6 +176,7 @@ func (e *backfillEnv) ingest(t *testing.T, eventID string, body []byte) sync.Res
 		t.Fatal(err)
 	}
 	svc := sync.New(e.store.Events(), e.store.Users(), nil)
+	svc.SetOrganizations(e.store.Organizations(), e.store.Memberships())
 	res, err := svc.Ingest(context.Background(), sync.Delivery{EventID: eventID, Signature: "v1,test", Body: body, Event: ev})
 	if err != nil {
 		t.Fatalf("ingest %s: %v", eventID, err)
