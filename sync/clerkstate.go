@@ -45,11 +45,6 @@ func clerkStateDelivery(k models.Kind, raw json.RawMessage) (Delivery, error) {
 	return Delivery{EventID: eventID, Signature: "", Body: body, Event: ev}, nil
 }
 
-// clerkUserDelivery is clerkStateDelivery of a user.
-func clerkUserDelivery(raw json.RawMessage) (Delivery, error) {
-	return clerkStateDelivery(models.KindUser, raw)
-}
-
 // objectID is the id of the object a delivery of kind k changes: the
 // user's, organization's or membership's data.id; "" when it has none.
 func objectID(k models.Kind, ev models.ClerkEvent) string {
