@@ -206,3 +206,15 @@ func TestSyncOrganization_SharesTheKeysPlacesWithTheUsersRoute(t *testing.T) {
 		t.Errorf("the organization's sync once the place is free = %s, want 200", r)
 	}
 }
+
+func TestSyncOrganization_AnInstanceWithOrganizationsTurnedOffIs404(t *testing.T) {
+	h, fake := syncHarness(t)
+	fake.TurnOrganizationsOff()
+	r := h.syncOrg("org_any", testAPIKey)
+	if _, msg := errorOf(t, r); r.Code != http.StatusNotFound || !strings.Contains(msg, "turned off") {
+		t.Errorf("POST sync with organizations off in Clerk = %s, want 404 saying they are turned off", r)
+	}
+	if n := h.countEvents(); n != 0 {
+		t.Errorf("%d events written, want none", n)
+	}
+}

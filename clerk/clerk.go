@@ -328,6 +328,8 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, maxBytes in
 		return nil, "", &tryError{err: fmt.Errorf("%s: Clerk answered %s", op, resp.Status)}
 	case resp.StatusCode == http.StatusNotFound:
 		return nil, "", fmt.Errorf("%s: Clerk answered %s: %s: %w", op, resp.Status, c.snippet(body), models.ErrNotFound)
+	case resp.StatusCode == http.StatusForbidden && hasErrorCode(body, "organization_not_enabled_in_instance"):
+		return nil, "", fmt.Errorf("%s: Clerk answered %s: organizations are not enabled in this instance: %w", op, resp.Status, models.ErrFeatureOff)
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return nil, "", fmt.Errorf("%s: Clerk answered %s: %s (check CLERK_SECRET_KEY)", op, resp.Status, c.snippet(body))
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
@@ -336,6 +338,25 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, maxBytes in
 		return nil, "", fmt.Errorf("%s: the answer is larger than %d MiB: use a smaller -limit", op, maxBytes>>20)
 	}
 	return body, resp.Header.Get("Content-Type"), nil
+}
+
+// hasErrorCode reports whether a Clerk error body ({"errors": [{"code":
+// ...}]}) has an error with code.
+func hasErrorCode(body []byte, code string) bool {
+	var e struct {
+		Errors []struct {
+			Code string `json:"code"`
+		} `json:"errors"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return false
+	}
+	for _, err := range e.Errors {
+		if err.Code == code {
+			return true
+		}
+	}
+	return false
 }
 
 // redact removes the key from an error that may quote the request.

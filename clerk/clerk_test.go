@@ -226,3 +226,23 @@ func TestGetOrganization_AsksOnlyForAnOrganizationID(t *testing.T) {
 		t.Errorf("%d requests, want 2", got)
 	}
 }
+
+func TestListOrganizations_AnInstanceWithOrganizationsOffIsErrFeatureOff(t *testing.T) {
+	c, fake := newClient(t, "user_a")
+	fake.TurnOrganizationsOff()
+	ctx := context.Background()
+	if _, err := c.ListOrganizations(ctx, 0, 10); !errors.Is(err, models.ErrFeatureOff) {
+		t.Errorf("ListOrganizations = %v, want ErrFeatureOff", err)
+	}
+	if _, err := c.GetOrganization(ctx, "org_a"); !errors.Is(err, models.ErrFeatureOff) {
+		t.Errorf("GetOrganization = %v, want ErrFeatureOff", err)
+	}
+	// Any other 403 is a key's problem, not a feature turned off.
+	fake.SetAnswer(func(w http.ResponseWriter, _ clerktest.Request, _ int) int {
+		http.Error(w, `{"errors":[{"code":"authorization_invalid"}]}`, http.StatusForbidden)
+		return http.StatusForbidden
+	})
+	if _, err := c.ListUsers(ctx, 0, 10); err == nil || errors.Is(err, models.ErrFeatureOff) || !strings.Contains(err.Error(), "CLERK_SECRET_KEY") {
+		t.Errorf("ListUsers after a 403 = %v, want an error naming CLERK_SECRET_KEY", err)
+	}
+}

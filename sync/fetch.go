@@ -40,7 +40,8 @@ func (f *Fetcher) SyncUser(ctx context.Context, userID string) (Result, error) {
 
 // SyncOrganization reads orgID from Clerk and applies its state through
 // the same code as a webhook organization.updated, with the errors of
-// SyncUser.
+// SyncUser; an instance with organizations turned off does not know it
+// (models.ErrNotFound).
 func (f *Fetcher) SyncOrganization(ctx context.Context, orgID string) (Result, error) {
 	return f.sync(ctx, models.KindOrganization, orgID, f.Clerk.GetOrganization)
 }
@@ -50,6 +51,8 @@ func (f *Fetcher) sync(ctx context.Context, k models.Kind, id string, get func(c
 	switch {
 	case errors.Is(err, models.ErrNotFound):
 		return Result{}, models.Public(models.ErrNotFound, "%s %s is not in Clerk", k, models.Quote(id))
+	case errors.Is(err, models.ErrFeatureOff):
+		return Result{}, models.Public(models.ErrNotFound, "%s %s is not in Clerk: the instance has %s turned off", k, models.Quote(id), Plural(k))
 	case errors.Is(err, models.ErrInvalid):
 		return Result{}, fmt.Errorf("%s %q: %w", k, id, err)
 	case err != nil:

@@ -199,6 +199,10 @@ type KindReport struct {
 	Offset   int  // the first offset read
 	End      int  // the offset after the last object read
 	Complete bool // the whole list was read without an error
+	// Off says that the Clerk instance has the kind's feature turned off
+	// (organizations): Clerk answered its list with models.ErrFeatureOff.
+	// The kind has no objects to read, and nothing of it is deleted.
+	Off bool
 	// Stopped is why the listing stopped before the end of Clerk's list.
 	Stopped *StoppedError
 	Listed  Tally
@@ -308,6 +312,10 @@ func (r *Reconciler) Run(ctx context.Context, opts ReconcileOptions) (rep Reconc
 		return rep, nil
 	}
 	for _, l := range ls {
+		if l.rep.Off {
+			l.rep.DeletesSkipped = fmt.Sprintf("%s are not enabled in the Clerk instance", Plural(l.src.kind))
+			continue
+		}
 		if l.unreadable > 0 {
 			l.rep.DeletesSkipped = fmt.Sprintf("%d listed %s had no readable id", l.unreadable, Plural(l.src.kind))
 			continue
@@ -332,6 +340,11 @@ type listing struct {
 // marks l done and complete. Its error stops l.
 func (r *Reconciler) page(ctx context.Context, l *listing, opts ReconcileOptions) error {
 	objs, err := l.src.list(ctx, l.rep.End, opts.Limit)
+	if errors.Is(err, models.ErrFeatureOff) && l.rep.End == l.rep.Offset {
+		// An instance without organizations: not a failure of the run.
+		l.done, l.rep.Off = true, true
+		return nil
+	}
 	if err != nil {
 		return err
 	}

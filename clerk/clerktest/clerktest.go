@@ -47,6 +47,7 @@ type Server struct {
 	members []json.RawMessage
 	reqs    []Request
 	answer  Answer
+	orgsOff bool
 }
 
 // New serves users until the test ends; it has no organizations until
@@ -113,11 +114,14 @@ func (c *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	// As the answer may have changed them.
-	users, orgs, members := c.users, c.orgs, c.members
+	users, orgs, members, orgsOff := c.users, c.orgs, c.members, c.orgsOff
 	c.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	path := r.URL.Path
 	switch {
+	case orgsOff && (strings.HasPrefix(path, "/v1/organization") || strings.HasSuffix(path, "/organization_memberships")):
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"errors":[{"message":"access denied","long_message":"The organizations feature is not enabled for this instance. You can enable it at https://dashboard.clerk.com.","code":"organization_not_enabled_in_instance"}]}`))
 	case path == "/v1/users":
 		page(w, req, users, false)
 	case path == "/v1/organizations":
@@ -191,6 +195,16 @@ func page(w http.ResponseWriter, req Request, list []json.RawMessage, data bool)
 	}
 	b.WriteString("\n")
 	_, _ = w.Write(b.Bytes())
+}
+
+// TurnOrganizationsOff makes the fake answer as Clerk does for an
+// instance with the organizations feature turned off: 403
+// organization_not_enabled_in_instance to every organization and
+// membership route.
+func (c *Server) TurnOrganizationsOff() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.orgsOff = true
 }
 
 // SetAnswer sets the hook that may answer requests instead of the fake.

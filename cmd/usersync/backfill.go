@@ -105,6 +105,10 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 		fmt.Fprintf(out, "backfill: %v\n", rerr)
 	}
 	for _, kr := range rep.Kinds {
+		if kr.Off {
+			fmt.Fprintf(out, "backfill: %s are not enabled in the Clerk instance: none read\n", sync.Plural(kr.Kind))
+			continue
+		}
 		if kr.Stopped != nil {
 			fmt.Fprintf(out, "backfill: stopped at %s after %s\n", where(kr.Kind, kr.Stopped.Offset), backfillTally(kr.Kind, kr.Listed))
 			continue

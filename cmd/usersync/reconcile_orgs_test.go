@@ -499,3 +499,27 @@ func TestBackfill_ResumesOneKindsListAtAnOffset(t *testing.T) {
 		}
 	}
 }
+
+func TestReconcile_AnInstanceWithOrganizationsTurnedOffStillReconcilesUsers(t *testing.T) {
+	e := newBackfillEnv(t, someUsers(t, 1))
+	e.created(t, 0)
+	e.created(t, 1) // deleted in Clerk
+	e.orgCreated(t, 0)
+	e.memberCreated(t, membership{0, 0, 0})
+	e.clerk.TurnOrganizationsOff()
+
+	out := e.mustReconcile(t)
+	if got, want := runSummary(t, out), "users in Clerk 1, local users 2, applied 0, stale 0, deleted 1, unchanged 1, failed 0"; got != want {
+		t.Errorf("users: summary = %q, want %q", got, want)
+	}
+	wantLine(t, out, "reconcile: nothing deleted: organizations are not enabled in the Clerk instance")
+	wantLine(t, out, "reconcile: nothing deleted: memberships are not enabled in the Clerk instance")
+	if e.active(t, 1) || !e.orgActive(t, 0) || !e.memberActive(t, 0) {
+		t.Errorf("user 1 active %v, organization 0 %v, membership 0 %v; want false, true, true", e.active(t, 1), e.orgActive(t, 0), e.memberActive(t, 0))
+	}
+	if got := recheckRequests(e.clerk.Requests()); len(got) != 0 {
+		t.Errorf("re-checks = %v, want none", got)
+	}
+	out = e.mustBackfill(t)
+	wantLine(t, out, "backfill: organizations are not enabled in the Clerk instance: none read")
+}
