@@ -41,7 +41,7 @@ const allKinds = "users,organizations,memberships"
 func reconcileCommand(fs *flag.FlagSet) func(context.Context, config, io.Writer) error {
 	var opts reconcileOptions
 	fs.IntVar(&opts.limit, "limit", clerk.MaxPageLimit, "objects per page read from Clerk, 1 to 500")
-	fs.IntVar(&opts.maxDeletes, "max-deletes", defaultMaxDeletes, "delete nothing of a kind if more objects of it than this would be deleted; -1 for no limit")
+	fs.IntVar(&opts.maxDeletes, "max-deletes", defaultMaxDeletes, "delete none of a kind with more to delete than this; -1 for no limit")
 	fs.BoolVar(&opts.dryRun, "dry-run", false, "change nothing; print what would change")
 	fs.StringVar(&opts.kinds, "kinds", allKinds, "the kinds to reconcile, comma-separated")
 	return func(ctx context.Context, cfg config, out io.Writer) error { return runReconcile(ctx, cfg, opts, out) }
