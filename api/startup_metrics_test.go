@@ -11,15 +11,18 @@ import (
 	"github.com/usersync/usersync/repository/repotest"
 )
 
-func TestMetrics_EveryMetricTheREADMEListsIsThereFromStartUp(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+// TestMetrics_EveryMetricTheDocsListIsThereFromStartUp checks the metrics
+// table of docs/operations.md against a real /metrics.
+func TestMetrics_EveryMetricTheDocsListIsThereFromStartUp(t *testing.T) {
+	b, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, _ := strings.Cut(string(b), "### Metrics and alerts")
+	_, table, _ := strings.Cut(string(b), "\n## Metrics\n")
+	table, _, _ = strings.Cut(table, "\n## ")
 	names := regexp.MustCompile("(?m)^\\| `(usersync_[a-z_]+)").FindAllStringSubmatch(table, -1)
 	if len(names) < 10 {
-		t.Fatalf("found %d metrics in the README's table", len(names))
+		t.Fatalf("found %d metrics in the table of docs/operations.md", len(names))
 	}
 	h := newHarness(t, func(o *harnessOptions) {
 		o.store = repotest.NewStore(t)

@@ -17,8 +17,8 @@ import (
 // and Change, so they all apply the same limits.
 const (
 	// MaxMetadataBytes bounds public_metadata, compacted JSON. Clerk
-	// itself allows a few KB of metadata; a large document in users makes
-	// every read of the collection slower, on the embedded engine most.
+	// itself allows a few KB of metadata; a large record in users makes
+	// every read of it, and every page of users, slower.
 	MaxMetadataBytes = 64 << 10
 	// MaxNesting bounds how deep objects and arrays nest in a body (the
 	// envelope is level 1). MongoDB refuses documents nested deeper than

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check.sh: everything CI runs. Needs Go and a C compiler (go test -race
-# needs cgo); the engine the tests use is embedded (set MONGODB_URI to run
+# needs cgo); the tests use the embedded store (set MONGODB_URI to run
 # them against a MongoDB instead).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -18,11 +18,11 @@ func nextWait(interval, took time.Duration) time.Duration {
 
 // Loop runs pass at once, then again every interval until ctx is done, but
 // never spends more than about a tenth of its time in pass: after a pass
-// that took d, the next starts no sooner than 9·d later. On MongoDB a pass
-// is a few index reads and this changes nothing; on the embedded engine,
-// whose reads other than by _id grow with the data, the background work
-// (the sweep, retention, erasure, the event counts) slows down as the data
-// grows instead of taking the machine from the webhooks.
+// that took d, the next starts no sooner than 9·d later. On both stores a
+// pass is a few index reads and this changes nothing; a pass that a slow
+// disk or a slow database makes long (the sweep, retention, erasure, the
+// event counts) runs less often instead of taking the machine from the
+// webhooks.
 func Loop(ctx context.Context, interval time.Duration, pass func(context.Context)) {
 	for {
 		start := time.Now()

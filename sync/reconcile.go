@@ -416,10 +416,10 @@ func (r *Reconciler) one(ctx context.Context, src *source, raw json.RawMessage, 
 	case res.Outcome == models.OutcomeStale:
 		// Stale is also what a state equal to a webhook's is: tell them apart.
 		cur, err := src.stored(ctx, id)
-		if err == nil && cur != nil && ch.invalid == nil && cur.SourceTime.Equal(ch.sourceTime()) {
-			page.Unchanged++
-		} else {
+		if err != nil || cur == nil || ch.invalid != nil {
 			page.Stale++
+		} else {
+			page.stale(*cur, ch.version())
 		}
 	default:
 		page.Failed++
@@ -448,13 +448,20 @@ func (r *Reconciler) preview(ctx context.Context, src *source, id string, ch cha
 	case models.DecideDeletedUser:
 		page.DeletedHere++
 	default:
-		if cur.SourceTime.Equal(v.SourceTime) {
-			page.Unchanged++
-		} else {
-			page.Stale++
-		}
+		page.stale(*cur, v)
 	}
 	return nil
+}
+
+// stale counts a state older than the stored one: unchanged when it is
+// the stored state itself, read again with another event id (reconcile's
+// states and the webhooks' share Clerk's times), stale otherwise.
+func (t *Tally) stale(cur, ch models.Version) {
+	if cur.SourceTime.Equal(ch.SourceTime) {
+		t.Unchanged++
+	} else {
+		t.Stale++
+	}
 }
 
 // deleteAbsent finds the active objects of l's kind written before the

@@ -76,11 +76,11 @@ func (r *Recovery) now() time.Time {
 }
 
 // PassTimeout bounds one pass of Run. The searches of a pass (due events,
-// old events, users to erase) read whole collections on an engine without
-// usable indexes (the embedded engine, beyond what usersync indexes there):
-// they get this long rather than the store's default operation timeout,
-// which would fail them for ever once the collection is large enough. The
-// writes of a pass keep their own short bounds.
+// old events, users to erase) are index reads, but would read whole
+// collections on an engine whose indexes are not usable (an index still
+// being built): they get this long rather than the store's default
+// operation timeout, which would fail them for ever once the collection is
+// large enough. The writes of a pass keep their own short bounds.
 const PassTimeout = 15 * time.Minute
 
 // DefaultLease is how long a sweep holds an event by default.

@@ -117,10 +117,10 @@ func TestRun_AnUnknownFlagOrCommandSaysWhereHelpIs(t *testing.T) {
 	}
 }
 
-// TestREADME_ConfigurationTableIsTheSettingsTable keeps the README's
-// configuration table equal to the variables usersync reads.
-func TestREADME_ConfigurationTableIsTheSettingsTable(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// TestDocs_ConfigurationTableIsTheSettingsTable keeps the configuration
+// table of docs/configuration.md equal to the variables usersync reads.
+func TestDocs_ConfigurationTableIsTheSettingsTable(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,26 +135,26 @@ func TestREADME_ConfigurationTableIsTheSettingsTable(t *testing.T) {
 		documented = append(documented, env)
 		s, ok := byEnv[env]
 		if !ok {
-			t.Errorf("README documents %s, which usersync does not read", env)
+			t.Errorf("docs/configuration.md documents %s, which usersync does not read", env)
 			continue
 		}
 		if want := orDash(s.Flag); flag != "-"+s.Flag && !(flag == "" && s.Flag == "") {
-			t.Errorf("README: %s mirrored by %q, want %q", env, flag, want)
+			t.Errorf("docs/configuration.md: %s mirrored by %q, want %q", env, flag, want)
 		}
 		if def != orDash(s.shownDefault()) {
-			t.Errorf("README: %s defaults to %q, want %q", env, def, orDash(s.shownDefault()))
+			t.Errorf("docs/configuration.md: %s defaults to %q, want %q", env, def, orDash(s.shownDefault()))
 		}
 		wantReadBy := "all"
 		if s.Commands != nil {
 			wantReadBy = strings.Join(s.Commands, ", ")
 		}
 		if readBy != wantReadBy {
-			t.Errorf("README: %s read by %q, want %q", env, readBy, wantReadBy)
+			t.Errorf("docs/configuration.md: %s read by %q, want %q", env, readBy, wantReadBy)
 		}
 	}
 	for _, s := range settings {
 		if !slices.Contains(documented, s.Env) {
-			t.Errorf("README does not document %s", s.Env)
+			t.Errorf("docs/configuration.md does not document %s", s.Env)
 		}
 	}
 }

@@ -64,8 +64,8 @@ type config struct {
 // raised limit can still use it.
 const maxClerkAPIRate = 10_000
 
-// embeddedRetention is the default retention with the embedded engine,
-// whose queries grow with the collection (README: limits).
+// embeddedRetention is the default retention with the embedded store: one
+// file on one machine's disk (docs/configuration.md).
 const embeddedRetention = 7 * 24 * time.Hour
 
 // webhookSecretVar is the variable the webhook secrets are set with.
@@ -76,12 +76,12 @@ func (c config) webhookSecretVar() string {
 	return c.WebhookSecretVar
 }
 
-// Embedded reports whether the embedded engine is used.
+// Embedded reports whether the embedded store is used.
 func (c config) Embedded() bool { return c.MongoURI == "" }
 
 // setting is one environment variable. The table below is the one source
-// of `usersync -h`, of each command's -h and of the README's configuration
-// table (a test keeps the README equal to it).
+// of `usersync -h`, of each command's -h and of the configuration table of
+// docs/configuration.md (a test keeps that table equal to it).
 type setting struct {
 	Env      string   // the variable
 	Alias    string   // another name of the same variable, or ""
@@ -129,7 +129,7 @@ func (s setting) readBy(command string) bool {
 	return s.Commands == nil || slices.Contains(s.Commands, command)
 }
 
-// shownDefault is the default as help and the README show it.
+// shownDefault is the default as help and docs/configuration.md show it.
 func (s setting) shownDefault() string {
 	if s.Shown != "" {
 		return s.Shown
@@ -320,7 +320,7 @@ func checkMetricsKey(c config) error {
 }
 
 // requireSecrets fails, naming the variable, when a secret is missing. With
-// the embedded engine the missing ones are generated instead.
+// the embedded store the missing ones are generated instead.
 func (c config) requireSecrets() error {
 	if len(c.WebhookSecrets) == 0 {
 		return errors.New("CLERK_WEBHOOK_SECRET (or CLERK_WEBHOOK_SIGNING_SECRET) is not set: set it to the endpoint's signing secret (whsec_...) from the Clerk dashboard")

@@ -10,7 +10,7 @@ import (
 
 // lockDir takes an exclusive lock on dir for this process, so that two
 // usersync processes (a server and a replay, say) never run the embedded
-// engine on the same files. The lock goes with the process, even on kill -9.
+// store on the same files. The lock goes with the process, even on kill -9.
 func lockDir(dir string) (unlock func(), err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err

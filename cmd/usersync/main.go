@@ -7,7 +7,7 @@
 //	usersync [command] [flags]
 //
 // `usersync -h` lists the commands and every environment variable; see
-// README.md.
+// README.md and docs/.
 package main
 
 import (

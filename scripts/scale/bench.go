@@ -98,9 +98,11 @@ func newBench(ctx context.Context, o flags, dir string, quiet *slog.Logger, prog
 		return nil, err
 	}
 	svc := sync.New(b.store.Events(), b.store.Users(), nil)
+	svc.SetOrganizations(b.store.Organizations(), b.store.Memberships())
 	metrics := api.NewMetrics(b.store.Events())
 	handler, err := api.New(api.Config{
-		Sync: svc, Users: b.store.Users(), Events: b.store.Events(), DB: b.store, Logger: quiet, Metrics: metrics,
+		Sync: svc, Users: b.store.Users(), Organizations: b.store.Organizations(), Memberships: b.store.Memberships(),
+		Events: b.store.Events(), DB: b.store, Logger: quiet, Metrics: metrics,
 		WebhookSecrets: []string{secret}, APIKeys: []string{apiKey}, AdminKeys: []string{adminKey},
 	})
 	if err != nil {

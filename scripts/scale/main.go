@@ -42,6 +42,8 @@ func main() {
 	flag.StringVar(&o.sizes, "sizes", "1000,10000", "comma-separated numbers of users present for each measurement, in increasing order")
 	flag.Float64Var(&o.eventsPerUser, "events-per-user", 1, "stored events per user at each size")
 	flag.IntVar(&o.events, "events", 0, "stored events at every size (overrides -events-per-user)")
+	flag.IntVar(&o.orgs, "orgs", 0, "organizations present at every size (0: none, and no organization reads are measured)")
+	flag.IntVar(&o.memberships, "memberships", 0, "memberships present at every size: membership i is user i's, in organization i mod -orgs")
 	flag.IntVar(&o.requests, "requests", 50, "samples of each operation at each size")
 	flag.DurationVar(&o.budget, "cap", 10*time.Second, "time budget of one operation at one size: once spent, the operation stops with the samples it has (at least one)")
 	flag.StringVar(&o.dir, "dir", "", "data dir of the embedded store; default: a temporary directory")
@@ -87,6 +89,8 @@ type flags struct {
 	sizes         string
 	eventsPerUser float64
 	events        int
+	orgs          int
+	memberships   int
 	requests      int
 	budget        time.Duration
 	dir           string
@@ -101,7 +105,7 @@ type flags struct {
 }
 
 // size is one measurement point.
-type size struct{ users, events int }
+type size struct{ users, events, orgs, memberships int }
 
 func (o flags) parseSizes() ([]size, error) {
 	var out []size
@@ -110,7 +114,7 @@ func (o flags) parseSizes() ([]size, error) {
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("-sizes: %q is not a positive number", f)
 		}
-		s := size{users: n, events: int(float64(n) * o.eventsPerUser)}
+		s := size{users: n, events: int(float64(n) * o.eventsPerUser), orgs: o.orgs, memberships: min(o.memberships, n)}
 		if o.events > 0 {
 			s.events = o.events
 		}
@@ -126,6 +130,9 @@ func run(ctx context.Context, o flags, out, progress io.Writer) error {
 	sizes, err := o.parseSizes()
 	if err != nil {
 		return err
+	}
+	if o.memberships > 0 && o.orgs < 1 {
+		return errors.New("-memberships needs -orgs")
 	}
 	if o.requests < 1 || o.batch < 1 || o.workers < 1 || o.budget <= 0 {
 		return errors.New("-requests, -batch, -seed-workers and -cap must be positive")
@@ -173,6 +180,11 @@ func run(ctx context.Context, o flags, out, progress io.Writer) error {
 				thousands(s.users), thousands(s.events), thousands(seeded.users), seeded.usersIn.Round(time.Second),
 				rate(seeded.users, seeded.usersIn), thousands(seeded.events), seeded.eventsIn.Round(time.Second),
 				rate(seeded.events, seeded.eventsIn))
+			if seeded.orgs+seeded.memberships > 0 {
+				fmt.Fprintf(out, "Seeded %s organizations and %s memberships through Apply in %s (%s/s).\n\n",
+					thousands(seeded.orgs), thousands(seeded.memberships), seeded.orgsIn.Round(time.Second),
+					rate(seeded.orgs+seeded.memberships, seeded.orgsIn))
+			}
 			continue
 		}
 		rows, err := b.measure(ctx, s)

@@ -31,6 +31,7 @@ const due = 20
 // before each call.
 type op struct {
 	name    string
+	skip    bool // not measured at this size (nothing to read)
 	prepare func(ctx context.Context) error
 	call    func(ctx context.Context, i int) (note string, err error)
 }
@@ -55,7 +56,7 @@ func (b *bench) measure(ctx context.Context, s size) ([]row, error) {
 	}
 	var rows []row
 	for _, o := range b.ops(s, cursor) {
-		if b.o.only != nil && !b.o.only.MatchString(o.name) {
+		if o.skip || (b.o.only != nil && !b.o.only.MatchString(o.name)) {
 			continue
 		}
 		r, err := b.measureOp(ctx, o)
@@ -245,6 +246,18 @@ func (b *bench) ops(s size, cursor string) []op {
 			return events + "&userId=" + seedUser(b.pick(i, min(n, m)))
 		}, nonEmpty)},
 		{name: "GET /v1/events/stats", call: get(adminKey, fixed("/v1/events/stats"), nil)},
+		{name: "GET /v1/organizations/{id}", skip: s.orgs == 0, call: get(apiKey, func(i int) string {
+			return "/v1/organizations/" + seedOrg(b.pick(i, max(s.orgs, 1)))
+		}, nil)},
+		{name: "GET /v1/organizations?slug=", skip: s.orgs == 0, call: get(apiKey, func(i int) string {
+			return "/v1/organizations?slug=org-seed-" + strconv.Itoa(b.pick(i, max(s.orgs, 1)))
+		}, nonEmpty)},
+		{name: "GET /v1/organizations/{id}/memberships?limit=100", skip: s.memberships == 0, call: get(apiKey, func(i int) string {
+			return "/v1/organizations/" + seedOrg(b.pick(i, max(s.orgs, 1))) + "/memberships?limit=100"
+		}, nonEmpty)},
+		{name: "GET /v1/users/{id}/memberships", skip: s.memberships == 0, call: get(apiKey, func(i int) string {
+			return "/v1/users/" + seedUser(b.pick(i, max(s.memberships, 1))) + "/memberships"
+		}, nonEmpty)},
 		{name: "GET /metrics", call: get("", fixed("/metrics"), nil)},
 		{name: fmt.Sprintf("sweep pass (%d failed events due)", due),
 			prepare: func(ctx context.Context) error {

@@ -50,6 +50,10 @@ func printTable(w io.Writer, s size, sd seeded, rows []row, o flags) {
 	} else {
 		fmt.Fprintf(w, "Already seeded (%s users, %s events present).\n", thousands(sd.hadUsers), thousands(sd.hadEvents))
 	}
+	if sd.orgs+sd.memberships > 0 {
+		fmt.Fprintf(w, "Seeded %s organizations and %s memberships through Apply in %s (%s/s).\n",
+			thousands(sd.orgs), thousands(sd.memberships), sd.orgsIn.Round(time.Second), rate(sd.orgs+sd.memberships, sd.orgsIn))
+	}
 	var capped []string
 	for _, r := range rows {
 		if r.capped {

@@ -35,17 +35,22 @@ const seedCollection = "scale_seeded"
 
 func seedUser(i int) string  { return "user_seed_" + strconv.Itoa(i) }
 func seedEvent(k int) string { return "msg_seed_" + strconv.Itoa(k) }
+func seedOrg(i int) string   { return "org_seed_" + strconv.Itoa(i) }
 
 // seeded is what seedTo found and did.
 type seeded struct {
 	hadUsers, hadEvents int
 	users, events       int           // added
 	usersIn, eventsIn   time.Duration // time spent adding them
+	orgs, memberships   int           // added
+	orgsIn              time.Duration // time spent adding both
 }
 
 type seedState struct {
-	Users  int `bson:"users" json:"users"`
-	Events int `bson:"events" json:"events"`
+	Users       int `bson:"users" json:"users"`
+	Events      int `bson:"events" json:"events"`
+	Orgs        int `bson:"orgs" json:"orgs"`
+	Memberships int `bson:"memberships" json:"memberships"`
 }
 
 // setupTimeout bounds each untimed step (a seeding call, a lookup),
@@ -121,7 +126,89 @@ func (b *bench) seedTo(ctx context.Context, s size) (seeded, error) {
 		return b.saveSeedState(ctx, st)
 	})
 	res.events, res.eventsIn = max(s.events-res.hadEvents, 0), time.Since(start)
+	if err != nil {
+		return res, err
+	}
+	start = time.Now()
+	res.orgs, res.memberships = max(s.orgs-st.Orgs, 0), max(s.memberships-st.Memberships, 0)
+	err = b.seedRange(ctx, "organizations", st.Orgs, s.orgs, func(lo, hi int) error {
+		return b.applyEach(ctx, lo, hi, func(ctx context.Context, i int) error {
+			_, err := b.store.Organizations().Apply(ctx, seedOrgChange(i, now), now)
+			return err
+		})
+	}, func(n int) error {
+		st.Orgs = n
+		return b.saveSeedState(ctx, st)
+	})
+	if err != nil {
+		return res, err
+	}
+	err = b.seedRange(ctx, "memberships", st.Memberships, s.memberships, func(lo, hi int) error {
+		return b.applyEach(ctx, lo, hi, func(ctx context.Context, i int) error {
+			_, err := b.store.Memberships().Apply(ctx, seedMembership(i, s.orgs), now)
+			return err
+		})
+	}, func(n int) error {
+		st.Memberships = n
+		return b.saveSeedState(ctx, st)
+	})
+	res.orgsIn = time.Since(start)
 	return res, err
+}
+
+// applyEach applies the objects [lo, hi) through the store's Apply, 16 at
+// a time (the embedded store commits concurrent writes together), as their
+// webhooks would have.
+func (b *bench) applyEach(ctx context.Context, lo, hi int, apply func(context.Context, int) error) error {
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	next := make(chan int)
+	errs := make(chan error, 16)
+	var wg stdsync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				if err := apply(ctx, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	go func() {
+		defer close(next)
+		for i := lo; i < hi; i++ {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// seedOrgChange is the state organization i was created in.
+func seedOrgChange(i int, now time.Time) models.OrganizationChange {
+	return models.OrganizationChange{
+		OrgID: seedOrg(i), EventID: "msg_seed_org_" + strconv.Itoa(i), SourceTime: epoch.Add(time.Duration(i) * time.Millisecond),
+		Metadata: json.RawMessage(`{"plan":"team"}`),
+		OrganizationProfile: models.OrganizationProfile{
+			Name: "Organization " + strconv.Itoa(i), Slug: "org-seed-" + strconv.Itoa(i), CreatedBy: seedUser(i),
+		},
+	}
+}
+
+// seedMembership is membership i: user i's, in organization i mod orgs.
+func seedMembership(i, orgs int) models.MembershipChange {
+	return models.MembershipChange{
+		MembershipID: "orgmem_seed_" + strconv.Itoa(i), EventID: "msg_seed_mem_" + strconv.Itoa(i),
+		SourceTime: epoch.Add(time.Duration(i) * time.Millisecond), OrgID: seedOrg(i % orgs), UserID: seedUser(i),
+		Role: "org:member", RoleName: "Member", Permissions: []string{"org:sys_profile:read"},
+		Metadata: json.RawMessage(`{}`), Member: models.Member{FirstName: "Seed", Identifier: primaryEmail(seedUser(i))},
+	}
 }
 
 // seedUsers seeds users [lo, hi) through the repository, as their
