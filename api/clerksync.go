@@ -13,16 +13,19 @@ import (
 	"github.com/usersync/usersync/sync"
 )
 
-// UserSyncer reads one user from Clerk's Backend API and applies it.
-type UserSyncer interface {
+// ClerkSyncer reads one user or organization from Clerk's Backend API and
+// applies it.
+type ClerkSyncer interface {
 	// SyncUser's errors wrap models.ErrNotFound when Clerk does not know
 	// the user, models.ErrRetryLater when Clerk or the state is not ready,
 	// models.ErrBadUpstream when Clerk's answer cannot be applied.
 	SyncUser(ctx context.Context, userID string) (sync.Result, error)
+	// SyncOrganization is SyncUser for an organization.
+	SyncOrganization(ctx context.Context, orgID string) (sync.Result, error)
 }
 
-// syncTimeout bounds how long a caller of POST /v1/users/{userId}/sync
-// waits for Clerk (rate limit included) before a 503.
+// syncTimeout bounds how long a caller of a sync route waits for Clerk
+// (rate limit included) before a 503.
 const syncTimeout = 10 * time.Second
 
 // Defaults of the sync route's bounds (see Limits).
@@ -34,10 +37,11 @@ const (
 // maxNotFound bounds the ids remembered as unknown to Clerk.
 const maxNotFound = 10_000
 
-// syncGuard keeps POST /v1/users/{userId}/sync from multiplying a
-// client's requests into Clerk's: each key has a bounded number of them
-// in flight, and an id Clerk did not know is answered 404 from memory for
-// a while.
+// syncGuard keeps the sync routes (POST /v1/users/{userId}/sync, POST
+// /v1/organizations/{orgId}/sync) from multiplying a client's requests
+// into Clerk's: each key has a bounded number of them in flight, both
+// routes together, and an id Clerk did not know is answered 404 from
+// memory for a while (user and organization ids differ by their prefix).
 type syncGuard struct {
 	perKey      int
 	notFoundFor time.Duration
@@ -150,12 +154,62 @@ func (s *server) syncUser(c echo.Context) error {
 	return c.JSON(http.StatusOK, newUserJSON(u))
 }
 
+// syncOrganization answers POST /v1/organizations/{orgId}/sync as
+// syncUser does for a user: it fetches the organization from Clerk's
+// Backend API (GET /organizations/{id}), applies it through the webhook's
+// code, and answers as GET /v1/organizations/{orgId} would, with the same
+// guards.
+func (s *server) syncOrganization(c echo.Context) error {
+	var req getOrganizationRequest
+	if err := bind(c, &req); err != nil {
+		return err
+	}
+	if !models.IsClerkOrganizationID(req.OrgID) {
+		// Clerk's route takes a slug too: only an id is sent.
+		return models.Public(models.ErrInvalid, "orgId %s is not a Clerk organization id (org_ followed by letters and digits)",
+			models.Quote(req.OrgID)).In("orgId")
+	}
+	if err := adminOnly(c, req.IncludeDeleted); err != nil {
+		return err
+	}
+	if s.clerkSync == nil {
+		return echo.NewHTTPError(http.StatusNotImplemented,
+			"fetching organizations from Clerk is not configured: set CLERK_SECRET_KEY on the server")
+	}
+	ctx := c.Request().Context()
+	o, err := s.orgs.Get(ctx, req.OrgID)
+	switch {
+	case err == nil && o.Deleted():
+		// Deleted for good: nothing Clerk says can change it.
+	case err == nil || errors.Is(err, models.ErrNotFound):
+		if err := s.fetch(c, "organization", req.OrgID, s.clerkSync.SyncOrganization); err != nil {
+			return err
+		}
+		if o, err = s.orgs.Get(ctx, req.OrgID); err != nil {
+			return err
+		}
+	default:
+		return err
+	}
+	if o.Deleted() && !req.IncludeDeleted {
+		return notFound(models.ErrNotFound, "organization", req.OrgID)
+	}
+	return c.JSON(http.StatusOK, newOrganizationJSON(o))
+}
+
 // fetchUser reads userID from Clerk and applies it, within the caller's
 // key's places and syncTimeout.
 func (s *server) fetchUser(c echo.Context, userID string) error {
+	return s.fetch(c, "user", userID, s.clerkSync.SyncUser)
+}
+
+// fetch reads the object id (a user or organization, as what says) from
+// Clerk with syncOne and applies it, within the caller's key's places and
+// syncTimeout.
+func (s *server) fetch(c echo.Context, what, id string, syncOne func(context.Context, string) (sync.Result, error)) error {
 	ctx := c.Request().Context()
-	if s.syncs.knownUnknown(userID, s.now()) {
-		return notFound(models.ErrNotFound, "user", userID)
+	if s.syncs.knownUnknown(id, s.now()) {
+		return notFound(models.ErrNotFound, what, id)
 	}
 	leave, err := s.syncs.enter(keyHash(c))
 	if err != nil {
@@ -164,12 +218,12 @@ func (s *server) fetchUser(c echo.Context, userID string) error {
 	defer leave()
 	sctx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
-	_, err = s.clerkSync.SyncUser(sctx, userID)
+	_, err = syncOne(sctx, id)
 	switch {
 	case err != nil && sctx.Err() != nil && ctx.Err() == nil:
 		return models.Public(models.ErrRetryLater, "Clerk did not answer within %s", syncTimeout)
 	case errors.Is(err, models.ErrNotFound):
-		s.syncs.noteUnknown(userID, s.now())
+		s.syncs.noteUnknown(id, s.now())
 	}
 	return err
 }

@@ -36,8 +36,10 @@ func syncHarnessWith(t *testing.T, limits api.Limits, users ...clerkUser) (*harn
 	}
 	store := repotest.NewStore(t)
 	svc := sync.New(store.Events(), store.Users(), nil)
+	svc.SetOrganizations(store.Organizations(), store.Memberships())
 	e, err := api.New(api.Config{
-		Sync: svc, Users: store.Users(), Events: store.Events(), DB: store, Logger: repotest.Discard(),
+		Sync: svc, Users: store.Users(), Organizations: store.Organizations(), Memberships: store.Memberships(),
+		Events: store.Events(), DB: store, Logger: repotest.Discard(),
 		WebhookSecrets: []string{testSecret}, APIKeys: []string{testAPIKey}, AdminKeys: []string{testAdminKey},
 		ClerkSync: &sync.Fetcher{Service: svc, Clerk: cl}, Limits: limits,
 	})

@@ -37,10 +37,11 @@ type RunReader interface {
 	Last(ctx context.Context, n int) ([]models.ReconcileSummary, error)
 }
 
-// ReconcileDryRun previews a reconcile: it reads Clerk's list and reports
-// what a run would change, changing nothing. onPage and onUser are told
-// of its progress as sync.ReconcileOptions' OnPage and OnUser are.
-type ReconcileDryRun func(ctx context.Context, onPage func(offset int, page sync.Tally), onUser func(sync.UserNote)) (sync.ReconcileReport, error)
+// ReconcileDryRun previews a reconcile of users: it reads Clerk's user list
+// and reports what a run would change, changing nothing. onPage and onNote
+// are told of its progress as sync.ReconcileOptions' OnPage and OnNote
+// are.
+type ReconcileDryRun func(ctx context.Context, onPage func(offset int, page sync.Tally), onNote func(sync.Note)) (sync.ReconcileReport, error)
 
 // Console is what the operator's console needs beyond the rest of the
 // API. Any part left nil makes its endpoints answer 501 not_configured.

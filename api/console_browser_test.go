@@ -123,11 +123,11 @@ func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 func TestConsole_InABrowser(t *testing.T) {
 	ctx := browser(t)
 	h := newConsoleHarness(t, func(o *consoleOptions) {
-		o.dryRun = func(ctx context.Context, onPage func(int, sync.Tally), onUser func(sync.UserNote)) (sync.ReconcileReport, error) {
-			onPage(0, sync.Tally{Users: 4, Applied: 1, Unchanged: 3})
-			onUser(sync.UserNote{UserID: "user_new_in_clerk", Action: sync.NoteWouldCreate})
-			onUser(sync.UserNote{UserID: "user_gone_from_clerk", Action: sync.NoteWouldDelete})
-			return sync.ReconcileReport{Complete: true, Listed: sync.Tally{Users: 4, Applied: 1, Unchanged: 3}, LocalUsers: 4, Deleted: 1}, nil
+		o.dryRun = func(ctx context.Context, onPage func(int, sync.Tally), onUser func(sync.Note)) (sync.ReconcileReport, error) {
+			onPage(0, sync.Tally{Read: 4, Applied: 1, Unchanged: 3})
+			onUser(sync.Note{Kind: models.KindUser, ID: "user_new_in_clerk", Action: sync.NoteWouldCreate})
+			onUser(sync.Note{Kind: models.KindUser, ID: "user_gone_from_clerk", Action: sync.NoteWouldDelete})
+			return sync.ReconcileReport{Kinds: []sync.KindReport{{Kind: models.KindUser, Complete: true, Listed: sync.Tally{Read: 4, Applied: 1, Unchanged: 3}, Local: 4, Deleted: 1}}}, nil
 		}
 	})
 	failed, unblock := h.block(2)

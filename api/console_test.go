@@ -557,18 +557,18 @@ func TestDryRun_RunsInTheBackgroundOneAtATime(t *testing.T) {
 	now := time.Now()
 	h := newConsoleHarness(t, func(o *consoleOptions) {
 		o.now = func() time.Time { clock.Lock(); defer clock.Unlock(); return now }
-		o.dryRun = func(ctx context.Context, onPage func(int, sync.Tally), onUser func(sync.UserNote)) (sync.ReconcileReport, error) {
-			onPage(0, sync.Tally{Users: 500})
+		o.dryRun = func(ctx context.Context, onPage func(int, sync.Tally), onUser func(sync.Note)) (sync.ReconcileReport, error) {
+			onPage(0, sync.Tally{Read: 500})
 			for i := range 1005 {
-				onUser(sync.UserNote{UserID: fmt.Sprintf("user_%d", i), Action: sync.NoteWouldCreate})
+				onUser(sync.Note{Kind: models.KindUser, ID: fmt.Sprintf("user_%d", i), Action: sync.NoteWouldCreate})
 			}
-			onUser(sync.UserNote{UserID: "user_kept", Action: sync.NoteKept})
+			onUser(sync.Note{Kind: models.KindUser, ID: "user_kept", Action: sync.NoteKept})
 			select {
 			case <-release:
 			case <-ctx.Done():
 				return sync.ReconcileReport{}, ctx.Err()
 			}
-			return sync.ReconcileReport{Complete: true, Listed: sync.Tally{Users: 500, Applied: 1005}, Deleted: 2, LocalUsers: 7}, nil
+			return sync.ReconcileReport{Kinds: []sync.KindReport{{Kind: models.KindUser, Complete: true, Listed: sync.Tally{Read: 500, Applied: 1005}, Deleted: 2, Local: 7}}}, nil
 		}
 	})
 	var d dryRunBody

@@ -144,15 +144,15 @@ func (j *dryRunJob) view() dryRunResponse {
 	r.StartedAt = optTime(&j.started)
 	if j.state != "running" {
 		r.FinishedAt = optTime(&j.finished)
-		rep := j.report
+		rep := j.report.Of(models.KindUser)
 		u := unchangedOf(rep.Listed)
 		r.Report = &dryRunReportJSON{
-			Complete: rep.Complete, ClerkUsers: rep.Listed.Users, Applied: rep.Listed.Applied, Stale: rep.Listed.Stale,
+			Complete: rep.Complete, ClerkUsers: rep.Listed.Read, Applied: rep.Listed.Applied, Stale: rep.Listed.Stale,
 			Unchanged: u, Deleted: rep.Deleted, Failed: rep.Listed.Failed, Refused: rep.Refused, ToDelete: len(rep.ToDelete),
 			DeletesSkipped: rep.DeletesSkipped,
 		}
-		if rep.LocalUsers >= 0 {
-			n := rep.LocalUsers
+		if rep.Local >= 0 {
+			n := rep.Local
 			r.Report.LocalUsers = &n
 		}
 	}
@@ -161,7 +161,7 @@ func (j *dryRunJob) view() dryRunResponse {
 
 // unchangedOf counts the users whose stored state already was Clerk's,
 // or who are deleted here and stay so (as usersync reconcile prints it).
-func unchangedOf(t sync.Tally) int { return t.Unchanged + t.Duplicate + t.DeletedUser }
+func unchangedOf(t sync.Tally) int { return t.Unchanged + t.Duplicate + t.DeletedHere }
 
 // startDryRun answers POST /v1/reconcile/dry-run: it starts a dry run of
 // reconcile in the background and answers 202 with its state; GET
@@ -198,15 +198,15 @@ func (s *server) startDryRun(c echo.Context) error {
 		rep, err := s.consoleCfg.DryRun(ctx,
 			func(_ int, page sync.Tally) {
 				j.mu.Lock()
-				j.listed += page.Users
+				j.listed += page.Read
 				j.mu.Unlock()
 			},
-			func(n sync.UserNote) {
+			func(n sync.Note) {
 				switch n.Action {
 				case sync.NoteKept:
 					return // not a change
 				}
-				note := dryRunNote{UserID: n.UserID, Action: n.Action}
+				note := dryRunNote{UserID: n.ID, Action: n.Action}
 				if n.Err != nil {
 					note.Error = publicNote(n.Err)
 				}

@@ -37,6 +37,7 @@ func (s *server) routes(e *echo.Echo) {
 	v1.GET("/users/:userId/memberships", s.listMemberships, apiKey)
 	v1.GET("/organizations", s.listOrganizations, apiKey)
 	v1.GET("/organizations/:orgId", s.getOrganization, apiKey)
+	v1.POST("/organizations/:orgId/sync", s.syncOrganization, apiKey)
 	v1.GET("/organizations/:orgId/memberships", s.listMemberships, apiKey)
 	v1.GET("/memberships", s.membershipFeed, apiKey)
 

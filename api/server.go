@@ -72,9 +72,10 @@ type Config struct {
 	APIKeys   []string
 	AdminKeys []string
 
-	// ClerkSync, if set, serves POST /v1/users/{userId}/sync; without it
-	// (no CLERK_SECRET_KEY) that route answers 501.
-	ClerkSync UserSyncer
+	// ClerkSync, if set, serves POST /v1/users/{userId}/sync and POST
+	// /v1/organizations/{orgId}/sync; without it (no CLERK_SECRET_KEY)
+	// they answer 501.
+	ClerkSync ClerkSyncer
 
 	// Console is what the operator's console at /admin reads.
 	Console Console
@@ -116,7 +117,7 @@ type server struct {
 	reads    *reads
 	health   *health
 
-	clerkSync UserSyncer
+	clerkSync ClerkSyncer
 
 	consoleCfg Console
 	dryRun     dryRunJob

@@ -1,5 +1,6 @@
 // Package clerk is a client of Clerk's Backend API, for what usersync reads
-// from it: the user list, page by page, and single users. It waits out
+// from it: the lists of users, organizations and memberships, page by
+// page, and single users and organizations. It waits out
 // 429s as Clerk asks, tries server and network errors again with backoff,
 // and keeps a process's requests under a rate limit.
 package clerk
@@ -24,19 +25,19 @@ import (
 	"github.com/usersync/usersync/models"
 )
 
-// MaxPageLimit is the largest page Clerk's GET /users serves.
+// MaxPageLimit is the largest page Clerk's lists serve.
 const MaxPageLimit = 500
 
 // Limits of one read from Clerk.
 const (
 	requestTimeout = time.Minute
 	maxPageBytes   = 128 << 20 // 500 users with large metadata stay well under
-	maxUserBytes   = 4 << 20   // one user object
+	maxUserBytes   = 4 << 20   // one user or organization object
 	maxSnippet     = 200       // bytes of an error body shown to the operator
-	// getUserTimeout bounds a read of one user, retries and the wait for
-	// the rate limit included; the read is shared by every caller asking
-	// for the user meanwhile, so it does not end with the first one's
-	// (it ends when the last one leaves).
+	// getUserTimeout bounds a read of one user or organization, retries
+	// and the wait for the rate limit included; the read is shared by
+	// every caller asking for the object meanwhile, so it does not end with
+	// the first one's (it ends when the last one leaves).
 	getUserTimeout = 30 * time.Second
 )
 
@@ -53,13 +54,13 @@ var DefaultRetry = RetryPolicy{Tries: 4, Backoff: 500 * time.Millisecond, Thrott
 
 // Retry describes a wait before a read is tried again, for Client.OnRetry.
 type Retry struct {
-	What      string        // "offset 500" or "user user_123"
+	What      string        // "offset 500" (users), "organizations offset 500", "user user_123", "organization org_123"
 	Throttled bool          // Clerk answered 429
 	Wait      time.Duration // how long the client waits
 	Err       error         // what went wrong
 }
 
-// Client reads users from Clerk's Backend API. Its fields may be changed
+// Client reads from Clerk's Backend API. Its fields may be changed
 // before first use.
 type Client struct {
 	HTTP  *http.Client
@@ -74,7 +75,7 @@ type Client struct {
 
 	base   *url.URL // CLERK_API_URL
 	key    string
-	flight Flight // concurrent reads of one user share one request
+	flight Flight // concurrent reads of one object share one request
 }
 
 // New returns a client of the API at apiURL (such as
@@ -114,29 +115,67 @@ func isLoopback(host string) bool {
 // sent. It waits out 429s and tries server and network errors again a few
 // times; the error of a read that still fails says why.
 func (c *Client) ListUsers(ctx context.Context, offset, limit int) ([]json.RawMessage, error) {
+	return c.list(ctx, "/users", "users", "offset "+strconv.Itoa(offset), offset, limit, nil)
+}
+
+// ListOrganizations returns the organizations at offset in Clerk's list
+// (GET /organizations) in creation order, with their members_count, at
+// most limit (1 to MaxPageLimit) of them, as ListUsers does users.
+func (c *Client) ListOrganizations(ctx context.Context, offset, limit int) ([]json.RawMessage, error) {
+	return c.list(ctx, "/organizations", "organizations", "organizations offset "+strconv.Itoa(offset), offset, limit,
+		url.Values{"include_members_count": {"true"}})
+}
+
+// ListMemberships returns the organization memberships of the whole
+// instance at offset in Clerk's list (GET /organization_memberships) in
+// creation order, at most limit (1 to MaxPageLimit) of them, as ListUsers
+// does users.
+func (c *Client) ListMemberships(ctx context.Context, offset, limit int) ([]json.RawMessage, error) {
+	return c.list(ctx, "/organization_memberships", "memberships", "memberships offset "+strconv.Itoa(offset), offset, limit, nil)
+}
+
+// UserMemberships returns the organization memberships of one user at
+// offset (GET /users/{id}/organization_memberships), at most limit of
+// them, or an error wrapping models.ErrNotFound when Clerk does not know
+// the user.
+func (c *Client) UserMemberships(ctx context.Context, userID string, offset, limit int) ([]json.RawMessage, error) {
+	if !models.IsClerkUserID(userID) {
+		return nil, models.Public(models.ErrInvalid, "%s is not a Clerk user id", models.Quote(userID)).In("userId")
+	}
+	return c.list(ctx, "/users/"+url.PathEscape(userID)+"/organization_memberships", "memberships",
+		"memberships of user "+userID, offset, limit, nil)
+}
+
+// list reads one page of a list at path; noun names its items in errors,
+// what the page in OnRetry.
+func (c *Client) list(ctx context.Context, path, noun, what string, offset, limit int, extra url.Values) ([]json.RawMessage, error) {
+	op := "read " + noun
 	if limit < 1 || limit > MaxPageLimit || offset < 0 {
-		return nil, fmt.Errorf("read users: limit %d or offset %d out of range", limit, offset)
+		return nil, fmt.Errorf("%s: limit %d or offset %d out of range", op, limit, offset)
 	}
 	q := url.Values{
 		"limit":    {strconv.Itoa(limit)},
 		"offset":   {strconv.Itoa(offset)},
 		"order_by": {"+created_at"},
 	}
-	var users []json.RawMessage
-	err := c.retry(ctx, "offset "+strconv.Itoa(offset), func() error {
-		body, ctype, err := c.get(ctx, "/users", q, maxPageBytes, "read users")
+	for k, v := range extra {
+		q[k] = v
+	}
+	var items []json.RawMessage
+	err := c.retry(ctx, what, func() error {
+		body, ctype, err := c.get(ctx, path, q, maxPageBytes, op)
 		if err != nil {
 			return err
 		}
 		var ok bool
-		if users, ok = decodeUsers(body); !ok {
+		if items, ok = decodeList(body); !ok {
 			// The body may hold users' data: it is not shown.
-			return fmt.Errorf("read users: the answer (%s, %d bytes) is not a JSON array of users (check CLERK_API_URL)",
-				orNone(ctype), len(body))
+			return fmt.Errorf("%s: the answer (%s, %d bytes) is not a JSON array of %s (check CLERK_API_URL)",
+				op, orNone(ctype), len(body), noun)
 		}
 		return nil
 	})
-	return users, err
+	return items, err
 }
 
 // GetUser returns the user with id as Clerk sends it, or an error wrapping
@@ -149,28 +188,42 @@ func (c *Client) GetUser(ctx context.Context, id string) (json.RawMessage, error
 		// Clerk for something other than this user.
 		return nil, models.Public(models.ErrInvalid, "%s is not a Clerk user id", models.Quote(id)).In("userId")
 	}
+	return c.getObject(ctx, id, "/users/"+url.PathEscape(id), nil, "user")
+}
+
+// GetOrganization returns the organization with id as Clerk sends it
+// (with its members_count), or an error wrapping models.ErrNotFound when
+// Clerk answers 404, as GetUser does for a user. Only an organization id
+// is asked for: Clerk's route takes a slug too.
+func (c *Client) GetOrganization(ctx context.Context, id string) (json.RawMessage, error) {
+	if !models.IsClerkOrganizationID(id) {
+		return nil, models.Public(models.ErrInvalid, "%s is not a Clerk organization id", models.Quote(id)).In("orgId")
+	}
+	return c.getObject(ctx, id, "/organizations/"+url.PathEscape(id), url.Values{"include_members_count": {"true"}}, "organization")
+}
+
+// getObject reads one object at path, shared by the concurrent callers
+// that ask for id (ids of different kinds differ by their prefix).
+func (c *Client) getObject(ctx context.Context, id, path string, q url.Values, noun string) (json.RawMessage, error) {
 	return c.flight.Do(ctx, id, func(rctx context.Context) (json.RawMessage, error) {
 		rctx, cancel := context.WithTimeout(rctx, getUserTimeout)
 		defer cancel()
-		return c.getUser(rctx, id)
+		var obj json.RawMessage
+		err := c.retry(rctx, noun+" "+id, func() error {
+			op := "read " + noun + " " + strconv.Quote(id)
+			body, _, err := c.get(rctx, path, q, maxUserBytes, op)
+			if err != nil {
+				return err
+			}
+			body = bytes.TrimSpace(body)
+			if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
+				return fmt.Errorf("%s: the answer (%d bytes) is not a JSON object (check CLERK_API_URL)", op, len(body))
+			}
+			obj = body
+			return nil
+		})
+		return obj, err
 	})
-}
-
-func (c *Client) getUser(ctx context.Context, id string) (json.RawMessage, error) {
-	var user json.RawMessage
-	err := c.retry(ctx, "user "+id, func() error {
-		body, _, err := c.get(ctx, "/users/"+url.PathEscape(id), nil, maxUserBytes, "read user "+strconv.Quote(id))
-		if err != nil {
-			return err
-		}
-		body = bytes.TrimSpace(body)
-		if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
-			return fmt.Errorf("read user %q: the answer (%d bytes) is not a JSON object (check CLERK_API_URL)", id, len(body))
-		}
-		user = body
-		return nil
-	})
-	return user, err
 }
 
 // tryError is a failed read that a later try may get right.
@@ -275,6 +328,8 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, maxBytes in
 		return nil, "", &tryError{err: fmt.Errorf("%s: Clerk answered %s", op, resp.Status)}
 	case resp.StatusCode == http.StatusNotFound:
 		return nil, "", fmt.Errorf("%s: Clerk answered %s: %s: %w", op, resp.Status, c.snippet(body), models.ErrNotFound)
+	case resp.StatusCode == http.StatusForbidden && hasErrorCode(body, "organization_not_enabled_in_instance"):
+		return nil, "", fmt.Errorf("%s: Clerk answered %s: organizations are not enabled in this instance: %w", op, resp.Status, models.ErrFeatureOff)
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return nil, "", fmt.Errorf("%s: Clerk answered %s: %s (check CLERK_SECRET_KEY)", op, resp.Status, c.snippet(body))
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
@@ -285,6 +340,25 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, maxBytes in
 	return body, resp.Header.Get("Content-Type"), nil
 }
 
+// hasErrorCode reports whether a Clerk error body ({"errors": [{"code":
+// ...}]}) has an error with code.
+func hasErrorCode(body []byte, code string) bool {
+	var e struct {
+		Errors []struct {
+			Code string `json:"code"`
+		} `json:"errors"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return false
+	}
+	for _, err := range e.Errors {
+		if err.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
 // redact removes the key from an error that may quote the request.
 func (c *Client) redact(err error) error {
 	if c.key != "" && strings.Contains(err.Error(), c.key) {
@@ -293,9 +367,10 @@ func (c *Client) redact(err error) error {
 	return err
 }
 
-// decodeUsers reads a page: a JSON array of users, or, as newer API
-// versions answer, an object with the array in "data".
-func decodeUsers(body []byte) ([]json.RawMessage, bool) {
+// decodeList reads a page: a JSON array, or, as newer API versions answer
+// (and every version for organizations and memberships), an object with
+// the array in "data".
+func decodeList(body []byte) ([]json.RawMessage, bool) {
 	body = bytes.TrimSpace(body)
 	var users []json.RawMessage
 	if len(body) > 0 && body[0] == '{' {

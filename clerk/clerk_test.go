@@ -177,3 +177,72 @@ func TestNew_RefusesToSendTheKeyUnencrypted(t *testing.T) {
 		}
 	}
 }
+
+func TestListOrganizationsAndMemberships_PageClerksDataListsInCreationOrder(t *testing.T) {
+	c, fake := newClient(t)
+	for i := range 3 {
+		fake.AddOrganization(json.RawMessage(`{"id":"org_` + string(rune('a'+i)) + `","updated_at":1760000000000,"members_count":1}`))
+	}
+	fake.AddMembership(json.RawMessage(`{"id":"orgmem_a","updated_at":1760000000000,"organization":{"id":"org_a"},"public_user_data":{"user_id":"user_a"}}`))
+	ctx := context.Background()
+	orgs, err := c.ListOrganizations(ctx, 1, 2)
+	if err != nil || len(orgs) != 2 || !strings.Contains(string(orgs[0]), `"org_b"`) {
+		t.Fatalf("ListOrganizations(1, 2) = %s, %v; want org_b and org_c", orgs, err)
+	}
+	members, err := c.ListMemberships(ctx, 0, 500)
+	if err != nil || len(members) != 1 {
+		t.Fatalf("ListMemberships = %s, %v; want the membership", members, err)
+	}
+	for _, r := range fake.Requests() {
+		if r.OrderBy != "+created_at" || (r.Path == "/v1/organizations" && r.IncludeMembersCount != "true") {
+			t.Errorf("%s: order_by %q, include_members_count %q; want +created_at, and true for organizations", r.Path, r.OrderBy, r.IncludeMembersCount)
+		}
+	}
+	if got, err := c.UserMemberships(ctx, "user_a", 0, 500); err != nil || len(got) != 1 {
+		t.Errorf("UserMemberships(user_a) = %s, %v; want its membership", got, err)
+	}
+	if _, err := c.UserMemberships(ctx, "user_unknown", 0, 500); !errors.Is(err, models.ErrNotFound) {
+		t.Errorf("UserMemberships(user_unknown) = %v, want not found", err)
+	}
+}
+
+func TestGetOrganization_AsksOnlyForAnOrganizationID(t *testing.T) {
+	c, fake := newClient(t)
+	fake.AddOrganization(json.RawMessage(`{"id":"org_a","slug":"acme","updated_at":1760000000000}`))
+	ctx := context.Background()
+	if raw, err := c.GetOrganization(ctx, "org_a"); err != nil || !strings.Contains(string(raw), `"org_a"`) {
+		t.Errorf("GetOrganization(org_a) = %s, %v; want the organization", raw, err)
+	}
+	if _, err := c.GetOrganization(ctx, "org_b"); !errors.Is(err, models.ErrNotFound) {
+		t.Errorf("GetOrganization(org_b) = %v, want not found", err)
+	}
+	// Clerk's route takes a slug too: a slug is not an id, and is not sent.
+	for _, id := range []string{"acme", "org_", "org_a/../x", "user_a", "org_a.b"} {
+		if _, err := c.GetOrganization(ctx, id); !errors.Is(err, models.ErrInvalid) {
+			t.Errorf("GetOrganization(%q) = %v, want invalid", id, err)
+		}
+	}
+	if got := len(fake.Requests()); got != 2 {
+		t.Errorf("%d requests, want 2", got)
+	}
+}
+
+func TestListOrganizations_AnInstanceWithOrganizationsOffIsErrFeatureOff(t *testing.T) {
+	c, fake := newClient(t, "user_a")
+	fake.TurnOrganizationsOff()
+	ctx := context.Background()
+	if _, err := c.ListOrganizations(ctx, 0, 10); !errors.Is(err, models.ErrFeatureOff) {
+		t.Errorf("ListOrganizations = %v, want ErrFeatureOff", err)
+	}
+	if _, err := c.GetOrganization(ctx, "org_a"); !errors.Is(err, models.ErrFeatureOff) {
+		t.Errorf("GetOrganization = %v, want ErrFeatureOff", err)
+	}
+	// Any other 403 is a key's problem, not a feature turned off.
+	fake.SetAnswer(func(w http.ResponseWriter, _ clerktest.Request, _ int) int {
+		http.Error(w, `{"errors":[{"code":"authorization_invalid"}]}`, http.StatusForbidden)
+		return http.StatusForbidden
+	})
+	if _, err := c.ListUsers(ctx, 0, 10); err == nil || errors.Is(err, models.ErrFeatureOff) || !strings.Contains(err.Error(), "CLERK_SECRET_KEY") {
+		t.Errorf("ListUsers after a 403 = %v, want an error naming CLERK_SECRET_KEY", err)
+	}
+}

@@ -6,7 +6,7 @@ import (
 	stdsync "sync"
 )
 
-// Flight makes concurrent reads of one user share one request: the first
+// Flight makes concurrent reads of one object share one request: the first
 // caller starts the read, the others wait for its answer. The read runs
 // for as long as one caller still waits for it: when the last one leaves
 // (its context ends), the read is cancelled, so that callers who gave up

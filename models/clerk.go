@@ -429,8 +429,20 @@ func validateAs(prefix string, v any) error {
 // IsClerkUserID reports whether id has the shape of a Clerk user id:
 // "user_" and then letters and digits (Clerk's ids are base62), at most
 // 128 bytes in all. Only such an id is sent to Clerk's API.
-func IsClerkUserID(id string) bool {
-	rest, ok := strings.CutPrefix(id, "user_")
+func IsClerkUserID(id string) bool { return isClerkID(id, "user_") }
+
+// IsClerkOrganizationID reports whether id has the shape of a Clerk
+// organization id: "org_" and then letters and digits, at most 128 bytes.
+// Only such an id is sent to Clerk's API, whose GET /organizations/{id}
+// also takes a slug.
+func IsClerkOrganizationID(id string) bool { return isClerkID(id, "org_") }
+
+// IsClerkMembershipID reports whether id has the shape of a Clerk
+// organization membership id: "orgmem_" and then letters and digits.
+func IsClerkMembershipID(id string) bool { return isClerkID(id, "orgmem_") }
+
+func isClerkID(id, prefix string) bool {
+	rest, ok := strings.CutPrefix(id, prefix)
 	if !ok || rest == "" || len(id) > maxUserID {
 		return false
 	}

@@ -58,6 +58,11 @@ var ErrTooManyRequests = errors.New("too many requests")
 // with something usersync cannot use.
 var ErrBadUpstream = errors.New("unusable answer from an upstream service")
 
+// ErrFeatureOff: the Clerk instance has the feature asked for turned off
+// (organizations, which Clerk answers 403 organization_not_enabled_in_instance
+// for): it has none of those objects.
+var ErrFeatureOff = errors.New("the feature is not enabled in the Clerk instance")
+
 // ErrNeedsMigration: the database holds data written by an older usersync;
 // `usersync migrate` must run before usersync serves it.
 var ErrNeedsMigration = errors.New("the database needs `usersync migrate`")

@@ -90,6 +90,9 @@ type Organizations interface {
 	// Changes returns one page of the change feed, oldest change first;
 	// NextCursor is always set.
 	Changes(ctx context.Context, f models.ChangeFilter) (models.OrganizationPage, error)
+	// WalkActive calls fn with the id of every active organization first
+	// written before writtenBefore, and stops at fn's first error.
+	WalkActive(ctx context.Context, writtenBefore time.Time, fn func(orgID string) error) error
 }
 
 // Memberships is the organization memberships of a store. Every read
@@ -117,6 +120,10 @@ type Memberships interface {
 	// Changes returns one page of the change feed of every membership,
 	// oldest change first; NextCursor is always set.
 	Changes(ctx context.Context, f models.ChangeFilter) (models.MembershipPage, error)
+	// WalkActive calls fn with the id of every membership that is not a
+	// tombstone and was first written before writtenBefore, and stops at
+	// fn's first error.
+	WalkActive(ctx context.Context, writtenBefore time.Time, fn func(membershipID string) error) error
 }
 
 // Events is the event inbox and log of a store.

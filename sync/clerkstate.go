@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,14 +10,30 @@ import (
 	"github.com/usersync/usersync/models"
 )
 
-// clerkUserDelivery wraps a user object of Clerk's API in the envelope of
-// a user.updated webhook carrying it, keeping its bytes as they are, so
-// that applying it follows the webhook's ordering rules: it never
-// overwrites a newer state and never revives a deleted user.
-func clerkUserDelivery(raw json.RawMessage) (Delivery, error) {
+// clerkUpdated is the webhook type a state of kind k read from Clerk's API
+// is applied as.
+func clerkUpdated(k models.Kind) string {
+	switch k {
+	case models.KindOrganization:
+		return models.TypeOrganizationUpdated
+	case models.KindMembership:
+		return models.TypeMembershipUpdated
+	}
+	return models.TypeUserUpdated
+}
+
+// clerkStateDelivery wraps an object of kind k read from Clerk's API (a
+// user, an organization or a membership) in the envelope of the .updated
+// webhook carrying it, keeping its bytes as they are, so that applying it
+// follows the webhook's ordering rules: it never overwrites a newer state
+// and never revives a deleted object.
+func clerkStateDelivery(k models.Kind, raw json.RawMessage) (Delivery, error) {
 	eventID, timestamp := clerkStateEventID(raw)
-	body := make([]byte, 0, len(raw)+96)
-	body = append(body, `{"object":"event","type":"user.updated","timestamp":`...)
+	typ := clerkUpdated(k)
+	body := make([]byte, 0, len(raw)+112)
+	body = append(body, `{"object":"event","type":"`...)
+	body = append(body, typ...)
+	body = append(body, `","timestamp":`...)
 	body = append(body, timestamp...)
 	body = append(body, `,"data":`...)
 	body = append(body, raw...)
@@ -30,11 +45,22 @@ func clerkUserDelivery(raw json.RawMessage) (Delivery, error) {
 	return Delivery{EventID: eventID, Signature: "", Body: body, Event: ev}, nil
 }
 
+// objectID is the id of the object a delivery of kind k changes: the
+// user's, organization's or membership's data.id; "" when it has none.
+func objectID(k models.Kind, ev models.ClerkEvent) string {
+	if k == models.KindUser {
+		return ev.UserID()
+	}
+	return ev.ObjectID()
+}
+
 // clerkStateEventID returns the event id of a state read from Clerk's API,
-// backfill_<user id>_<updated_at>, so that a rerun finds the states it has
-// applied already, and the user's updated_at as the envelope's timestamp.
-// A user without a usable id or updated_at (it will fail validation) gets
-// an id from a hash of its bytes, so that it is still recorded once.
+// backfill_<object id>_<updated_at>, so that a rerun finds the states it
+// has applied already, and the object's updated_at as the envelope's
+// timestamp. Ids of users, organizations and memberships differ by their
+// prefix, so their event ids never meet. An object without a usable id or
+// updated_at (it will fail validation) gets an id from a hash of its
+// bytes, so that it is still recorded once.
 func clerkStateEventID(raw json.RawMessage) (eventID string, timestamp []byte) {
 	var u struct {
 		ID        json.RawMessage `json:"id"`
@@ -56,24 +82,41 @@ func clerkStateEventID(raw json.RawMessage) (eventID string, timestamp []byte) {
 	return "backfill_" + hex.EncodeToString(sum[:12]), timestamp
 }
 
-// IngestClerkDelete deletes userID through the same code as a webhook
-// user.deleted stamped at: the user becomes a tombstone, and the event
-// reconcile_delete_<userID>_<runID> is stored, unsigned, in the log.
-// Errors are those of Ingest.
-func (s *Service) IngestClerkDelete(ctx context.Context, userID, runID string, at time.Time) (Result, error) {
-	id, err := json.Marshal(userID)
-	if err != nil {
-		return Result{}, err
+// clerkDeletion is the delivery of the webhook deletion of the object id
+// of kind k stamped at, as the event reconcile_delete_<id>_<runID>,
+// unsigned: a user.deleted, organization.deleted or
+// organizationMembership.deleted of Clerk's shape. A membership's carries
+// its organization and user (orgID, userID, when known), so that the event
+// is found among its member's and erased with them.
+func clerkDeletion(k models.Kind, id, orgID, userID, runID string, at time.Time) (Delivery, error) {
+	data := map[string]any{"id": id, "deleted": true}
+	typ := models.TypeUserDeleted
+	switch k {
+	case models.KindUser:
+		data["object"] = "user"
+	case models.KindOrganization:
+		typ, data["object"] = models.TypeOrganizationDeleted, "organization"
+	case models.KindMembership:
+		typ, data["object"] = models.TypeMembershipDeleted, "organization_membership"
+		if orgID != "" {
+			data["organization"] = map[string]any{"id": orgID, "object": "organization"}
+		}
+		if userID != "" {
+			data["public_user_data"] = map[string]any{"user_id": userID}
+		}
 	}
-	body := make([]byte, 0, 160)
-	body = append(body, `{"object":"event","type":"user.deleted","timestamp":`...)
-	body = strconv.AppendInt(body, at.UnixMilli(), 10)
-	body = append(body, `,"data":{"id":`...)
-	body = append(body, id...)
-	body = append(body, `,"object":"user","deleted":true}}`...)
+	body, err := json.Marshal(struct {
+		Object    string         `json:"object"`
+		Type      string         `json:"type"`
+		Timestamp int64          `json:"timestamp"`
+		Data      map[string]any `json:"data"`
+	}{"event", typ, at.UnixMilli(), data})
+	if err != nil {
+		return Delivery{}, err
+	}
 	ev, err := models.DecodeEvent(body)
 	if err != nil {
-		return Result{}, err
+		return Delivery{}, err
 	}
-	return s.Ingest(ctx, Delivery{EventID: "reconcile_delete_" + userID + "_" + runID, Body: body, Event: ev})
+	return Delivery{EventID: "reconcile_delete_" + id + "_" + runID, Body: body, Event: ev}, nil
 }

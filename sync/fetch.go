@@ -9,19 +9,22 @@ import (
 	"github.com/usersync/usersync/models"
 )
 
-// ClerkUser reads one user from Clerk's Backend API.
-type ClerkUser interface {
+// ClerkObjects reads one user or organization from Clerk's Backend API.
+type ClerkObjects interface {
 	// GetUser returns the user as Clerk sent it, or an error wrapping
 	// models.ErrNotFound when Clerk does not know it.
 	GetUser(ctx context.Context, userID string) (json.RawMessage, error)
+	// GetOrganization returns the organization as Clerk sent it, or an
+	// error wrapping models.ErrNotFound when Clerk does not know it.
+	GetOrganization(ctx context.Context, orgID string) (json.RawMessage, error)
 }
 
-// Fetcher applies one user read from Clerk's API on demand: for an
-// application that sees a signed-in user before Clerk's user.created has
-// arrived.
+// Fetcher applies one user or organization read from Clerk's API on
+// demand: for an application that sees a signed-in user, or an
+// organization just made, before Clerk's webhook has arrived.
 type Fetcher struct {
 	Service *Service
-	Clerk   ClerkUser
+	Clerk   ClerkObjects
 }
 
 // SyncUser reads userID from Clerk and applies its state through the same
@@ -32,28 +35,50 @@ type Fetcher struct {
 // Clerk answered a user usersync cannot apply, models.ErrUnavailable when
 // the database is down.
 func (f *Fetcher) SyncUser(ctx context.Context, userID string) (Result, error) {
-	raw, err := f.Clerk.GetUser(ctx, userID)
+	return f.sync(ctx, models.KindUser, userID, f.Clerk.GetUser)
+}
+
+// SyncOrganization reads orgID from Clerk and applies its state through
+// the same code as a webhook organization.updated, with the errors of
+// SyncUser; an instance with organizations turned off does not know it
+// (models.ErrNotFound).
+func (f *Fetcher) SyncOrganization(ctx context.Context, orgID string) (Result, error) {
+	return f.sync(ctx, models.KindOrganization, orgID, f.Clerk.GetOrganization)
+}
+
+func (f *Fetcher) sync(ctx context.Context, k models.Kind, id string, get func(context.Context, string) (json.RawMessage, error)) (Result, error) {
+	raw, err := get(ctx, id)
 	switch {
 	case errors.Is(err, models.ErrNotFound):
-		return Result{}, models.Public(models.ErrNotFound, "user %s is not in Clerk", models.Quote(userID))
+		return Result{}, models.Public(models.ErrNotFound, "%s %s is not in Clerk", k, models.Quote(id))
+	case errors.Is(err, models.ErrFeatureOff):
+		return Result{}, models.Public(models.ErrNotFound, "%s %s is not in Clerk: the instance has %s turned off", k, models.Quote(id), Plural(k))
 	case errors.Is(err, models.ErrInvalid):
-		return Result{}, fmt.Errorf("user %q: %w", userID, err)
+		return Result{}, fmt.Errorf("%s %q: %w", k, id, err)
 	case err != nil:
 		return Result{}, models.Public(models.ErrRetryLater, "Clerk's API did not answer; retry later").Because(err)
 	}
-	d, err := clerkUserDelivery(raw)
-	if err == nil && d.Event.UserID() != userID {
-		err = fmt.Errorf("the answer is user %q", d.Event.UserID())
+	d, err := clerkStateDelivery(k, raw)
+	if err == nil && objectID(k, d.Event) != id {
+		err = fmt.Errorf("the answer is %s %q", k, objectID(k, d.Event))
 	}
 	if err != nil {
 		// Clerk's answer is at fault, not the request.
-		return Result{}, models.Public(models.ErrBadUpstream, "Clerk's answer for user %s is not a user usersync can apply", models.Quote(userID)).
-			Because(fmt.Errorf("read user %q from Clerk: %w", userID, err))
+		return Result{}, models.Public(models.ErrBadUpstream, "Clerk's answer for %s %s is not %s usersync can apply", k, models.Quote(id), article(k)).
+			Because(fmt.Errorf("read %s %q from Clerk: %w", k, id, err))
 	}
 	res, err := f.Service.Ingest(ctx, d)
 	if errors.Is(err, models.ErrInvalid) {
-		return res, models.Public(models.ErrBadUpstream, "Clerk's answer for user %s is not a user usersync can apply", models.Quote(userID)).
-			Because(fmt.Errorf("apply user %q from Clerk: %w", userID, err))
+		return res, models.Public(models.ErrBadUpstream, "Clerk's answer for %s %s is not %s usersync can apply", k, models.Quote(id), article(k)).
+			Because(fmt.Errorf("apply %s %q from Clerk: %w", k, id, err))
 	}
 	return res, err
+}
+
+// article is "a user", "an organization".
+func article(k models.Kind) string {
+	if k == models.KindOrganization {
+		return "an organization"
+	}
+	return "a " + string(k)
 }

@@ -285,6 +285,17 @@ func (c change) sourceTime() time.Time {
 	return c.user.SourceTime
 }
 
+// version is the version of the state.
+func (c change) version() models.Version {
+	switch c.kind {
+	case models.KindOrganization:
+		return c.org.Version()
+	case models.KindMembership:
+		return c.member.Version()
+	}
+	return c.user.Version()
+}
+
 // ids are the event's user (a user event's, or a membership's member) and
 // object (an organization or membership): from the change, or what can be
 // read of an invalid payload.

@@ -1,6 +1,11 @@
-// Package clerktest is a fake of Clerk's Backend API for tests: the paged
-// user list (GET /v1/users, limit and offset, as Clerk pages it) and single
-// users (GET /v1/users/{id}), on a loopback httptest server.
+// Package clerktest is a fake of Clerk's Backend API for tests, on a
+// loopback httptest server: the paged lists (limit and offset, as Clerk
+// pages them) of users (GET /v1/users, a JSON array), organizations (GET
+// /v1/organizations) and every membership of the instance (GET
+// /v1/organization_memberships), a user's memberships (GET
+// /v1/users/{id}/organization_memberships), the last three as {"data",
+// "total_count"}; and single users and organizations (GET /v1/users/{id},
+// GET /v1/organizations/{id}).
 package clerktest
 
 import (
@@ -17,9 +22,11 @@ import (
 
 // Request is what the fake saw of one request.
 type Request struct {
-	Path                         string // /v1/users or /v1/users/{id}
+	Path                         string // /v1/users, /v1/users/{id}, /v1/organizations…
 	Auth, Limit, Offset, OrderBy string
-	At                           time.Time
+	// IncludeMembersCount is the include_members_count parameter.
+	IncludeMembersCount string
+	At                  time.Time
 	// Done is closed when the client gives up the request.
 	Done <-chan struct{}
 }
@@ -29,17 +36,22 @@ type Request struct {
 // returns 0 to let the fake answer.
 type Answer func(w http.ResponseWriter, r Request, before int) int
 
-// Server is a fake Clerk. Its users are kept in creation order.
+// Server is a fake Clerk. Its users, organizations and memberships are
+// each kept in creation order.
 type Server struct {
 	URL string // CLERK_API_URL
 
-	mu     stdsync.Mutex
-	users  []json.RawMessage
-	reqs   []Request
-	answer Answer
+	mu      stdsync.Mutex
+	users   []json.RawMessage
+	orgs    []json.RawMessage
+	members []json.RawMessage
+	reqs    []Request
+	answer  Answer
+	orgsOff bool
 }
 
-// New serves users until the test ends.
+// New serves users until the test ends; it has no organizations until
+// some are added.
 func New(t testing.TB, users []json.RawMessage) *Server {
 	t.Helper()
 	c := &Server{users: users}
@@ -49,23 +61,42 @@ func New(t testing.TB, users []json.RawMessage) *Server {
 	return c
 }
 
-func userID(raw json.RawMessage) string {
-	var u struct {
-		ID string `json:"id"`
+// ids reads the id of an object, and of a membership its organization's
+// and user's.
+func ids(raw json.RawMessage) (id, orgID, userID string) {
+	var o struct {
+		ID           string `json:"id"`
+		Organization struct {
+			ID string `json:"id"`
+		} `json:"organization"`
+		PublicUserData struct {
+			UserID string `json:"user_id"`
+		} `json:"public_user_data"`
 	}
-	_ = json.Unmarshal(raw, &u)
-	return u.ID
+	_ = json.Unmarshal(raw, &o)
+	return o.ID, o.Organization.ID, o.PublicUserData.UserID
+}
+
+func userID(raw json.RawMessage) string {
+	id, _, _ := ids(raw)
+	return id
+}
+
+func notFound(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusNotFound)
+	_, _ = w.Write([]byte(`{"errors":[{"message":"not found","code":"resource_not_found"}]}`))
 }
 
 func (c *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet || !strings.HasPrefix(r.URL.Path, "/v1/users") {
-		http.Error(w, `{"errors":[{"code":"resource_not_found"}]}`, http.StatusNotFound)
+	if r.Method != http.MethodGet {
+		notFound(w)
 		return
 	}
 	q := r.URL.Query()
 	req := Request{
 		Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Limit: q.Get("limit"), Offset: q.Get("offset"),
-		OrderBy: q.Get("order_by"), At: time.Now(), Done: r.Context().Done(),
+		OrderBy: q.Get("order_by"), IncludeMembersCount: q.Get("include_members_count"), At: time.Now(), Done: r.Context().Done(),
 	}
 	c.mu.Lock()
 	before := 0
@@ -82,41 +113,98 @@ func (c *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.mu.Lock()
-	users := c.users // as the answer may have changed them
+	// As the answer may have changed them.
+	users, orgs, members, orgsOff := c.users, c.orgs, c.members, c.orgsOff
 	c.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	if id, ok := strings.CutPrefix(r.URL.Path, "/v1/users/"); ok {
-		for _, u := range users {
-			if userID(u) == id {
-				_, _ = w.Write(u)
-				return
+	path := r.URL.Path
+	switch {
+	case orgsOff && (strings.HasPrefix(path, "/v1/organization") || strings.HasSuffix(path, "/organization_memberships")):
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"errors":[{"message":"access denied","long_message":"The organizations feature is not enabled for this instance. You can enable it at https://dashboard.clerk.com.","code":"organization_not_enabled_in_instance"}]}`))
+	case path == "/v1/users":
+		page(w, req, users, false)
+	case path == "/v1/organizations":
+		page(w, req, orgs, true)
+	case path == "/v1/organization_memberships":
+		page(w, req, members, true)
+	case strings.HasPrefix(path, "/v1/users/") && strings.HasSuffix(path, "/organization_memberships"):
+		id := strings.TrimSuffix(strings.TrimPrefix(path, "/v1/users/"), "/organization_memberships")
+		var theirs []json.RawMessage
+		for _, m := range members {
+			if _, _, u := ids(m); u == id {
+				theirs = append(theirs, m)
 			}
 		}
-		w.WriteHeader(http.StatusNotFound)
-		_, _ = w.Write([]byte(`{"errors":[{"message":"not found","code":"resource_not_found"}]}`))
-		return
+		// A user with a membership exists, even if the fake was not given it.
+		if len(theirs) == 0 && find(users, id) == nil {
+			notFound(w)
+			return
+		}
+		page(w, req, theirs, true)
+	case strings.HasPrefix(path, "/v1/users/"):
+		if u := find(users, strings.TrimPrefix(path, "/v1/users/")); u != nil {
+			_, _ = w.Write(u)
+			return
+		}
+		notFound(w)
+	case strings.HasPrefix(path, "/v1/organizations/"):
+		if o := find(orgs, strings.TrimPrefix(path, "/v1/organizations/")); o != nil {
+			_, _ = w.Write(o)
+			return
+		}
+		notFound(w)
+	default:
+		notFound(w)
 	}
-	if r.URL.Path != "/v1/users" {
-		http.Error(w, `{"errors":[{"code":"resource_not_found"}]}`, http.StatusNotFound)
-		return
+}
+
+func find(list []json.RawMessage, id string) json.RawMessage {
+	for _, o := range list {
+		if userID(o) == id {
+			return o
+		}
 	}
+	return nil
+}
+
+// page writes one page of list: a JSON array, or with data Clerk's
+// {"data": [...], "total_count": n}.
+func page(w http.ResponseWriter, req Request, list []json.RawMessage, data bool) {
 	limit, err1 := strconv.Atoi(req.Limit)
 	offset, err2 := strconv.Atoi(req.Offset)
 	if err1 != nil || err2 != nil || limit < 1 || limit > 500 || offset < 0 {
 		http.Error(w, `{"errors":[{"code":"form_param_value_invalid"}]}`, http.StatusUnprocessableEntity)
 		return
 	}
-	page := users[min(offset, len(users)):min(offset+limit, len(users))]
+	items := list[min(offset, len(list)):min(offset+limit, len(list))]
 	var b bytes.Buffer
+	if data {
+		b.WriteString(`{"data": `)
+	}
 	b.WriteString("[\n  ")
-	for i, u := range page {
+	for i, it := range items {
 		if i > 0 {
 			b.WriteString(",\n  ")
 		}
-		b.Write(u)
+		b.Write(it)
 	}
-	b.WriteString("\n]\n")
+	b.WriteString("\n]")
+	if data {
+		b.WriteString(`, "total_count": ` + strconv.Itoa(len(list)) + "}")
+	}
+	b.WriteString("\n")
 	_, _ = w.Write(b.Bytes())
+}
+
+// TurnOrganizationsOff makes the fake answer as Clerk does for an
+// instance with the organizations feature turned off: 403
+// organization_not_enabled_in_instance to every organization and
+// membership route.
+func (c *Server) TurnOrganizationsOff() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.orgsOff = true
 }
 
 // SetAnswer sets the hook that may answer requests instead of the fake.
@@ -126,17 +214,39 @@ func (c *Server) SetAnswer(f Answer) {
 	c.answer = f
 }
 
-// Remove deletes the user with id, as a deletion in Clerk's dashboard
-// does: the users after it move up one place in the list.
+// Remove deletes the object with id (a user, organization or membership,
+// told apart by the id's prefix), as a deletion in Clerk's dashboard
+// does: the objects after it move up one place in their list. Removing a
+// user or an organization removes its memberships too, as Clerk does.
 func (c *Server) Remove(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i, u := range c.users {
-		if userID(u) == id {
-			c.users = append(c.users[:i:i], c.users[i+1:]...)
-			return
+	list := &c.users
+	switch {
+	case strings.HasPrefix(id, "org_"):
+		list = &c.orgs
+	case strings.HasPrefix(id, "orgmem_"):
+		list = &c.members
+	}
+	*list = without(*list, func(raw json.RawMessage) bool { return userID(raw) == id })
+	if list != &c.members {
+		c.members = without(c.members, func(raw json.RawMessage) bool {
+			_, org, user := ids(raw)
+			return org == id || user == id
+		})
+	}
+}
+
+// without returns list without the items drop selects, in a new array
+// (a page being written keeps the old one).
+func without(list []json.RawMessage, drop func(json.RawMessage) bool) []json.RawMessage {
+	out := make([]json.RawMessage, 0, len(list))
+	for _, it := range list {
+		if !drop(it) {
+			out = append(out, it)
 		}
 	}
+	return out
 }
 
 // Add appends a user, as a sign-up does.
@@ -144,6 +254,21 @@ func (c *Server) Add(u json.RawMessage) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.users = append(c.users[:len(c.users):len(c.users)], u)
+}
+
+// AddOrganization appends an organization, as its creation does.
+func (c *Server) AddOrganization(o json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.orgs = append(c.orgs[:len(c.orgs):len(c.orgs)], o)
+}
+
+// AddMembership appends a membership, as a user's joining does. Its
+// organization and user need not be known to the fake.
+func (c *Server) AddMembership(m json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.members = append(c.members[:len(c.members):len(c.members)], m)
 }
 
 // Requests returns the requests seen so far and forgets them.
@@ -155,11 +280,16 @@ func (c *Server) Requests() []Request {
 	return reqs
 }
 
-// Offsets lists the offsets of the list requests among reqs, comma-separated.
-func Offsets(reqs []Request) string {
+// Offsets lists the offsets of the user list's requests among reqs,
+// comma-separated.
+func Offsets(reqs []Request) string { return OffsetsOf(reqs, "/v1/users") }
+
+// OffsetsOf lists the offsets of the requests of the list at path among
+// reqs, comma-separated.
+func OffsetsOf(reqs []Request, path string) string {
 	var s []string
 	for _, r := range reqs {
-		if r.Path == "/v1/users" {
+		if r.Path == path {
 			s = append(s, r.Offset)
 		}
 	}

@@ -2,41 +2,49 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/usersync/usersync/clerk"
+	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/sync"
 )
 
 // backfillOptions are the flags of usersync backfill.
 type backfillOptions struct {
-	limit  int // users per page, 1 to clerk.MaxPageLimit
-	offset int // where to start (or resume) in Clerk's list
+	limit  int    // objects per page, 1 to clerk.MaxPageLimit
+	offset int    // where to start (or resume) in Clerk's list of the one kind
+	kinds  string // the kinds to read, comma-separated
 }
 
 // backfillCommand is `usersync backfill`: a reconcile without deletions,
 // which may start anywhere in Clerk's list.
 func backfillCommand(fs *flag.FlagSet) func(context.Context, config, io.Writer) error {
 	var opts backfillOptions
-	fs.IntVar(&opts.limit, "limit", clerk.MaxPageLimit, "users per page read from Clerk, 1 to 500")
-	fs.IntVar(&opts.offset, "offset", 0, "start at this offset in Clerk's user list (to resume a run that stopped)")
+	fs.IntVar(&opts.limit, "limit", clerk.MaxPageLimit, "objects per page read from Clerk, 1 to 500")
+	fs.IntVar(&opts.offset, "offset", 0, "start at this offset in the list of the one kind -kinds names (to resume a run that stopped)")
+	fs.StringVar(&opts.kinds, "kinds", allKinds, "the kinds to read, comma-separated")
 	return func(ctx context.Context, cfg config, out io.Writer) error { return runBackfill(ctx, cfg, opts, out) }
 }
 
 // clerkRetry is the retry policy of every read from Clerk; tests shorten it.
 var clerkRetry = clerk.DefaultRetry
 
-// newClerk returns a client of Clerk's Backend API that reports its waits
-// to out, as "<prefix>: offset N: ..." lines.
+// newClerk returns a client of Clerk's Backend API, within CLERK_API_RATE,
+// that reports its waits to out, as "<prefix>: offset N: ..." lines.
 func newClerk(cfg config, out io.Writer, prefix string) (*clerk.Client, error) {
 	c, err := clerk.New(cfg.ClerkAPIURL, string(cfg.ClerkSecretKey))
 	if err != nil {
 		return nil, err
 	}
 	c.Retry = clerkRetry
+	if cfg.ClerkAPIRate > 0 {
+		// One limiter for every read of the process: the lists of every
+		// kind, their re-checks and the sync routes wait their turn in it.
+		c.Limiter = clerk.NewLimiter(cfg.ClerkAPIRate, clerk.DefaultPer)
+	}
 	if out != nil {
 		c.OnRetry = func(r clerk.Retry) {
 			if r.Throttled {
@@ -49,14 +57,15 @@ func newClerk(cfg config, out io.Writer, prefix string) (*clerk.Client, error) {
 	return c, nil
 }
 
-// runBackfill reads every user from Clerk's Backend API, page by page in
-// creation order, and applies each one as a user.updated webhook carrying
-// that state would be (see sync.Reconciler, which does the work).
+// runBackfill reads every user, organization and membership from Clerk's
+// Backend API, page by page in creation order (a page of each list in
+// turn), and applies each one as a .updated webhook carrying that state
+// would be (see sync.Reconciler, which does the work).
 //
-// A user that can never be applied is counted as failed and the run goes
-// on. Any other failure stops the run with an error that says where it
-// stopped; every user before that point is applied, so a rerun, from the
-// start or with -offset, completes the job.
+// An object that can never be applied is counted as failed and the run
+// goes on. Any other failure stops the list it happened in, with an error
+// that says where; every object of it before that point is applied, so a
+// rerun, from the start or with -kinds and -offset, completes the job.
 func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.Writer) error {
 	cl, err := newClerk(cfg, out, "backfill")
 	if err != nil {
@@ -68,6 +77,13 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 	if opts.offset < 0 {
 		return fmt.Errorf("-offset: %d is negative", opts.offset)
 	}
+	kinds, err := parseKinds(opts.kinds)
+	if err != nil {
+		return err
+	}
+	if opts.offset > 0 && len(kinds) != 1 {
+		return fmt.Errorf("-offset: an offset is in one list: name its kind with -kinds (users, organizations or memberships)")
+	}
 	rec, store, closeStore, err := openReconciler(ctx, cfg, cl)
 	if err != nil {
 		return err
@@ -75,44 +91,75 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 	defer closeStore()
 
 	rep, err := rec.Run(ctx, sync.ReconcileOptions{
-		Offset: opts.offset, Limit: opts.limit,
-		OnPage: func(offset int, page sync.Tally) {
-			fmt.Fprintf(out, "backfill: offset %d: %s\n", offset, backfillTally(page))
+		Kinds: kinds, Offset: opts.offset, Limit: opts.limit,
+		OnPage: func(k models.Kind, offset int, page sync.Tally) {
+			fmt.Fprintf(out, "backfill: %s: %s\n", where(k, offset), backfillTally(k, page))
 		},
-		OnUser: func(n sync.UserNote) {
+		OnNote: func(n sync.Note) {
 			if n.Action == sync.NoteFailed {
-				fmt.Fprintf(out, "backfill: offset %d: user %s not applied: %v\n", n.Offset, orNoID(n.UserID), n.Err)
+				fmt.Fprintf(out, "backfill: %s: %s %s not applied: %v\n", where(n.Kind, n.Offset), n.Kind, orNoID(n.ID), n.Err)
 			}
 		},
 	})
 	if rerr := recordRun(ctx, store.Runs(), kindBackfill, triggerCommand, rep, err); rerr != nil {
 		fmt.Fprintf(out, "backfill: %v\n", rerr)
 	}
-	var stopped *sync.StoppedError
-	if errors.As(err, &stopped) {
-		fmt.Fprintf(out, "backfill: stopped at offset %d after %s\n", stopped.Offset, backfillTally(rep.Listed))
-		if stopped.Offset == 0 {
-			return fmt.Errorf("backfill stopped at offset 0: %w; rerun to complete the job", stopped.Err)
+	for _, kr := range rep.Kinds {
+		if kr.Off {
+			fmt.Fprintf(out, "backfill: %s are not enabled in the Clerk instance: none read\n", sync.Plural(kr.Kind))
+			continue
 		}
-		return fmt.Errorf("backfill stopped at offset %d: %w; the users before it are applied: rerun, with -offset %d to go on from there, to complete the job",
-			stopped.Offset, stopped.Err, stopped.Offset)
+		if kr.Stopped != nil {
+			fmt.Fprintf(out, "backfill: stopped at %s after %s\n", where(kr.Kind, kr.Stopped.Offset), backfillTally(kr.Kind, kr.Listed))
+			continue
+		}
+		if err == nil || kr.Complete {
+			fmt.Fprintf(out, "backfill: done, %s to %d: %s\n", offsets(kr.Kind, kr.Offset), kr.End, backfillTally(kr.Kind, kr.Listed))
+		}
 	}
-	if err != nil {
-		return err
+	stops := stopsOf(rep)
+	switch {
+	case len(stops) == 1 && stops[0].Offset == 0:
+		return fmt.Errorf("backfill stopped at %s: %w; rerun to complete the job", where(stops[0].Kind, 0), stops[0].Err)
+	case len(stops) == 1:
+		st := stops[0]
+		return fmt.Errorf("backfill stopped at %s: %w; the %s before it are applied: rerun, with -kinds %s -offset %d to go on from there, to complete the job",
+			where(st.Kind, st.Offset), st.Err, sync.Plural(st.Kind), sync.Plural(st.Kind), st.Offset)
+	case len(stops) > 1:
+		var at, resume []string
+		for _, st := range stops {
+			at = append(at, fmt.Sprintf("at %s: %v", where(st.Kind, st.Offset), st.Err))
+			if st.Offset > 0 {
+				resume = append(resume, fmt.Sprintf("-kinds %s -offset %d", sync.Plural(st.Kind), st.Offset))
+			}
+		}
+		hint := ""
+		if len(resume) > 0 {
+			hint = " (or go on from where each list stopped: " + strings.Join(resume, "; ") + ")"
+		}
+		return fmt.Errorf("backfill stopped %s; the objects before those places are applied: rerun to complete the job%s",
+			strings.Join(at, ", and "), hint)
 	}
-	fmt.Fprintf(out, "backfill: done, offsets %d to %d: %s\n", rep.Offset, rep.End, backfillTally(rep.Listed))
-	return nil
+	return err
+}
+
+// offsets is "offsets 0" (users) or "organizations offsets 0".
+func offsets(k models.Kind, from int) string {
+	if k == models.KindUser {
+		return fmt.Sprintf("offsets %d", from)
+	}
+	return fmt.Sprintf("%s offsets %d", sync.Plural(k), from)
 }
 
 // backfillTally is a tally as backfill has always printed it: a state equal
 // to a webhook's counts as stale.
-func backfillTally(t sync.Tally) string {
-	noun := "users"
-	if t.Users == 1 {
-		noun = "user"
+func backfillTally(k models.Kind, t sync.Tally) string {
+	deleted := "deleted"
+	if k == models.KindUser {
+		deleted = "deleted_user"
 	}
-	return fmt.Sprintf("%d %s (applied %d, stale %d, deleted_user %d, duplicate %d, failed %d)",
-		t.Users, noun, t.Applied, t.Stale+t.Unchanged, t.DeletedUser, t.Duplicate, t.Failed)
+	return fmt.Sprintf("%s (applied %d, stale %d, %s %d, duplicate %d, failed %d)",
+		count(k, t.Read, "", ""), t.Applied, t.Stale+t.Unchanged, deleted, t.DeletedHere, t.Duplicate, t.Failed)
 }
 
 func orNoID(userID string) string {

@@ -176,6 +176,7 @@ func (e *backfillEnv) ingest(t *testing.T, eventID string, body []byte) sync.Res
 		t.Fatal(err)
 	}
 	svc := sync.New(e.store.Events(), e.store.Users(), nil)
+	svc.SetOrganizations(e.store.Organizations(), e.store.Memberships())
 	res, err := svc.Ingest(context.Background(), sync.Delivery{EventID: eventID, Signature: "v1,test", Body: body, Event: ev})
 	if err != nil {
 		t.Fatalf("ingest %s: %v", eventID, err)
@@ -278,7 +279,13 @@ func TestBackfill_WaitsOutA429(t *testing.T) {
 	if got := clerktest.Offsets(reqs); got != "0,2,2" {
 		t.Fatalf("offsets read = %s, want 0,2,2 (the throttled page again)", got)
 	}
-	if waited := reqs[2].At.Sub(reqs[1].At); waited < time.Second {
+	var list []clerktest.Request // the user list's, among the other lists'
+	for _, r := range reqs {
+		if r.Path == "/v1/users" {
+			list = append(list, r)
+		}
+	}
+	if waited := list[2].At.Sub(list[1].At); waited < time.Second {
 		t.Errorf("retried the throttled page after %v, want at least the Retry-After of 1s", waited)
 	}
 	wantLine(t, out, "backfill: offset 2: rate limited by Clerk, waiting 1s")
@@ -323,7 +330,7 @@ func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
 	wantLine(t, out, "backfill: done, offsets 0 to 4: 4 users (applied 2, stale 0, deleted_user 0, duplicate 2, failed 0)")
 
 	// Resuming where it stopped reads only from there.
-	out = e.mustBackfill(t, "-limit", "2", "-offset", "2")
+	out = e.mustBackfill(t, "-limit", "2", "-kinds", "users", "-offset", "2")
 	if got := clerktest.Offsets(e.clerk.Requests()); got != "2,4" {
 		t.Errorf("run with -offset 2 read offsets %s, want 2,4", got)
 	}
@@ -447,6 +454,9 @@ func TestBackfill_RefusesBadFlagsAndURLs(t *testing.T) {
 		{"a limit of 0", []string{"-limit", "0"}, "", "-limit"},
 		{"a limit above Clerk's 500", []string{"-limit", "501"}, "", "-limit"},
 		{"a negative offset", []string{"-offset", "-1"}, "", "-offset"},
+		{"an offset without its one kind", []string{"-offset", "2"}, "", "-kinds"},
+		{"an offset in two lists", []string{"-offset", "2", "-kinds", "users,memberships"}, "", "-kinds"},
+		{"a kind usersync does not know", []string{"-kinds", "users,invitations"}, "", "invitations"},
 		{"a URL that is not http", nil, "ftp://api.clerk.com/v1", "CLERK_API_URL"},
 		{"plain http to another host", nil, "http://api.clerk.com/v1", "CLERK_API_URL"},
 	}

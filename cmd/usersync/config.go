@@ -42,6 +42,9 @@ type config struct {
 
 	ClerkSecretKey secret
 	ClerkAPIURL    string
+	// ClerkAPIRate is how many requests per 10 s this process sends to
+	// Clerk's Backend API, all reads together (one limiter).
+	ClerkAPIRate int
 
 	SweepInterval time.Duration // 0 turns the background sweep off
 	SweepGrace    time.Duration
@@ -55,6 +58,11 @@ type config struct {
 	// error for the commands whose results go to standard output.
 	logTo io.Writer
 }
+
+// maxClerkAPIRate bounds CLERK_API_RATE: ten times what Clerk allows a
+// production instance, so that a typo is caught and an instance with a
+// raised limit can still use it.
+const maxClerkAPIRate = 10_000
 
 // embeddedRetention is the default retention with the embedded store: one
 // file on one machine's disk (docs/configuration.md).
@@ -105,8 +113,9 @@ var settings = []setting{
 	{Env: "USERSYNC_ADMIN_KEYS", Shown: "generated (embedded only)", Usage: "comma-separated keys that may also read deleted users and the event log, and replay events", Commands: serveOnly},
 	{Env: "USERSYNC_LOG_LEVEL", Flag: "log-level", Default: "info", Usage: "debug, info, warn or error"},
 	{Env: "USERSYNC_LOG_FORMAT", Flag: "log-format", Default: "json", Usage: "json or text"},
-	{Env: "CLERK_SECRET_KEY", Shown: "none", Usage: "Clerk's secret key (sk_live_... or sk_test_...), to read users from Clerk's Backend API (backfill, reconcile, the sync route)", Commands: clerkUsers},
+	{Env: "CLERK_SECRET_KEY", Shown: "none", Usage: "Clerk's secret key (sk_live_... or sk_test_...), to read users and organizations from Clerk's Backend API (backfill, reconcile, the sync routes)", Commands: clerkUsers},
 	{Env: "CLERK_API_URL", Flag: "clerk-api-url", Default: "https://api.clerk.com/v1", Usage: "Clerk's Backend API base URL", Commands: clerkUsers},
+	{Env: "CLERK_API_RATE", Flag: "clerk-api-rate", Default: "100", Usage: "requests per 10 s this process sends to Clerk's Backend API, all reads together (Clerk allows 1000 on production instances, 100 on development ones)", Commands: clerkUsers},
 	{Env: "USERSYNC_SWEEP_INTERVAL", Flag: "sweep-interval", Default: "30s", Usage: "how often the recovery sweep and retention run; 0 turns them off", Commands: serveOnly},
 	{Env: "USERSYNC_SWEEP_GRACE", Flag: "sweep-grace", Default: "1m", Usage: "how long a stored event is left to its delivery before the sweep takes it over", Commands: serveOnly},
 	{Env: "USERSYNC_MAX_ATTEMPTS", Flag: "max-attempts", Default: "12", Usage: "attempts after which the sweep stops retrying a failed event", Commands: processing},
@@ -198,6 +207,10 @@ func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(str
 		return config{}, fmt.Errorf("USERSYNC_MAX_ATTEMPTS: %q is not a whole number of at least 1", get("USERSYNC_MAX_ATTEMPTS"))
 	}
 	c.MaxAttempts = n
+	if c.ClerkAPIRate, err = strconv.Atoi(get("CLERK_API_RATE")); err != nil || c.ClerkAPIRate < 1 || c.ClerkAPIRate > maxClerkAPIRate {
+		return config{}, fmt.Errorf("CLERK_API_RATE: %q is not a whole number of requests per 10 s from 1 to %d (Clerk allows 1000 on production instances, 100 on development ones)",
+			get("CLERK_API_RATE"), maxClerkAPIRate)
+	}
 	if err := c.LogLevel.UnmarshalText([]byte(get("USERSYNC_LOG_LEVEL"))); err != nil {
 		return config{}, fmt.Errorf("USERSYNC_LOG_LEVEL: %q is not debug, info, warn or error", get("USERSYNC_LOG_LEVEL"))
 	}

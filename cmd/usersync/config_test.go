@@ -92,3 +92,41 @@ func newFlagSet() *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	return fs
 }
+
+func TestConfig_ClerkAPIRateIsTheLimiterOfEveryReadFromClerk(t *testing.T) {
+	tests := []struct {
+		name, value string
+		want        int
+		wantErr     bool
+	}{
+		{"unset: a development instance's limit", "", 100, false},
+		{"a production instance's limit", "1000", 1000, false},
+		{"zero", "0", 0, true},
+		{"not a number", "fast", 0, true},
+		{"per second, not per 10 s", "100/s", 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("usersync", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			env := map[string]string{"CLERK_API_RATE": tc.value, "CLERK_SECRET_KEY": "sk_test_rate"}
+			cfg, err := loadConfig(fs, "reconcile", nil, func(k string) string { return env[k] })
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "CLERK_API_RATE") {
+					t.Errorf("CLERK_API_RATE=%q: error %v, want one naming CLERK_API_RATE", tc.value, err)
+				}
+				return
+			}
+			if err != nil || cfg.ClerkAPIRate != tc.want {
+				t.Fatalf("CLERK_API_RATE=%q: %d, %v; want %d", tc.value, cfg.ClerkAPIRate, err, tc.want)
+			}
+			cl, err := newClerk(cfg, nil, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cl.Limiter.Burst(); got != tc.want || float64(cl.Limiter.Limit()) != float64(tc.want)/10 {
+				t.Errorf("limiter: burst %d, %v per second; want %d and %v", got, cl.Limiter.Limit(), tc.want, float64(tc.want)/10)
+			}
+		})
+	}
+}

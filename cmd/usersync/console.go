@@ -6,6 +6,7 @@ import (
 
 	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/clerk"
+	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/sync"
 )
@@ -29,11 +30,13 @@ func countActivity(ctx context.Context, svc *sync.Service, store repository.Stor
 func consoleConfig(ctx context.Context, svc *sync.Service, store repository.Store, cl *clerk.Client) api.Console {
 	c := api.Console{Activity: store.Activity(), Failures: store.Events(), Runs: store.Runs(), Context: ctx}
 	if cl != nil {
+		// The console's dry run is of users; usersync reconcile -dry-run
+		// previews every kind.
 		rec := &sync.Reconciler{Service: svc, Clerk: cl, Users: store.Users()}
-		c.DryRun = func(ctx context.Context, onPage func(int, sync.Tally), onUser func(sync.UserNote)) (sync.ReconcileReport, error) {
+		c.DryRun = func(ctx context.Context, onPage func(int, sync.Tally), onNote func(sync.Note)) (sync.ReconcileReport, error) {
 			return rec.Run(ctx, sync.ReconcileOptions{
-				Deletions: true, DryRun: true, Limit: clerk.MaxPageLimit, MaxDeletes: defaultMaxDeletes,
-				OnPage: onPage, OnUser: onUser,
+				Kinds: []models.Kind{models.KindUser}, Deletions: true, DryRun: true, Limit: clerk.MaxPageLimit, MaxDeletes: defaultMaxDeletes,
+				OnPage: func(_ models.Kind, offset int, page sync.Tally) { onPage(offset, page) }, OnNote: onNote,
 			})
 		}
 	}

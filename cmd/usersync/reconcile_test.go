@@ -47,7 +47,7 @@ func (e *backfillEnv) active(t *testing.T, i int) bool {
 func userRequests(reqs []clerktest.Request) []string {
 	var ids []string
 	for _, r := range reqs {
-		if id, ok := strings.CutPrefix(r.Path, "/v1/users/"); ok {
+		if id, ok := strings.CutPrefix(r.Path, "/v1/users/"); ok && !strings.Contains(id, "/") {
 			ids = append(ids, id)
 		}
 	}
@@ -135,7 +135,7 @@ func TestReconcile_NeverDeletesAUserWrittenAfterTheListingBegan(t *testing.T) {
 		if r.Path == "/v1/users" && r.Offset == "0" && before == 0 {
 			e.created(t, 5)
 		}
-		if r.Path != "/v1/users" {
+		if strings.HasPrefix(r.Path, "/v1/users/") {
 			http.Error(w, `{"errors":[{"code":"resource_not_found"}]}`, http.StatusNotFound)
 			return http.StatusNotFound
 		}
@@ -342,6 +342,10 @@ func TestServe_ReconcilesOnAScheduleAndSyncsOneUser(t *testing.T) {
 	e := newBackfillEnv(t, someUsers(t, 3))
 	e.created(t, 0)
 	e.created(t, 9) // deleted in Clerk while webhooks were down
+	// And an organization with it, and a membership of one that stays.
+	e.clerkHas(t, []int{0}, []membership{{0, 0, 0}})
+	e.orgCreated(t, 9)
+	e.memberCreated(t, membership{1, 0, 2})
 	env := map[string]string{
 		"USERSYNC_ADDR":               "127.0.0.1:0",
 		"CLERK_WEBHOOK_SECRET":        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
@@ -361,6 +365,13 @@ func TestServe_ReconcilesOnAScheduleAndSyncsOneUser(t *testing.T) {
 	}
 	if e.active(t, 9) || !e.active(t, 2) {
 		t.Errorf("after the scheduled run: user 9 active %v, user 2 active %v; want false, true", e.active(t, 9), e.active(t, 2))
+	}
+	if e.orgActive(t, 9) || !e.orgActive(t, 0) || e.memberActive(t, 1) || !e.memberActive(t, 0) {
+		t.Errorf("after the scheduled run: organizations 9 and 0 active %v, %v, memberships 1 and 0 %v, %v; want false, true, false, true",
+			e.orgActive(t, 9), e.orgActive(t, 0), e.memberActive(t, 1), e.memberActive(t, 0))
+	}
+	if !strings.Contains(out.String(), `"organizations":{"clerk":1,"local":2,"applied":0,"stale":0,"deleted":1,`) {
+		t.Errorf("the run's log line lacks the organizations' counts:\n%s", out)
 	}
 	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
 	_, metrics := send(t, req)
@@ -385,6 +396,13 @@ func TestServe_ReconcilesOnAScheduleAndSyncsOneUser(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer usk_serve_api_0123456789")
 	if code, body := send(t, req); code != http.StatusOK || !strings.Contains(body, `"userId":"`+userID(5)+`"`) {
 		t.Errorf("POST sync = %d %s, want the user", code, body)
+	}
+	// And an organization.
+	e.clerk.AddOrganization(rawJSON(t, clerkOrgData(5, orgUpdatedAt(5))))
+	req, _ = http.NewRequest(http.MethodPost, base+"/v1/organizations/"+orgID(5)+"/sync", nil)
+	req.Header.Set("Authorization", "Bearer usk_serve_api_0123456789")
+	if code, body := send(t, req); code != http.StatusOK || !strings.Contains(body, `"organizationId":"`+orgID(5)+`"`) {
+		t.Errorf("POST organization sync = %d %s, want the organization", code, body)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)

@@ -30,17 +30,21 @@ const recordTimeout = 5 * time.Second
 // recordRun keeps what a run did; its error is the store's. A refused run
 // counts as failed, as it does for the scheduler.
 func recordRun(ctx context.Context, runs runRecorder, kind, trigger string, rep sync.ReconcileReport, runErr error) error {
+	// The summary's counts are the users'; success and the error are the
+	// run's, every kind's.
+	users := rep.Of(models.KindUser)
 	s := models.ReconcileSummary{
 		Kind: kind, Trigger: trigger, StartedAt: rep.Started, Duration: rep.Duration,
-		Success: runErr == nil && !rep.Refused, ClerkUsers: rep.Listed.Users, LocalUsers: rep.LocalUsers,
-		Applied: rep.Listed.Applied, Stale: rep.Listed.Stale, Unchanged: unchanged(rep.Listed),
-		Deleted: rep.Deleted, Failed: rep.Listed.Failed, Refused: rep.Refused, ToDelete: len(rep.ToDelete),
+		Success: runErr == nil && !rep.Refused(), ClerkUsers: users.Listed.Read, LocalUsers: users.Local,
+		Applied: users.Listed.Applied, Stale: users.Listed.Stale, Unchanged: unchanged(users.Listed),
+		Deleted: users.Deleted, Failed: users.Listed.Failed, Refused: rep.Refused(), ToDelete: len(users.ToDelete),
 	}
 	switch {
 	case runErr != nil:
 		s.Error = runErr.Error()
-	case rep.Refused:
-		s.Error = fmt.Sprintf("%d users are absent from Clerk, more than allowed: nothing deleted", len(rep.ToDelete))
+	case rep.Refused():
+		what, verb, _ := refusedCounts(rep)
+		s.Error = fmt.Sprintf("%s %s absent from Clerk, more than allowed: nothing deleted", what, verb)
 	}
 	if s.StartedAt.IsZero() {
 		s.StartedAt = time.Now()

@@ -55,6 +55,8 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 		{"get organization", "PRIMARY KEY", qOrgGet, []any{"org_1"}},
 		{"active organizations page", "organizations_active", qOrgsActive, []any{"org_5", 10}},
 		{"organizations page with deleted", "PRIMARY KEY", qOrgsAll, []any{"org_5", 10}},
+		{"walk of active organizations", "organizations_active", qOrgsWalk, []any{"org_1", 1000}},
+		{"walk of active memberships", "memberships_pair", qMembershipsWalk, []any{"org_1", "user_1", 1000}},
 		{"organizations by slug", "organizations_slug", qOrgsBySlug, []any{"acme", "org_5", 10}},
 		{"organization change feed page", "organizations_changes", qOrgChanges, []any{now, now, now, "org_1", 10}},
 		{"get membership", "PRIMARY KEY", qMembershipGet, []any{"orgmem_1"}},

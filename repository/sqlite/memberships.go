@@ -243,6 +243,14 @@ func (mb *Memberships) Get(ctx context.Context, membershipID string) (models.Mem
 	return j.m, nil
 }
 
+// WalkActive calls fn with the id of every membership that is not a
+// tombstone and was first written before writtenBefore, in (organization,
+// user) order, a batch at a time (memberships_pair, which holds exactly
+// them), and stops at fn's first error, which it returns.
+func (mb *Memberships) WalkActive(ctx context.Context, writtenBefore time.Time, fn func(membershipID string) error) error {
+	return mb.s.walk(ctx, "memberships", qMembershipsWalk, []any{"", ""}, writtenBefore, fn)
+}
+
 // List returns one page of the memberships of f.OrgID (memberships_org)
 // or of f.UserID (memberships_user) in membership id order after f.After,
 // the last id of the previous page in hex: the active ones

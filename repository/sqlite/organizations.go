@@ -170,6 +170,13 @@ func (o *Organizations) Get(ctx context.Context, orgID string) (models.Organizat
 	return org, nil
 }
 
+// WalkActive calls fn with the id of every active organization first
+// written before writtenBefore, in id order, a batch at a time
+// (organizations_active), and stops at fn's first error, which it returns.
+func (o *Organizations) WalkActive(ctx context.Context, writtenBefore time.Time, fn func(orgID string) error) error {
+	return o.s.walk(ctx, "organizations", qOrgsWalk, []any{""}, writtenBefore, fn)
+}
+
 // List returns one page of organizations in id order after f.After
 // (organizations_active, or the primary key with deleted ones), or those
 // with a slug (organizations_slug). The cursor is the last id of the page,

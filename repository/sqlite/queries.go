@@ -25,7 +25,7 @@ const (
 		WHERE updated_at >= ? AND updated_at <= ? AND (updated_at, user_id) > (?, ?)
 		ORDER BY updated_at, user_id LIMIT ?`
 	// qUsersWalk: users_active, a batch from the last id on.
-	qUsersWalk = `SELECT user_id, created_at FROM users INDEXED BY users_active
+	qUsersWalk = `SELECT user_id, created_at, user_id FROM users INDEXED BY users_active
 		WHERE deleted_at IS NULL AND user_id > ? ORDER BY user_id LIMIT ?`
 	// qEraseDue: users_erase.
 	qEraseDue = `SELECT user_id, erase_after FROM users INDEXED BY users_erase
@@ -78,6 +78,9 @@ const (
 	// qOrgsActive: organizations_active, from the cursor on.
 	qOrgsActive = `SELECT ` + orgColumns + ` FROM organizations INDEXED BY organizations_active
 		WHERE deleted_at IS NULL AND org_id > ? ORDER BY org_id LIMIT ?`
+	// qOrgsWalk: organizations_active, a batch from the last id on.
+	qOrgsWalk = `SELECT org_id, created_at, org_id FROM organizations INDEXED BY organizations_active
+		WHERE deleted_at IS NULL AND org_id > ? ORDER BY org_id LIMIT ?`
 	// qOrgsAll: the primary key, from the cursor on.
 	qOrgsAll = `SELECT ` + orgColumns + ` FROM organizations WHERE org_id > ? ORDER BY org_id LIMIT ?`
 	// qOrgsBySlug: organizations_slug, from the cursor on (a tombstone has
@@ -104,6 +107,10 @@ const (
 	qMembershipChanges = `SELECT ` + membershipColumns + ` FROM memberships m INDEXED BY memberships_changes` + memberJoin + `
 		WHERE m.updated_at >= ? AND m.updated_at <= ? AND (m.updated_at, m.membership_id) > (?, ?)
 		ORDER BY m.updated_at, m.membership_id LIMIT ?`
+	// qMembershipsWalk: memberships_pair (active memberships only; a pair
+	// is one of them), a batch from the last pair on.
+	qMembershipsWalk = `SELECT membership_id, created_at, org_id, user_id FROM memberships INDEXED BY memberships_pair
+		WHERE deleted_at IS NULL AND (org_id, user_id) > (?, ?) ORDER BY org_id, user_id LIMIT ?`
 	// qMembershipHolder: memberships_pair.
 	qMembershipHolder = `SELECT membership_id, source_updated_at, last_event_id FROM memberships INDEXED BY memberships_pair
 		WHERE org_id = ? AND user_id = ? AND deleted_at IS NULL`

@@ -330,7 +330,7 @@ func (u *Users) Changes(ctx context.Context, f models.ChangeFilter) (models.User
 	return models.UserPage{Users: users, NextCursor: next}, nil
 }
 
-// walkBatch is how many user ids one query of WalkActive reads.
+// walkBatch is how many ids one query of a WalkActive reads.
 var walkBatch = 1000
 
 // WalkActive calls fn with the id of every active user first written
@@ -338,11 +338,19 @@ var walkBatch = 1000
 // short read of the users_active index, so that no read holds the file for
 // the whole walk), and stops at fn's first error, which it returns.
 func (u *Users) WalkActive(ctx context.Context, writtenBefore time.Time, fn func(userID string) error) error {
-	after := ""
+	return u.s.walk(ctx, "users", qUsersWalk, []any{""}, writtenBefore, fn)
+}
+
+// walk calls fn with the first column of each row of q first written
+// (its second column) before writtenBefore, a batch at a time, and stops
+// at fn's first error, which it returns. q reads from the cursor, which
+// its arguments before the batch size are (cursor's values at the start),
+// and its columns after the second are the next cursor.
+func (s *Store) walk(ctx context.Context, what, q string, cursor []any, writtenBefore time.Time, fn func(id string) error) error {
 	for {
-		rows, err := u.s.r.QueryContext(ctx, qUsersWalk, after, walkBatch)
+		rows, err := s.r.QueryContext(ctx, q, append(cursor, walkBatch)...)
 		if err != nil {
-			return fmt.Errorf("walk users: %w", translate(err))
+			return fmt.Errorf("walk %s: %w", what, translate(err))
 		}
 		var ids []string
 		n := 0
@@ -350,13 +358,20 @@ func (u *Users) WalkActive(ctx context.Context, writtenBefore time.Time, fn func
 			var (
 				id      string
 				created int64
+				next    = make([]string, len(cursor))
+				dest    = []any{&id, &created}
 			)
-			if err := rows.Scan(&id, &created); err != nil {
+			for i := range next {
+				dest = append(dest, &next[i])
+			}
+			if err := rows.Scan(dest...); err != nil {
 				rows.Close()
-				return fmt.Errorf("walk users: %w", translate(err))
+				return fmt.Errorf("walk %s: %w", what, translate(err))
 			}
 			n++
-			after = id
+			for i := range next {
+				cursor[i] = next[i]
+			}
 			if created < writtenBefore.UnixMilli() {
 				ids = append(ids, id)
 			}
@@ -364,7 +379,7 @@ func (u *Users) WalkActive(ctx context.Context, writtenBefore time.Time, fn func
 		err = rows.Err()
 		rows.Close()
 		if err != nil {
-			return fmt.Errorf("walk users: %w", translate(err))
+			return fmt.Errorf("walk %s: %w", what, translate(err))
 		}
 		for _, id := range ids {
 			if err := fn(id); err != nil {

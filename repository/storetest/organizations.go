@@ -662,3 +662,66 @@ func testDeprovisionedUsers(t *testing.T, s repository.Store) {
 		t.Errorf("a user provisioned again is not active: %v", got)
 	}
 }
+
+// testOrgAndMemberWalk: the walks of reconcile see every organization and
+// membership that is not a tombstone and was first written before the cut,
+// each once, whatever deleted the others (their own deletion, or their
+// organization's), and stop at fn's first error.
+func testOrgAndMemberWalk(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	written := time.Now().UTC().Truncate(time.Millisecond)
+	apply := func(at time.Time, ch any) {
+		t.Helper()
+		var err error
+		switch ch := ch.(type) {
+		case models.OrganizationChange:
+			_, err = s.Organizations().Apply(ctx, ch, at)
+		case models.MembershipChange:
+			_, err = s.Memberships().Apply(ctx, ch, at)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wantOrgs, wantMembers []string
+	for i := range 6 {
+		org, mem := fmt.Sprintf("org_walk%d", i), fmt.Sprintf("orgmem_walk%d", i)
+		at := written
+		if i == 4 {
+			at = written.Add(time.Minute) // first written after the cut
+		}
+		apply(at, orgChange(org, "msg_o"+org, time.Second, "Walk"))
+		apply(at, memberChange(mem, org, fmt.Sprintf("user_walk%d", i), "msg_m"+mem, time.Second, "member"))
+		switch i {
+		case 2: // the organization is deleted, and its membership with it
+			apply(at, orgDeletion(org, "msg_d"+org, 2*time.Second))
+		case 3: // the membership alone is deleted
+			apply(at, memberDeletion(mem, org, fmt.Sprintf("user_walk%d", i), "msg_d"+mem, 2*time.Second))
+			wantOrgs = append(wantOrgs, org)
+		case 4:
+		default:
+			wantOrgs, wantMembers = append(wantOrgs, org), append(wantMembers, mem)
+		}
+	}
+	cut := written.Add(time.Second)
+	var orgs, members []string
+	if err := s.Organizations().WalkActive(ctx, cut, func(id string) error { orgs = append(orgs, id); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Memberships().WalkActive(ctx, cut, func(id string) error { members = append(members, id); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sorted(orgs), wantOrgs) {
+		t.Errorf("Organizations.WalkActive = %v, want %v (active, first written before the cut, each once)", orgs, wantOrgs)
+	}
+	if !slices.Equal(sorted(members), wantMembers) {
+		t.Errorf("Memberships.WalkActive = %v, want %v (not tombstones, first written before the cut, each once)", members, wantMembers)
+	}
+	stop := errors.New("stop")
+	if err := s.Organizations().WalkActive(ctx, cut, func(string) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("Organizations.WalkActive returns %v, want fn's error", err)
+	}
+	if err := s.Memberships().WalkActive(ctx, cut, func(string) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("Memberships.WalkActive returns %v, want fn's error", err)
+	}
+}

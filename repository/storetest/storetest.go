@@ -52,6 +52,7 @@ func Run(t *testing.T, open Opener) {
 		{"Memberships_OneActivePerOrganizationAndUser", testOnePerPair},
 		{"Memberships_MemberComesFromTheUsersCurrentRecord", testMemberFromUser},
 		{"Memberships_ListPagesAndFilters", testMemberList},
+		{"Organizations_AndMemberships_WalkActiveSeesEachActiveOneOnce", testOrgAndMemberWalk},
 		{"Events_ARetryIsRecognised", testRetryRecognised},
 		{"Events_ConcurrentDeliveriesStoreOneEvent", testConcurrentRecord},
 		{"Events_KeepTheBodyExactly", testBodyExact},

@@ -1,0 +1,171 @@
+package sync
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/usersync/usersync/models"
+)
+
+// source is what a reconcile does differently for each kind of object.
+type source struct {
+	kind models.Kind
+	// list reads a page of Clerk's list.
+	list func(ctx context.Context, offset, limit int) ([]json.RawMessage, error)
+	// check asks Clerk for one object absent from the list: its state, or
+	// an error wrapping models.ErrNotFound when Clerk no longer has it.
+	check func(ctx context.Context, id string) (json.RawMessage, error)
+	// stored is the version of the object here; nil when it is unknown.
+	stored func(ctx context.Context, id string) (*models.Version, error)
+	// walk is the stores' WalkActive.
+	walk func(ctx context.Context, writtenBefore time.Time, fn func(id string) error) error
+	// deletion is the delivery that deletes the object as a webhook would.
+	deletion func(ctx context.Context, id, runID string, at time.Time) (Delivery, error)
+}
+
+// sources returns the sources of the kinds asked for (nil: all the
+// reconciler has), in the order of Kinds.
+func (r *Reconciler) sources(kinds []models.Kind) ([]*source, error) {
+	if kinds == nil {
+		kinds = []models.Kind{models.KindUser}
+		if r.Orgs != nil {
+			kinds = Kinds
+		}
+	}
+	for _, k := range kinds {
+		if !slices.Contains(Kinds, k) {
+			return nil, fmt.Errorf("%q is not a kind a reconcile knows (user, organization, membership)", k)
+		}
+		if k != models.KindUser && r.Orgs == nil {
+			return nil, fmt.Errorf("this reconcile has no organizations and memberships to reconcile %s", Plural(k))
+		}
+	}
+	var out []*source
+	for _, k := range Kinds {
+		if !slices.Contains(kinds, k) {
+			continue
+		}
+		switch k {
+		case models.KindUser:
+			out = append(out, r.userSource())
+		case models.KindOrganization:
+			out = append(out, r.orgSource())
+		case models.KindMembership:
+			out = append(out, r.membershipSource())
+		}
+	}
+	return out, nil
+}
+
+// version returns the version of what get reads, nil when it is not
+// found.
+func version[T interface{ Version() models.Version }](ctx context.Context, get func(context.Context, string) (T, error), id string) (*models.Version, error) {
+	o, err := get(ctx, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	v := o.Version()
+	return &v, nil
+}
+
+func (r *Reconciler) userSource() *source {
+	return &source{
+		kind:   models.KindUser,
+		list:   r.Clerk.ListUsers,
+		check:  r.Clerk.GetUser,
+		stored: func(ctx context.Context, id string) (*models.Version, error) { return version(ctx, r.Users.Get, id) },
+		walk:   r.Users.WalkActive,
+		deletion: func(_ context.Context, id, runID string, at time.Time) (Delivery, error) {
+			return clerkDeletion(models.KindUser, id, "", "", runID, at)
+		},
+	}
+}
+
+func (r *Reconciler) orgSource() *source {
+	o := r.Orgs
+	return &source{
+		kind:  models.KindOrganization,
+		list:  o.Clerk.ListOrganizations,
+		check: o.Clerk.GetOrganization,
+		stored: func(ctx context.Context, id string) (*models.Version, error) {
+			return version(ctx, o.Organizations.Get, id)
+		},
+		walk: o.Organizations.WalkActive,
+		deletion: func(_ context.Context, id, runID string, at time.Time) (Delivery, error) {
+			return clerkDeletion(models.KindOrganization, id, "", "", runID, at)
+		},
+	}
+}
+
+// userMembershipsPage is the page of a user's memberships a re-check
+// reads: Clerk's largest, so that nearly every user's fit in one.
+const userMembershipsPage = 500
+
+func (r *Reconciler) membershipSource() *source {
+	o := r.Orgs
+	local := func(ctx context.Context, id string) (models.Membership, error) {
+		m, err := o.Memberships.Get(ctx, id)
+		if err != nil {
+			// Not ErrNotFound: that would say Clerk no longer has it.
+			return models.Membership{}, fmt.Errorf("read membership %q here: %v", id, err)
+		}
+		return m, nil
+	}
+	return &source{
+		kind: models.KindMembership,
+		list: o.Clerk.ListMemberships,
+		// Clerk has no GET of one membership: it is looked for among its
+		// user's (GET /users/{id}/organization_memberships).
+		check: func(ctx context.Context, id string) (json.RawMessage, error) {
+			m, err := local(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if m.UserID == "" {
+				return nil, fmt.Errorf("membership %q has no user to ask Clerk about", id)
+			}
+			for offset := 0; ; offset += userMembershipsPage {
+				page, err := o.Clerk.UserMemberships(ctx, m.UserID, offset, userMembershipsPage)
+				if err != nil {
+					// ErrNotFound too: Clerk does not know the user, nor its memberships.
+					return nil, err
+				}
+				for _, raw := range page {
+					var got struct {
+						ID string `json:"id"`
+					}
+					if json.Unmarshal(raw, &got) == nil && got.ID == id {
+						return raw, nil
+					}
+				}
+				switch {
+				case len(page) == userMembershipsPage:
+				case offset > 0:
+					// Offset paging is not a snapshot: a membership of the
+					// user deleted meanwhile may have hidden this one.
+					return nil, fmt.Errorf("user %q has more than %d memberships: membership %q is not checked", m.UserID, userMembershipsPage, id)
+				default:
+					return nil, fmt.Errorf("membership %q is not among its user's: %w", id, models.ErrNotFound)
+				}
+			}
+		},
+		stored: func(ctx context.Context, id string) (*models.Version, error) {
+			return version(ctx, o.Memberships.Get, id)
+		},
+		walk: o.Memberships.WalkActive,
+		deletion: func(ctx context.Context, id, runID string, at time.Time) (Delivery, error) {
+			m, err := local(ctx, id)
+			if err != nil {
+				return Delivery{}, err
+			}
+			return clerkDeletion(models.KindMembership, id, m.OrgID, m.UserID, runID, at)
+		},
+	}
+}
