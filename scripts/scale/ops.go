@@ -235,6 +235,7 @@ func (b *bench) ops(s size, cursor string) []op {
 			return "/v1/users/" + seedUser(b.pick(i, n))
 		}, nil)},
 		{name: "GET /v1/users?limit=100&cursor= (middle)", call: get(apiKey, fixed("/v1/users?limit=100&cursor="+cursor), nonEmpty)},
+		{name: "GET /v1/users?updatedSince=&limit=100 (change feed)", call: get(apiKey, fixed("/v1/users?limit=100&updatedSince="+url.QueryEscape(epoch.Format(time.RFC3339))), nonEmpty)},
 		{name: "GET /v1/users?email=", call: get(apiKey, func(i int) string {
 			return "/v1/users?email=" + url.QueryEscape(primaryEmail(seedUser(b.pick(i, n))))
 		}, nonEmpty)},
@@ -242,6 +243,7 @@ func (b *bench) ops(s size, cursor string) []op {
 		{name: "GET /v1/events?status=processed", call: get(adminKey, fixed(events+"&status=processed"), nonEmpty)},
 		{name: "GET /v1/events?status=failed", call: get(adminKey, fixed(events+"&status=failed"), nil)},
 		{name: "GET /v1/events?eventType=updated", call: get(adminKey, fixed(events+"&eventType=updated"), nonEmpty)},
+		{name: "GET /v1/events?status=processed&eventType=updated", call: get(adminKey, fixed(events+"&status=processed&eventType=updated"), nonEmpty)},
 		{name: "GET /v1/events?userId=", call: get(adminKey, func(i int) string {
 			return events + "&userId=" + seedUser(b.pick(i, min(n, m)))
 		}, nonEmpty)},
