@@ -307,7 +307,7 @@ func (mb *Memberships) Changes(ctx context.Context, f models.ChangeFilter) (mode
 	page := models.MembershipPage{Memberships: make([]models.Membership, 0, len(rows))}
 	for _, j := range rows {
 		page.Memberships = append(page.Memberships, j.m)
-		next = fmt.Sprintf("%d_%s", j.m.UpdatedAt.UnixMilli(), j.m.MembershipID)
+		next = feedCursor(j.m.UpdatedAt, j.m.MembershipID)
 	}
 	page.NextCursor = next
 	return page, nil

@@ -197,11 +197,8 @@ func (o *Organizations) List(ctx context.Context, f models.OrganizationFilter) (
 	if err != nil {
 		return models.OrganizationPage{}, fmt.Errorf("list organizations: %w", err)
 	}
-	page := models.OrganizationPage{Organizations: orgs}
-	if len(orgs) > f.Limit {
-		page.Organizations = orgs[:f.Limit]
-		page.NextCursor = hex.EncodeToString([]byte(page.Organizations[f.Limit-1].OrgID))
-	}
+	page := models.OrganizationPage{}
+	page.Organizations, page.NextCursor = cut(orgs, f.Limit, func(o models.Organization) string { return o.OrgID })
 	return page, nil
 }
 
@@ -222,7 +219,7 @@ func (o *Organizations) Changes(ctx context.Context, f models.ChangeFilter) (mod
 		return models.OrganizationPage{}, fmt.Errorf("list changed organizations: %w", err)
 	}
 	if n := len(orgs); n > 0 {
-		next = fmt.Sprintf("%d_%s", orgs[n-1].UpdatedAt.UnixMilli(), orgs[n-1].OrgID)
+		next = feedCursor(orgs[n-1].UpdatedAt, orgs[n-1].OrgID)
 	}
 	return models.OrganizationPage{Organizations: orgs, NextCursor: next}, nil
 }

@@ -298,11 +298,8 @@ func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage,
 	if err != nil {
 		return models.UserPage{}, fmt.Errorf("list users: %w", err)
 	}
-	page := models.UserPage{Users: users}
-	if len(users) > f.Limit {
-		page.Users = users[:f.Limit]
-		page.NextCursor = hex.EncodeToString([]byte(page.Users[f.Limit-1].UserID))
-	}
+	page := models.UserPage{}
+	page.Users, page.NextCursor = cut(users, f.Limit, func(u models.User) string { return u.UserID })
 	return page, nil
 }
 
@@ -325,7 +322,7 @@ func (u *Users) Changes(ctx context.Context, f models.ChangeFilter) (models.User
 		return models.UserPage{}, fmt.Errorf("list changed users: %w", err)
 	}
 	if n := len(users); n > 0 {
-		next = fmt.Sprintf("%d_%s", users[n-1].UpdatedAt.UnixMilli(), users[n-1].UserID)
+		next = feedCursor(users[n-1].UpdatedAt, users[n-1].UserID)
 	}
 	return models.UserPage{Users: users, NextCursor: next}, nil
 }
@@ -390,4 +387,21 @@ func (s *Store) walk(ctx context.Context, what, q string, cursor []any, writtenB
 			return nil
 		}
 	}
+}
+
+// cut returns the first limit items of a page read with one more, and the
+// cursor after the last of them: its key in hex (one token in a URL), ""
+// when nothing follows.
+func cut[T any](items []T, limit int, key func(T) string) ([]T, string) {
+	if len(items) <= limit {
+		return items, ""
+	}
+	items = items[:limit]
+	return items, hex.EncodeToString([]byte(key(items[limit-1])))
+}
+
+// feedCursor is a change feed's cursor after the row changed at updated
+// with the key id.
+func feedCursor(updated time.Time, id string) string {
+	return fmt.Sprintf("%d_%s", updated.UnixMilli(), id)
 }
