@@ -75,8 +75,10 @@ type listEventsRequest struct {
 	Limit     int    `query:"limit" validate:"min=1,max=200"`
 	Cursor    string `query:"cursor" validate:"max=64"`
 	Status    string `query:"status" validate:"omitempty,oneof=stored processed failed"`
-	EventType string `query:"eventType" validate:"omitempty,oneof=created updated deleted user.created user.updated user.deleted"`
+	EventType string `query:"eventType" validate:"omitempty,oneof=created updated deleted user.created user.updated user.deleted organization.created organization.updated organization.deleted organizationMembership.created organizationMembership.updated organizationMembership.deleted"`
+	Kind      string `query:"kind" validate:"omitempty,oneof=user organization membership"`
 	UserID    string `query:"userId" validate:"max=128"`
+	ObjectID  string `query:"objectId" validate:"max=128"`
 	Since     string `query:"since"`
 	Until     string `query:"until"`
 }
@@ -112,15 +114,23 @@ func (s *server) listEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	eventType := strings.TrimPrefix(req.EventType, "user.") // the event's type, or its short form
+	// eventType is the event's short type, or its Clerk type, which names
+	// its kind too.
+	kind, eventType := models.Kind(req.Kind), models.EventType(req.EventType)
+	if k := models.KindOf(req.EventType); k != "" {
+		if kind != "" && kind != k {
+			return models.Public(models.ErrInvalid, "eventType %s is not of kind %s", req.EventType, kind).In("eventType")
+		}
+		kind, eventType = k, models.EventType(req.EventType[strings.IndexByte(req.EventType, '.')+1:])
+	}
 	release, err := s.reads.acquire(c.Request().Context())
 	if err != nil {
 		return err
 	}
 	defer release()
 	page, err := s.events.List(c.Request().Context(), models.EventFilter{
-		Status: models.EventStatus(req.Status), EventType: models.EventType(eventType), UserID: req.UserID,
-		Since: since, Until: until, After: req.Cursor, Limit: req.Limit,
+		Status: models.EventStatus(req.Status), EventType: eventType, Kind: kind, UserID: req.UserID,
+		ObjectID: req.ObjectID, Since: since, Until: until, After: req.Cursor, Limit: req.Limit,
 	})
 	if err != nil {
 		return err
@@ -156,6 +166,8 @@ type statsResponse struct {
 	Status  map[models.EventStatus]int64 `json:"status"`
 	Outcome map[models.Outcome]int64     `json:"outcome"`
 	GaveUp  int64                        `json:"gaveUp"`
+	// Kind counts the stored and failed events per kind of object.
+	Kind map[models.Kind]kindStatsJSON `json:"kind"`
 	// AsOf is when the counts were read; Stale is true when the database
 	// did not answer and these are the last counts read before.
 	AsOf  string `json:"asOf"`
@@ -183,9 +195,23 @@ func (s *server) eventStats(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, statsResponse{
-		Status: st.ByStatus, Outcome: st.ByOutcome, GaveUp: st.GaveUp, AsOf: formatTime(at), Stale: stale,
-	})
+	return c.JSON(http.StatusOK, newStatsResponse(st, at, stale))
+}
+
+type kindStatsJSON struct {
+	Stored int64 `json:"stored"`
+	Failed int64 `json:"failed"`
+	GaveUp int64 `json:"gaveUp"`
+}
+
+func newStatsResponse(st models.EventStats, at time.Time, stale bool) statsResponse {
+	r := statsResponse{Status: st.ByStatus, Outcome: st.ByOutcome, GaveUp: st.GaveUp, AsOf: formatTime(at), Stale: stale,
+		Kind: map[models.Kind]kindStatsJSON{}}
+	for _, k := range models.Kinds {
+		ks := st.ByKind[k]
+		r.Kind[k] = kindStatsJSON{Stored: ks.Stored, Failed: ks.Failed, GaveUp: ks.GaveUp}
+	}
+	return r
 }
 
 // replayLease is how long a replay holds the events it processes, as a

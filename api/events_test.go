@@ -161,7 +161,12 @@ func TestEvents_StatsCountPerStatusAndOutcome(t *testing.T) {
 		"status":  map[string]any{"stored": 0.0, "processed": 4.0, "failed": 1.0},
 		"outcome": map[string]any{"applied": 2.0, "stale": 1.0, "deleted_user": 1.0, "deleted": 0.0},
 		"gaveUp":  1.0,
-		"stale":   false,
+		"kind": map[string]any{
+			"user":         map[string]any{"stored": 0.0, "failed": 1.0, "gaveUp": 1.0},
+			"organization": map[string]any{"stored": 0.0, "failed": 0.0, "gaveUp": 0.0},
+			"membership":   map[string]any{"stored": 0.0, "failed": 0.0, "gaveUp": 0.0},
+		},
+		"stale": false,
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("stats = %v\nwant    %v", got, want)

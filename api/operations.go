@@ -68,6 +68,10 @@ func (m *Metrics) registerOperations(stats StatsSource) {
 				"Events not processed that usersync still works on: stored, and failed ones the sweep will retry.", nil, nil),
 			gaveUp: prometheus.NewDesc("usersync_events_gave_up",
 				"Failed events the sweep no longer retries (out of attempts, or never applicable): they wait for an operator.", nil, nil),
+			backlogByKind: prometheus.NewDesc("usersync_events_backlog_by_kind",
+				"usersync_events_backlog per kind of object: user, organization, membership.", []string{"kind"}, nil),
+			gaveUpByKind: prometheus.NewDesc("usersync_events_gave_up_by_kind",
+				"usersync_events_gave_up per kind of object: user, organization, membership.", []string{"kind"}, nil),
 		}
 		m.reg.MustRegister(m.stats)
 	}
@@ -145,8 +149,9 @@ func (m *Metrics) RunStatsRefresh(ctx context.Context, interval time.Duration, l
 // eventsCollector serves the event counts of the last successful refresh;
 // it never reads the database itself, so a scrape never waits on it.
 type eventsCollector struct {
-	src                       StatsSource
-	byStatus, backlog, gaveUp *prometheus.Desc
+	src                         StatsSource
+	byStatus, backlog, gaveUp   *prometheus.Desc
+	backlogByKind, gaveUpByKind *prometheus.Desc
 
 	mu   stdsync.Mutex
 	last *models.EventStats // nil until the first refresh
@@ -174,6 +179,8 @@ func (c *eventsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.byStatus
 	ch <- c.backlog
 	ch <- c.gaveUp
+	ch <- c.backlogByKind
+	ch <- c.gaveUpByKind
 }
 
 func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -188,4 +195,9 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 	backlog := c.last.ByStatus[models.StatusStored] + c.last.ByStatus[models.StatusFailed] - c.last.GaveUp
 	ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(max(backlog, 0)))
 	ch <- prometheus.MustNewConstMetric(c.gaveUp, prometheus.GaugeValue, float64(c.last.GaveUp))
+	for _, k := range models.Kinds {
+		ks := c.last.ByKind[k]
+		ch <- prometheus.MustNewConstMetric(c.backlogByKind, prometheus.GaugeValue, float64(max(ks.Stored+ks.Failed-ks.GaveUp, 0)), string(k))
+		ch <- prometheus.MustNewConstMetric(c.gaveUpByKind, prometheus.GaugeValue, float64(ks.GaveUp), string(k))
+	}
 }

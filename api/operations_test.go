@@ -158,6 +158,16 @@ func TestMetrics_BacklogCountsEventsNotProcessed(t *testing.T) {
 	if v := metricValue(t, m, "usersync_events_backlog"); v != 0 {
 		t.Errorf("usersync_events_backlog = %v, want 0 (the failed event is given up, not pending)", v)
 	}
+	for series, want := range map[string]float64{
+		`usersync_events_gave_up_by_kind{kind="user"}`:         1,
+		`usersync_events_gave_up_by_kind{kind="organization"}`: 0,
+		`usersync_events_gave_up_by_kind{kind="membership"}`:   0,
+		`usersync_events_backlog_by_kind{kind="user"}`:         0,
+	} {
+		if v := metricValue(t, m, series); v != want {
+			t.Errorf("%s = %v, want %v", series, v, want)
+		}
+	}
 }
 
 func TestMetricsAndStats_KeepTheLastGoodEventCountsWhileTheDatabaseIsDown(t *testing.T) {

@@ -1,13 +1,18 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/sync"
 )
 
 const (
@@ -376,5 +381,73 @@ func TestMemberships_AnInvalidPayloadIsA400ThatNamesTheField(t *testing.T) {
 	}
 	if ev := h.event(id); ev["status"] != "failed" {
 		t.Errorf("event = %v, want failed", ev)
+	}
+}
+
+// TestErase_AMembershipsMemberDataGoesOnScheduleWhileItsUserStays: the
+// member's names, identifier and image in the events of a deleted
+// membership are erased on USERSYNC_ERASE_AFTER's schedule, while the
+// user, still active, keeps its own.
+func TestErase_AMembershipsMemberDataGoesOnScheduleWhileItsUserStays(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: fxUser, UpdatedAt: t0, Email: "kept@example.com", First: "Kept"}))
+	member := []string{"jane.doe@acme.com", "Jane", "img.clerk.com/yyyyy"}
+	for _, f := range []string{"created", "updated", "deleted"} {
+		h.mustDeliver(newID(), fixture(t, "openapi.organizationMembership."+f+".json"))
+	}
+	if found := h.leftovers(member); len(found) < len(member) {
+		t.Fatalf("before erasure the scan finds only %v: it cannot be trusted", found)
+	}
+	svc := sync.New(h.store.Events(), h.store.Users(), nil)
+	rec := &sync.Recovery{Service: svc, Store: h.store.Events(), Eraser: h.store, EraseAfter: 30 * 24 * time.Hour,
+		Grace: time.Minute, Now: time.Now}
+	got, err := rec.EraseOnce(ctx)
+	if err != nil || got != (models.Erasure{Memberships: 1, Events: 3}) {
+		t.Fatalf("EraseOnce = %+v, %v; want the deleted membership's 3 events", got, err)
+	}
+	if found := h.leftovers(member); len(found) > 0 {
+		t.Errorf("after erasure the store still holds %v", found)
+	}
+	if found := h.leftovers([]string{"kept@example.com", "Kept"}); len(found) != 2 {
+		t.Errorf("the active user's own data went too: only %v left", found)
+	}
+	if u := h.get("/v1/users/"+fxUser, testAPIKey); u.Code != http.StatusOK {
+		t.Errorf("the user after the membership's erasure: %s", u)
+	}
+}
+
+// TestEvents_TheLogFiltersByKindAndObject: kind, a Clerk type (which
+// names its kind) and objectId select events through the router; a type
+// of another kind than kind is a 400 naming eventType.
+func TestEvents_TheLogFiltersByKindAndObject(t *testing.T) {
+	h := newHarness(t)
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_kind", UpdatedAt: t0}))
+	for _, f := range []string{"organizationMembership.created", "organization.created", "organizationMembership.updated"} {
+		h.mustDeliver(newID(), fixture(t, "openapi."+f+".json"))
+	}
+	types := func(path string) []string {
+		var got []string
+		for _, ev := range h.list(path, testAdminKey) {
+			got = append(got, ev["type"].(string))
+		}
+		return got
+	}
+	for path, want := range map[string][]string{
+		"/v1/events?kind=membership":                   {"organizationMembership.updated", "organizationMembership.created"},
+		"/v1/events?kind=user":                         {"user.created"},
+		"/v1/events?eventType=organization.created":    {"organization.created"},
+		"/v1/events?kind=membership&eventType=created": {"organizationMembership.created"},
+		"/v1/events?objectId=" + fxMember:              {"organizationMembership.updated", "organizationMembership.created"},
+		"/v1/events?objectId=" + fxOrg:                 {"organization.created"},
+	} {
+		if got := types(path); !slices.Equal(got, want) {
+			t.Errorf("GET %s = %v, want %v", path, got, want)
+		}
+	}
+	for _, path := range []string{"/v1/events?kind=user&eventType=organization.created", "/v1/events?kind=orgs"} {
+		if r := h.get(path, testAdminKey); r.Code != http.StatusBadRequest {
+			t.Errorf("GET %s = %s, want 400", path, r)
+		}
 	}
 }

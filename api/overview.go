@@ -103,7 +103,7 @@ func (s *server) overview(c echo.Context) error {
 	} else {
 		backlog := st.ByStatus[models.StatusStored] + st.ByStatus[models.StatusFailed] - st.GaveUp
 		resp.Events = &overviewEvents{
-			statsResponse: statsResponse{Status: st.ByStatus, Outcome: st.ByOutcome, GaveUp: st.GaveUp, AsOf: formatTime(at), Stale: stale},
+			statsResponse: newStatsResponse(st, at, stale),
 			Backlog:       max(backlog, 0),
 		}
 	}

@@ -38,6 +38,7 @@ func TestMetrics_EveryMetricTheDocsListIsThereFromStartUp(t *testing.T) {
 	later := map[string]bool{
 		"usersync_http_request_duration_seconds": true,
 		"usersync_events":                        true, "usersync_events_backlog": true, "usersync_events_gave_up": true,
+		"usersync_events_backlog_by_kind": true, "usersync_events_gave_up_by_kind": true,
 	}
 	for _, m := range names {
 		if later[m[1]] {

@@ -99,6 +99,8 @@ type EventFilter struct {
 	Status    EventStatus // "" for any
 	EventType EventType   // "" for any
 	UserID    string      // "" for any
+	Kind      Kind        // "" for any
+	ObjectID  string      // "" for any: an organization's or membership's events
 	Since     time.Time   // received at or after; zero for any
 	Until     time.Time   // received before; zero for any
 	After     string      // cursor: list events after (older than) this one
@@ -118,6 +120,32 @@ type EventStats struct {
 	// GaveUp counts failed events that will not be retried by the sweep:
 	// invalid payloads, and events out of attempts. A replay still may.
 	GaveUp int64
+	// ByKind counts the events still to process or given up, per kind of
+	// object (every kind is present). Processed events are counted per
+	// outcome only.
+	ByKind map[Kind]KindStats
+}
+
+// KindStats counts the stored and failed events of one kind of object.
+type KindStats struct {
+	Stored, Failed, GaveUp int64
+}
+
+// Kinds are every kind of object, in the order stats list them.
+var Kinds = []Kind{KindUser, KindOrganization, KindMembership}
+
+// TypesOf returns the Clerk types of the events of kind k, nil for an
+// unknown kind.
+func TypesOf(k Kind) []string {
+	switch k {
+	case KindUser:
+		return []string{TypeUserCreated, TypeUserUpdated, TypeUserDeleted}
+	case KindOrganization:
+		return []string{TypeOrganizationCreated, TypeOrganizationUpdated, TypeOrganizationDeleted}
+	case KindMembership:
+		return []string{TypeMembershipCreated, TypeMembershipUpdated, TypeMembershipDeleted}
+	}
+	return nil
 }
 
 // CompareClerkOrder orders events for processing: oldest Clerk state first

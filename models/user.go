@@ -121,7 +121,9 @@ type UserPage struct {
 
 // Erasure is what erasing a deleted user's personal data did.
 type Erasure struct {
-	Users  int // tombstones whose events are all erased now
+	Users int // tombstones whose events are all erased now
+	// Memberships: membership tombstones whose events are all erased now.
+	Memberships int
 	Events int // events whose body and payload were removed
 	// Pending counts events that could not be erased yet: stored, or failed
 	// and still to be retried. They are erased once processed or given up.

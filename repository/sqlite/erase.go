@@ -8,61 +8,95 @@ import (
 	"github.com/usersync/usersync/models"
 )
 
-// Erasure of deleted users' personal data.
+// Erasure of deleted users' and memberships' personal data.
 //
 // A tombstone carries erase_after (its deletion time) while some of its
-// user's events may still hold a body; the users_erase index finds the due
-// ones without reading other users, and a user's events are found by the
-// events_user index. Erasing one user is one transaction: the events that
-// can be erased lose their body (secure_delete overwrites the freed pages),
-// and when none is left pending the tombstone trades erase_after for
-// erased_at. An event that arrives for an erased user is erased as soon as
-// it is processed or given up (eraseIfUserErased), in the transaction that
-// marks it.
+// events may still hold a body; the users_erase and memberships_erase
+// indexes find the due ones without reading others, and their events are
+// found by the events_user and events_object indexes. Erasing one
+// tombstone is one transaction: the events that can be erased lose their
+// body (secure_delete overwrites the freed pages), and when none is left
+// pending the tombstone trades erase_after for erased_at. An event that
+// arrives for an erased user or membership is erased as soon as it is
+// processed or given up (eraseIfErased), in the transaction that marks it.
 
 // eraseBatch is how many due tombstones one read of a pass lists.
 const eraseBatch = 100
 
-// EraseDeletedBefore erases the events of every tombstone due for erasure
-// since before cutoff. Events still stored, or failed and to be retried,
-// are left (Pending) until they are processed or given up; the tombstone
-// stays due until then.
+// subject is a kind of tombstone whose events erasure erases: a deleted
+// user (its events by user_id, membership events included), or a deleted
+// membership (its events by object_id: they hold the member's
+// public_user_data while the member's user may stay active). Each
+// statement takes the tombstone's id last.
+type subject struct {
+	name    string
+	due     string // qEraseDue: (cutoff, after, last id, n) → (id, erase_after)
+	events  string // erase the events: (now, id)
+	pending string // count the events left: (id)
+	done    string // erased: (now, id)
+	soon    string // due at the next pass: (id)
+	count   func(*models.Erasure)
+}
+
+var (
+	userSubject = subject{name: "user", due: qEraseDue, events: qEraseEvents, pending: qErasePending,
+		done:  `UPDATE users SET erase_after = NULL, erased_at = ? WHERE user_id = ?`,
+		soon:  `UPDATE users SET erase_after = 0 WHERE user_id = ?`,
+		count: func(e *models.Erasure) { e.Users++ }}
+	membershipSubject = subject{name: "membership", due: qMembershipsEraseDue, events: qEraseMembershipEvents,
+		pending: qMembershipErasePending,
+		done:    `UPDATE memberships SET erase_after = NULL, erased_at = ? WHERE membership_id = ?`,
+		soon:    `UPDATE memberships SET erase_after = 0 WHERE membership_id = ?`,
+		count:   func(e *models.Erasure) { e.Memberships++ }}
+)
+
+// EraseDeletedBefore erases the events of every user and membership
+// tombstone due for erasure since before cutoff. Events still stored, or
+// failed and to be retried, are left (Pending) until they are processed or
+// given up; the tombstone stays due until then.
 func (s *Store) EraseDeletedBefore(ctx context.Context, cutoff, now time.Time) (models.Erasure, error) {
-	var (
-		total models.Erasure
-		after = int64(-1 << 63)
-		last  = ""
-	)
+	var total models.Erasure
+	for _, subj := range []subject{userSubject, membershipSubject} {
+		if err := s.eraseDue(ctx, subj, cutoff, now, &total); err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// eraseDue erases the tombstones of subj due since before cutoff, a batch
+// at a time, adding what it did to total.
+func (s *Store) eraseDue(ctx context.Context, subj subject, cutoff, now time.Time, total *models.Erasure) error {
+	after, last := int64(-1<<63), ""
 	for {
-		rows, err := s.r.QueryContext(ctx, qEraseDue,
-			ms(cutoff), after, last, eraseBatch)
+		type due struct {
+			id    string
+			after int64
+		}
+		batch, err := readAll(ctx, s.r, subj.due, func(r scanner) (d due, err error) {
+			return d, r.Scan(&d.id, &d.after)
+		}, ms(cutoff), after, last, eraseBatch)
 		if err != nil {
-			return total, fmt.Errorf("find users to erase: %w", translate(err))
+			return fmt.Errorf("find %ss to erase: %w", subj.name, err)
 		}
-		var due []string
-		for rows.Next() {
-			if err := rows.Scan(&last, &after); err != nil {
-				rows.Close()
-				return total, fmt.Errorf("find users to erase: %w", translate(err))
-			}
-			due = append(due, last)
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return total, fmt.Errorf("find users to erase: %w", translate(err))
-		}
-		for _, userID := range due {
-			res, err := s.eraseUser(ctx, userID, now, false)
-			total.Users += res.Users
-			total.Events += res.Events
-			total.Pending += res.Pending
+		for _, d := range batch {
+			last, after = d.id, d.after
+			err := s.write(ctx, func(t *wtx) error {
+				res, err := s.eraseEvents(t, subj, d.id, now, false)
+				if err == nil {
+					total.Users += res.Users
+					total.Memberships += res.Memberships
+					total.Events += res.Events
+					total.Pending += res.Pending
+				}
+				return err
+			})
 			if err != nil {
-				return total, err
+				return err
 			}
 		}
-		if len(due) < eraseBatch {
-			return total, nil
+		if len(batch) < eraseBatch {
+			return nil
 		}
 	}
 }
@@ -72,13 +106,8 @@ func (s *Store) EraseDeletedBefore(ctx context.Context, cutoff, now time.Time) (
 // processed or given up. It returns an error wrapping models.ErrNotFound
 // for an unknown user and models.ErrConflict for an active one.
 func (s *Store) EraseUser(ctx context.Context, userID string, now time.Time) (models.Erasure, error) {
-	return s.eraseUser(ctx, userID, now, true)
-}
-
-func (s *Store) eraseUser(ctx context.Context, userID string, now time.Time, asked bool) (models.Erasure, error) {
 	var res models.Erasure
 	err := s.write(ctx, func(t *wtx) error {
-		res = models.Erasure{}
 		cur, err := readState(t, userID)
 		switch {
 		case err != nil:
@@ -88,37 +117,49 @@ func (s *Store) eraseUser(ctx context.Context, userID string, now time.Time, ask
 		case !cur.Deleted:
 			return fmt.Errorf("%w: user %q is active; only a deleted user's events are erased", models.ErrConflict, userID)
 		}
-		n, err := t.execN(qEraseEvents, ms(now), userID)
-		if err != nil {
-			return err
-		}
-		res.Events = int(n)
-		if n > 0 {
-			s.erased.Store(true)
-		}
-		var pending int64
-		if err := t.row(qErasePending, userID).Scan(&pending); err != nil {
-			return translate(err)
-		}
-		res.Pending = int(pending)
-		switch {
-		case pending == 0:
-			res.Users = 1
-			_, err = t.exec(`UPDATE users SET erase_after = NULL, erased_at = ? WHERE user_id = ?`, ms(now), userID)
-		case asked:
-			// Due at the next pass, whatever the schedule says.
-			_, err = t.exec(`UPDATE users SET erase_after = 0 WHERE user_id = ?`, userID)
-		}
+		res, err = s.eraseEvents(t, userSubject, userID, now, true)
 		return err
 	})
 	return res, err
 }
 
-// eraseIfUserErased erases the event id if its user is a tombstone whose
-// events were all erased already: its body would otherwise outlive them.
-func (s *Store) eraseIfUserErased(t *wtx, id int64, now time.Time) error {
+// eraseEvents erases, in t, the events of the tombstone id of subj that
+// can be erased, and marks the tombstone erased when none is left; else,
+// when an admin asked (asked), due at the next pass.
+func (s *Store) eraseEvents(t *wtx, subj subject, id string, now time.Time, asked bool) (models.Erasure, error) {
+	var res models.Erasure
+	n, err := t.execN(subj.events, ms(now), id)
+	if err != nil {
+		return res, err
+	}
+	res.Events = int(n)
+	if n > 0 {
+		s.erased.Store(true)
+	}
+	var pending int64
+	if err := t.row(subj.pending, id).Scan(&pending); err != nil {
+		return res, translate(err)
+	}
+	res.Pending = int(pending)
+	switch {
+	case pending == 0:
+		subj.count(&res)
+		_, err = t.exec(subj.done, ms(now), id)
+	case asked:
+		// Due at the next pass, whatever the schedule says.
+		_, err = t.exec(subj.soon, id)
+	}
+	return res, err
+}
+
+// eraseIfErased erases the event id if its user, or the membership it
+// changes, is a tombstone whose events were all erased already: its body
+// would otherwise outlive them.
+func (s *Store) eraseIfErased(t *wtx, id int64, now time.Time) error {
 	n, err := t.execN(`UPDATE events SET raw_body = NULL, erased_at = ? WHERE id = ? AND erased_at IS NULL
-		AND EXISTS (SELECT 1 FROM users WHERE users.user_id = events.user_id AND users.erased_at IS NOT NULL)`, ms(now), id)
+		AND (EXISTS (SELECT 1 FROM users WHERE users.user_id = events.user_id AND users.erased_at IS NOT NULL)
+		OR EXISTS (SELECT 1 FROM memberships WHERE memberships.membership_id = events.object_id
+			AND memberships.erased_at IS NOT NULL))`, ms(now), id)
 	if n > 0 {
 		s.erased.Store(true)
 	}

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -104,41 +105,99 @@ func (e *Events) Get(ctx context.Context, id string) (models.Event, error) {
 
 // List returns one page of the event log, newest first (received_at, then
 // id), without bodies. Each combination of filters is read from the index
-// that holds it in the log's order (see logIndex), as a range bounded by
-// the time range and the cursor ("<ms>_<id>"). A malformed cursor wraps
-// models.ErrInvalid.
+// that holds it in the log's order (see logRanges): one range, or one per
+// value of the kind or event type a filter leaves open (at most 3), each
+// bounded by the time range, the cursor ("<ms>_<id>") and the page, merged
+// here. A malformed cursor wraps models.ErrInvalid.
 func (e *Events) List(ctx context.Context, f models.EventFilter) (models.EventPage, error) {
-	q, args, err := logQuery(f)
+	ranges, err := logRanges(f)
 	if err != nil {
 		return models.EventPage{}, err
 	}
-	evs, err := e.query(ctx, q, false, args...)
-	if err != nil {
-		return models.EventPage{}, fmt.Errorf("list events: %w", err)
+	var evs []models.Event
+	for _, r := range ranges {
+		got, err := e.query(ctx, r.sql, false, r.args...)
+		if err != nil {
+			return models.EventPage{}, fmt.Errorf("list events: %w", err)
+		}
+		evs = append(evs, got...)
 	}
-	page := models.EventPage{Events: evs}
+	if len(ranges) > 1 {
+		slices.SortFunc(evs, newestFirst)
+	}
+	page := models.EventPage{Events: evs[:min(len(evs), f.Limit)]}
 	if len(evs) > f.Limit {
-		page.Events = evs[:f.Limit]
 		last := page.Events[f.Limit-1]
 		page.NextCursor = fmt.Sprintf("%d_%s", last.ReceivedAt.UnixMilli(), last.ID)
 	}
 	return page, nil
 }
 
-// logQuery is the query of an event log page of f, and its arguments.
-func logQuery(f models.EventFilter) (string, []any, error) {
+// newestFirst is the order of the event log: received_at, then id, both
+// descending.
+func newestFirst(a, b models.Event) int {
+	if c := b.ReceivedAt.Compare(a.ReceivedAt); c != 0 {
+		return c
+	}
+	x, _ := strconv.ParseInt(a.ID, 10, 64)
+	y, _ := strconv.ParseInt(b.ID, 10, 64)
+	return cmp.Compare(y, x)
+}
+
+// logRange is one query of an event log page: the index it reads, the
+// statement and its arguments.
+type logRange struct {
+	index, sql string
+	args       []any
+}
+
+// logRanges returns the queries of an event log page of f. Every index of
+// the log ends in (received_at, id), its order; the index is the one whose
+// leading columns f names:
+//
+//   - objectId: events_object, and userId: events_user; an object's or a
+//     user's events are few, so other filters are checked on the rows;
+//   - status with kind or event type: events_status_type (status, kind,
+//     event_type);
+//   - status alone: events_status;
+//   - kind or event type: events_type (kind, event_type);
+//   - none: events_log.
+//
+// Where f names the kind but not the event type, or the event type but
+// not the kind, the index's order holds only within each value of the
+// other: one range is read per value (3) and the ranges are merged.
+func logRanges(f models.EventFilter) ([]logRange, error) {
 	var (
 		where []string
 		args  []any
 	)
-	if f.UserID != "" {
-		where, args = append(where, "user_id = ?"), append(args, f.UserID)
+	eq := func(col, v string) {
+		if v != "" {
+			where, args = append(where, col+" = ?"), append(args, v)
+		}
 	}
-	if f.Status != "" {
-		where, args = append(where, "status = ?"), append(args, string(f.Status))
-	}
-	if f.EventType != "" {
-		where, args = append(where, "event_type = ?"), append(args, string(f.EventType))
+	var index string
+	switch {
+	case f.ObjectID != "" || f.UserID != "":
+		index = "events_user"
+		if f.ObjectID != "" {
+			index = "events_object"
+		}
+		eq("object_id", f.ObjectID)
+		eq("user_id", f.UserID)
+		eq("status", string(f.Status))
+		eq("kind", string(f.Kind))
+		eq("event_type", string(f.EventType))
+	case f.Status != "" && f.Kind == "" && f.EventType == "":
+		index = "events_status"
+		eq("status", string(f.Status))
+	case f.Status != "":
+		index = "events_status_type"
+		eq("status", string(f.Status))
+	case f.Kind != "" || f.EventType != "":
+		index = "events_type"
+	default:
+		index = "events_log"
 	}
 	if !f.Since.IsZero() {
 		where, args = append(where, "received_at >= ?"), append(args, ms(f.Since))
@@ -149,33 +208,36 @@ func logQuery(f models.EventFilter) (string, []any, error) {
 	if f.After != "" {
 		at, id, err := parseEventCursor(f.After)
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
 		where, args = append(where, "(received_at, id) < (?, ?)"), append(args, at, id)
 	}
-	q := `SELECT ` + eventColumns + ` FROM events INDEXED BY ` + logIndex(f)
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
+	one := func(where []string, args []any) logRange {
+		q := `SELECT ` + eventColumns + ` FROM events INDEXED BY ` + index
+		if len(where) > 0 {
+			q += ` WHERE ` + strings.Join(where, " AND ")
+		}
+		q += ` ORDER BY received_at DESC, id DESC LIMIT ?`
+		return logRange{index, q, append(slices.Clip(args), f.Limit+1)}
 	}
-	q += ` ORDER BY received_at DESC, id DESC LIMIT ?`
-	return q, append(args, f.Limit+1), nil
-}
-
-// logIndex is the index that serves an event log page of f: each ends in
-// (received_at, id), the log's order. A user's events are few, so the user
-// index serves every filter with a user.
-func logIndex(f models.EventFilter) string {
-	switch {
-	case f.UserID != "":
-		return "events_user"
-	case f.Status != "" && f.EventType != "":
-		return "events_status_type"
-	case f.Status != "":
-		return "events_status"
-	case f.EventType != "":
-		return "events_type"
+	if index != "events_type" && index != "events_status_type" {
+		return []logRange{one(where, args)}, nil
 	}
-	return "events_log"
+	kinds, types := []models.Kind{f.Kind}, []models.EventType{f.EventType}
+	if f.Kind == "" {
+		kinds = models.Kinds
+	}
+	if f.EventType == "" {
+		types = []models.EventType{models.EventCreated, models.EventUpdated, models.EventDeleted}
+	}
+	var ranges []logRange
+	for _, k := range kinds {
+		for _, et := range types {
+			ranges = append(ranges, one(append([]string{"kind = ?", "event_type = ?"}, where...),
+				append([]any{string(k), string(et)}, args...)))
+		}
+	}
+	return ranges, nil
 }
 
 func parseEventCursor(c string) (int64, int64, error) {
@@ -198,14 +260,46 @@ func (e *Events) query(ctx context.Context, q string, withBody bool, args ...any
 // the status index; those failed for good are the failed ones less those
 // with a retry time (the retry index).
 func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
-	st := models.EventStats{ByStatus: map[models.EventStatus]int64{}, ByOutcome: map[models.Outcome]int64{}}
-	var retrying int64
-	row := e.s.r.QueryRowContext(ctx, qStats)
-	var stored, failed int64
-	if err := row.Scan(&stored, &failed, &retrying); err != nil {
-		return models.EventStats{}, fmt.Errorf("count events: %w", translate(err))
+	st := models.EventStats{ByStatus: map[models.EventStatus]int64{models.StatusStored: 0, models.StatusFailed: 0},
+		ByOutcome: map[models.Outcome]int64{}, ByKind: map[models.Kind]models.KindStats{}}
+	type count struct {
+		status string
+		kind   models.Kind
+		n      int64
 	}
-	st.ByStatus[models.StatusStored], st.ByStatus[models.StatusFailed], st.GaveUp = stored, failed, max(failed-retrying, 0)
+	scan := func(r scanner) (c count, err error) {
+		var kind sql.NullString
+		err = r.Scan(&c.status, &kind, &c.n)
+		c.kind = models.Kind(kind.String)
+		return c, err
+	}
+	counts, err := readAll(ctx, e.s.r, qStats, scan)
+	if err != nil {
+		return models.EventStats{}, fmt.Errorf("count events: %w", err)
+	}
+	retrying, err := readAll(ctx, e.s.r, qStatsRetrying, scan)
+	if err != nil {
+		return models.EventStats{}, fmt.Errorf("count events: %w", err)
+	}
+	for _, c := range counts {
+		ks := st.ByKind[c.kind]
+		if c.status == string(models.StatusStored) {
+			ks.Stored = c.n
+		} else {
+			ks.Failed, ks.GaveUp = c.n, c.n
+		}
+		st.ByKind[c.kind] = ks
+		st.ByStatus[models.EventStatus(c.status)] += c.n
+	}
+	for _, c := range retrying {
+		ks := st.ByKind[c.kind]
+		ks.GaveUp = max(ks.GaveUp-c.n, 0)
+		st.ByKind[c.kind] = ks
+	}
+	for _, k := range models.Kinds {
+		st.ByKind[k] = st.ByKind[k] // every kind is present
+		st.GaveUp += st.ByKind[k].GaveUp
+	}
 	rows, err := e.s.r.QueryContext(ctx, `SELECT name, n FROM counters WHERE name >= 'outcome:' AND name < 'outcome;'`)
 	if err != nil {
 		return models.EventStats{}, fmt.Errorf("read counters: %w", translate(err))
@@ -340,7 +434,7 @@ func markProcessedTx(s *Store, t *wtx, id int64, outcome models.Outcome, now tim
 	}
 	if outcome == models.OutcomeDeletedUser || outcome == models.OutcomeDeleted {
 		// A user's event, or a membership event of a deleted member.
-		return true, s.eraseIfUserErased(t, id, now)
+		return true, s.eraseIfErased(t, id, now)
 	}
 	return true, nil
 }
@@ -359,7 +453,7 @@ func (e *Events) MarkFailed(ctx context.Context, id string, cause string, retryA
 		if err != nil || changed == 0 || retryAt != nil {
 			return err
 		}
-		return e.s.eraseIfUserErased(t, n, time.Now())
+		return e.s.eraseIfErased(t, n, time.Now())
 	})
 	if err != nil {
 		return fmt.Errorf("mark event %q failed: %w", id, err)

@@ -40,10 +40,14 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 		{"tombstones to erase", "users_erase", qEraseDue, []any{now, 0, "", 100}},
 		{"erase a user's events", "events_user", qEraseEvents, []any{now, "user_1"}},
 		{"a user's events left to erase", "events_user", qErasePending, []any{"user_1"}},
+		{"memberships to erase", "memberships_erase", qMembershipsEraseDue, []any{now, 0, "", 100}},
+		{"erase a membership's events", "events_object", qEraseMembershipEvents, []any{now, "orgmem_1"}},
+		{"a membership's events left to erase", "events_object", qMembershipErasePending, []any{"orgmem_1"}},
 		{"due stored events", "events_status", qDueStored, []any{now, 20}},
 		{"due failed events", "events_retry", qDueFailed, []any{now, 20}},
 		{"retention", "events_processed", qRetention, []any{now, 20}},
-		{"stats", "events_status", qStats, nil},
+		{"stats", "events_status_type", qStats, nil},
+		{"stats: failed events to retry", "events_status_type", qStatsRetrying, nil},
 		{"event by id", "", qEventByID, []any{1}},
 		{"event by svix-id", "sqlite_autoindex_events_1", qEventByEventID, []any{"msg_1"}},
 		{"failed events, newest first", "events_status", qFailed, []any{5001}},
@@ -67,24 +71,27 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 		{"cascade of an organization's deletion", "memberships_pair", qCascadeOrg, []any{now, now, "msg_1", now, "org_1"}},
 		{"cascade of a user's deletion", "memberships_user", qCascadeUser, []any{now, now, "msg_1", now, "user_1"}},
 	}
-	statuses := []models.EventStatus{"", models.StatusFailed}
-	types := []models.EventType{"", models.EventUpdated}
-	for _, st := range statuses {
-		for _, et := range types {
-			for _, user := range []string{"", "user_1"} {
-				for _, window := range []bool{false, true} {
-					f := models.EventFilter{Status: st, EventType: et, UserID: user, Limit: 100, After: fmt.Sprintf("%d_5", now)}
-					if window {
-						f.Since, f.Until = time.UnixMilli(now-1000), time.UnixMilli(now)
+	for _, st := range []models.EventStatus{"", models.StatusFailed} {
+		for _, kind := range []models.Kind{"", models.KindMembership} {
+			for _, et := range []models.EventType{"", models.EventUpdated} {
+				for _, who := range []struct{ user, object string }{{}, {user: "user_1"}, {object: "orgmem_1"}, {"user_1", "orgmem_1"}} {
+					for _, window := range []bool{false, true} {
+						f := models.EventFilter{Status: st, Kind: kind, EventType: et, UserID: who.user, ObjectID: who.object,
+							Limit: 100, After: fmt.Sprintf("%d_5", now)}
+						if window {
+							f.Since, f.Until = time.UnixMilli(now-1000), time.UnixMilli(now)
+						}
+						ranges, err := logRanges(f)
+						if err != nil {
+							t.Fatal(err)
+						}
+						for i, r := range ranges {
+							queries = append(queries, struct {
+								name, index, sql string
+								args             []any
+							}{fmt.Sprintf("event log %+v, range %d", f, i), r.index, r.sql, r.args})
+						}
 					}
-					q, args, err := logQuery(f)
-					if err != nil {
-						t.Fatal(err)
-					}
-					queries = append(queries, struct {
-						name, index, sql string
-						args             []any
-					}{fmt.Sprintf("event log %+v", f), logIndex(f), q, args})
 				}
 			}
 		}

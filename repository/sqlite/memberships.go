@@ -32,10 +32,12 @@ const memberJoin = `
 	LEFT JOIN organizations o ON o.org_id = m.org_id`
 
 // membershipTombstone is the SET of a membership's tombstone; its
-// arguments are deleted_at, source_updated_at, last_event_id, updated_at.
+// arguments are ?1 deleted_at (also erase_after: the member's data in its
+// events is due for erasure from then), ?2 source_updated_at, ?3
+// last_event_id, ?4 updated_at; the statement's WHERE takes ?5.
 const membershipTombstone = `role = NULL, role_name = NULL, permissions = '[]', metadata = '{}',
 	first_name = NULL, last_name = NULL, image_url = NULL, identifier = NULL, username = NULL, banned = 0,
-	deprovisioned = 0, deleted_at = ?, source_updated_at = ?, last_event_id = ?, updated_at = ?`
+	deprovisioned = 0, deleted_at = ?1, erase_after = ?1, source_updated_at = ?2, last_event_id = ?3, updated_at = ?4`
 
 // joined is a membership as read, with what its joins found.
 type joined struct {
@@ -162,7 +164,7 @@ func (mb *Memberships) Apply(ctx context.Context, ch models.MembershipChange, no
 			return translate(err)
 		case models.Newer(ch.SourceTime, ch.EventID, fromMS(source), event):
 			// The holder was left before ch's membership was made.
-			if _, err := t.exec(`UPDATE memberships SET `+membershipTombstone+` WHERE membership_id = ?`,
+			if _, err := t.exec(`UPDATE memberships SET `+membershipTombstone+` WHERE membership_id = ?5`,
 				ms(ch.SourceTime), ms(ch.SourceTime), ch.EventID, ms(now), holder); err != nil {
 				return err
 			}
@@ -205,11 +207,11 @@ func parentDeletedAt(t *wtx, orgID, userID string) (*time.Time, error) {
 func writeMembershipTombstone(t *wtx, ch models.MembershipChange, deletedAt, now time.Time, create bool) error {
 	if create {
 		_, err := t.exec(`INSERT INTO memberships (membership_id, org_id, user_id, permissions, metadata, created_at,
-			updated_at, deleted_at, source_updated_at, last_event_id) VALUES (?, ?, ?, '[]', '{}', ?, ?, ?, ?, ?)`,
-			ch.MembershipID, text(ch.OrgID), text(ch.UserID), ms(now), ms(now), ms(deletedAt), ms(ch.SourceTime), ch.EventID)
+			updated_at, deleted_at, erase_after, source_updated_at, last_event_id) VALUES (?1, ?2, ?3, '[]', '{}', ?4, ?4, ?5, ?5, ?6, ?7)`,
+			ch.MembershipID, text(ch.OrgID), text(ch.UserID), ms(now), ms(deletedAt), ms(ch.SourceTime), ch.EventID)
 		return err
 	}
-	_, err := t.exec(`UPDATE memberships SET `+membershipTombstone+` WHERE membership_id = ?`,
+	_, err := t.exec(`UPDATE memberships SET `+membershipTombstone+` WHERE membership_id = ?5`,
 		ms(deletedAt), ms(ch.SourceTime), ch.EventID, ms(now), ch.MembershipID)
 	return err
 }

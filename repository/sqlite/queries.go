@@ -36,6 +36,15 @@ const (
 		AND (status = 'processed' OR (status = 'failed' AND retry_at IS NULL))`
 	// qErasePending: events_user.
 	qErasePending = `SELECT count(*) FROM events INDEXED BY events_user WHERE user_id = ? AND erased_at IS NULL`
+	// qMembershipsEraseDue: memberships_erase.
+	qMembershipsEraseDue = `SELECT membership_id, erase_after FROM memberships INDEXED BY memberships_erase
+		WHERE erase_after <= ? AND (erase_after, membership_id) > (?, ?) ORDER BY erase_after, membership_id LIMIT ?`
+	// qEraseMembershipEvents: events_object.
+	qEraseMembershipEvents = `UPDATE events INDEXED BY events_object SET raw_body = NULL, erased_at = ?
+		WHERE object_id = ? AND erased_at IS NULL
+		AND (status = 'processed' OR (status = 'failed' AND retry_at IS NULL))`
+	// qMembershipErasePending: events_object.
+	qMembershipErasePending = `SELECT count(*) FROM events INDEXED BY events_object WHERE object_id = ? AND erased_at IS NULL`
 	// qDueStored: events_status.
 	qDueStored = `SELECT ` + eventColumns + bodyColumn + ` FROM events INDEXED BY events_status
 		WHERE status = 'stored' AND received_at < ? ORDER BY received_at, id LIMIT ?`
@@ -45,11 +54,13 @@ const (
 	// qRetention: events_processed.
 	qRetention = `SELECT id, outcome FROM events INDEXED BY events_processed
 		WHERE processed_at < ? AND status = 'processed' ORDER BY processed_at LIMIT ?`
-	// qStats: events_status (stored, failed), events_retry (failed with a retry).
-	qStats = `SELECT
-		(SELECT count(*) FROM events INDEXED BY events_status WHERE status = 'stored'),
-		(SELECT count(*) FROM events INDEXED BY events_status WHERE status = 'failed'),
-		(SELECT count(*) FROM events INDEXED BY events_retry WHERE retry_at IS NOT NULL)`
+	// qStats: events_status_type, whose leading (status, kind) the counts
+	// are grouped by: the stored and failed events are counted in the index;
+	// qStatsRetrying reads the rows of the failed ones.
+	qStats = `SELECT status, kind, count(*) FROM events INDEXED BY events_status_type
+		WHERE status IN ('stored', 'failed') GROUP BY status, kind`
+	qStatsRetrying = `SELECT status, kind, count(*) FROM events INDEXED BY events_status_type
+		WHERE status = 'failed' AND retry_at IS NOT NULL GROUP BY status, kind`
 	// qEventByID, qEventByEventID: the primary key, the unique event_id index.
 	qEventByID      = `SELECT ` + eventColumns + bodyColumn + ` FROM events WHERE id = ?`
 	qEventByEventID = `SELECT ` + eventColumns + bodyColumn + ` FROM events WHERE event_id = ?`
@@ -116,8 +127,8 @@ const (
 		WHERE org_id = ? AND user_id = ? AND deleted_at IS NULL`
 	// qCascadeOrg: memberships_pair (the active memberships of an organization).
 	qCascadeOrg = `UPDATE memberships INDEXED BY memberships_pair SET ` + membershipTombstone + `
-		WHERE org_id = ? AND deleted_at IS NULL`
+		WHERE org_id = ?5 AND deleted_at IS NULL`
 	// qCascadeUser: memberships_user.
 	qCascadeUser = `UPDATE memberships INDEXED BY memberships_user SET ` + membershipTombstone + `
-		WHERE user_id = ? AND deleted_at IS NULL`
+		WHERE user_id = ?5 AND deleted_at IS NULL`
 )

@@ -1,0 +1,93 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/usersync/usersync/models"
+)
+
+// TestUpgrade_ASchema3FileGainsKindsAndMembershipErasure opens a file of
+// schema 3, with events of every kind and a deleted membership, and checks
+// that schema 4 files its events by kind and object and schedules the
+// deleted membership's events for erasure.
+func TestUpgrade_ASchema3FileGainsKindsAndMembershipErasure(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := fs.Glob(migrations, "migrations/*.sql")
+	slices.Sort(names)
+	for i, name := range names[:3] {
+		body, _ := migrations.ReadFile(name)
+		if err := migrate(ctx, db, string(body), i+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	for _, q := range []string{
+		`INSERT INTO memberships (membership_id, org_id, user_id, permissions, metadata, created_at, updated_at,
+			deleted_at, source_updated_at, last_event_id) VALUES
+			('orgmem_gone', 'org_1', 'user_1', '[]', '{}', 1, 1, 1000, 1, 'msg_3'),
+			('orgmem_here', 'org_1', 'user_2', '[]', '{}', 1, 1, NULL, 1, 'msg_4')`,
+		`INSERT INTO events (event_id, type, event_type, user_id, object_id, raw_body, source, signature,
+			received_at, processed_at, status, outcome) VALUES
+			('msg_1', 'user.created', 'created', 'user_1', NULL, CAST('{}' AS BLOB), 'clerk', '', 1, 1, 'processed', 'applied'),
+			('msg_2', 'organization.created', 'created', NULL, 'org_1', CAST('{}' AS BLOB), 'clerk', '', 2, 2, 'processed', 'applied'),
+			('msg_3', 'organizationMembership.deleted', 'deleted', 'user_1', 'orgmem_gone', CAST('{"first_name":"Ada"}' AS BLOB), 'clerk', '', 3, 3, 'processed', 'applied'),
+			('msg_4', 'organizationMembership.created', 'created', 'user_2', 'orgmem_here', CAST('{"first_name":"Bo"}' AS BLOB), 'clerk', '', 4, 4, 'processed', 'applied')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for _, c := range []struct {
+		f    models.EventFilter
+		want []string
+	}{
+		{models.EventFilter{Kind: models.KindMembership}, []string{"msg_4", "msg_3"}},
+		{models.EventFilter{Kind: models.KindOrganization, EventType: models.EventCreated}, []string{"msg_2"}},
+		{models.EventFilter{Kind: models.KindUser}, []string{"msg_1"}},
+		{models.EventFilter{ObjectID: "orgmem_gone"}, []string{"msg_3"}},
+	} {
+		c.f.Limit = 10
+		page, err := s.Events().List(ctx, c.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ev := range page.Events {
+			got = append(got, ev.EventID)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("List(%+v) after the upgrade = %v, want %v", c.f, got, c.want)
+		}
+	}
+	res, err := s.EraseDeletedBefore(ctx, time.UnixMilli(at), time.UnixMilli(at))
+	if err != nil || res.Memberships != 1 || res.Events != 1 {
+		t.Errorf("erasure after the upgrade = %+v, %v; want the deleted membership's one event", res, err)
+	}
+	for id, wantBody := range map[string]bool{"msg_3": false, "msg_4": true} {
+		ev, err := s.Events().Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (len(ev.RawBody) > 0) != wantBody {
+			t.Errorf("event %s after the erasure: body %q", id, ev.RawBody)
+		}
+	}
+}
