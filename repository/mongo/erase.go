@@ -7,89 +7,130 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/usersync/usersync/models"
 )
 
-// Erasure of deleted users' personal data.
+// Erasure of deleted users' and memberships' personal data.
 //
-// A tombstone carries eraseAfter (its deletedAt) while some of its user's
-// events may still hold a body; the sparse eraseAfter index finds the due
-// ones without reading other users. A user's events are found by the
-// userId index of user_events. Once none is left to erase, eraseAfter is
-// removed. An event that arrives for the user later (its outcome is
+// A tombstone carries eraseAfter (its deletedAt) while some of its events
+// may still hold a body; the sparse eraseAfter indexes of users and
+// memberships find the due ones without reading others. A user's events
+// are found by the userId index of user_events, a membership's by the
+// objectId index. Once none is left to erase, eraseAfter is removed. An
+// event that arrives for a deleted user later (its outcome is
 // deleted_user) finds it removed and sets it again. A pass that removes it
-// looks for the user's events once more afterwards and sets it back if
-// one came in meanwhile: an event stored before that look is seen by it,
-// and one stored after it finds eraseAfter removed. Either way it is
+// looks for the tombstone's events once more afterwards and sets it back
+// if one came in meanwhile: an event stored before that look is seen by
+// it, and one stored after it finds eraseAfter removed. Either way it is
 // erased.
 //
 // The pass that removes eraseAfter sets erasedAt on the tombstone: the
-// user's personal data is gone. An event that arrives for the user after
-// that is erased when it is marked processed (deleted_user) or given up,
-// in the same call (see Events.eraseIfUserErased): nothing waits for the
-// next pass.
+// personal data is gone. An event that arrives for the user or membership
+// after that is erased when it is marked processed (deleted_user,
+// deleted) or given up, in the same call (see Events.eraseIfErased):
+// nothing waits for the next pass.
 
 // eraseEpoch is the eraseAfter of a tombstone whose erasure an admin asked
 // for: due at the next pass, whatever USERSYNC_ERASE_AFTER says.
 var eraseEpoch = time.Unix(0, 0).UTC()
 
-// eraseDoc is what erasure reads of a tombstone.
-type eraseDoc struct {
-	UserID    string     `bson:"userId"`
-	DeletedAt *time.Time `bson:"deletedAt"`
+// subject is a kind of tombstone whose events erasure erases: a deleted
+// user (its events by userId, its membership events included) or a
+// deleted membership (its events by objectId: they hold the member's
+// public_user_data while the member's user may stay active).
+type subject struct {
+	name   string
+	coll   *mongo.Collection
+	id     func(eraseDoc) string
+	events func(id string) bson.D // its events not erased yet, through an index
+	count  func(*models.Erasure)
 }
 
-var eraseProjection = bson.D{{Key: "userId", Value: 1}, {Key: "deletedAt", Value: 1}}
+// subjects are the kinds of tombstones erased, users first.
+func (s *Store) subjects() []subject {
+	return []subject{
+		{name: "user", coll: s.users.coll, id: func(d eraseDoc) string { return d.UserID },
+			events: userEventsToErase, count: func(e *models.Erasure) { e.Users++ }},
+		{name: "membership", coll: s.members.coll, id: func(d eraseDoc) string { return d.MembershipID },
+			events: membershipEventsToErase, count: func(e *models.Erasure) { e.Memberships++ }},
+	}
+}
+
+// eraseDoc is what erasure reads of a tombstone.
+type eraseDoc struct {
+	UserID       string     `bson:"userId"`
+	MembershipID string     `bson:"membershipId"`
+	DeletedAt    *time.Time `bson:"deletedAt"`
+}
+
+var eraseProjection = bson.D{{Key: "userId", Value: 1}, {Key: "membershipId", Value: 1}, {Key: "deletedAt", Value: 1}}
 
 // rearmErasure marks the tombstone of userID as holding events to erase
 // again, due from dueAt. Apply calls it when an event arrives for a
-// deleted user whose tombstone is not marked; erasure calls it when one
-// came in while it unmarked the tombstone.
+// deleted user whose tombstone is not marked.
 func (u *Users) rearmErasure(ctx context.Context, userID string, dueAt time.Time) error {
+	return rearm(ctx, u.coll, "user", userID, dueAt)
+}
+
+// rearm marks the tombstone id in coll as holding events to erase again,
+// due from dueAt.
+func rearm(ctx context.Context, coll *mongo.Collection, what, id string, dueAt time.Time) error {
 	// By _id alone: only tombstones are marked, and a tombstone stays one.
-	_, err := u.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(userID)}},
+	_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(id)}},
 		// $min: an erasure an admin asked for (eraseEpoch) stays due at once.
 		bson.D{{Key: "$min", Value: bson.D{{Key: "eraseAfter", Value: dueAt}}}})
 	if err != nil {
-		return fmt.Errorf("mark user %s for erasure: %w", userID, translate(err))
+		return fmt.Errorf("mark %s %s for erasure: %w", what, id, translate(err))
 	}
 	return nil
 }
 
-// EraseDeletedBefore erases the events of every user whose tombstone has
-// been due for erasure since before cutoff: their rawBody and payload are
-// removed and erasedAt is set to now. Events still stored, or failed and to
-// be retried, are left (Pending) until they are processed or given up; the
-// tombstone stays due until then. Errors wrap models.ErrUnavailable when
-// the database is down.
+// EraseDeletedBefore erases the events of every user and membership whose
+// tombstone has been due for erasure since before cutoff: their rawBody and
+// payload are removed and erasedAt is set to now. Events still stored, or
+// failed and to be retried, are left (Pending) until they are processed or
+// given up; the tombstone stays due until then. Errors wrap
+// models.ErrUnavailable when the database is down.
 func (s *Store) EraseDeletedBefore(ctx context.Context, cutoff, now time.Time) (models.Erasure, error) {
 	var total models.Erasure
-	cur, err := s.users.coll.Find(ctx,
-		eraseDueFilter(cutoff),
+	for _, subj := range s.subjects() {
+		if err := s.eraseDue(ctx, subj, cutoff, now, &total); err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// eraseDue erases the tombstones of subj due since before cutoff, adding
+// what it did to total.
+func (s *Store) eraseDue(ctx context.Context, subj subject, cutoff, now time.Time, total *models.Erasure) error {
+	cur, err := subj.coll.Find(ctx, eraseDueFilter(cutoff),
 		options.Find().SetProjection(eraseProjection).SetBatchSize(100))
 	if err != nil {
-		return total, fmt.Errorf("find users to erase: %w", translate(err))
+		return fmt.Errorf("find %ss to erase: %w", subj.name, translate(err))
 	}
 	defer cur.Close(ctx)
 	for cur.Next(ctx) {
 		var d eraseDoc
 		if err := cur.Decode(&d); err != nil {
-			return total, fmt.Errorf("read user to erase: %w", err)
+			return fmt.Errorf("read %s to erase: %w", subj.name, err)
 		}
-		res, err := s.eraseUser(ctx, d, now)
+		res, err := s.eraseEvents(ctx, subj, subj.id(d), now)
 		total.Users += res.Users
+		total.Memberships += res.Memberships
 		total.Events += res.Events
 		total.Pending += res.Pending
 		if err != nil {
-			return total, err
+			return err
 		}
 	}
 	if err := cur.Err(); err != nil {
-		return total, fmt.Errorf("find users to erase: %w", translate(err))
+		return fmt.Errorf("find %ss to erase: %w", subj.name, translate(err))
 	}
-	return total, nil
+	return nil
 }
 
 // EraseUser erases the events of the deleted user userID at once, as
@@ -105,7 +146,7 @@ func (s *Store) EraseUser(ctx context.Context, userID string, now time.Time) (mo
 	if d.DeletedAt == nil {
 		return models.Erasure{}, fmt.Errorf("%w: user %s is active; only a deleted user's events are erased", models.ErrConflict, userID)
 	}
-	res, err := s.eraseUser(ctx, d, now)
+	res, err := s.eraseEvents(ctx, s.subjects()[0], userID, now)
 	if err != nil || res.Pending == 0 {
 		return res, err
 	}
@@ -125,11 +166,13 @@ var erasable = bson.D{{Key: "erasedAt", Value: nil}, {Key: "$or", Value: bson.A{
 	bson.D{{Key: "status", Value: models.StatusFailed}, {Key: "retryAt", Value: nil}},
 }}}
 
-func (s *Store) eraseUser(ctx context.Context, d eraseDoc, now time.Time) (models.Erasure, error) {
+// eraseEvents erases the events of the tombstone id of subj that can be
+// erased, and unmarks the tombstone when none is left.
+func (s *Store) eraseEvents(ctx context.Context, subj subject, id string, now time.Time) (models.Erasure, error) {
 	var res models.Erasure
-	docs, err := s.events.findAll(ctx, userEventsToErase(d.UserID), options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "status", Value: 1}, {Key: "retryAt", Value: 1}}))
+	docs, err := s.events.findAll(ctx, subj.events(id), options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "status", Value: 1}, {Key: "retryAt", Value: 1}}))
 	if err != nil {
-		return res, fmt.Errorf("find events of user %s: %w", d.UserID, err)
+		return res, fmt.Errorf("find events of %s %s: %w", subj.name, id, err)
 	}
 	for _, ev := range docs {
 		if ev.Status == string(models.StatusStored) || (ev.Status == string(models.StatusFailed) && ev.RetryAt != nil) {
@@ -149,33 +192,32 @@ func (s *Store) eraseUser(ctx context.Context, d eraseDoc, now time.Time) (model
 	if res.Pending > 0 {
 		return res, nil
 	}
-	if err := s.unmarkErasure(ctx, d, now); err != nil {
+	if err := s.unmarkErasure(ctx, subj, id, now); err != nil {
 		return res, err
 	}
-	res.Users++
+	subj.count(&res)
 	return res, nil
 }
 
-// unmarkErasure removes eraseAfter from d's tombstone and sets erasedAt,
-// then looks for an event of the user that came in meanwhile, and marks
-// it again, due at once, if there is one.
-func (s *Store) unmarkErasure(ctx context.Context, d eraseDoc, now time.Time) error {
-	_, err := s.users.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(d.UserID)}}, bson.D{
+// unmarkErasure removes eraseAfter from the tombstone id of subj and sets
+// erasedAt, then looks for an event of it that came in meanwhile, and
+// marks it again, due at once, if there is one.
+func (s *Store) unmarkErasure(ctx context.Context, subj subject, id string, now time.Time) error {
+	_, err := subj.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(id)}}, bson.D{
 		{Key: "$unset", Value: bson.D{{Key: "eraseAfter", Value: ""}}},
 		{Key: "$set", Value: bson.D{{Key: "erasedAt", Value: now}}},
 	})
 	if err != nil {
-		return fmt.Errorf("unmark user %s for erasure: %w", d.UserID, translate(err))
+		return fmt.Errorf("unmark %s %s for erasure: %w", subj.name, id, translate(err))
 	}
-	n, err := s.events.coll.CountDocuments(ctx, userEventsToErase(d.UserID),
-		options.Count().SetLimit(1))
+	n, err := s.events.coll.CountDocuments(ctx, subj.events(id), options.Count().SetLimit(1))
 	if err != nil {
-		return fmt.Errorf("find events of user %s: %w", d.UserID, translate(err))
+		return fmt.Errorf("find events of %s %s: %w", subj.name, id, translate(err))
 	}
 	if n == 0 {
 		return nil
 	}
-	return s.users.rearmErasure(ctx, d.UserID, eraseEpoch)
+	return rearm(ctx, subj.coll, subj.name, id, eraseEpoch)
 }
 
 // erase removes the body of one event if it is erasable; done is false
@@ -214,30 +256,47 @@ func userEventsToErase(userID string) bson.D {
 	return bson.D{{Key: "userId", Value: userID}, {Key: "erasedAt", Value: nil}}
 }
 
-// eraseIfUserErased erases the event with _id id, just marked processed
-// with outcome deleted_user or given up, if its user's data has been
-// erased already (the tombstone has erasedAt): such an event holds the
-// personal data of an erased user, and is not left for a pass.
-func (e *Events) eraseIfUserErased(ctx context.Context, id bson.ObjectID, now time.Time) error {
+// membershipEventsToErase selects the events of membershipID not erased
+// yet, through the objectId_1_receivedAt_-1__id_-1 index.
+func membershipEventsToErase(membershipID string) bson.D {
+	return bson.D{{Key: "objectId", Value: membershipID}, {Key: "erasedAt", Value: nil}}
+}
+
+// eraseIfErased erases the event with _id id, just marked processed with
+// outcome deleted_user or deleted, or given up, if its user's or its
+// membership's data has been erased already (the tombstone has erasedAt):
+// such an event holds the personal data of an erased user or member, and
+// is not left for a pass.
+func (e *Events) eraseIfErased(ctx context.Context, id bson.ObjectID, now time.Time) error {
 	var ev struct {
-		UserID string `bson:"userId"`
+		UserID   string `bson:"userId"`
+		ObjectID string `bson:"objectId"`
 	}
-	if err := findByID(ctx, e.primary, id, &ev, bson.D{{Key: "userId", Value: 1}}); err != nil || ev.UserID == "" {
+	if err := findByID(ctx, e.primary, id, &ev, bson.D{{Key: "userId", Value: 1}, {Key: "objectId", Value: 1}}); err != nil {
 		if errors.Is(err, models.ErrNotFound) {
 			err = nil
 		}
 		return err
 	}
-	var u struct {
-		ErasedAt *time.Time `bson:"erasedAt"`
+	for _, t := range []struct {
+		coll     *mongo.Collection
+		what, id string
+	}{{e.users, "user", ev.UserID}, {e.memberships, "membership", ev.ObjectID}} {
+		if t.id == "" {
+			continue
+		}
+		var d struct {
+			ErasedAt *time.Time `bson:"erasedAt"`
+		}
+		err := findByID(ctx, t.coll, docID(t.id), &d, bson.D{{Key: "erasedAt", Value: 1}})
+		if errors.Is(err, models.ErrNotFound) || err == nil && d.ErasedAt == nil {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read %s %s: %w", t.what, t.id, err)
+		}
+		_, err = e.erase(ctx, id, now)
+		return err
 	}
-	err := findByID(ctx, e.users, docID(ev.UserID), &u, bson.D{{Key: "erasedAt", Value: 1}})
-	if errors.Is(err, models.ErrNotFound) || err == nil && u.ErasedAt == nil {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read user %s: %w", ev.UserID, err)
-	}
-	_, err = e.erase(ctx, id, now)
-	return err
+	return nil
 }

@@ -21,10 +21,12 @@ import (
 
 // Events is the user_events collection: the durable inbox.
 type Events struct {
-	coll     *mongo.Collection
-	primary  *mongo.Collection // reads that decide a write, and the writes
-	users    *mongo.Collection // the users (from the primary): is an event's user erased
-	counters *counters
+	coll    *mongo.Collection
+	primary *mongo.Collection // reads that decide a write, and the writes
+	users   *mongo.Collection // the users (from the primary): is an event's user erased
+	// memberships (from the primary): is an event's membership erased
+	memberships *mongo.Collection
+	counters    *counters
 	// density and oldest size the windows of bounded pages (window.go).
 	density densities
 	oldest  oldestCache
@@ -94,17 +96,25 @@ var eventIndexes = []mongo.IndexModel{
 	{Keys: bson.D{{Key: "eventId", Value: 1}}, Options: options.Index().SetUnique(true).SetSparse(true)},
 	{Keys: bson.D{{Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}},
 	{Keys: bson.D{{Key: "status", Value: 1}, {Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}},
-	{Keys: bson.D{{Key: "eventType", Value: 1}, {Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}},
+	// The Clerk type: a kind, an event type, or both (one type, or an $in
+	// of three whose ranges MongoDB merges in order).
+	{Keys: bson.D{{Key: "type", Value: 1}, {Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}},
 	{Keys: bson.D{{Key: "userId", Value: 1}, {Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}}},
+	// An organization's or membership's events; user events have no
+	// objectId and are not in it.
+	{Keys: bson.D{{Key: "objectId", Value: 1}, {Key: "receivedAt", Value: -1}, {Key: "_id", Value: -1}},
+		Options: options.Index().SetPartialFilterExpression(bson.D{{Key: "objectId", Value: bson.D{{Key: "$exists", Value: true}}}})},
 	{Keys: bson.D{{Key: "retryAt", Value: 1}}, Options: options.Index().SetSparse(true)},
 	{Keys: bson.D{{Key: "processedAt", Value: 1}}},
 	{Keys: bson.D{{Key: "uncounted", Value: 1}}, Options: options.Index().SetSparse(true)}, // processed, not counted yet
 }
 
 // obsoleteEventIndexes were made by earlier versions; their successors
-// end in _id, so that pages need no sort in memory.
+// end in _id, so that pages need no sort in memory, and the type index
+// serves the kind and the event type.
 var obsoleteEventIndexes = []string{
 	"receivedAt_-1", "eventType_1_receivedAt_-1", "status_1_receivedAt_-1", "userId_1_receivedAt_-1",
+	"eventType_1_receivedAt_-1__id_-1", // the event type filter reads type_1_receivedAt_-1__id_-1
 }
 
 // rawValue is how a body is stored: as a string when it is valid UTF-8
@@ -333,10 +343,10 @@ func (e *Events) List(ctx context.Context, f models.EventFilter) (models.EventPa
 
 // logWindowed reports whether a page of the event log with filter f is
 // walked in windows (see window.go): when its matches may be most of the
-// log. A user's events, and the stored or failed ones, are few: their
-// index range is the bound.
+// log. A user's or an object's events, and the stored or failed ones, are
+// few: their index range is the bound.
 func logWindowed(f models.EventFilter) bool {
-	return f.UserID == "" && (f.Status == "" || f.Status == models.StatusProcessed)
+	return f.UserID == "" && f.ObjectID == "" && (f.Status == "" || f.Status == models.StatusProcessed)
 }
 
 // defaultLogWidth is the first window of a kind of page no walk has
@@ -347,7 +357,7 @@ const defaultLogWidth = uint64(time.Minute / time.Millisecond)
 // cursor, Until, or now) in windows of receivedAt, to Since or the oldest
 // event.
 func (e *Events) walkLog(ctx context.Context, f models.EventFilter, want int, query func(window, int) ([]eventDoc, error)) ([]eventDoc, error) {
-	kind := "log:" + string(f.Status) + ":" + string(f.EventType)
+	kind := "log:" + string(f.Status) + ":" + string(f.Kind) + ":" + string(f.EventType)
 	top := time.Now()
 	switch {
 	case f.After != "":
@@ -432,6 +442,27 @@ func eventListFilter(f models.EventFilter) (bson.D, error) {
 	return eventWindowFilter(f, window{noLo: true, noHi: true}), nil
 }
 
+// eventTypes are the Clerk types that f's kind and event type select;
+// none when f names neither.
+func eventTypes(f models.EventFilter) []string {
+	if f.Kind == "" && f.EventType == "" {
+		return nil
+	}
+	kinds := []models.Kind{f.Kind}
+	if f.Kind == "" {
+		kinds = models.Kinds
+	}
+	var types []string
+	for _, k := range kinds {
+		for _, t := range models.TypesOf(k) {
+			if f.EventType == "" || strings.HasSuffix(t, "."+string(f.EventType)) {
+				types = append(types, t)
+			}
+		}
+	}
+	return types
+}
+
 // eventWindowFilter is eventListFilter within window w of receivedAt
 // (see window.go); f's cursor must be valid.
 func eventWindowFilter(f models.EventFilter, w window) bson.D {
@@ -439,11 +470,16 @@ func eventWindowFilter(f models.EventFilter, w window) bson.D {
 	if f.Status != "" {
 		filter = append(filter, bson.E{Key: "status", Value: f.Status})
 	}
-	if f.EventType != "" {
-		filter = append(filter, bson.E{Key: "eventType", Value: f.EventType})
+	if types := eventTypes(f); len(types) == 1 {
+		filter = append(filter, bson.E{Key: "type", Value: types[0]})
+	} else if len(types) > 1 {
+		filter = append(filter, bson.E{Key: "type", Value: bson.D{{Key: "$in", Value: types}}})
 	}
 	if f.UserID != "" {
 		filter = append(filter, bson.E{Key: "userId", Value: f.UserID})
+	}
+	if f.ObjectID != "" {
+		filter = append(filter, bson.E{Key: "objectId", Value: f.ObjectID})
 	}
 	received := bson.D{}
 	if lo := keyTime(w.lo); !f.Since.IsZero() || !w.noLo {
@@ -503,31 +539,16 @@ func (e *Events) findAll(ctx context.Context, filter bson.D, opts *options.FindO
 	return docs, nil
 }
 
-// Stats counts events per status and per outcome. Processed events are
-// not counted: their counts come from the outcome counters (see
-// counters.go), which Stats folds first, so the cost is that of counting
-// the stored and failed events through the status index, and the
-// processed ones since the fold through the uncounted index.
+// Stats counts events per status and per outcome, and the stored and
+// failed ones per kind. Processed events are not counted: their counts
+// come from the outcome counters (see counters.go), which Stats folds
+// first, so the cost is that of counting the stored and failed events
+// through the status index, and the processed ones since the fold through
+// the uncounted index.
 func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
-	st := models.EventStats{ByStatus: map[models.EventStatus]int64{}, ByOutcome: map[models.Outcome]int64{}}
-	count := func(k eventCount) (int64, error) {
-		n, err := e.count(ctx, k)
-		if err != nil {
-			return 0, fmt.Errorf("count events: %w", err)
-		}
-		return n, nil
-	}
-	var err error
-	for _, c := range []struct {
-		status models.EventStatus
-		kind   eventCount
-	}{{models.StatusStored, countStored}, {models.StatusFailed, countFailed}} {
-		if st.ByStatus[c.status], err = count(c.kind); err != nil {
-			return models.EventStats{}, err
-		}
-	}
-	if st.GaveUp, err = count(countGaveUp); err != nil {
-		return models.EventStats{}, err
+	st, err := e.countUnprocessed(ctx)
+	if err != nil {
+		return models.EventStats{}, fmt.Errorf("count events: %w", err)
 	}
 	if err := e.fold(ctx); err != nil {
 		return models.EventStats{}, err
@@ -642,8 +663,8 @@ var notProcessed = bson.E{Key: "status", Value: bson.D{{Key: "$ne", Value: model
 // processed already (by a concurrent delivery or sweep): the first outcome
 // stays, and attempts counts the attempts up to it. The same write flags
 // the event for the outcome counters (see counters.go): one round trip.
-// An event of a deleted user (deleted_user) whose data was erased already
-// is erased at once (see eraseIfUserErased).
+// An event of a deleted user (deleted_user) or membership (deleted) whose
+// data was erased already is erased at once (see eraseIfErased).
 // Its error wraps models.ErrNotFound for an id that is not an event id.
 func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Outcome, now time.Time) error {
 	oid, err := bson.ObjectIDFromHex(id)
@@ -665,7 +686,7 @@ func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Ou
 	}
 	if outcome == models.OutcomeDeletedUser || outcome == models.OutcomeDeleted {
 		// A user's event, or a membership event of a deleted member.
-		if err := e.eraseIfUserErased(ctx, oid, now); err != nil {
+		if err := e.eraseIfErased(ctx, oid, now); err != nil {
 			return fmt.Errorf("mark event %s processed: %w", id, err)
 		}
 	}
@@ -675,7 +696,7 @@ func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Ou
 // MarkFailed records a failed attempt with its error and when the sweep
 // should retry it (nil: never), unless the event has been processed
 // meanwhile (by a concurrent delivery): processed is final. An event given
-// up whose user was erased is erased at once.
+// up whose user or membership was erased is erased at once.
 func (e *Events) MarkFailed(ctx context.Context, id string, cause string, retryAt *time.Time) error {
 	oid, err := bson.ObjectIDFromHex(id)
 	if err != nil {
@@ -700,8 +721,9 @@ func (e *Events) MarkFailed(ctx context.Context, id string, cause string, retryA
 		return fmt.Errorf("mark event %s failed: %w", id, err)
 	}
 	if done && retryAt == nil {
-		// Given up: erasable now, and at once if its user was erased.
-		if err := e.eraseIfUserErased(ctx, oid, time.Now().UTC()); err != nil {
+		// Given up: erasable now, and at once if its user or membership
+		// was erased.
+		if err := e.eraseIfErased(ctx, oid, time.Now().UTC()); err != nil {
 			return fmt.Errorf("mark event %s failed: %w", id, err)
 		}
 	}

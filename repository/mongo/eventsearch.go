@@ -6,29 +6,75 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/usersync/usersync/models"
 )
 
-// eventCount is a kind of event that Stats counts.
-type eventCount int
+// unprocessedFilter selects the stored and failed events, through the
+// status index: the $match of countUnprocessed.
+var unprocessedFilter = bson.D{{Key: "status", Value: bson.D{{Key: "$in", Value: bson.A{models.StatusStored, models.StatusFailed}}}}}
 
-const (
-	countStored eventCount = iota // status stored
-	countFailed                   // status failed
-	countGaveUp                   // status failed, no retryAt: no retries left
-)
+// countUnprocessed counts the stored and failed events, in all and per
+// kind, and those failed for good (no retryAt): one aggregation that reads
+// them through the status index and groups them by status, type and
+// whether a retry is to come.
+func (e *Events) countUnprocessed(ctx context.Context) (models.EventStats, error) {
+	st := models.EventStats{ByStatus: map[models.EventStatus]int64{models.StatusStored: 0, models.StatusFailed: 0},
+		ByOutcome: map[models.Outcome]int64{}, ByKind: map[models.Kind]models.KindStats{}}
+	for _, k := range models.Kinds {
+		st.ByKind[k] = models.KindStats{}
+	}
+	cur, err := e.coll.Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$match", Value: unprocessedFilter}},
+		{{Key: "$group", Value: bson.D{
+			{Key: "_id", Value: bson.D{
+				{Key: "status", Value: "$status"}, {Key: "type", Value: "$type"},
+				// A date is true, a missing or null retryAt false.
+				{Key: "retry", Value: bson.D{{Key: "$cond", Value: bson.A{
+					bson.D{{Key: "$ifNull", Value: bson.A{"$retryAt", false}}}, true, false}}}},
+			}},
+			{Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}},
+		}}},
+	})
+	if err != nil {
+		return st, translate(err)
+	}
+	var groups []struct {
+		ID struct {
+			Status models.EventStatus `bson:"status"`
+			Type   string             `bson:"type"`
+			Retry  bool               `bson:"retry"`
+		} `bson:"_id"`
+		N int64 `bson:"n"`
+	}
+	if err := cur.All(ctx, &groups); err != nil {
+		return st, translate(err)
+	}
+	for _, g := range groups {
+		foldUnprocessed(&st, g.ID.Status, models.KindOf(g.ID.Type), g.ID.Retry, g.N)
+	}
+	return st, nil
+}
 
-// countFilter is the filter of each eventCount.
-func countFilter(k eventCount) bson.D {
-	switch k {
-	case countStored:
-		return bson.D{{Key: "status", Value: models.StatusStored}}
-	case countFailed:
-		return bson.D{{Key: "status", Value: models.StatusFailed}}
+// foldUnprocessed adds n stored or failed events of kind k to st; retry
+// says that a failed one is to be retried.
+func foldUnprocessed(st *models.EventStats, status models.EventStatus, k models.Kind, retry bool, n int64) {
+	st.ByStatus[status] += n
+	ks := st.ByKind[k]
+	switch {
+	case status == models.StatusStored:
+		ks.Stored += n
+	case retry:
+		ks.Failed += n
 	default:
-		return bson.D{{Key: "status", Value: models.StatusFailed}, {Key: "retryAt", Value: nil}}
+		ks.Failed += n
+		ks.GaveUp += n
+		st.GaveUp += n
+	}
+	if k != "" {
+		st.ByKind[k] = ks
 	}
 }
 
@@ -122,13 +168,4 @@ func dueFailedWindow(now time.Time, w window) bson.D {
 func (e *Events) processedBefore(ctx context.Context, cutoff time.Time, limit int) ([]eventDoc, error) {
 	return e.findAll(ctx, retentionFilter(cutoff), options.Find().SetLimit(int64(limit)).
 		SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "outcome", Value: 1}}))
-}
-
-// count counts the events of one of the kinds Stats reports.
-func (e *Events) count(ctx context.Context, k eventCount) (int64, error) {
-	n, err := e.coll.CountDocuments(ctx, countFilter(k))
-	if err != nil {
-		return 0, translate(err)
-	}
-	return n, nil
 }

@@ -12,32 +12,34 @@ import (
 
 // Queries used by the explain test.
 var (
-	UserListQuery    = userListQuery
-	EventListFilter  = eventListFilter
-	EventLogOrder    = eventLogOrder
-	DueStoredFilter  = dueStoredFilter
-	DueFailedFilter  = dueFailedFilter
-	RetentionFilter  = retentionFilter
-	ClaimCond        = claimCond
-	NotProcessed     = notProcessed
-	CountersFilter   = outcomeCountersFilter
-	ChangesFilter    = changesFilter
-	ChangesOrder     = changesOrder
-	EraseDueFilter   = eraseDueFilter
-	EventsToErase    = userEventsToErase
-	WalkFilter       = walkFilter
-	DocIDForTest     = docID
-	OrgListQuery     = orgListQuery
-	MemberListFilter = membershipListFilter
-	CascadeFilter    = cascadeFilter
-	TakePairFilter   = takePairFilter
-	UnavailableCodes = unavailableCodes
-	FailedFilter     = failedFilter
-	ActivityRange    = activityRangeFilter
-	ActivityPrune    = activityPruneFilter
-	ActivityOrder    = activityOrder
-	RunsOrder        = runsOrder
-	RunsPrune        = runsPruneFilter
+	UserListQuery           = userListQuery
+	EventListFilter         = eventListFilter
+	EventLogOrder           = eventLogOrder
+	DueStoredFilter         = dueStoredFilter
+	DueFailedFilter         = dueFailedFilter
+	RetentionFilter         = retentionFilter
+	ClaimCond               = claimCond
+	NotProcessed            = notProcessed
+	CountersFilter          = outcomeCountersFilter
+	ChangesFilter           = changesFilter
+	ChangesOrder            = changesOrder
+	EraseDueFilter          = eraseDueFilter
+	EventsToErase           = userEventsToErase
+	MembershipEventsToErase = membershipEventsToErase
+	UnprocessedFilter       = unprocessedFilter
+	WalkFilter              = walkFilter
+	DocIDForTest            = docID
+	OrgListQuery            = orgListQuery
+	MemberListFilter        = membershipListFilter
+	CascadeFilter           = cascadeFilter
+	TakePairFilter          = takePairFilter
+	UnavailableCodes        = unavailableCodes
+	FailedFilter            = failedFilter
+	ActivityRange           = activityRangeFilter
+	ActivityPrune           = activityPruneFilter
+	ActivityOrder           = activityOrder
+	RunsOrder               = runsOrder
+	RunsPrune               = runsPruneFilter
 )
 
 // ClientOptionsForTest is clientOptions.

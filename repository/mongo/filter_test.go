@@ -12,7 +12,7 @@ import (
 
 // matches evaluates filter on doc as MongoDB does, for the operators the
 // store's conditional writes use: equality (null matching a missing
-// field), $ne, $lt, $lte, $gt, $gte, $exists, $or and $nor, on strings,
+// field), $ne, $lt, $lte, $gt, $gte, $exists, $in (of strings), $or and $nor, on strings,
 // times and ObjectIDs.
 func matches(t *testing.T, filter bson.D, doc map[string]any) bool {
 	t.Helper()
@@ -43,6 +43,10 @@ func matches(t *testing.T, filter bson.D, doc map[string]any) bool {
 				ok = !equal(op.Value, v, present)
 			case "$exists":
 				ok = present == op.Value.(bool)
+			case "$in":
+				for _, x := range op.Value.([]string) {
+					ok = ok || equal(x, v, present)
+				}
 			case "$lt", "$lte", "$gt", "$gte":
 				if present && v != nil {
 					c := compare(t, v, op.Value)

@@ -127,9 +127,10 @@ func activeKey(orgID, userID string) string { return orgID + "/" + userID }
 var membershipIndexes = []mongo.IndexModel{
 	{Keys: bson.D{{Key: "membershipId", Value: 1}}, Options: options.Index().SetUnique(true)},
 	{Keys: bson.D{{Key: "activeKey", Value: 1}}, Options: options.Index().SetUnique(true).SetSparse(true)},
-	{Keys: bson.D{{Key: "organizationId", Value: 1}, {Key: "_id", Value: 1}}}, // an organization's memberships; its cascade
-	{Keys: bson.D{{Key: "userId", Value: 1}, {Key: "_id", Value: 1}}},         // a user's memberships; its cascade
-	{Keys: bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},      // the change feed
+	{Keys: bson.D{{Key: "organizationId", Value: 1}, {Key: "_id", Value: 1}}},               // an organization's memberships; its cascade
+	{Keys: bson.D{{Key: "userId", Value: 1}, {Key: "_id", Value: 1}}},                       // a user's memberships; its cascade
+	{Keys: bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},                    // the change feed
+	{Keys: bson.D{{Key: "eraseAfter", Value: 1}}, Options: options.Index().SetSparse(true)}, // erasure: tombstones still to erase
 }
 
 var membershipVersionProjection = bson.D{
@@ -139,10 +140,12 @@ var membershipVersionProjection = bson.D{
 
 // tombstoneSet is the $set that makes a membership a tombstone, deleted
 // at deletedAt, its version (sourceUpdatedAt, lastEventId) that of the
-// event that deleted it.
+// event that deleted it, and its events due for erasure from deletedAt
+// (eraseAfter, see erase.go): they hold the member's public_user_data.
 func tombstoneSet(deletedAt, sourceTime time.Time, eventID string, now time.Time) bson.D {
 	return bson.D{
-		{Key: "deletedAt", Value: deletedAt.UTC()}, {Key: "role", Value: nil}, {Key: "roleName", Value: nil},
+		{Key: "deletedAt", Value: deletedAt.UTC()}, {Key: "eraseAfter", Value: deletedAt.UTC()},
+		{Key: "role", Value: nil}, {Key: "roleName", Value: nil},
 		{Key: "permissions", Value: bson.A{}}, {Key: "metadata", Value: bson.D{}}, {Key: "publicUserData", Value: publicUserDoc{}},
 		{Key: "sourceUpdatedAt", Value: sourceTime.UTC()}, {Key: "lastEventId", Value: eventID}, {Key: "updatedAt", Value: now},
 	}

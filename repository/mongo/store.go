@@ -128,7 +128,8 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		},
 		events: &Events{
 			coll: db.Collection(names.of(EventsCollection)), primary: db.Collection(names.of(EventsCollection), primary),
-			users: db.Collection(names.of(UsersCollection), primary), counters: counters,
+			users:       db.Collection(names.of(UsersCollection), primary),
+			memberships: db.Collection(names.of(MembershipsCollection), primary), counters: counters,
 		},
 		activity: &Activity{coll: db.Collection(names.of(ActivityCollection))},
 		runs:     &Runs{coll: db.Collection(names.of(RunsCollection))},

@@ -299,7 +299,7 @@ func withoutEmail(ch models.Change) models.Change {
 // keepErasable makes erasure come back for a deleted user whose events
 // were all erased already: the event that found the user deleted holds
 // personal data too. Marking it processed erases it at once when the user
-// was erased (see eraseIfUserErased); this mark is for a mark that never
+// was erased (see eraseIfErased); this mark is for a mark that never
 // comes (a crash), and is then due at once.
 func (u *Users) keepErasable(ctx context.Context, d models.Decision, cur userDoc) error {
 	if d != models.DecideDeletedUser || cur.EraseAfter != nil || cur.DeletedAt == nil {
