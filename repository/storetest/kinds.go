@@ -59,38 +59,11 @@ func testEventLogByKindAndObject(t *testing.T, s repository.Store) {
 		{UserID: "user_k", Kind: models.KindMembership},
 		{Kind: models.KindOrganization, Since: t0.Add(2 * time.Second), Until: t0.Add(7 * time.Second)},
 	} {
-		var want []string
-		for i := len(all) - 1; i >= 0; i-- {
-			ev := all[i]
-			if (f.Status == "" || ev.Status == f.Status) && (f.EventType == "" || ev.EventType == f.EventType) &&
-				(f.Kind == "" || ev.Kind() == f.Kind) && (f.ObjectID == "" || ev.ObjectID == f.ObjectID) &&
-				(f.UserID == "" || ev.UserID == f.UserID) && (f.Since.IsZero() || !ev.ReceivedAt.Before(f.Since)) &&
-				(f.Until.IsZero() || ev.ReceivedAt.Before(f.Until)) {
-				want = append(want, ev.EventID)
-			}
-		}
+		want := selected(all, f)
 		if len(want) == 0 {
 			t.Fatalf("filter %+v selects nothing: the test is wrong", f)
 		}
-		var got []string
-		f.Limit = 2
-		for range 20 {
-			page, err := s.Events().List(ctx, f)
-			if err != nil {
-				t.Fatalf("List(%+v): %v", f, err)
-			}
-			if len(page.Events) < f.Limit && page.NextCursor != "" {
-				t.Errorf("List(%+v): a page of %d with a next cursor", f, len(page.Events))
-			}
-			for _, ev := range page.Events {
-				got = append(got, ev.EventID)
-			}
-			if page.NextCursor == "" {
-				break
-			}
-			f.After = page.NextCursor
-		}
-		if !slices.Equal(got, want) {
+		if got := logIDs(t, s, f); !slices.Equal(got, want) {
 			t.Errorf("List(%+v) = %v, want %v (newest first, every page full)", f, got, want)
 		}
 	}

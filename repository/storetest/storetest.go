@@ -642,40 +642,58 @@ func testEventLog(t *testing.T, s repository.Store) {
 		{Status: models.StatusStored, UserID: "user_2"},
 		{Since: t0.Add(2 * time.Second), Until: t0.Add(5 * time.Second)},
 	} {
-		var want []string
-		for i := len(all) - 1; i >= 0; i-- {
-			ev := all[i]
-			if (f.Status == "" || ev.Status == f.Status) && (f.EventType == "" || ev.EventType == f.EventType) &&
-				(f.UserID == "" || ev.UserID == f.UserID) && (f.Since.IsZero() || !ev.ReceivedAt.Before(f.Since)) &&
-				(f.Until.IsZero() || ev.ReceivedAt.Before(f.Until)) {
-				want = append(want, ev.EventID)
-			}
-		}
-		var got []string
-		f.Limit = 2
-		for range 20 {
-			page, err := s.Events().List(ctx, f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, ev := range page.Events {
-				if len(ev.RawBody) != 0 {
-					t.Errorf("the log carries a body: %q", ev.RawBody)
-				}
-				got = append(got, ev.EventID)
-			}
-			if page.NextCursor == "" {
-				break
-			}
-			f.After = page.NextCursor
-		}
-		if !slices.Equal(got, want) {
+		if got, want := logIDs(t, s, f), selected(all, f); !slices.Equal(got, want) {
 			t.Errorf("log %+v = %v, want %v (newest first)", f, got, want)
 		}
 	}
 	if _, err := s.Events().List(ctx, models.EventFilter{Limit: 2, After: "nonsense"}); !errors.Is(err, models.ErrInvalid) {
 		t.Errorf("bad cursor: %v, want ErrInvalid", err)
 	}
+}
+
+// selected returns the event ids of all (oldest first) that f selects,
+// newest first: what the log should list.
+func selected(all []models.Event, f models.EventFilter) []string {
+	var want []string
+	for i := len(all) - 1; i >= 0; i-- {
+		ev := all[i]
+		if (f.Status == "" || ev.Status == f.Status) && (f.EventType == "" || ev.EventType == f.EventType) &&
+			(f.Kind == "" || ev.Kind() == f.Kind) && (f.ObjectID == "" || ev.ObjectID == f.ObjectID) &&
+			(f.UserID == "" || ev.UserID == f.UserID) && (f.Since.IsZero() || !ev.ReceivedAt.Before(f.Since)) &&
+			(f.Until.IsZero() || ev.ReceivedAt.Before(f.Until)) {
+			want = append(want, ev.EventID)
+		}
+	}
+	return want
+}
+
+// logIDs reads the whole log of f in pages of 2 and returns its event
+// ids, checking that every page but the last is full and that no page
+// carries a body.
+func logIDs(t *testing.T, s repository.Store, f models.EventFilter) []string {
+	t.Helper()
+	var got []string
+	f.Limit = 2
+	for range 50 {
+		page, err := s.Events().List(context.Background(), f)
+		if err != nil {
+			t.Fatalf("List(%+v): %v", f, err)
+		}
+		if len(page.Events) < f.Limit && page.NextCursor != "" {
+			t.Errorf("List(%+v): a page of %d with a next cursor", f, len(page.Events))
+		}
+		for _, ev := range page.Events {
+			if len(ev.RawBody) != 0 {
+				t.Errorf("the log carries a body: %q", ev.RawBody)
+			}
+			got = append(got, ev.EventID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		f.After = page.NextCursor
+	}
+	return got
 }
 
 func testStats(t *testing.T, s repository.Store) {
