@@ -493,6 +493,39 @@ func TestBulkReplay_CountsFirstThenReplaysAtMostLimitPerCall(t *testing.T) {
 	}
 }
 
+// TestBulkReplay_TakesTheEventLogsFilters: a bulk replay selects events
+// by kind, Clerk type and object as the event log does (one filter, read
+// by one piece of code).
+func TestBulkReplay_TakesTheEventLogsFilters(t *testing.T) {
+	h := newConsoleHarness(t)
+	for _, body := range []string{
+		`{"type":"user.updated","data":{"id":"user_bad"}}`,
+		`{"type":"organization.updated","data":{"id":"org_bad"}}`,
+		`{"type":"organizationMembership.updated","data":{"id":"orgmem_bad"}}`,
+	} {
+		if r := h.deliver(newID(), []byte(body)); r.Code != http.StatusBadRequest {
+			t.Fatalf("an invalid payload: %s", r)
+		}
+	}
+	for query, want := range map[string]int{
+		"":                                   3,
+		"&kind=organization":                 1,
+		"&kind=membership&eventType=updated": 1,
+		"&eventType=organizationMembership.updated": 1,
+		"&objectId=org_bad":                         1,
+		"&kind=user&objectId=org_bad":               0,
+	} {
+		var dry bulkBody
+		decode(t, h.call(http.MethodPost, "/v1/events/replay?dryRun=true"+query, testAdminKey), http.StatusOK, &dry)
+		if dry.Matched != want {
+			t.Errorf("dry run%s matched %d, want %d", query, dry.Matched, want)
+		}
+	}
+	if r := h.call(http.MethodPost, "/v1/events/replay?dryRun=true&kind=user&eventType=organization.updated", testAdminKey); r.Code != http.StatusBadRequest {
+		t.Errorf("a type of another kind: %s, want 400", r)
+	}
+}
+
 func TestReconcileRuns_ListsTheRecordedRunsNewestFirst(t *testing.T) {
 	h := newConsoleHarness(t)
 	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)

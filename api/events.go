@@ -100,38 +100,46 @@ func parseTime(name, v string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
+// logFilter is the event log filter of a request's parameters, bound and
+// validated: the times are RFC 3339, and eventType is the event's short
+// type or its Clerk type, which names its kind too (one of another kind
+// than kind is refused).
+func logFilter(status, eventType, kind, userID, objectID, since, until string) (models.EventFilter, error) {
+	f := models.EventFilter{Status: models.EventStatus(status), EventType: models.EventType(eventType),
+		Kind: models.Kind(kind), UserID: userID, ObjectID: objectID}
+	var err error
+	if f.Since, err = parseTime("since", since); err != nil {
+		return f, err
+	}
+	if f.Until, err = parseTime("until", until); err != nil {
+		return f, err
+	}
+	if k := models.KindOf(eventType); k != "" {
+		if f.Kind != "" && f.Kind != k {
+			return f, models.Public(models.ErrInvalid, "eventType %s is not of kind %s", eventType, kind).In("eventType")
+		}
+		f.Kind, f.EventType = k, models.EventType(eventType[strings.IndexByte(eventType, '.')+1:])
+	}
+	return f, nil
+}
+
 // listEvents answers GET /v1/events: the event log, newest first.
 func (s *server) listEvents(c echo.Context) error {
 	req := listEventsRequest{Limit: 50}
 	if err := bind(c, &req); err != nil {
 		return err
 	}
-	since, err := parseTime("since", req.Since)
+	f, err := logFilter(req.Status, req.EventType, req.Kind, req.UserID, req.ObjectID, req.Since, req.Until)
 	if err != nil {
 		return err
 	}
-	until, err := parseTime("until", req.Until)
-	if err != nil {
-		return err
-	}
-	// eventType is the event's short type, or its Clerk type, which names
-	// its kind too.
-	kind, eventType := models.Kind(req.Kind), models.EventType(req.EventType)
-	if k := models.KindOf(req.EventType); k != "" {
-		if kind != "" && kind != k {
-			return models.Public(models.ErrInvalid, "eventType %s is not of kind %s", req.EventType, kind).In("eventType")
-		}
-		kind, eventType = k, models.EventType(req.EventType[strings.IndexByte(req.EventType, '.')+1:])
-	}
+	f.After, f.Limit = req.Cursor, req.Limit
 	release, err := s.reads.acquire(c.Request().Context())
 	if err != nil {
 		return err
 	}
 	defer release()
-	page, err := s.events.List(c.Request().Context(), models.EventFilter{
-		Status: models.EventStatus(req.Status), EventType: eventType, Kind: kind, UserID: req.UserID,
-		ObjectID: req.ObjectID, Since: since, Until: until, After: req.Cursor, Limit: req.Limit,
-	})
+	page, err := s.events.List(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -66,8 +65,10 @@ const (
 
 type bulkReplayRequest struct {
 	Status    string `query:"status" validate:"omitempty,oneof=stored failed"`
-	EventType string `query:"eventType" validate:"omitempty,oneof=created updated deleted user.created user.updated user.deleted"`
+	EventType string `query:"eventType" validate:"omitempty,oneof=created updated deleted user.created user.updated user.deleted organization.created organization.updated organization.deleted organizationMembership.created organizationMembership.updated organizationMembership.deleted"`
+	Kind      string `query:"kind" validate:"omitempty,oneof=user organization membership"`
 	UserID    string `query:"userId" validate:"max=128"`
+	ObjectID  string `query:"objectId" validate:"max=128"`
 	Since     string `query:"since"`
 	Until     string `query:"until"`
 	Reason    string `query:"reason" validate:"max=96"`
@@ -114,19 +115,12 @@ func (s *server) replayEvents(c echo.Context) error {
 	if err := bind(c, &req); err != nil {
 		return err
 	}
-	since, err := parseTime("since", req.Since)
+	f, err := logFilter(req.Status, req.EventType, req.Kind, req.UserID, req.ObjectID, req.Since, req.Until)
 	if err != nil {
 		return err
 	}
-	until, err := parseTime("until", req.Until)
-	if err != nil {
-		return err
-	}
+	f.After = req.Cursor
 	ctx := c.Request().Context()
-	f := models.EventFilter{
-		Status: models.EventStatus(req.Status), EventType: models.EventType(strings.TrimPrefix(req.EventType, "user.")),
-		UserID: req.UserID, Since: since, Until: until, After: req.Cursor,
-	}
 	resp := bulkReplayResponse{DryRun: req.DryRun, Results: []bulkReplayResult{}}
 	var matched []models.Event
 	// Whole pages only, each no larger than what is left to find, so that
