@@ -456,7 +456,7 @@ func (m *Memberships) join(ctx context.Context, docs []membershipDoc) ([]joinedD
 	}
 	orgs := map[string]orgDoc{}
 	if len(orgIDs) > 0 {
-		ods, err := findOrgs(ctx, m.orgs.coll, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: orgIDs}}}},
+		ods, err := findDocs[orgDoc](ctx, m.orgs.coll, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: orgIDs}}}},
 			options.Find().SetProjection(bson.D{{Key: "organizationId", Value: 1}, {Key: "name", Value: 1},
 				{Key: "slug", Value: 1}, {Key: "imageUrl", Value: 1}, {Key: "deletedAt", Value: 1}}))
 		if err != nil {
