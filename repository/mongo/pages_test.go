@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
 )
 
 // memSource is a collection in memory, read as a page reads one: find
@@ -331,5 +332,102 @@ func TestChangesPage_ServesEveryOrganizationChangeOnceInOrder(t *testing.T) {
 	src := newMemSource(t, docs)
 	checkFeed(t, src, docs, func(ctx context.Context, d *densities, f models.ChangeFilter) ([]orgDoc, string, error) {
 		return changesPage(ctx, src, d, "organizations", f)
+	})
+}
+
+// pagingMemberships are the memberships of organizations of 250, 40 and
+// 4 members, written at uneven times; user_support is a member of each,
+// and of 30 more. Every 6th is a tombstone.
+func pagingMemberships() []membershipDoc {
+	r := rand.New(rand.NewPCG(13, 14))
+	at := filterT0
+	var docs []membershipDoc
+	add := func(orgID, userID string) {
+		at = unevenly(r, at)
+		id := fmt.Sprintf("orgmem_%s_%s", orgID, userID)
+		d := membershipDoc{ID: docID(id), MembershipID: id, OrgID: orgID, UserID: userID, ActiveKey: activeKey(orgID, userID), UpdatedAt: at}
+		if len(docs)%6 == 0 {
+			d.ActiveKey, d.DeletedAt = "", &at
+		}
+		docs = append(docs, d)
+	}
+	for _, org := range []struct {
+		id string
+		n  int
+	}{{"org_big", 250}, {"org_mid", 40}, {"org_small", 4}} {
+		for i := range org.n {
+			add(org.id, fmt.Sprintf("user_%03d", i))
+		}
+		add(org.id, "user_support")
+	}
+	for i := range 30 {
+		add(fmt.Sprintf("org_%02d", i), "user_support")
+	}
+	return docs
+}
+
+// TestMembershipDocs_PagesListEveryMembershipOnceInOrder pages through
+// the memberships of organizations and users of every size in memory, as
+// List does on a server (repository.Page over membershipDocs, keeping
+// what a rule keeps, here three in four): every kept membership comes
+// once, in _id order, and every page but the last is full. Once a walk
+// of the large organization has measured the density, no find of a page
+// of 9 sorts more than a few pages.
+func TestMembershipDocs_PagesListEveryMembershipOnceInOrder(t *testing.T) {
+	src := newMemSource(t, pagingMemberships())
+	var d densities
+	kept := func(m membershipDoc) bool { return m.pageID()[11]%4 != 0 }
+	for _, f := range []models.MembershipFilter{
+		{OrgID: "org_big"}, {OrgID: "org_small"}, {OrgID: "org_mid", IncludeDeleted: true}, {OrgID: "org_big", IncludeDeleted: true},
+		{UserID: "user_support"}, {UserID: "user_007"}, {UserID: "user_support", IncludeDeleted: true}, {OrgID: "org_none"},
+	} {
+		want := byID(src.docs, func(m membershipDoc) bool {
+			return (m.OrgID == f.OrgID || f.OrgID == "" && m.UserID == f.UserID) && (f.IncludeDeleted || m.DeletedAt == nil) && kept(m)
+		})
+		for _, limit := range []int{1, 9, 500} {
+			for walk := range 2 {
+				src.most = 0
+				read := func(after string, n int) ([]membershipDoc, error) {
+					return membershipDocs(context.Background(), src, &d, f, after, n)
+				}
+				var got []string
+				after := ""
+				for pages := 0; ; pages++ {
+					items, next, err := repository.Page(limit, after, read, kept, func(m membershipDoc) string { return m.ID.Hex() })
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, m := range items {
+						got = append(got, m.ID.Hex())
+					}
+					if next == "" {
+						break
+					}
+					if len(items) != limit || pages > 500 {
+						t.Fatalf("%+v: page %d of %d memberships with a next cursor", f, pages, len(items))
+					}
+					after = next
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%+v limit %d walk %d: listed %d memberships, want %d in _id order", f, limit, walk, len(got), len(want))
+				}
+				if bound := 16 * (limit + 1); f.OrgID == "org_big" && walk == 1 && limit == 9 && src.most > bound {
+					t.Errorf("%+v walk %d: a find sorted %d matches, want at most %d", f, walk, src.most, bound)
+				}
+			}
+		}
+	}
+	if _, err := membershipDocs(context.Background(), src, &d, models.MembershipFilter{OrgID: "org_big"}, "nonsense", 2); !errors.Is(err, models.ErrInvalid) {
+		t.Errorf("a malformed cursor: %v, want ErrInvalid", err)
+	}
+}
+
+// TestChangesPage_ServesEveryMembershipChangeOnceInOrder follows the
+// memberships' change feed in memory, tombstones included.
+func TestChangesPage_ServesEveryMembershipChangeOnceInOrder(t *testing.T) {
+	docs := pagingMemberships()
+	src := newMemSource(t, docs)
+	checkFeed(t, src, docs, func(ctx context.Context, d *densities, f models.ChangeFilter) ([]membershipDoc, string, error) {
+		return changesPage(ctx, src, d, "memberships", f)
 	})
 }

@@ -541,3 +541,125 @@ func followFeed(t *testing.T, log *findLog, coll string, want []string, since, u
 		}
 	}
 }
+
+// memberAt is a state of the membership of userID in orgID, written by
+// Apply at now; its id is returned.
+func memberAt(t *testing.T, s *repository.Store, orgID, userID string, deleted, deprovisioned bool, now time.Time) string {
+	t.Helper()
+	id := "orgmem_" + orgID + "_" + userID
+	ch := models.MembershipChange{MembershipID: id, OrgID: orgID, UserID: userID, EventID: "msg_" + id, SourceTime: t0,
+		Role: "member", Metadata: json.RawMessage(`{}`), Member: models.Member{Deprovisioned: deprovisioned}}
+	if deleted {
+		ch = models.MembershipChange{MembershipID: id, OrgID: orgID, UserID: userID, EventID: "msg_del_" + id,
+			SourceTime: t0.Add(time.Hour), Deleted: true}
+	}
+	if _, err := s.Memberships().Apply(context.Background(), ch, now); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestMembershipsList_WindowedPagesListEveryMembershipOnce pages through
+// the memberships of a large organization and of a user in many, active
+// only and all, twice: every membership comes once in _id order, pages
+// are full until the last although tombstones and memberships of
+// deprovisioned users are passed over, and the small pages of the second
+// walk read windows of _id.
+func TestMembershipsList_WindowedPagesListEveryMembershipOnce(t *testing.T) {
+	ctx := context.Background()
+	var log findLog
+	s := mongotest.OpenWith(t, repository.Options{Monitor: log.monitor()})
+	coll := repository.CollectionsForTest(s)["memberships"]
+	type mem struct {
+		id, org, user string
+		active        bool
+	}
+	var all []mem
+	for i := range 120 {
+		user := fmt.Sprintf("user_%03d", i)
+		deprovisioned := i%5 == 0
+		id := memberAt(t, s, "org_wide", user, false, deprovisioned, time.Now())
+		if i%7 == 0 {
+			memberAt(t, s, "org_wide", user, true, false, time.Now())
+		}
+		all = append(all, mem{id, "org_wide", user, i%7 != 0 && !deprovisioned})
+	}
+	for i := range 30 {
+		org := fmt.Sprintf("org_%02d", i)
+		id := memberAt(t, s, org, "user_support", false, false, time.Now())
+		if i%4 == 0 {
+			memberAt(t, s, org, "user_support", true, false, time.Now())
+		}
+		all = append(all, mem{id, org, "user_support", i%4 != 0})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		return repository.DocIDForTest(all[i].id).Hex() < repository.DocIDForTest(all[j].id).Hex()
+	})
+	for _, f := range []models.MembershipFilter{
+		{OrgID: "org_wide"}, {OrgID: "org_wide", IncludeDeleted: true}, {UserID: "user_support"}, {UserID: "user_support", IncludeDeleted: true},
+	} {
+		var want []string
+		for _, m := range all {
+			if (m.org == f.OrgID || m.user == f.UserID) && (f.IncludeDeleted || m.active) {
+				want = append(want, m.id)
+			}
+		}
+		for _, limit := range []int{9, 200} {
+			for walk := range 2 {
+				log.reset()
+				f := f
+				f.Limit = limit
+				var got []string
+				for pages := 0; ; pages++ {
+					page, err := s.Memberships().List(ctx, f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, m := range page.Memberships {
+						got = append(got, m.MembershipID)
+					}
+					if page.NextCursor == "" {
+						break
+					}
+					if len(page.Memberships) != limit || pages > 300 {
+						t.Fatalf("%+v: page %d of %d memberships with a next cursor", f, pages, len(page.Memberships))
+					}
+					f.After = page.NextCursor
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%+v walk %d: listed %v\nwant %v", f, walk, got, want)
+				}
+				if n := log.windows(coll, "_id"); f.OrgID != "" && walk == 1 && limit == 9 && n == 0 {
+					t.Errorf("%+v walk %d: no find read a window of _id", f, walk)
+				}
+			}
+		}
+	}
+}
+
+// TestMembershipsChanges_WindowedPagesServeEveryChangeOnceInOrder writes
+// memberships at uneven times, some deleted, and follows their change
+// feed from long before, a few a page, twice; the second walk reads
+// windows of updatedAt.
+func TestMembershipsChanges_WindowedPagesServeEveryChangeOnceInOrder(t *testing.T) {
+	ctx := context.Background()
+	var log findLog
+	s := mongotest.OpenWith(t, repository.Options{Monitor: log.monitor()})
+	coll := repository.CollectionsForTest(s)["memberships"]
+	want, since, until := writeUnevenly(t, 80, func(i int, at time.Time) string {
+		org, user := fmt.Sprintf("org_%d", i%3), fmt.Sprintf("user_feed_%02d", i)
+		id := memberAt(t, s, org, user, false, false, at)
+		if i%6 == 0 {
+			memberAt(t, s, org, user, true, false, at)
+		}
+		return id
+	})
+	followFeed(t, &log, coll, want, since, until, func(f models.ChangeFilter) ([]string, string, error) {
+		page, err := s.Memberships().Changes(ctx, f)
+		var got []string
+		for _, m := range page.Memberships {
+			got = append(got, m.MembershipID)
+		}
+		return got, page.NextCursor, err
+	})
+}
