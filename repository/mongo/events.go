@@ -141,12 +141,13 @@ func rawBytes(v any) []byte {
 	return nil
 }
 
-// docID returns the document id of an event or a user: derived from its
-// eventId or userId (the first 12 bytes of its SHA-256), so that every
-// lookup of one is by _id and ids are spread evenly over the _id space
-// (the users page walks it in windows, see window.go); the unique eventId
-// and userId indexes stay the rule. An event without an eventId gets a
-// new id.
+// docID returns the document id of an event, a user, an organization or
+// a membership: derived from its eventId, userId, organizationId or
+// membershipId (the first 12 bytes of its SHA-256), so that every lookup
+// of one is by _id and ids are spread evenly over the _id space (the
+// pages of users, organizations and memberships walk it in windows, see
+// pages.go); the unique indexes of those ids stay the rule. An event
+// without an eventId gets a new id.
 func docID(key string) bson.ObjectID {
 	if key == "" {
 		return bson.NewObjectID()

@@ -2,6 +2,7 @@ package mongo
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -41,6 +42,29 @@ var (
 	RunsOrder               = runsOrder
 	RunsPrune               = runsPruneFilter
 )
+
+// OrgWindowFilter is the filter of a page of organizations f within a
+// window of _id closed on both sides, from f.After (see idWindowForTest).
+func OrgWindowFilter(f models.OrganizationFilter) (bson.D, error) {
+	return orgWindowFilter(f, idWindowForTest(f.After))
+}
+
+// MemberWindowFilter is the filter of a page of memberships f after the
+// cursor after within a window of _id closed on both sides (see
+// idWindowForTest).
+func MemberWindowFilter(f models.MembershipFilter, after string) (bson.D, error) {
+	return membershipWindowFilter(f, after, idWindowForTest(after))
+}
+
+// idWindowForTest is a window of a walk of _id from the cursor after (an
+// _id in hex, or none), a sixteenth of the rest of the _id space wide.
+func idWindowForTest(after string) window {
+	var lo uint64
+	if oid, err := bson.ObjectIDFromHex(after); err == nil {
+		lo = idKey(oid)
+	}
+	return window{lo: lo, hi: lo + (math.MaxUint64-lo)/16 + 1}
+}
 
 // ClientOptionsForTest is clientOptions.
 func ClientOptionsForTest(uri string, o Options) (*options.ClientOptions, error) {

@@ -3,70 +3,31 @@ package mongo
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/usersync/usersync/models"
 )
 
-// Changes returns one page of the change feed: users, deleted or not, whose
-// updatedAt is within [f.Since, f.Until], oldest change first (updatedAt,
-// then _id), after the cursor f.After. NextCursor is always set: on the
-// last page it is where the next poll starts. A malformed cursor wraps
-// models.ErrInvalid.
-//
-// The {updatedAt: 1, _id: 1} index answers it, walked in windows of
-// updatedAt from the cursor up (see window.go): a client catching up from
-// long ago costs an engine that sorts every match about a page per page.
+// Changes returns one page of the users' change feed (see changesPage):
+// users, deleted or not, whose updatedAt is within [f.Since, f.Until],
+// oldest change first, after the cursor f.After. NextCursor is always
+// set. A malformed cursor wraps models.ErrInvalid.
 func (u *Users) Changes(ctx context.Context, f models.ChangeFilter) (models.UserPage, error) {
-	filter, next, err := changesFilter(f)
+	docs, next, err := changesPage(ctx, collSource[userDoc]{u.coll}, &u.density, "users", f)
 	if err != nil {
 		return models.UserPage{}, err
 	}
-	from := filter[0].Value.(bson.D)[0].Value.(time.Time)
-	plan := windowPlan{start: timeKey(from), end: timeKey(f.Until.UTC()) + 1, width: defaultLogWidth}
-	const kind = "feed"
-	if d, ok := u.density.get(kind); ok {
-		plan.width = firstWidth(f.Limit+1, d, math.MaxUint64)
-	}
-	docs, _, err := walkWindows(&plan, f.Limit+1, nil, func(w window, limit int) ([]userDoc, error) {
-		cur, err := u.coll.Find(ctx, changesWindowFilter(filter, w), options.Find().
-			SetSort(changesOrder).
-			SetLimit(int64(limit)))
-		if err != nil {
-			return nil, translate(err)
-		}
-		var docs []userDoc
-		if err := cur.All(ctx, &docs); err != nil {
-			return nil, translate(err)
-		}
-		return docs, nil
-	})
-	if err != nil {
-		return models.UserPage{}, fmt.Errorf("list changed users: %w", err)
-	}
-	reach := plan.end
-	if len(docs) > f.Limit {
-		reach = timeKey(docs[len(docs)-1].UpdatedAt)
-	}
-	u.density.note(kind, len(docs), max(covered(plan.start, reach, false), 1))
-	if len(docs) > f.Limit {
-		docs = docs[:f.Limit]
-	}
-	page := models.UserPage{Users: make([]models.User, 0, len(docs))}
+	page := models.UserPage{Users: make([]models.User, 0, len(docs)), NextCursor: next}
 	for _, d := range docs {
 		m, err := d.model()
 		if err != nil {
 			return models.UserPage{}, err
 		}
 		page.Users = append(page.Users, m)
-		next = fmt.Sprintf("%d_%s", d.UpdatedAt.UnixMilli(), d.ID.Hex())
 	}
-	page.NextCursor = next
 	return page, nil
 }
 

@@ -1,6 +1,7 @@
 package mongo
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -11,9 +12,9 @@ import (
 )
 
 // matches evaluates filter on doc as MongoDB does, for the operators the
-// store's conditional writes use: equality (null matching a missing
-// field), $ne, $lt, $lte, $gt, $gte, $exists, $in (of strings), $or and $nor, on strings,
-// times and ObjectIDs.
+// store's conditional writes and pages use: equality (null matching a
+// missing field), $ne, $lt, $lte, $gt, $gte, $exists, $in (of strings),
+// $or and $nor, on strings, times and ObjectIDs.
 func matches(t *testing.T, filter bson.D, doc map[string]any) bool {
 	t.Helper()
 	for _, e := range filter {
@@ -74,6 +75,9 @@ func compare(t *testing.T, a, b any) int {
 	switch a := a.(type) {
 	case time.Time:
 		return a.Compare(b.(time.Time))
+	case bson.ObjectID:
+		b := b.(bson.ObjectID)
+		return bytes.Compare(a[:], b[:])
 	case string:
 		switch {
 		case a < b.(string):

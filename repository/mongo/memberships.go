@@ -39,6 +39,8 @@ type Memberships struct {
 	primary *mongo.Collection // reads that decide a write
 	users   *mongo.Collection // joined by reads, and read after a write
 	orgs    *Organizations
+	// density sizes the windows of the memberships' pages (pages.go).
+	density densities
 }
 
 // membershipDoc is a memberships document; its _id is derived from its
@@ -459,7 +461,7 @@ func (m *Memberships) join(ctx context.Context, docs []membershipDoc) ([]joinedD
 	}
 	orgs := map[string]orgDoc{}
 	if len(orgIDs) > 0 {
-		ods, err := findOrgs(ctx, m.orgs.coll, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: orgIDs}}}},
+		ods, err := findDocs[orgDoc](ctx, m.orgs.coll, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: orgIDs}}}},
 			options.Find().SetProjection(bson.D{{Key: "organizationId", Value: 1}, {Key: "name", Value: 1},
 				{Key: "slug", Value: 1}, {Key: "imageUrl", Value: 1}, {Key: "deletedAt", Value: 1}}))
 		if err != nil {
@@ -516,6 +518,12 @@ func (m *Memberships) Get(ctx context.Context, membershipID string) (models.Memb
 // organization or a user after the cursor after (an _id in hex), read in
 // _id order through organizationId_1__id_1 or userId_1__id_1.
 func membershipListFilter(f models.MembershipFilter, after string) (bson.D, error) {
+	return membershipWindowFilter(f, after, allKeys)
+}
+
+// membershipWindowFilter is membershipListFilter within window w of _id
+// (see window.go).
+func membershipWindowFilter(f models.MembershipFilter, after string, w window) (bson.D, error) {
 	filter := bson.D{{Key: "organizationId", Value: f.OrgID}}
 	if f.OrgID == "" {
 		filter = bson.D{{Key: "userId", Value: f.UserID}}
@@ -523,14 +531,21 @@ func membershipListFilter(f models.MembershipFilter, after string) (bson.D, erro
 	if !f.IncludeDeleted {
 		filter = append(filter, bson.E{Key: "deletedAt", Value: nil})
 	}
-	if after != "" {
-		oid, err := bson.ObjectIDFromHex(after)
-		if err != nil {
-			return nil, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
-		}
-		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: oid}}})
+	return withIDRange(filter, after, w)
+}
+
+// membershipDocs returns the first n memberships of f's organization or
+// user after the cursor after, in _id order, walking the _id range of
+// organizationId_1__id_1 or userId_1__id_1 in windows (walkIDs). The
+// organizations' walks share one density, the users' another.
+func membershipDocs(ctx context.Context, src source[membershipDoc], d *densities, f models.MembershipFilter, after string, n int) ([]membershipDoc, error) {
+	kind := fmt.Sprintf("organization:%v", f.IncludeDeleted)
+	if f.OrgID == "" {
+		kind = fmt.Sprintf("user:%v", f.IncludeDeleted)
 	}
-	return filter, nil
+	return walkIDs(ctx, src, d, kind, after, n, func(w window) (bson.D, error) {
+		return membershipWindowFilter(f, after, w)
+	})
 }
 
 // List returns one page of the memberships of f.OrgID or f.UserID in _id
@@ -541,11 +556,7 @@ func (m *Memberships) List(ctx context.Context, f models.MembershipFilter) (mode
 		return models.MembershipPage{}, err
 	}
 	read := func(after string, n int) ([]joinedDoc, error) {
-		filter, err := membershipListFilter(f, after)
-		if err != nil {
-			return nil, err
-		}
-		docs, err := m.find(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(n)))
+		docs, err := membershipDocs(ctx, collSource[membershipDoc]{m.coll}, &m.density, f, after, n)
 		if err != nil {
 			return nil, err
 		}
@@ -568,39 +579,21 @@ func (m *Memberships) List(ctx context.Context, f models.MembershipFilter) (mode
 	return page, nil
 }
 
-func (m *Memberships) find(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder) ([]membershipDoc, error) {
-	cur, err := m.coll.Find(ctx, filter, opts)
-	if err != nil {
-		return nil, translate(err)
-	}
-	var docs []membershipDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, translate(err)
-	}
-	return docs, nil
-}
-
 // Changes returns one page of the memberships' change feed, as
-// Users.Changes does for users (the updatedAt_1__id_1 index), tombstones
-// included.
+// Users.Changes does for users (changesPage: updatedAt_1__id_1, walked in
+// windows), tombstones included.
 func (m *Memberships) Changes(ctx context.Context, f models.ChangeFilter) (models.MembershipPage, error) {
-	filter, next, err := changesFilter(f)
+	docs, next, err := changesPage(ctx, collSource[membershipDoc]{m.coll}, &m.density, "memberships", f)
 	if err != nil {
 		return models.MembershipPage{}, err
-	}
-	docs, err := m.find(ctx, filter, options.Find().SetSort(changesOrder).SetLimit(int64(f.Limit)))
-	if err != nil {
-		return models.MembershipPage{}, fmt.Errorf("list changed memberships: %w", err)
 	}
 	js, err := m.join(ctx, docs)
 	if err != nil {
 		return models.MembershipPage{}, err
 	}
-	page := models.MembershipPage{Memberships: make([]models.Membership, 0, len(js))}
-	for i, j := range js {
+	page := models.MembershipPage{Memberships: make([]models.Membership, 0, len(js)), NextCursor: next}
+	for _, j := range js {
 		page.Memberships = append(page.Memberships, j.m)
-		next = fmt.Sprintf("%d_%s", docs[i].UpdatedAt.UnixMilli(), docs[i].ID.Hex())
 	}
-	page.NextCursor = next
 	return page, nil
 }

@@ -18,6 +18,8 @@ type Organizations struct {
 	coll    *mongo.Collection
 	primary *mongo.Collection // reads that decide a write
 	members *Memberships      // a deletion's cascade
+	// density sizes the windows of the organizations' pages (pages.go).
+	density densities
 }
 
 // orgDoc is an organizations document. Its _id is derived from its
@@ -211,31 +213,47 @@ func (o *Organizations) Get(ctx context.Context, orgID string) (models.Organizat
 // orgListQuery is the filter and sort of one page of organizations, in _id
 // order: the _id index, or with a slug the slug_1__id_1 index.
 func orgListQuery(f models.OrganizationFilter) (filter, sort bson.D, err error) {
-	filter = bson.D{}
+	filter, err = orgWindowFilter(f, allKeys)
+	return filter, idOrder, err
+}
+
+// orgWindowFilter is the filter of orgListQuery within window w of _id
+// (see window.go).
+func orgWindowFilter(f models.OrganizationFilter, w window) (bson.D, error) {
+	filter := bson.D{}
 	if f.Slug != "" {
 		filter = append(filter, bson.E{Key: "slug", Value: f.Slug})
 	}
 	if !f.IncludeDeleted {
 		filter = append(filter, bson.E{Key: "deletedAt", Value: nil})
 	}
-	if f.After != "" {
-		after, err := bson.ObjectIDFromHex(f.After)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
-		}
-		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}})
-	}
-	return filter, bson.D{{Key: "_id", Value: 1}}, nil
+	return withIDRange(filter, f.After, w)
 }
 
 // List returns one page of organizations in _id order (derived from the
-// organization id: an order that means nothing else) after f.After.
+// organization id: an order that means nothing else) after f.After. A
+// malformed cursor wraps models.ErrInvalid.
 func (o *Organizations) List(ctx context.Context, f models.OrganizationFilter) (models.OrganizationPage, error) {
+	return listOrgs(ctx, collSource[orgDoc]{o.coll}, &o.density, f)
+}
+
+// listOrgs is List, reading src: without a slug, a walk of the _id space
+// in windows (walkIDs); with one, the one query of the slug's few
+// organizations (one active organization holds a slug; a tombstone none).
+func listOrgs(ctx context.Context, src source[orgDoc], d *densities, f models.OrganizationFilter) (models.OrganizationPage, error) {
 	filter, sort, err := orgListQuery(f)
 	if err != nil {
 		return models.OrganizationPage{}, err
 	}
-	docs, err := findOrgs(ctx, o.coll, filter, options.Find().SetSort(sort).SetLimit(int64(f.Limit)+1))
+	want := f.Limit + 1
+	var docs []orgDoc
+	if f.Slug == "" {
+		docs, err = walkIDs(ctx, src, d, fmt.Sprintf("organizations:%v", f.IncludeDeleted), f.After, want, func(w window) (bson.D, error) {
+			return orgWindowFilter(f, w)
+		})
+	} else {
+		docs, err = src.find(ctx, filter, sort, want)
+	}
 	if err != nil {
 		return models.OrganizationPage{}, fmt.Errorf("list organizations: %w", err)
 	}
@@ -246,18 +264,6 @@ func (o *Organizations) List(ctx context.Context, f models.OrganizationFilter) (
 	}
 	page.Organizations, err = orgModels(docs)
 	return page, err
-}
-
-func findOrgs(ctx context.Context, coll *mongo.Collection, filter bson.D, opts *options.FindOptionsBuilder) ([]orgDoc, error) {
-	cur, err := coll.Find(ctx, filter, opts)
-	if err != nil {
-		return nil, translate(err)
-	}
-	var docs []orgDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, translate(err)
-	}
-	return docs, nil
 }
 
 func orgModels(docs []orgDoc) ([]models.Organization, error) {
@@ -273,18 +279,12 @@ func orgModels(docs []orgDoc) ([]models.Organization, error) {
 }
 
 // Changes returns one page of the organizations' change feed, as
-// Users.Changes does for users (the updatedAt_1__id_1 index).
+// Users.Changes does for users (changesPage: updatedAt_1__id_1, walked in
+// windows).
 func (o *Organizations) Changes(ctx context.Context, f models.ChangeFilter) (models.OrganizationPage, error) {
-	filter, next, err := changesFilter(f)
+	docs, next, err := changesPage(ctx, collSource[orgDoc]{o.coll}, &o.density, "organizations", f)
 	if err != nil {
 		return models.OrganizationPage{}, err
-	}
-	docs, err := findOrgs(ctx, o.coll, filter, options.Find().SetSort(changesOrder).SetLimit(int64(f.Limit)))
-	if err != nil {
-		return models.OrganizationPage{}, fmt.Errorf("list changed organizations: %w", err)
-	}
-	if n := len(docs); n > 0 {
-		next = fmt.Sprintf("%d_%s", docs[n-1].UpdatedAt.UnixMilli(), docs[n-1].ID.Hex())
 	}
 	orgs, err := orgModels(docs)
 	return models.OrganizationPage{Organizations: orgs, NextCursor: next}, err

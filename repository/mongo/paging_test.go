@@ -7,10 +7,12 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 
 	"github.com/usersync/usersync/models"
@@ -325,4 +327,339 @@ func TestUsersChanges_WindowedPagesServeEveryChangeOnceInOrder(t *testing.T) {
 			t.Errorf("walk %d: feed served %v\nwant %v", walk, got, want)
 		}
 	}
+}
+
+// findLog records the filter of every find a store sends, by collection.
+type findLog struct {
+	mu      sync.Mutex
+	filters map[string][]bson.Raw
+}
+
+func (l *findLog) monitor() *event.CommandMonitor {
+	return &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if e.CommandName != "find" {
+			return
+		}
+		coll, _ := e.Command.Lookup("find").StringValueOK()
+		filter, _ := e.Command.Lookup("filter").DocumentOK()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.filters == nil {
+			l.filters = map[string][]bson.Raw{}
+		}
+		l.filters[coll] = append(l.filters[coll], slices.Clone(filter))
+	}}
+}
+
+func (l *findLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.filters = nil
+}
+
+// windows returns how many finds of coll bounded field above with $lt:
+// the upper side of a window of a walk (no page's own filter has one).
+func (l *findLog) windows(coll, field string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, f := range l.filters[coll] {
+		if _, err := f.LookupErr(field, "$lt"); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// orgAt is a state of organization id, written by Apply at now.
+func orgAt(t *testing.T, s *repository.Store, id string, deleted bool, now time.Time) {
+	t.Helper()
+	ch := models.OrganizationChange{OrgID: id, EventID: "msg_" + id, SourceTime: t0, Metadata: json.RawMessage(`{}`),
+		OrganizationProfile: models.OrganizationProfile{Name: id, Slug: id}}
+	if deleted {
+		ch = models.OrganizationChange{OrgID: id, EventID: "msg_del_" + id, SourceTime: t0.Add(time.Hour), Deleted: true}
+	}
+	if _, err := s.Organizations().Apply(context.Background(), ch, now); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOrganizationsList_WindowedPagesListEveryOrganizationOnce pages
+// through organizations, active only and all, twice (the second walk
+// sizes its windows from the first), and compares with the organizations
+// sorted by _id; the small pages of the second walk read windows of _id.
+func TestOrganizationsList_WindowedPagesListEveryOrganizationOnce(t *testing.T) {
+	ctx := context.Background()
+	var log findLog
+	s := mongotest.OpenWith(t, repository.Options{Monitor: log.monitor()})
+	coll := repository.CollectionsForTest(s)["organizations"]
+	deleted := map[string]bool{}
+	var ids []string
+	for i := range 150 {
+		id := fmt.Sprintf("org_page_%03d", i)
+		orgAt(t, s, id, false, time.Now())
+		if i%7 == 0 {
+			orgAt(t, s, id, true, time.Now())
+			deleted[id] = true
+		}
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		return repository.DocIDForTest(ids[i]).Hex() < repository.DocIDForTest(ids[j]).Hex()
+	})
+	for _, includeDeleted := range []bool{false, true} {
+		var want []string
+		for _, id := range ids {
+			if includeDeleted || !deleted[id] {
+				want = append(want, id)
+			}
+		}
+		for _, limit := range []int{9, 200} {
+			for walk := range 2 {
+				log.reset()
+				f := models.OrganizationFilter{IncludeDeleted: includeDeleted, Limit: limit}
+				var got []string
+				for pages := 0; ; pages++ {
+					page, err := s.Organizations().List(ctx, f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, o := range page.Organizations {
+						got = append(got, o.OrgID)
+					}
+					if page.NextCursor == "" {
+						break
+					}
+					if len(page.Organizations) != limit || pages > 300 {
+						t.Fatalf("%+v: page %d of %d organizations with a next cursor", f, pages, len(page.Organizations))
+					}
+					f.After = page.NextCursor
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("includeDeleted=%v limit %d walk %d: listed %v\nwant %v", includeDeleted, limit, walk, got, want)
+				}
+				if n := log.windows(coll, "_id"); walk == 1 && limit == 9 && n == 0 {
+					t.Errorf("includeDeleted=%v limit %d walk %d: no find read a window of _id", includeDeleted, limit, walk)
+				}
+			}
+		}
+	}
+}
+
+// TestOrganizationsChanges_WindowedPagesServeEveryChangeOnceInOrder
+// writes organizations at uneven times (the same millisecond, minutes and
+// days apart), some deleted, and follows their change feed from long
+// before, a few a page, twice; the second walk reads windows of
+// updatedAt.
+func TestOrganizationsChanges_WindowedPagesServeEveryChangeOnceInOrder(t *testing.T) {
+	ctx := context.Background()
+	var log findLog
+	s := mongotest.OpenWith(t, repository.Options{Monitor: log.monitor()})
+	coll := repository.CollectionsForTest(s)["organizations"]
+	want, since, until := writeUnevenly(t, 80, func(i int, at time.Time) string {
+		id := fmt.Sprintf("org_feed_%02d", i)
+		orgAt(t, s, id, false, at)
+		if i%6 == 0 {
+			orgAt(t, s, id, true, at)
+		}
+		return id
+	})
+	followFeed(t, &log, coll, want, since, until, func(f models.ChangeFilter) ([]string, string, error) {
+		page, err := s.Organizations().Changes(ctx, f)
+		var got []string
+		for _, o := range page.Organizations {
+			got = append(got, o.OrgID)
+		}
+		return got, page.NextCursor, err
+	})
+}
+
+// writeUnevenly calls write(i, at) for n objects at uneven times (the
+// same millisecond, minutes and days apart) and returns the objects'
+// ids in the change feed's order (their last write, then _id), and a
+// feed's window from long before the first write to the last.
+func writeUnevenly(t *testing.T, n int, write func(i int, at time.Time) string) (ids []string, since, until time.Time) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(5, 6))
+	at := time.Now().UTC().Truncate(time.Millisecond).Add(-60 * 24 * time.Hour)
+	type written struct {
+		id string
+		at time.Time
+	}
+	var all []written
+	for i := range n {
+		switch r.IntN(4) {
+		case 0:
+			at = at.Add(time.Duration(1+r.IntN(5)) * 24 * time.Hour)
+		case 1:
+		default:
+			at = at.Add(time.Duration(1+r.IntN(300)) * time.Second)
+		}
+		all = append(all, written{write(i, at), at})
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		if !all[i].at.Equal(all[j].at) {
+			return all[i].at.Before(all[j].at)
+		}
+		return repository.DocIDForTest(all[i].id).Hex() < repository.DocIDForTest(all[j].id).Hex()
+	})
+	for _, w := range all {
+		ids = append(ids, w.id)
+	}
+	return ids, all[0].at.Add(-365 * 24 * time.Hour), at
+}
+
+// followFeed follows a change feed (page) from since to until, 6 a page,
+// twice, and compares with want; the second walk starts a minute before
+// the first change, and must read windows of updatedAt of coll.
+func followFeed(t *testing.T, log *findLog, coll string, want []string, since, until time.Time,
+	page func(models.ChangeFilter) ([]string, string, error)) {
+	t.Helper()
+	for walk := range 2 {
+		log.reset()
+		f := models.ChangeFilter{Since: since, Until: until, Limit: 6}
+		if walk == 1 {
+			f.Since = since.Add(365*24*time.Hour - time.Minute)
+		}
+		var got []string
+		for pages := 0; pages < 100; pages++ {
+			ids, next, err := page(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ids...)
+			f.After = next
+			if len(ids) < f.Limit {
+				break
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("walk %d: feed served %v\nwant %v", walk, got, want)
+		}
+		if walk == 1 && log.windows(coll, "updatedAt") == 0 {
+			t.Errorf("walk %d: no find read a window of updatedAt", walk)
+		}
+	}
+}
+
+// memberAt is a state of the membership of userID in orgID, written by
+// Apply at now; its id is returned.
+func memberAt(t *testing.T, s *repository.Store, orgID, userID string, deleted, deprovisioned bool, now time.Time) string {
+	t.Helper()
+	id := "orgmem_" + orgID + "_" + userID
+	ch := models.MembershipChange{MembershipID: id, OrgID: orgID, UserID: userID, EventID: "msg_" + id, SourceTime: t0,
+		Role: "member", Metadata: json.RawMessage(`{}`), Member: models.Member{Deprovisioned: deprovisioned}}
+	if deleted {
+		ch = models.MembershipChange{MembershipID: id, OrgID: orgID, UserID: userID, EventID: "msg_del_" + id,
+			SourceTime: t0.Add(time.Hour), Deleted: true}
+	}
+	if _, err := s.Memberships().Apply(context.Background(), ch, now); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestMembershipsList_WindowedPagesListEveryMembershipOnce pages through
+// the memberships of a large organization and of a user in many, active
+// only and all, twice: every membership comes once in _id order, pages
+// are full until the last although tombstones and memberships of
+// deprovisioned users are passed over, and the small pages of the second
+// walk read windows of _id.
+func TestMembershipsList_WindowedPagesListEveryMembershipOnce(t *testing.T) {
+	ctx := context.Background()
+	var log findLog
+	s := mongotest.OpenWith(t, repository.Options{Monitor: log.monitor()})
+	coll := repository.CollectionsForTest(s)["memberships"]
+	type mem struct {
+		id, org, user string
+		active        bool
+	}
+	var all []mem
+	for i := range 120 {
+		user := fmt.Sprintf("user_%03d", i)
+		deprovisioned := i%5 == 0
+		id := memberAt(t, s, "org_wide", user, false, deprovisioned, time.Now())
+		if i%7 == 0 {
+			memberAt(t, s, "org_wide", user, true, false, time.Now())
+		}
+		all = append(all, mem{id, "org_wide", user, i%7 != 0 && !deprovisioned})
+	}
+	for i := range 30 {
+		org := fmt.Sprintf("org_%02d", i)
+		id := memberAt(t, s, org, "user_support", false, false, time.Now())
+		if i%4 == 0 {
+			memberAt(t, s, org, "user_support", true, false, time.Now())
+		}
+		all = append(all, mem{id, org, "user_support", i%4 != 0})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		return repository.DocIDForTest(all[i].id).Hex() < repository.DocIDForTest(all[j].id).Hex()
+	})
+	for _, f := range []models.MembershipFilter{
+		{OrgID: "org_wide"}, {OrgID: "org_wide", IncludeDeleted: true}, {UserID: "user_support"}, {UserID: "user_support", IncludeDeleted: true},
+	} {
+		var want []string
+		for _, m := range all {
+			if (m.org == f.OrgID || m.user == f.UserID) && (f.IncludeDeleted || m.active) {
+				want = append(want, m.id)
+			}
+		}
+		for _, limit := range []int{9, 200} {
+			for walk := range 2 {
+				log.reset()
+				f := f
+				f.Limit = limit
+				var got []string
+				for pages := 0; ; pages++ {
+					page, err := s.Memberships().List(ctx, f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, m := range page.Memberships {
+						got = append(got, m.MembershipID)
+					}
+					if page.NextCursor == "" {
+						break
+					}
+					if len(page.Memberships) != limit || pages > 300 {
+						t.Fatalf("%+v: page %d of %d memberships with a next cursor", f, pages, len(page.Memberships))
+					}
+					f.After = page.NextCursor
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%+v walk %d: listed %v\nwant %v", f, walk, got, want)
+				}
+				if n := log.windows(coll, "_id"); f.OrgID != "" && walk == 1 && limit == 9 && n == 0 {
+					t.Errorf("%+v walk %d: no find read a window of _id", f, walk)
+				}
+			}
+		}
+	}
+}
+
+// TestMembershipsChanges_WindowedPagesServeEveryChangeOnceInOrder writes
+// memberships at uneven times, some deleted, and follows their change
+// feed from long before, a few a page, twice; the second walk reads
+// windows of updatedAt.
+func TestMembershipsChanges_WindowedPagesServeEveryChangeOnceInOrder(t *testing.T) {
+	ctx := context.Background()
+	var log findLog
+	s := mongotest.OpenWith(t, repository.Options{Monitor: log.monitor()})
+	coll := repository.CollectionsForTest(s)["memberships"]
+	want, since, until := writeUnevenly(t, 80, func(i int, at time.Time) string {
+		org, user := fmt.Sprintf("org_%d", i%3), fmt.Sprintf("user_feed_%02d", i)
+		id := memberAt(t, s, org, user, false, false, at)
+		if i%6 == 0 {
+			memberAt(t, s, org, user, true, false, at)
+		}
+		return id
+	})
+	followFeed(t, &log, coll, want, since, until, func(f models.ChangeFilter) ([]string, string, error) {
+		page, err := s.Memberships().Changes(ctx, f)
+		var got []string
+		for _, m := range page.Memberships {
+			got = append(got, m.MembershipID)
+		}
+		return got, page.NextCursor, err
+	})
 }

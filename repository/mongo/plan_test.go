@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	repository "github.com/usersync/usersync/repository/mongo"
 )
 
 // A query plan is judged by what it reads, in the two formats explain
@@ -222,8 +224,9 @@ func boundedScan(n pgNode) bool {
 // What bounds a scan, in usersync's data: these fields and values are
 // facts of its collections, not of the engine.
 var (
-	// identifying fields: an equality finds one document, or one user's.
-	identifyingFields = []string{"_id", "userId", "eventId", "email"}
+	// identifying fields: an equality finds one document, or one user's
+	// (a slug: one active organization; a tombstone has none).
+	identifyingFields = []string{"_id", "userId", "eventId", "email", "slug"}
 	// backlogStatuses: events still to process, a backlog rather than
 	// the history ("processed" is nearly every event).
 	backlogStatuses = []string{"stored", "failed"}
@@ -470,5 +473,60 @@ func TestPlanStages_ReadsClassicAndSlotBasedPlans(t *testing.T) {
 		if got := strings.Join(planStages(doc(tc.plan)), " "); got != tc.want {
 			t.Errorf("%s: stages %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestCheckPlan_JudgesPagesOfOrganizationsAndMemberships runs the checker
+// on DocumentDB plans of the shape the recorded pages of users have
+// (Limit ← Sort ← Index Scan), with the conditions of the pages of
+// organizations and memberships: the whole range of an organization's
+// memberships is an exception, a window of it is bounded, and so is a
+// page by slug (a slug is one active organization's).
+func TestCheckPlan_JudgesPagesOfOrganizationsAndMemberships(t *testing.T) {
+	cursor, lo, hi := repository.DocIDForTest("orgmem_a"), repository.DocIDForTest("orgmem_b"), repository.DocIDForTest("orgmem_c")
+	doc := func(op, field string, v any) string {
+		b, err := bson.Marshal(bson.D{{Key: field, Value: v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("(document OPERATOR(documentdb_api_catalog.@%s) 'BSONHEX%x'::documentdb_core.bson)", op, b)
+	}
+	id := func(op string, v bson.ObjectID) string {
+		b, err := bson.Marshal(bson.D{{Key: "", Value: v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("(object_id OPERATOR(documentdb_core.%s) 'BSONHEX%x'::documentdb_core.bson)", op, b)
+	}
+	const shard = "(shard_key_value = '74'::bigint)"
+	page := func(index string, conds ...string) pgNode {
+		scan := pgNode{Type: "Index Scan", Index: index, IndexCond: "(" + strings.Join(conds, " AND ") + ")"}
+		return pgNode{Type: "Limit", Plans: []pgNode{{Type: "Sort", SortKey: []string{"_id"}, Plans: []pgNode{scan}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		plan pgNode
+		want []planProblem
+	}{
+		{"organizations list: active", page("_id_", shard), []planProblem{readsWholeCollection, sortsUnbounded}},
+		{"organizations list: active, a window of _id", page("_id_", shard, id(">=", lo), id("<", hi)), nil},
+		{"organizations list: all, after a cursor", page("_id_", shard, id(">", cursor)), []planProblem{sortsUnbounded}},
+		{"organizations list: all, after a cursor, a window of _id", page("_id_", shard, id(">", cursor), id(">=", lo), id("<", hi)), nil},
+		{"organizations list: by slug", page("slug_1__id_1", shard, doc("=", "slug", "acme")), nil},
+		{"memberships of an organization: active", page("organizationId_1__id_1", shard, doc("=", "organizationId", "org_1"), doc(">", "_id", cursor)),
+			[]planProblem{sortsUnbounded}},
+		{"memberships of an organization: active, a window of _id", page("organizationId_1__id_1", shard, doc("=", "organizationId", "org_1"),
+			doc(">", "_id", cursor), doc(">=", "_id", lo), doc("<", "_id", hi)), nil},
+		{"memberships of a user: active", page("userId_1__id_1", shard, doc("=", "userId", "user_1"), doc(">", "_id", cursor)), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkDocumentDBPlan(tc.plan)
+			if got := planProblems(err); !slices.Equal(got, tc.want) {
+				t.Errorf("checkPlan = %v (%v), want %v", got, err, tc.want)
+			}
+			if _, excepted := documentDBExceptions[tc.name]; excepted != (len(tc.want) > 0) {
+				t.Errorf("flagged %v, but a documented exception on DocumentDB: %v", tc.want, excepted)
+			}
+		})
 	}
 }

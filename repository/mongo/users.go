@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -23,7 +22,7 @@ type Users struct {
 	// afterTake, if set, runs after Apply took an email from another user
 	// and before it writes again (tests race it).
 	afterTake func()
-	// density sizes the windows of the users page (window.go).
+	// density sizes the windows of the users' pages and change feed (pages.go).
 	density densities
 }
 
@@ -413,7 +412,7 @@ func (u *Users) state(ctx context.Context, id bson.ObjectID) (userDoc, error) {
 // finds, with no sort. Active users are neither deleted nor deprovisioned
 // (few are: they are read in the index's order and passed over).
 func userListQuery(f models.UserFilter) (filter, sort bson.D, err error) {
-	return userWindowQuery(f, window{noLo: true, noHi: true})
+	return userWindowQuery(f, allKeys)
 }
 
 // userWindowQuery is userListQuery within window w of _id (see
@@ -427,53 +426,13 @@ func userWindowQuery(f models.UserFilter, w window) (filter, sort bson.D, err er
 	if f.Email != "" {
 		filter = append(filter, bson.E{Key: "email", Value: strings.ToLower(strings.TrimSpace(f.Email))})
 	}
-	id := w.idRange()
-	if f.After != "" {
-		after, err := bson.ObjectIDFromHex(f.After)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
-		}
-		id = append(bson.D{{Key: "$gt", Value: after}}, id...)
-	}
-	if len(id) > 0 {
-		filter = append(filter, bson.E{Key: "_id", Value: id})
+	if filter, err = withIDRange(filter, f.After, w); err != nil {
+		return nil, nil, err
 	}
 	if f.Email == "" {
-		sort = bson.D{{Key: "_id", Value: 1}}
+		sort = idOrder
 	}
 	return filter, sort, nil
-}
-
-// walkIDs walks the users from the cursor up in windows of _id (see
-// window.go). Ids are hashes of user ids, spread evenly: a window holds
-// about its share of the _id space of the users. The first walk sizes its
-// window from the estimated number of users.
-func (u *Users) walkIDs(ctx context.Context, f models.UserFilter, want int, query func(window, int) ([]userDoc, error)) ([]userDoc, error) {
-	kind := fmt.Sprintf("users:%v", f.IncludeDeleted)
-	plan := windowPlan{end: math.MaxUint64}
-	if f.After != "" {
-		after, _ := bson.ObjectIDFromHex(f.After)
-		plan.start = idKey(after)
-	}
-	d, ok := u.density.get(kind)
-	if !ok {
-		n, err := u.coll.EstimatedDocumentCount(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("count users: %w", translate(err))
-		}
-		d = float64(n) / math.MaxUint64
-	}
-	plan.width = firstWidth(want, d, math.MaxUint64)
-	docs, _, err := walkWindows(&plan, want, nil, query)
-	if err != nil {
-		return nil, err
-	}
-	reach := uint64(math.MaxUint64)
-	if len(docs) >= want {
-		reach = idKey(docs[len(docs)-1].ID)
-	}
-	u.density.note(kind, len(docs), covered(plan.start, reach, false))
-	return docs, nil
 }
 
 // Get returns the user with userID, deleted or not, or an error wrapping
@@ -491,32 +450,26 @@ func (u *Users) Get(ctx context.Context, userID string) (models.User, error) {
 // f.After. With an email, the page holds the one active user with that
 // email, if any. A malformed cursor wraps models.ErrInvalid.
 func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage, error) {
-	if _, _, err := userListQuery(f); err != nil {
+	return listUsers(ctx, collSource[userDoc]{u.coll}, &u.density, f)
+}
+
+// listUsers is List, reading src: without an email, a walk of the _id
+// space in windows (walkIDs); with one, the one query the email index
+// answers.
+func listUsers(ctx context.Context, src source[userDoc], d *densities, f models.UserFilter) (models.UserPage, error) {
+	filter, sort, err := userListQuery(f)
+	if err != nil {
 		return models.UserPage{}, err
 	}
 	want := f.Limit + 1
-	query := func(w window, limit int) ([]userDoc, error) {
-		filter, sort, _ := userWindowQuery(f, w)
-		opts := options.Find().SetLimit(int64(limit))
-		if sort != nil {
-			opts.SetSort(sort)
-		}
-		cur, err := u.coll.Find(ctx, filter, opts)
-		if err != nil {
-			return nil, translate(err)
-		}
-		var docs []userDoc
-		if err := cur.All(ctx, &docs); err != nil {
-			return nil, translate(err)
-		}
-		return docs, nil
-	}
 	var docs []userDoc
-	var err error
 	if f.Email == "" {
-		docs, err = u.walkIDs(ctx, f, want, query)
+		docs, err = walkIDs(ctx, src, d, fmt.Sprintf("users:%v", f.IncludeDeleted), f.After, want, func(w window) (bson.D, error) {
+			filter, _, err := userWindowQuery(f, w)
+			return filter, err
+		})
 	} else {
-		docs, err = query(window{noLo: true, noHi: true, last: true}, want)
+		docs, err = src.find(ctx, filter, sort, want)
 	}
 	if err != nil {
 		return models.UserPage{}, fmt.Errorf("list users: %w", err)
