@@ -131,6 +131,38 @@ type KindStats struct {
 	Stored, Failed, GaveUp int64
 }
 
+// NewEventStats returns stats with no event, with the stored and failed
+// statuses and every kind present.
+func NewEventStats() EventStats {
+	st := EventStats{ByStatus: map[EventStatus]int64{StatusStored: 0, StatusFailed: 0},
+		ByOutcome: map[Outcome]int64{}, ByKind: map[Kind]KindStats{}}
+	for _, k := range Kinds {
+		st.ByKind[k] = KindStats{}
+	}
+	return st
+}
+
+// AddUnprocessed adds n stored or failed events of kind k to st; retry
+// says that failed ones are still to be retried by the sweep (else they
+// are given up).
+func (st *EventStats) AddUnprocessed(status EventStatus, k Kind, retry bool, n int64) {
+	st.ByStatus[status] += n
+	ks := st.ByKind[k]
+	switch {
+	case status == StatusStored:
+		ks.Stored += n
+	case retry:
+		ks.Failed += n
+	default:
+		ks.Failed += n
+		ks.GaveUp += n
+		st.GaveUp += n
+	}
+	if k != "" {
+		st.ByKind[k] = ks
+	}
+}
+
 // Kinds are every kind of object, in the order stats list them.
 var Kinds = []Kind{KindUser, KindOrganization, KindMembership}
 

@@ -21,11 +21,7 @@ var unprocessedFilter = bson.D{{Key: "status", Value: bson.D{{Key: "$in", Value:
 // them through the status index and groups them by status, type and
 // whether a retry is to come.
 func (e *Events) countUnprocessed(ctx context.Context) (models.EventStats, error) {
-	st := models.EventStats{ByStatus: map[models.EventStatus]int64{models.StatusStored: 0, models.StatusFailed: 0},
-		ByOutcome: map[models.Outcome]int64{}, ByKind: map[models.Kind]models.KindStats{}}
-	for _, k := range models.Kinds {
-		st.ByKind[k] = models.KindStats{}
-	}
+	st := models.NewEventStats()
 	cur, err := e.coll.Aggregate(ctx, mongo.Pipeline{
 		{{Key: "$match", Value: unprocessedFilter}},
 		{{Key: "$group", Value: bson.D{
@@ -53,29 +49,9 @@ func (e *Events) countUnprocessed(ctx context.Context) (models.EventStats, error
 		return st, translate(err)
 	}
 	for _, g := range groups {
-		foldUnprocessed(&st, g.ID.Status, models.KindOf(g.ID.Type), g.ID.Retry, g.N)
+		st.AddUnprocessed(g.ID.Status, models.KindOf(g.ID.Type), g.ID.Retry, g.N)
 	}
 	return st, nil
-}
-
-// foldUnprocessed adds n stored or failed events of kind k to st; retry
-// says that a failed one is to be retried.
-func foldUnprocessed(st *models.EventStats, status models.EventStatus, k models.Kind, retry bool, n int64) {
-	st.ByStatus[status] += n
-	ks := st.ByKind[k]
-	switch {
-	case status == models.StatusStored:
-		ks.Stored += n
-	case retry:
-		ks.Failed += n
-	default:
-		ks.Failed += n
-		ks.GaveUp += n
-		st.GaveUp += n
-	}
-	if k != "" {
-		st.ByKind[k] = ks
-	}
 }
 
 // dueStored returns up to limit stored events received before

@@ -1,7 +1,6 @@
 package mongo
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -45,37 +44,5 @@ func TestEventLogFilter_KindTypeAndObjectSelectTheirEvents(t *testing.T) {
 				}
 			}
 		}
-	}
-}
-
-// TestStats_UnprocessedGroupsCountPerKind folds the groups of the stats
-// aggregation: stored, failed to be retried, and failed for good, per kind.
-func TestStats_UnprocessedGroupsCountPerKind(t *testing.T) {
-	st := models.EventStats{ByStatus: map[models.EventStatus]int64{}, ByKind: map[models.Kind]models.KindStats{}}
-	for _, g := range []struct {
-		status models.EventStatus
-		typ    string
-		retry  bool
-		n      int64
-	}{
-		{models.StatusStored, models.TypeUserCreated, false, 3},
-		{models.StatusStored, models.TypeUserUpdated, false, 2},
-		{models.StatusFailed, models.TypeUserUpdated, true, 4},
-		{models.StatusFailed, models.TypeOrganizationDeleted, false, 1},
-		{models.StatusFailed, models.TypeMembershipCreated, false, 5},
-		{models.StatusFailed, models.TypeMembershipCreated, true, 6},
-	} {
-		foldUnprocessed(&st, g.status, models.KindOf(g.typ), g.retry, g.n)
-	}
-	want := map[models.Kind]models.KindStats{
-		models.KindUser:         {Stored: 5, Failed: 4},
-		models.KindOrganization: {Failed: 1, GaveUp: 1},
-		models.KindMembership:   {Failed: 11, GaveUp: 5},
-	}
-	if fmt.Sprint(st.ByKind) != fmt.Sprint(want) {
-		t.Errorf("ByKind = %v, want %v", st.ByKind, want)
-	}
-	if st.ByStatus[models.StatusStored] != 5 || st.ByStatus[models.StatusFailed] != 16 || st.GaveUp != 6 {
-		t.Errorf("totals = %v, gave up %d; want 5 stored, 16 failed, 6 given up", st.ByStatus, st.GaveUp)
 	}
 }

@@ -260,10 +260,9 @@ func (e *Events) query(ctx context.Context, q string, withBody bool, args ...any
 // the status index; those failed for good are the failed ones less those
 // with a retry time (the retry index).
 func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
-	st := models.EventStats{ByStatus: map[models.EventStatus]int64{models.StatusStored: 0, models.StatusFailed: 0},
-		ByOutcome: map[models.Outcome]int64{}, ByKind: map[models.Kind]models.KindStats{}}
+	st := models.NewEventStats()
 	type count struct {
-		status string
+		status models.EventStatus
 		kind   models.Kind
 		n      int64
 	}
@@ -281,24 +280,16 @@ func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 	if err != nil {
 		return models.EventStats{}, fmt.Errorf("count events: %w", err)
 	}
-	for _, c := range counts {
-		ks := st.ByKind[c.kind]
-		if c.status == string(models.StatusStored) {
-			ks.Stored = c.n
-		} else {
-			ks.Failed, ks.GaveUp = c.n, c.n
-		}
-		st.ByKind[c.kind] = ks
-		st.ByStatus[models.EventStatus(c.status)] += c.n
-	}
+	toRetry := map[models.Kind]int64{}
 	for _, c := range retrying {
-		ks := st.ByKind[c.kind]
-		ks.GaveUp = max(ks.GaveUp-c.n, 0)
-		st.ByKind[c.kind] = ks
+		toRetry[c.kind] = c.n
 	}
-	for _, k := range models.Kinds {
-		st.ByKind[k] = st.ByKind[k] // every kind is present
-		st.GaveUp += st.ByKind[k].GaveUp
+	for _, c := range counts {
+		if c.status == models.StatusFailed {
+			st.AddUnprocessed(c.status, c.kind, true, toRetry[c.kind])
+			c.n -= toRetry[c.kind]
+		}
+		st.AddUnprocessed(c.status, c.kind, false, c.n)
 	}
 	rows, err := e.s.r.QueryContext(ctx, `SELECT name, n FROM counters WHERE name >= 'outcome:' AND name < 'outcome;'`)
 	if err != nil {
