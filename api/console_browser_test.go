@@ -146,7 +146,7 @@ func TestConsole_InABrowser(t *testing.T) {
 	}
 	if _, err := h.store.Runs().Record(context.Background(), models.ReconcileSummary{
 		Kind: "reconcile", Trigger: "schedule", StartedAt: now.Add(-20 * time.Minute), Duration: 3 * time.Second,
-		Success: true, ClerkUsers: 5, LocalUsers: 5, Applied: 1, Unchanged: 4,
+		Success: true, Users: &models.ReconcileCounts{Clerk: 5, Local: 5, Applied: 1, Unchanged: 4},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -369,7 +369,7 @@ func TestOverview_ShowsHealthAtAGlance(t *testing.T) {
 	}
 	_, _ = h.block(2)
 	if _, err := h.store.Runs().Record(context.Background(), models.ReconcileSummary{
-		Kind: "reconcile", Trigger: "schedule", StartedAt: time.Now(), Success: true, Applied: 3, LocalUsers: -1,
+		Kind: "reconcile", Trigger: "schedule", StartedAt: time.Now(), Success: true, Users: &models.ReconcileCounts{Applied: 3, Local: -1},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -499,7 +499,8 @@ func TestReconcileRuns_ListsTheRecordedRunsNewestFirst(t *testing.T) {
 	for i := range 3 {
 		if _, err := h.store.Runs().Record(context.Background(), models.ReconcileSummary{
 			Kind: "reconcile", Trigger: "command", StartedAt: start.Add(time.Duration(i) * time.Hour), Success: i != 2,
-			Error: map[bool]string{true: "", false: "stopped at offset 500: Clerk's API: 503"}[i != 2], Applied: i, LocalUsers: 10,
+			Error: map[bool]string{true: "", false: "stopped at offset 500: Clerk's API: 503"}[i != 2],
+			Users: &models.ReconcileCounts{Applied: i, Local: 10},
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -520,6 +521,66 @@ func TestReconcileRuns_ListsTheRecordedRunsNewestFirst(t *testing.T) {
 	}
 }
 
+// TestReconcileRuns_ListEachKindsCountsAndNullForAKindNotRead records a
+// run of every kind and a backfill of organizations only: each kind has
+// its counts (local null when not read), a kind the run did not read is
+// null, and the top-level counts stay the users' (zeros without them).
+func TestReconcileRuns_ListEachKindsCountsAndNullForAKindNotRead(t *testing.T) {
+	h := newConsoleHarness(t)
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for _, r := range []models.ReconcileSummary{
+		{Kind: "reconcile", Trigger: "schedule", StartedAt: start, Success: false, Error: "1 membership is absent from Clerk, more than allowed",
+			Users:         &models.ReconcileCounts{Clerk: 1234, Local: 1236, Applied: 5, Stale: 1, Unchanged: 1228, Deleted: 2},
+			Organizations: &models.ReconcileCounts{Clerk: 12, Local: 13, Unchanged: 12, Deleted: 1},
+			Memberships:   &models.ReconcileCounts{Clerk: 40, Local: 41, Applied: 1, Unchanged: 39, Failed: 2, Refused: true, ToDelete: 11}},
+		{Kind: "backfill", Trigger: "command", StartedAt: start.Add(time.Hour), Success: true,
+			Organizations: &models.ReconcileCounts{Clerk: 12, Local: -1, Applied: 12}},
+	} {
+		if _, err := h.store.Runs().Record(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := h.get("/v1/reconcile/runs", testAdminKey)
+	var runs struct {
+		Data []map[string]any `json:"data"`
+	}
+	decode(t, r, http.StatusOK, &runs)
+	if len(runs.Data) != 2 {
+		t.Fatalf("runs = %s", r.Body)
+	}
+	backfill, all := runs.Data[0], runs.Data[1]
+	for _, tc := range []struct {
+		name string
+		got  any
+		want string
+	}{
+		{"every kind: users", all["users"], `{"applied":5,"clerk":1234,"deleted":2,"failed":0,"local":1236,"refused":false,"stale":1,"toDelete":0,"unchanged":1228}`},
+		{"every kind: organizations", all["organizations"], `{"applied":0,"clerk":12,"deleted":1,"failed":0,"local":13,"refused":false,"stale":0,"toDelete":0,"unchanged":12}`},
+		{"every kind: memberships", all["memberships"], `{"applied":1,"clerk":40,"deleted":0,"failed":2,"local":41,"refused":true,"stale":0,"toDelete":11,"unchanged":39}`},
+		{"every kind: the run's refusal", all["refused"], `true`},
+		{"every kind: the users' at the top", []any{all["clerkUsers"], all["localUsers"], all["applied"], all["toDelete"]}, `[1234,1236,5,0]`},
+		{"organizations only: users", backfill["users"], `null`},
+		{"organizations only: organizations", backfill["organizations"], `{"applied":12,"clerk":12,"deleted":0,"failed":0,"local":null,"refused":false,"stale":0,"toDelete":0,"unchanged":0}`},
+		{"organizations only: memberships", backfill["memberships"], `null`},
+		{"organizations only: the users' at the top", []any{backfill["clerkUsers"], backfill["localUsers"], backfill["applied"]}, `[0,null,0]`},
+	} {
+		b, err := json.Marshal(tc.got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != tc.want {
+			t.Errorf("%s = %s, want %s", tc.name, b, tc.want)
+		}
+	}
+	var o struct {
+		Reconcile struct{ LastRun map[string]any }
+	}
+	decode(t, h.get("/v1/admin/overview", testAdminKey), http.StatusOK, &o)
+	if o.Reconcile.LastRun["organizations"] == nil || o.Reconcile.LastRun["memberships"] != nil {
+		t.Errorf("overview's last run = %v; want the backfill's organizations, no memberships", o.Reconcile.LastRun)
+	}
+}
+
 func TestDryRun_IsNotConfiguredWithoutClerk(t *testing.T) {
 	h := newConsoleHarness(t)
 	for _, method := range []string{http.MethodGet, http.MethodPost} {
@@ -531,6 +592,18 @@ func TestDryRun_IsNotConfiguredWithoutClerk(t *testing.T) {
 			t.Errorf("%s: %+v", method, body.Error)
 		}
 	}
+}
+
+type dryRunKindBody struct {
+	Clerk          int    `json:"clerk"`
+	Local          *int   `json:"local"`
+	Applied        int    `json:"applied"`
+	Unchanged      int    `json:"unchanged"`
+	Deleted        int    `json:"deleted"`
+	Refused        bool   `json:"refused"`
+	ToDelete       int    `json:"toDelete"`
+	Complete       bool   `json:"complete"`
+	DeletesSkipped string `json:"deletesSkipped"`
 }
 
 type dryRunBody struct {

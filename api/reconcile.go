@@ -22,27 +22,65 @@ type reconcileRunJSON struct {
 	DurationSeconds float64 `json:"durationSeconds"`
 	Success         bool    `json:"success"`
 	Error           string  `json:"error,omitempty"`
-	ClerkUsers      int     `json:"clerkUsers"`
-	LocalUsers      *int    `json:"localUsers"`
-	Applied         int     `json:"applied"`
-	Stale           int     `json:"stale"`
-	Unchanged       int     `json:"unchanged"`
-	Deleted         int     `json:"deleted"`
-	Failed          int     `json:"failed"`
-	Refused         bool    `json:"refused"`
-	ToDelete        int     `json:"toDelete"`
+	// The users' counts, as before the other kinds were counted: zeros
+	// and localUsers null when the run did not read users.
+	ClerkUsers int  `json:"clerkUsers"`
+	LocalUsers *int `json:"localUsers"`
+	Applied    int  `json:"applied"`
+	Stale      int  `json:"stale"`
+	Unchanged  int  `json:"unchanged"`
+	Deleted    int  `json:"deleted"`
+	Failed     int  `json:"failed"`
+	// Refused is the run's: a kind had more to delete than allowed.
+	Refused  bool `json:"refused"`
+	ToDelete int  `json:"toDelete"`
+	// Each kind's counts; null when the run did not read the kind.
+	Users         *reconcileCountsJSON `json:"users"`
+	Organizations *reconcileCountsJSON `json:"organizations"`
+	Memberships   *reconcileCountsJSON `json:"memberships"`
+}
+
+// reconcileCountsJSON is what a run did to one kind.
+type reconcileCountsJSON struct {
+	Clerk     int  `json:"clerk"`
+	Local     *int `json:"local"` // null when not read
+	Applied   int  `json:"applied"`
+	Stale     int  `json:"stale"`
+	Unchanged int  `json:"unchanged"`
+	Deleted   int  `json:"deleted"`
+	Failed    int  `json:"failed"`
+	Refused   bool `json:"refused"`
+	ToDelete  int  `json:"toDelete"`
+}
+
+func newReconcileCountsJSON(c *models.ReconcileCounts) *reconcileCountsJSON {
+	if c == nil {
+		return nil
+	}
+	return &reconcileCountsJSON{
+		Clerk: c.Clerk, Local: optCount(c.Local), Applied: c.Applied, Stale: c.Stale, Unchanged: c.Unchanged,
+		Deleted: c.Deleted, Failed: c.Failed, Refused: c.Refused, ToDelete: c.ToDelete,
+	}
+}
+
+// optCount is n, or nil for -1 (not read).
+func optCount(n int) *int {
+	if n < 0 {
+		return nil
+	}
+	return &n
 }
 
 func newReconcileRunJSON(r models.ReconcileSummary) reconcileRunJSON {
 	j := reconcileRunJSON{
 		ID: r.ID, Kind: r.Kind, Trigger: r.Trigger, StartedAt: formatTime(r.StartedAt),
-		DurationSeconds: r.Duration.Seconds(), Success: r.Success, Error: r.Error, ClerkUsers: r.ClerkUsers,
-		Applied: r.Applied, Stale: r.Stale, Unchanged: r.Unchanged, Deleted: r.Deleted, Failed: r.Failed,
-		Refused: r.Refused, ToDelete: r.ToDelete,
+		DurationSeconds: r.Duration.Seconds(), Success: r.Success, Error: r.Error, Refused: r.Refused(),
+		Users: newReconcileCountsJSON(r.Users), Organizations: newReconcileCountsJSON(r.Organizations),
+		Memberships: newReconcileCountsJSON(r.Memberships),
 	}
-	if r.LocalUsers >= 0 {
-		n := r.LocalUsers
-		j.LocalUsers = &n
+	if u := r.Users; u != nil {
+		j.ClerkUsers, j.LocalUsers, j.Applied, j.Stale, j.Unchanged, j.Deleted, j.Failed, j.ToDelete =
+			u.Clerk, optCount(u.Local), u.Applied, u.Stale, u.Unchanged, u.Deleted, u.Failed, u.ToDelete
 	}
 	return j
 }
