@@ -610,15 +610,99 @@ type dryRunBody struct {
 	State  string `json:"state"`
 	Listed int    `json:"listed"`
 	Report *struct {
-		Applied int  `json:"applied"`
-		Deleted int  `json:"deleted"`
-		Refused bool `json:"refused"`
+		Applied       int             `json:"applied"`
+		Deleted       int             `json:"deleted"`
+		Refused       bool            `json:"refused"`
+		Users         *dryRunKindBody `json:"users"`
+		Organizations *dryRunKindBody `json:"organizations"`
+		Memberships   *dryRunKindBody `json:"memberships"`
 	} `json:"report"`
 	Changes []struct {
+		Kind   string `json:"kind"`
+		ID     string `json:"id"`
 		UserID string `json:"userId"`
 		Action string `json:"action"`
 	} `json:"changes"`
 	ChangesDropped int `json:"changesDropped"`
+}
+
+// waitDryRun follows the dry run until it is no longer running.
+func (h *consoleHarness) waitDryRun() dryRunBody {
+	h.t.Helper()
+	var d dryRunBody
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		decode(h.t, h.get("/v1/reconcile/dry-run", testAdminKey), http.StatusOK, &d)
+		if d.State != "running" || time.Now().After(deadline) {
+			return d
+		}
+	}
+}
+
+// TestDryRun_ReportsEachKindAndTheChangesOfEvery runs a dry run that
+// reads every kind, organizations refused over the limit, and one that
+// finds organizations turned off: each kind read has its counts, a kind
+// not read is null, and the changes name their kind and id.
+func TestDryRun_ReportsEachKindAndTheChangesOfEvery(t *testing.T) {
+	now := time.Now()
+	var clock stdsync.Mutex
+	orgsOff := false
+	h := newConsoleHarness(t, func(o *consoleOptions) {
+		o.now = func() time.Time { clock.Lock(); defer clock.Unlock(); return now }
+		o.dryRun = func(ctx context.Context, onPage func(int, sync.Tally), onNote func(sync.Note)) (sync.ReconcileReport, error) {
+			users := sync.KindReport{Kind: models.KindUser, Complete: true, Local: 4, Deleted: 1, Listed: sync.Tally{Read: 4, Applied: 1, Unchanged: 3}}
+			onPage(0, users.Listed)
+			onNote(sync.Note{Kind: models.KindUser, ID: "user_gone", Action: sync.NoteWouldDelete})
+			clock.Lock()
+			off := orgsOff
+			clock.Unlock()
+			if off {
+				return sync.ReconcileReport{Kinds: []sync.KindReport{users,
+					{Kind: models.KindOrganization, Complete: true, Off: true, Local: -1, DeletesSkipped: "organizations are not enabled in the Clerk instance"},
+					{Kind: models.KindMembership, Complete: true, Off: true, Local: -1, DeletesSkipped: "memberships are not enabled in the Clerk instance"},
+				}}, nil
+			}
+			orgs := sync.KindReport{Kind: models.KindOrganization, Complete: true, Local: 14, Refused: true,
+				ToDelete: []string{"org_a", "org_b"}, Listed: sync.Tally{Read: 12, Unchanged: 12}}
+			mships := sync.KindReport{Kind: models.KindMembership, Complete: true, Local: 40, Deleted: 1, Listed: sync.Tally{Read: 40, Applied: 2, Duplicate: 38}}
+			onPage(0, orgs.Listed)
+			onPage(0, mships.Listed)
+			onNote(sync.Note{Kind: models.KindOrganization, ID: "org_a", Action: sync.NoteWouldDelete})
+			onNote(sync.Note{Kind: models.KindMembership, ID: "orgmem_new", Action: sync.NoteWouldCreate})
+			return sync.ReconcileReport{Kinds: []sync.KindReport{users, orgs, mships}}, nil
+		}
+	})
+	decode(t, h.call(http.MethodPost, "/v1/reconcile/dry-run", testAdminKey), http.StatusAccepted, &dryRunBody{})
+	d := h.waitDryRun()
+	if d.State != "done" || d.Listed != 56 || d.Report == nil {
+		t.Fatalf("dry run = %+v, want done, 56 listed (4 users, 12 organizations, 40 memberships)", d)
+	}
+	r := d.Report
+	if r.Applied != 1 || r.Deleted != 1 || r.Refused || r.Users == nil || r.Users.Clerk != 4 || r.Users.Deleted != 1 {
+		t.Errorf("users: top %+v, users %+v; want 1 applied and 1 deleted at the top and in users", r, r.Users)
+	}
+	if o := r.Organizations; o == nil || o.Clerk != 12 || o.Local == nil || *o.Local != 14 || o.Unchanged != 12 || !o.Refused || o.ToDelete != 2 || !o.Complete {
+		t.Errorf("organizations = %+v, want 12 in Clerk, 14 local, refused with 2 to delete", o)
+	}
+	if m := r.Memberships; m == nil || m.Clerk != 40 || m.Applied != 2 || m.Unchanged != 38 || m.Deleted != 1 {
+		t.Errorf("memberships = %+v, want 40 in Clerk, 2 applied, 38 unchanged, 1 deleted", m)
+	}
+	want := []string{"user user_gone user_gone would_delete", "organization org_a  would_delete", "membership orgmem_new  would_create"}
+	var got []string
+	for _, c := range d.Changes {
+		got = append(got, strings.Join([]string{c.Kind, c.ID, c.UserID, c.Action}, " "))
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("changes = %q, want %q", got, want)
+	}
+
+	clock.Lock()
+	now, orgsOff = now.Add(time.Minute), true
+	clock.Unlock()
+	decode(t, h.call(http.MethodPost, "/v1/reconcile/dry-run", testAdminKey), http.StatusAccepted, &dryRunBody{})
+	d = h.waitDryRun()
+	if d.State != "done" || d.Report == nil || d.Report.Users == nil || d.Report.Organizations != nil || d.Report.Memberships != nil {
+		t.Errorf("organizations turned off: %+v (report %+v); want users only, organizations and memberships null", d, d.Report)
+	}
 }
 
 // TestDryRun_RunsInTheBackgroundOneAtATime drives a dry run that waits

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/sync"
 )
 
 // schemaErrors lists where v, an answer decoded from JSON, is not what
@@ -95,12 +96,24 @@ func schemaErrors(doc, schema map[string]any, v any, at string) []string {
 	return errs
 }
 
-// TestOpenAPI_ReconcileRunsDocumentEveryFieldTheyAnswer checks the answers
-// of GET /v1/reconcile/runs and the reconcile part of GET
-// /v1/admin/overview, with every kind's counts and a kind not read (null),
-// against the OpenAPI document.
-func TestOpenAPI_ReconcileRunsDocumentEveryFieldTheyAnswer(t *testing.T) {
-	h := newConsoleHarness(t)
+// TestOpenAPI_ReconcileRunsAndDryRunDocumentEveryFieldTheyAnswer checks
+// the answers of GET /v1/reconcile/runs, the reconcile part of GET
+// /v1/admin/overview and the dry run, with every kind's counts and a kind not read (null), against
+// the OpenAPI document.
+func TestOpenAPI_ReconcileRunsAndDryRunDocumentEveryFieldTheyAnswer(t *testing.T) {
+	h := newConsoleHarness(t, func(o *consoleOptions) {
+		o.dryRun = func(ctx context.Context, onPage func(int, sync.Tally), onNote func(sync.Note)) (sync.ReconcileReport, error) {
+			onPage(0, sync.Tally{Read: 2})
+			onNote(sync.Note{Kind: models.KindUser, ID: "user_gone", Action: sync.NoteWouldDelete})
+			onNote(sync.Note{Kind: models.KindOrganization, ID: "org_new", Action: sync.NoteWouldCreate})
+			onNote(sync.Note{Kind: models.KindMembership, ID: "orgmem_bad", Action: sync.NoteFailed, Err: fmt.Errorf("%w: data.role", models.ErrInvalid)})
+			return sync.ReconcileReport{Kinds: []sync.KindReport{
+				{Kind: models.KindUser, Complete: true, Local: 2, Deleted: 1, Listed: sync.Tally{Read: 1, Unchanged: 1}},
+				{Kind: models.KindOrganization, Complete: true, Local: -1, Listed: sync.Tally{Read: 1, Applied: 1}, DeletesSkipped: "1 listed organizations had no readable id"},
+				{Kind: models.KindMembership, Complete: true, Off: true, Local: -1},
+			}}, nil
+		}
+	})
 	for _, r := range []models.ReconcileSummary{
 		{Kind: "backfill", Trigger: "command", StartedAt: time.Now().Add(-time.Hour), Success: true,
 			Memberships: &models.ReconcileCounts{Clerk: 3, Local: -1, Applied: 3}},
@@ -138,6 +151,10 @@ func TestOpenAPI_ReconcileRunsDocumentEveryFieldTheyAnswer(t *testing.T) {
 	}
 	check("GET /v1/reconcile/runs", h.get("/v1/reconcile/runs", testAdminKey), http.StatusOK, schemaOf("/v1/reconcile/runs", "get", "200"), "")
 	check("GET /v1/admin/overview", h.get("/v1/admin/overview", testAdminKey), http.StatusOK, schemaOf("/v1/admin/overview", "get", "200"), "reconcile")
+	check("POST /v1/reconcile/dry-run", h.call(http.MethodPost, "/v1/reconcile/dry-run", testAdminKey), http.StatusAccepted,
+		schemaOf("/v1/reconcile/dry-run", "post", "202"), "")
+	h.waitDryRun()
+	check("GET /v1/reconcile/dry-run", h.get("/v1/reconcile/dry-run", testAdminKey), http.StatusOK, schemaOf("/v1/reconcile/dry-run", "get", "200"), "")
 }
 
 // TestOpenAPI_ActivityKindsAreTheOnesCounted checks the kinds the document
