@@ -62,6 +62,7 @@ func newConsoleHarness(t *testing.T, opts ...func(*consoleOptions)) *consoleHarn
 	act := sync.NewActivity(store.Activity(), o.now)
 	blocked := &blockedUsers{UserStore: store.Users(), ids: map[string]bool{}}
 	svc := sync.New(store.Events(), blocked, o.now)
+	svc.SetOrganizations(store.Organizations(), store.Memberships())
 	svc.SetActivity(act)
 	spy := &sizeSpy{ActivityReader: store.Activity()}
 	e, err := api.New(api.Config{
@@ -216,6 +217,47 @@ func TestConsole_PageHasNoInlineCodeAndRendersTextOnly(t *testing.T) {
 	}
 	if !strings.Contains(js, "sessionStorage") || !strings.Contains(js, `"Bearer "`) {
 		t.Error("console.js does not keep the key in sessionStorage and send it as a bearer key")
+	}
+}
+
+// TestConsole_ChartsDrawEveryOutcomeTheActivityCounts reads the script and
+// the style sheet: the kinds of the totals are the activity kinds, the
+// outcomes chart stacks every one but received, and each has its label,
+// bar colour and legend entry.
+func TestConsole_ChartsDrawEveryOutcomeTheActivityCounts(t *testing.T) {
+	h := newConsoleHarness(t)
+	js, css := string(h.get("/admin/console.js", "").Body), string(h.get("/admin/console.css", "").Body)
+	list := func(name string) []string {
+		t.Helper()
+		m := regexp.MustCompile(`const ` + name + ` = \[([^\]]*)\]`).FindStringSubmatch(js)
+		if m == nil {
+			t.Fatalf("console.js has no const %s = [...]", name)
+		}
+		var out []string
+		for _, q := range regexp.MustCompile(`"([a-z_]+)"`).FindAllStringSubmatch(m[1], -1) {
+			out = append(out, q[1])
+		}
+		return out
+	}
+	if got := list("KINDS"); strings.Join(got, ",") != strings.Join(models.ActivityKinds, ",") {
+		t.Errorf("console.js KINDS = %q, want the activity kinds %q", got, models.ActivityKinds)
+	}
+	outcomes := list("OUTCOMES")
+	if want := models.ActivityKinds[1:]; strings.Join(outcomes, ",") != strings.Join(want, ",") {
+		t.Errorf("console.js OUTCOMES = %q, want %q", outcomes, want)
+	}
+	for _, k := range models.ActivityKinds {
+		if !regexp.MustCompile(`KIND_LABEL = \{[^}]*\b` + k + `: "`).MatchString(js) {
+			t.Errorf("console.js has no label of %s", k)
+		}
+		for _, rule := range []string{".bar-" + k + " { fill: var(--" + k + "); }", ".legend .k-" + k + "::before { background: var(--" + k + "); }"} {
+			if !strings.Contains(css, rule) {
+				t.Errorf("console.css lacks %q", rule)
+			}
+		}
+		if n := strings.Count(css, "--"+k+": #"); n != 2 {
+			t.Errorf("console.css defines --%s %d times, want twice (light and dark)", k, n)
+		}
 	}
 }
 
