@@ -37,8 +37,8 @@ type RunReader interface {
 	Last(ctx context.Context, n int) ([]models.ReconcileSummary, error)
 }
 
-// ReconcileDryRun previews a reconcile of users: it reads Clerk's user list
-// and reports what a run would change, changing nothing. onPage and onNote
+// ReconcileDryRun previews a reconcile of every kind: it reads Clerk's
+// lists and reports what a run would change, changing nothing. onPage and onNote
 // are told of its progress as sync.ReconcileOptions' OnPage and OnNote
 // are.
 type ReconcileDryRun func(ctx context.Context, onPage func(offset int, page sync.Tally), onNote func(sync.Note)) (sync.ReconcileReport, error)

@@ -123,22 +123,40 @@ func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 func TestConsole_InABrowser(t *testing.T) {
 	ctx := browser(t)
 	h := newConsoleHarness(t, func(o *consoleOptions) {
-		o.dryRun = func(ctx context.Context, onPage func(int, sync.Tally), onUser func(sync.Note)) (sync.ReconcileReport, error) {
+		o.dryRun = func(ctx context.Context, onPage func(int, sync.Tally), onNote func(sync.Note)) (sync.ReconcileReport, error) {
 			onPage(0, sync.Tally{Read: 4, Applied: 1, Unchanged: 3})
-			onUser(sync.Note{Kind: models.KindUser, ID: "user_new_in_clerk", Action: sync.NoteWouldCreate})
-			onUser(sync.Note{Kind: models.KindUser, ID: "user_gone_from_clerk", Action: sync.NoteWouldDelete})
-			return sync.ReconcileReport{Kinds: []sync.KindReport{{Kind: models.KindUser, Complete: true, Listed: sync.Tally{Read: 4, Applied: 1, Unchanged: 3}, Local: 4, Deleted: 1}}}, nil
+			onPage(0, sync.Tally{Read: 2, Unchanged: 2})
+			onPage(0, sync.Tally{Read: 7, Applied: 1, Unchanged: 6})
+			onNote(sync.Note{Kind: models.KindUser, ID: "user_new_in_clerk", Action: sync.NoteWouldCreate})
+			onNote(sync.Note{Kind: models.KindUser, ID: "user_gone_from_clerk", Action: sync.NoteWouldDelete})
+			onNote(sync.Note{Kind: models.KindOrganization, ID: "org_gone_from_clerk", Action: sync.NoteWouldDelete})
+			onNote(sync.Note{Kind: models.KindMembership, ID: "orgmem_new_in_clerk", Action: sync.NoteWouldCreate})
+			return sync.ReconcileReport{Kinds: []sync.KindReport{
+				{Kind: models.KindUser, Complete: true, Listed: sync.Tally{Read: 4, Applied: 1, Unchanged: 3}, Local: 4, Deleted: 1},
+				{Kind: models.KindOrganization, Complete: true, Listed: sync.Tally{Read: 2, Unchanged: 2}, Local: 3, Deleted: 1},
+				{Kind: models.KindMembership, Complete: true, Listed: sync.Tally{Read: 7, Applied: 1, Unchanged: 6}, Local: 6},
+			}}, nil
 		}
 	})
 	failed, unblock := h.block(2)
 	if r := h.deliver(newID(), []byte(`{"type":"user.updated","data":{"id":"user_bad"}}`)); r.Code != http.StatusBadRequest {
 		t.Fatalf("an invalid payload: %s", r)
 	}
+	// An organization deleted, and a late update of it: outcome deleted.
+	h.mustDeliver(newID(), editFixture(t, "openapi.organization.deleted.json", func(env, _ map[string]any) {
+		env["timestamp"] = time.Now().Add(-time.Minute).UnixMilli()
+	}))
+	if got := h.mustDeliver(newID(), editFixture(t, "openapi.organization.updated.json", func(_, d map[string]any) {
+		d["updated_at"] = time.Now().UnixMilli()
+	})); got["outcome"] != "deleted" {
+		t.Fatalf("a late update of a deleted organization = %v, want outcome deleted", got)
+	}
 	// An hour of traffic for the charts, and a reconcile run.
 	now := time.Now()
 	for i := range 60 {
 		at := now.Add(-time.Duration(i) * time.Minute)
-		for kind, n := range map[string]int64{models.ActivityReceived: int64(5 + i%7), models.ActivityApplied: int64(4 + i%5), models.ActivityStale: int64(i % 3)} {
+		for kind, n := range map[string]int64{models.ActivityReceived: int64(5 + i%7), models.ActivityApplied: int64(4 + i%5), models.ActivityStale: int64(i % 3),
+			models.ActivityDeleted: int64(i % 4 / 3)} {
 			if err := h.store.Activity().Add(context.Background(), at, kind, n); err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +164,8 @@ func TestConsole_InABrowser(t *testing.T) {
 	}
 	if _, err := h.store.Runs().Record(context.Background(), models.ReconcileSummary{
 		Kind: "reconcile", Trigger: "schedule", StartedAt: now.Add(-20 * time.Minute), Duration: 3 * time.Second,
-		Success: true, ClerkUsers: 5, LocalUsers: 5, Applied: 1, Unchanged: 4,
+		Success: true, Users: &models.ReconcileCounts{Clerk: 5, Local: 5, Applied: 1, Unchanged: 4},
+		Organizations: &models.ReconcileCounts{Clerk: 2, Local: 3, Unchanged: 2, Deleted: 1},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +186,12 @@ func TestConsole_InABrowser(t *testing.T) {
 	p.until("the overview shows", `document.querySelector("#card-ready") && document.querySelector("#card-ready").textContent.includes("ready")`)
 	p.until("the charts show", `document.querySelectorAll("#chart-received svg rect.bar-received").length > 50`)
 	p.until("the backlog shows", `document.querySelector("#card-failed .value").textContent.trim() === "3"`)
+	p.until("the outcomes chart draws organizations and memberships deleted, with a legend",
+		`document.querySelectorAll("#chart-outcomes svg rect.bar-deleted").length >= 15 && document.querySelector("#chart-outcomes .legend .k-deleted") !== null &&
+		getComputedStyle(document.querySelector("#chart-outcomes svg rect.bar-deleted")).fill === "rgb(191, 57, 137)"`)
+	p.until("the processed card counts the deleted outcome", `document.querySelector("#card-processed .sub").textContent.includes("0 deleted user, 1 deleted")`)
+	p.until("the last reconcile says what it did to each kind", `(() => { const c = document.querySelector("#card-reconcile .sub").textContent;
+		return c.includes("users: 5 in Clerk, 1 applied") && c.includes("organizations: 2 in Clerk, 0 applied, 1 deleted") && !c.includes("memberships") })()`)
 	p.until("the key is kept in the tab only", `sessionStorage.getItem("usersync.adminKey") === "`+testAdminKey+`" && localStorage.length === 0 && document.cookie === ""`)
 	p.screenshot("03-overview")
 
@@ -212,10 +237,18 @@ func TestConsole_InABrowser(t *testing.T) {
 		t.Errorf("after the group's replay, event %s is %v", failed[1], st)
 	}
 
-	// Reconcile: the runs, and a dry run.
+	// Reconcile: the runs, each kind's counts, and a dry run of every kind.
 	p.do("open reconcile", chromedp.Click(css(`#nav a[data-page="reconcile"]`)), chromedp.WaitVisible(css("#runs table")))
+	p.until("the run shows each kind it read", `(() => { const row = (o) => document.querySelector('#runs tr[data-object="' + o + '"]');
+		const cells = (o) => [...row(o).querySelectorAll("td.num")].map((td) => td.textContent);
+		return row("users") && cells("users").slice(0, 7).join(",") === "5,5,1,0,4,0,0" && cells("organizations").join(",") === "2,3,0,0,2,1,0" &&
+			row("memberships").querySelector("td.not-read") !== null })()`)
 	p.do("start a dry run", chromedp.Click(css("#dry-start")))
 	p.until("the dry run is done", `document.querySelector("#dry-run .badge.done") && document.querySelector("#dry-run").textContent.includes("user_gone_from_clerk")`)
+	p.until("the dry run shows each kind and its changes", `(() => { const d = document.querySelector("#dry-run");
+		const cells = (o) => [...d.querySelectorAll('#dry-kinds tr[data-object="' + o + '"] td.num')].map((td) => td.textContent).join(",");
+		return cells("users") === "4,4,1,0,3,1,0" && cells("organizations") === "2,3,0,0,2,1,0" && cells("memberships") === "7,6,1,0,6,0,0" &&
+			d.textContent.includes("13 objects read") && d.textContent.includes("org_gone_from_clerk") && d.textContent.includes("orgmem_new_in_clerk") })()`)
 	p.screenshot("10-reconcile")
 
 	// A phone.
@@ -228,6 +261,8 @@ func TestConsole_InABrowser(t *testing.T) {
 	p.screenshot("12-phone-user")
 	p.do("events on a phone", chromedp.Navigate(h.url+"/admin#/events"), chromedp.WaitVisible(css("#event-list table")))
 	p.screenshot("13-phone-events")
+	p.do("reconcile on a phone", chromedp.Navigate(h.url+"/admin#/reconcile"), chromedp.WaitVisible(css(`#runs tr[data-object="memberships"]`)))
+	p.screenshot("14-phone-reconcile")
 
 	// The key is forgotten with the tab: a new tab asks for it again.
 	p.do("forget the key", chromedp.Click(css("#signout")), chromedp.WaitVisible(css("#key")))

@@ -62,6 +62,7 @@ func newConsoleHarness(t *testing.T, opts ...func(*consoleOptions)) *consoleHarn
 	act := sync.NewActivity(store.Activity(), o.now)
 	blocked := &blockedUsers{UserStore: store.Users(), ids: map[string]bool{}}
 	svc := sync.New(store.Events(), blocked, o.now)
+	svc.SetOrganizations(store.Organizations(), store.Memberships())
 	svc.SetActivity(act)
 	spy := &sizeSpy{ActivityReader: store.Activity()}
 	e, err := api.New(api.Config{
@@ -219,6 +220,47 @@ func TestConsole_PageHasNoInlineCodeAndRendersTextOnly(t *testing.T) {
 	}
 }
 
+// TestConsole_ChartsDrawEveryOutcomeTheActivityCounts reads the script and
+// the style sheet: the kinds of the totals are the activity kinds, the
+// outcomes chart stacks every one but received, and each has its label,
+// bar colour and legend entry.
+func TestConsole_ChartsDrawEveryOutcomeTheActivityCounts(t *testing.T) {
+	h := newConsoleHarness(t)
+	js, css := string(h.get("/admin/console.js", "").Body), string(h.get("/admin/console.css", "").Body)
+	list := func(name string) []string {
+		t.Helper()
+		m := regexp.MustCompile(`const ` + name + ` = \[([^\]]*)\]`).FindStringSubmatch(js)
+		if m == nil {
+			t.Fatalf("console.js has no const %s = [...]", name)
+		}
+		var out []string
+		for _, q := range regexp.MustCompile(`"([a-z_]+)"`).FindAllStringSubmatch(m[1], -1) {
+			out = append(out, q[1])
+		}
+		return out
+	}
+	if got := list("KINDS"); strings.Join(got, ",") != strings.Join(models.ActivityKinds, ",") {
+		t.Errorf("console.js KINDS = %q, want the activity kinds %q", got, models.ActivityKinds)
+	}
+	outcomes := list("OUTCOMES")
+	if want := models.ActivityKinds[1:]; strings.Join(outcomes, ",") != strings.Join(want, ",") {
+		t.Errorf("console.js OUTCOMES = %q, want %q", outcomes, want)
+	}
+	for _, k := range models.ActivityKinds {
+		if !regexp.MustCompile(`KIND_LABEL = \{[^}]*\b` + k + `: "`).MatchString(js) {
+			t.Errorf("console.js has no label of %s", k)
+		}
+		for _, rule := range []string{".bar-" + k + " { fill: var(--" + k + "); }", ".legend .k-" + k + "::before { background: var(--" + k + "); }"} {
+			if !strings.Contains(css, rule) {
+				t.Errorf("console.css lacks %q", rule)
+			}
+		}
+		if n := strings.Count(css, "--"+k+": #"); n != 2 {
+			t.Errorf("console.css defines --%s %d times, want twice (light and dark)", k, n)
+		}
+	}
+}
+
 // consoleEndpoints are the endpoints the console added, all for admins.
 var consoleEndpoints = []struct{ method, path string }{
 	{http.MethodGet, "/v1/admin/overview"},
@@ -369,7 +411,7 @@ func TestOverview_ShowsHealthAtAGlance(t *testing.T) {
 	}
 	_, _ = h.block(2)
 	if _, err := h.store.Runs().Record(context.Background(), models.ReconcileSummary{
-		Kind: "reconcile", Trigger: "schedule", StartedAt: time.Now(), Success: true, Applied: 3, LocalUsers: -1,
+		Kind: "reconcile", Trigger: "schedule", StartedAt: time.Now(), Success: true, Users: &models.ReconcileCounts{Applied: 3, Local: -1},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -532,7 +574,8 @@ func TestReconcileRuns_ListsTheRecordedRunsNewestFirst(t *testing.T) {
 	for i := range 3 {
 		if _, err := h.store.Runs().Record(context.Background(), models.ReconcileSummary{
 			Kind: "reconcile", Trigger: "command", StartedAt: start.Add(time.Duration(i) * time.Hour), Success: i != 2,
-			Error: map[bool]string{true: "", false: "stopped at offset 500: Clerk's API: 503"}[i != 2], Applied: i, LocalUsers: 10,
+			Error: map[bool]string{true: "", false: "stopped at offset 500: Clerk's API: 503"}[i != 2],
+			Users: &models.ReconcileCounts{Applied: i, Local: 10},
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -553,6 +596,66 @@ func TestReconcileRuns_ListsTheRecordedRunsNewestFirst(t *testing.T) {
 	}
 }
 
+// TestReconcileRuns_ListEachKindsCountsAndNullForAKindNotRead records a
+// run of every kind and a backfill of organizations only: each kind has
+// its counts (local null when not read), a kind the run did not read is
+// null, and the top-level counts stay the users' (zeros without them).
+func TestReconcileRuns_ListEachKindsCountsAndNullForAKindNotRead(t *testing.T) {
+	h := newConsoleHarness(t)
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for _, r := range []models.ReconcileSummary{
+		{Kind: "reconcile", Trigger: "schedule", StartedAt: start, Success: false, Error: "1 membership is absent from Clerk, more than allowed",
+			Users:         &models.ReconcileCounts{Clerk: 1234, Local: 1236, Applied: 5, Stale: 1, Unchanged: 1228, Deleted: 2},
+			Organizations: &models.ReconcileCounts{Clerk: 12, Local: 13, Unchanged: 12, Deleted: 1},
+			Memberships:   &models.ReconcileCounts{Clerk: 40, Local: 41, Applied: 1, Unchanged: 39, Failed: 2, Refused: true, ToDelete: 11}},
+		{Kind: "backfill", Trigger: "command", StartedAt: start.Add(time.Hour), Success: true,
+			Organizations: &models.ReconcileCounts{Clerk: 12, Local: -1, Applied: 12}},
+	} {
+		if _, err := h.store.Runs().Record(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := h.get("/v1/reconcile/runs", testAdminKey)
+	var runs struct {
+		Data []map[string]any `json:"data"`
+	}
+	decode(t, r, http.StatusOK, &runs)
+	if len(runs.Data) != 2 {
+		t.Fatalf("runs = %s", r.Body)
+	}
+	backfill, all := runs.Data[0], runs.Data[1]
+	for _, tc := range []struct {
+		name string
+		got  any
+		want string
+	}{
+		{"every kind: users", all["users"], `{"applied":5,"clerk":1234,"deleted":2,"failed":0,"local":1236,"refused":false,"stale":1,"toDelete":0,"unchanged":1228}`},
+		{"every kind: organizations", all["organizations"], `{"applied":0,"clerk":12,"deleted":1,"failed":0,"local":13,"refused":false,"stale":0,"toDelete":0,"unchanged":12}`},
+		{"every kind: memberships", all["memberships"], `{"applied":1,"clerk":40,"deleted":0,"failed":2,"local":41,"refused":true,"stale":0,"toDelete":11,"unchanged":39}`},
+		{"every kind: the run's refusal", all["refused"], `true`},
+		{"every kind: the users' at the top", []any{all["clerkUsers"], all["localUsers"], all["applied"], all["toDelete"]}, `[1234,1236,5,0]`},
+		{"organizations only: users", backfill["users"], `null`},
+		{"organizations only: organizations", backfill["organizations"], `{"applied":12,"clerk":12,"deleted":0,"failed":0,"local":null,"refused":false,"stale":0,"toDelete":0,"unchanged":0}`},
+		{"organizations only: memberships", backfill["memberships"], `null`},
+		{"organizations only: the users' at the top", []any{backfill["clerkUsers"], backfill["localUsers"], backfill["applied"]}, `[0,null,0]`},
+	} {
+		b, err := json.Marshal(tc.got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != tc.want {
+			t.Errorf("%s = %s, want %s", tc.name, b, tc.want)
+		}
+	}
+	var o struct {
+		Reconcile struct{ LastRun map[string]any }
+	}
+	decode(t, h.get("/v1/admin/overview", testAdminKey), http.StatusOK, &o)
+	if o.Reconcile.LastRun["organizations"] == nil || o.Reconcile.LastRun["memberships"] != nil {
+		t.Errorf("overview's last run = %v; want the backfill's organizations, no memberships", o.Reconcile.LastRun)
+	}
+}
+
 func TestDryRun_IsNotConfiguredWithoutClerk(t *testing.T) {
 	h := newConsoleHarness(t)
 	for _, method := range []string{http.MethodGet, http.MethodPost} {
@@ -566,19 +669,115 @@ func TestDryRun_IsNotConfiguredWithoutClerk(t *testing.T) {
 	}
 }
 
+type dryRunKindBody struct {
+	Clerk          int    `json:"clerk"`
+	Local          *int   `json:"local"`
+	Applied        int    `json:"applied"`
+	Unchanged      int    `json:"unchanged"`
+	Deleted        int    `json:"deleted"`
+	Refused        bool   `json:"refused"`
+	ToDelete       int    `json:"toDelete"`
+	Complete       bool   `json:"complete"`
+	DeletesSkipped string `json:"deletesSkipped"`
+}
+
 type dryRunBody struct {
 	State  string `json:"state"`
 	Listed int    `json:"listed"`
 	Report *struct {
-		Applied int  `json:"applied"`
-		Deleted int  `json:"deleted"`
-		Refused bool `json:"refused"`
+		Applied       int             `json:"applied"`
+		Deleted       int             `json:"deleted"`
+		Refused       bool            `json:"refused"`
+		Users         *dryRunKindBody `json:"users"`
+		Organizations *dryRunKindBody `json:"organizations"`
+		Memberships   *dryRunKindBody `json:"memberships"`
 	} `json:"report"`
 	Changes []struct {
+		Kind   string `json:"kind"`
+		ID     string `json:"id"`
 		UserID string `json:"userId"`
 		Action string `json:"action"`
 	} `json:"changes"`
 	ChangesDropped int `json:"changesDropped"`
+}
+
+// waitDryRun follows the dry run until it is no longer running.
+func (h *consoleHarness) waitDryRun() dryRunBody {
+	h.t.Helper()
+	var d dryRunBody
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		decode(h.t, h.get("/v1/reconcile/dry-run", testAdminKey), http.StatusOK, &d)
+		if d.State != "running" || time.Now().After(deadline) {
+			return d
+		}
+	}
+}
+
+// TestDryRun_ReportsEachKindAndTheChangesOfEvery runs a dry run that
+// reads every kind, organizations refused over the limit, and one that
+// finds organizations turned off: each kind read has its counts, a kind
+// not read is null, and the changes name their kind and id.
+func TestDryRun_ReportsEachKindAndTheChangesOfEvery(t *testing.T) {
+	now := time.Now()
+	var clock stdsync.Mutex
+	orgsOff := false
+	h := newConsoleHarness(t, func(o *consoleOptions) {
+		o.now = func() time.Time { clock.Lock(); defer clock.Unlock(); return now }
+		o.dryRun = func(ctx context.Context, onPage func(int, sync.Tally), onNote func(sync.Note)) (sync.ReconcileReport, error) {
+			users := sync.KindReport{Kind: models.KindUser, Complete: true, Local: 4, Deleted: 1, Listed: sync.Tally{Read: 4, Applied: 1, Unchanged: 3}}
+			onPage(0, users.Listed)
+			onNote(sync.Note{Kind: models.KindUser, ID: "user_gone", Action: sync.NoteWouldDelete})
+			clock.Lock()
+			off := orgsOff
+			clock.Unlock()
+			if off {
+				return sync.ReconcileReport{Kinds: []sync.KindReport{users,
+					{Kind: models.KindOrganization, Complete: true, Off: true, Local: -1, DeletesSkipped: "organizations are not enabled in the Clerk instance"},
+					{Kind: models.KindMembership, Complete: true, Off: true, Local: -1, DeletesSkipped: "memberships are not enabled in the Clerk instance"},
+				}}, nil
+			}
+			orgs := sync.KindReport{Kind: models.KindOrganization, Complete: true, Local: 14, Refused: true,
+				ToDelete: []string{"org_a", "org_b"}, Listed: sync.Tally{Read: 12, Unchanged: 12}}
+			mships := sync.KindReport{Kind: models.KindMembership, Complete: true, Local: 40, Deleted: 1, Listed: sync.Tally{Read: 40, Applied: 2, Duplicate: 38}}
+			onPage(0, orgs.Listed)
+			onPage(0, mships.Listed)
+			onNote(sync.Note{Kind: models.KindOrganization, ID: "org_a", Action: sync.NoteWouldDelete})
+			onNote(sync.Note{Kind: models.KindMembership, ID: "orgmem_new", Action: sync.NoteWouldCreate})
+			return sync.ReconcileReport{Kinds: []sync.KindReport{users, orgs, mships}}, nil
+		}
+	})
+	decode(t, h.call(http.MethodPost, "/v1/reconcile/dry-run", testAdminKey), http.StatusAccepted, &dryRunBody{})
+	d := h.waitDryRun()
+	if d.State != "done" || d.Listed != 56 || d.Report == nil {
+		t.Fatalf("dry run = %+v, want done, 56 listed (4 users, 12 organizations, 40 memberships)", d)
+	}
+	r := d.Report
+	if r.Applied != 1 || r.Deleted != 1 || r.Refused || r.Users == nil || r.Users.Clerk != 4 || r.Users.Deleted != 1 {
+		t.Errorf("users: top %+v, users %+v; want 1 applied and 1 deleted at the top and in users", r, r.Users)
+	}
+	if o := r.Organizations; o == nil || o.Clerk != 12 || o.Local == nil || *o.Local != 14 || o.Unchanged != 12 || !o.Refused || o.ToDelete != 2 || !o.Complete {
+		t.Errorf("organizations = %+v, want 12 in Clerk, 14 local, refused with 2 to delete", o)
+	}
+	if m := r.Memberships; m == nil || m.Clerk != 40 || m.Applied != 2 || m.Unchanged != 38 || m.Deleted != 1 {
+		t.Errorf("memberships = %+v, want 40 in Clerk, 2 applied, 38 unchanged, 1 deleted", m)
+	}
+	want := []string{"user user_gone user_gone would_delete", "organization org_a  would_delete", "membership orgmem_new  would_create"}
+	var got []string
+	for _, c := range d.Changes {
+		got = append(got, strings.Join([]string{c.Kind, c.ID, c.UserID, c.Action}, " "))
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("changes = %q, want %q", got, want)
+	}
+
+	clock.Lock()
+	now, orgsOff = now.Add(time.Minute), true
+	clock.Unlock()
+	decode(t, h.call(http.MethodPost, "/v1/reconcile/dry-run", testAdminKey), http.StatusAccepted, &dryRunBody{})
+	d = h.waitDryRun()
+	if d.State != "done" || d.Report == nil || d.Report.Users == nil || d.Report.Organizations != nil || d.Report.Memberships != nil {
+		t.Errorf("organizations turned off: %+v (report %+v); want users only, organizations and memberships null", d, d.Report)
+	}
 }
 
 // TestDryRun_RunsInTheBackgroundOneAtATime drives a dry run that waits

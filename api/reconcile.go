@@ -22,27 +22,65 @@ type reconcileRunJSON struct {
 	DurationSeconds float64 `json:"durationSeconds"`
 	Success         bool    `json:"success"`
 	Error           string  `json:"error,omitempty"`
-	ClerkUsers      int     `json:"clerkUsers"`
-	LocalUsers      *int    `json:"localUsers"`
-	Applied         int     `json:"applied"`
-	Stale           int     `json:"stale"`
-	Unchanged       int     `json:"unchanged"`
-	Deleted         int     `json:"deleted"`
-	Failed          int     `json:"failed"`
-	Refused         bool    `json:"refused"`
-	ToDelete        int     `json:"toDelete"`
+	// The users' counts, as before the other kinds were counted: zeros
+	// and localUsers null when the run did not read users.
+	ClerkUsers int  `json:"clerkUsers"`
+	LocalUsers *int `json:"localUsers"`
+	Applied    int  `json:"applied"`
+	Stale      int  `json:"stale"`
+	Unchanged  int  `json:"unchanged"`
+	Deleted    int  `json:"deleted"`
+	Failed     int  `json:"failed"`
+	// Refused is the run's: a kind had more to delete than allowed.
+	Refused  bool `json:"refused"`
+	ToDelete int  `json:"toDelete"`
+	// Each kind's counts; null when the run did not read the kind.
+	Users         *reconcileCountsJSON `json:"users"`
+	Organizations *reconcileCountsJSON `json:"organizations"`
+	Memberships   *reconcileCountsJSON `json:"memberships"`
+}
+
+// reconcileCountsJSON is what a run did to one kind.
+type reconcileCountsJSON struct {
+	Clerk     int  `json:"clerk"`
+	Local     *int `json:"local"` // null when not read
+	Applied   int  `json:"applied"`
+	Stale     int  `json:"stale"`
+	Unchanged int  `json:"unchanged"`
+	Deleted   int  `json:"deleted"`
+	Failed    int  `json:"failed"`
+	Refused   bool `json:"refused"`
+	ToDelete  int  `json:"toDelete"`
+}
+
+func newReconcileCountsJSON(c *models.ReconcileCounts) *reconcileCountsJSON {
+	if c == nil {
+		return nil
+	}
+	return &reconcileCountsJSON{
+		Clerk: c.Clerk, Local: optCount(c.Local), Applied: c.Applied, Stale: c.Stale, Unchanged: c.Unchanged,
+		Deleted: c.Deleted, Failed: c.Failed, Refused: c.Refused, ToDelete: c.ToDelete,
+	}
+}
+
+// optCount is n, or nil for -1 (not read).
+func optCount(n int) *int {
+	if n < 0 {
+		return nil
+	}
+	return &n
 }
 
 func newReconcileRunJSON(r models.ReconcileSummary) reconcileRunJSON {
 	j := reconcileRunJSON{
 		ID: r.ID, Kind: r.Kind, Trigger: r.Trigger, StartedAt: formatTime(r.StartedAt),
-		DurationSeconds: r.Duration.Seconds(), Success: r.Success, Error: r.Error, ClerkUsers: r.ClerkUsers,
-		Applied: r.Applied, Stale: r.Stale, Unchanged: r.Unchanged, Deleted: r.Deleted, Failed: r.Failed,
-		Refused: r.Refused, ToDelete: r.ToDelete,
+		DurationSeconds: r.Duration.Seconds(), Success: r.Success, Error: r.Error, Refused: r.Refused(),
+		Users: newReconcileCountsJSON(r.Users), Organizations: newReconcileCountsJSON(r.Organizations),
+		Memberships: newReconcileCountsJSON(r.Memberships),
 	}
-	if r.LocalUsers >= 0 {
-		n := r.LocalUsers
-		j.LocalUsers = &n
+	if u := r.Users; u != nil {
+		j.ClerkUsers, j.LocalUsers, j.Applied, j.Stale, j.Unchanged, j.Deleted, j.Failed, j.ToDelete =
+			u.Clerk, optCount(u.Local), u.Applied, u.Stale, u.Unchanged, u.Deleted, u.Failed, u.ToDelete
 	}
 	return j
 }
@@ -74,7 +112,7 @@ func (s *server) reconcileRuns(c echo.Context) error {
 	return c.JSON(http.StatusOK, resp)
 }
 
-// Bounds of a dry run: its time, the users it lists by name, and how
+// Bounds of a dry run: its time, the objects it lists by id, and how
 // often one may start.
 const (
 	dryRunTimeout   = 15 * time.Minute
@@ -96,12 +134,19 @@ type dryRunJob struct {
 	err      string
 }
 
+// dryRunNote is one object a run would change or could not apply.
 type dryRunNote struct {
-	UserID string `json:"userId"`
+	Kind models.Kind `json:"kind"`
+	ID   string      `json:"id"`
+	// UserID is a user's id (ID), on a user's note only, as before the
+	// other kinds were noted.
+	UserID string `json:"userId,omitempty"`
 	Action string `json:"action"`
 	Error  string `json:"error,omitempty"`
 }
 
+// dryRunReportJSON is what a run would do: the users' counts at the top,
+// as before the other kinds were counted, and each kind's.
 type dryRunReportJSON struct {
 	Complete       bool   `json:"complete"`
 	ClerkUsers     int    `json:"clerkUsers"`
@@ -114,6 +159,47 @@ type dryRunReportJSON struct {
 	Refused        bool   `json:"refused"`
 	ToDelete       int    `json:"toDelete"`
 	DeletesSkipped string `json:"deletesSkipped,omitempty"`
+	// Each kind's; null when the dry run did not read the kind (the Clerk
+	// instance has organizations turned off).
+	Users         *dryRunKindJSON `json:"users"`
+	Organizations *dryRunKindJSON `json:"organizations"`
+	Memberships   *dryRunKindJSON `json:"memberships"`
+}
+
+// dryRunKindJSON is what a run would do to one kind.
+type dryRunKindJSON struct {
+	reconcileCountsJSON
+	// Complete: Clerk's whole list of the kind was read.
+	Complete bool `json:"complete"`
+	// DeletesSkipped says why no object of the kind would be deleted.
+	DeletesSkipped string `json:"deletesSkipped,omitempty"`
+}
+
+func newDryRunReportJSON(rep sync.ReconcileReport) *dryRunReportJSON {
+	users := rep.Of(models.KindUser)
+	r := &dryRunReportJSON{
+		Complete: users.Complete, ClerkUsers: users.Listed.Read, LocalUsers: optCount(users.Local),
+		Applied: users.Listed.Applied, Stale: users.Listed.Stale, Unchanged: unchangedOf(users.Listed),
+		Deleted: users.Deleted, Failed: users.Listed.Failed, Refused: users.Refused, ToDelete: len(users.ToDelete),
+		DeletesSkipped: users.DeletesSkipped,
+	}
+	for _, k := range sync.Kinds {
+		c := rep.Counts(k)
+		if c == nil {
+			continue
+		}
+		kr := rep.Of(k)
+		j := &dryRunKindJSON{reconcileCountsJSON: *newReconcileCountsJSON(c), Complete: kr.Complete, DeletesSkipped: kr.DeletesSkipped}
+		switch k {
+		case models.KindUser:
+			r.Users = j
+		case models.KindOrganization:
+			r.Organizations = j
+		case models.KindMembership:
+			r.Memberships = j
+		}
+	}
+	return r
 }
 
 type dryRunResponse struct {
@@ -122,11 +208,11 @@ type dryRunResponse struct {
 	State      string  `json:"state"`
 	StartedAt  *string `json:"startedAt"`
 	FinishedAt *string `json:"finishedAt"`
-	// Listed counts the users read from Clerk so far.
+	// Listed counts the objects (of every kind) read from Clerk so far.
 	Listed int               `json:"listed"`
 	Report *dryRunReportJSON `json:"report"`
 	Error  string            `json:"error,omitempty"`
-	// Changes are the users a run would create, update or delete, or
+	// Changes are the objects a run would create, update or delete, or
 	// could not apply: at most 1000; ChangesDropped counts the others.
 	Changes        []dryRunNote `json:"changes"`
 	ChangesDropped int          `json:"changesDropped"`
@@ -144,27 +230,18 @@ func (j *dryRunJob) view() dryRunResponse {
 	r.StartedAt = optTime(&j.started)
 	if j.state != "running" {
 		r.FinishedAt = optTime(&j.finished)
-		rep := j.report.Of(models.KindUser)
-		u := unchangedOf(rep.Listed)
-		r.Report = &dryRunReportJSON{
-			Complete: rep.Complete, ClerkUsers: rep.Listed.Read, Applied: rep.Listed.Applied, Stale: rep.Listed.Stale,
-			Unchanged: u, Deleted: rep.Deleted, Failed: rep.Listed.Failed, Refused: rep.Refused, ToDelete: len(rep.ToDelete),
-			DeletesSkipped: rep.DeletesSkipped,
-		}
-		if rep.Local >= 0 {
-			n := rep.Local
-			r.Report.LocalUsers = &n
-		}
+		r.Report = newDryRunReportJSON(j.report)
 	}
 	return r
 }
 
-// unchangedOf counts the users whose stored state already was Clerk's,
-// or who are deleted here and stay so (as usersync reconcile prints it).
+// unchangedOf counts the objects whose stored state already was Clerk's,
+// or that are deleted here and stay so (as usersync reconcile prints it).
 func unchangedOf(t sync.Tally) int { return t.Unchanged + t.Duplicate + t.DeletedHere }
 
 // startDryRun answers POST /v1/reconcile/dry-run: it starts a dry run of
-// reconcile in the background and answers 202 with its state; GET
+// reconcile of every kind in the background and answers 202 with its
+// state; GET
 // /v1/reconcile/dry-run follows it. One runs at a time, at most one a
 // minute, each for at most 15 minutes; Clerk's API is read at the rate
 // limit of the Clerk client.
@@ -206,7 +283,10 @@ func (s *server) startDryRun(c echo.Context) error {
 				case sync.NoteKept:
 					return // not a change
 				}
-				note := dryRunNote{UserID: n.ID, Action: n.Action}
+				note := dryRunNote{Kind: n.Kind, ID: n.ID, Action: n.Action}
+				if n.Kind == models.KindUser {
+					note.UserID = n.ID
+				}
 				if n.Err != nil {
 					note.Error = publicNote(n.Err)
 				}
@@ -241,8 +321,8 @@ func (s *server) dryRunState(c echo.Context) error {
 	return c.JSON(http.StatusOK, s.dryRun.view())
 }
 
-// publicNote is an error of a dry run as an admin may read it: a user's
-// validation or Clerk's answer, bounded; a database error only by its
+// publicNote is an error of a dry run as an admin may read it: an
+// object's validation or Clerk's answer, bounded; a database error only by its
 // class.
 func publicNote(err error) string {
 	if errors.Is(err, models.ErrUnavailable) {

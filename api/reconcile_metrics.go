@@ -1,9 +1,10 @@
 package api
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/sync"
 )
 
 // reconcileMetrics describe the last reconcile run of this process.
@@ -12,6 +13,7 @@ type reconcileMetrics struct {
 	success  prometheus.Gauge
 	duration prometheus.Gauge
 	users    *prometheus.GaugeVec
+	objects  *prometheus.GaugeVec
 	runs     *prometheus.CounterVec
 }
 
@@ -28,43 +30,37 @@ func newReconcileMetrics(reg *prometheus.Registry) *reconcileMetrics {
 		}),
 		users: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "usersync_reconcile_last_run_users",
-			Help: "Users of the last scheduled reconcile run by this instance: clerk (listed), local (active before the listing), applied, stale, deleted, unchanged, failed.",
+			Help: "Users of the last scheduled reconcile run by this instance: clerk (listed), local (active before the listing), applied, stale, deleted, unchanged, failed. The same as usersync_reconcile_last_run_objects{object=\"users\"}.",
 		}, []string{"kind"}),
+		objects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "usersync_reconcile_last_run_objects",
+			Help: "Objects of the last scheduled reconcile run by this instance, by object (users, organizations, memberships) and kind: clerk (listed), local (active before the listing), applied, stale, deleted, unchanged, failed. 0 of a kind the run did not read (organizations turned off in the Clerk instance), local left as it was.",
+		}, []string{"object", "kind"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "usersync_reconcile_runs_total", Help: "Scheduled reconcile runs by this instance, by result: success or failure.",
 		}, []string{"result"}),
 	}
-	reg.MustRegister(m.last, m.success, m.duration, m.users, m.runs)
+	reg.MustRegister(m.last, m.success, m.duration, m.users, m.objects, m.runs)
 	// Present from start-up, at 0, as every other metric.
 	for _, kind := range reconcileKinds {
 		m.users.WithLabelValues(kind)
+		for _, k := range sync.Kinds {
+			m.objects.WithLabelValues(sync.Plural(k), kind)
+		}
 	}
 	m.runs.WithLabelValues("success")
 	m.runs.WithLabelValues("failure")
 	return m
 }
 
-// reconcileKinds are the labels of usersync_reconcile_last_run_users.
+// reconcileKinds are the kind labels of usersync_reconcile_last_run_users
+// and usersync_reconcile_last_run_objects.
 var reconcileKinds = []string{"clerk", "local", "applied", "stale", "deleted", "unchanged", "failed"}
 
-// ReconcileRun is what one reconcile run did, for ObserveReconcile.
-type ReconcileRun struct {
-	Start      time.Time
-	Duration   time.Duration
-	Success    bool
-	ClerkUsers int
-	LocalUsers int // -1 when not read
-	Applied    int
-	Stale      int
-	Deleted    int
-	Unchanged  int
-	Failed     int
-}
-
-// ObserveReconcile records a reconcile run.
-func (m *Metrics) ObserveReconcile(r ReconcileRun) {
+// ObserveReconcile records a scheduled reconcile run.
+func (m *Metrics) ObserveReconcile(r models.ReconcileSummary) {
 	rm := m.reconcile
-	rm.last.Set(float64(r.Start.UnixMilli()) / 1000)
+	rm.last.Set(float64(r.StartedAt.UnixMilli()) / 1000)
 	rm.duration.Set(r.Duration.Seconds())
 	result, ok := "failure", 0.0
 	if r.Success {
@@ -72,12 +68,22 @@ func (m *Metrics) ObserveReconcile(r ReconcileRun) {
 	}
 	rm.success.Set(ok)
 	rm.runs.WithLabelValues(result).Inc()
-	for kind, n := range map[string]int{
-		"clerk": r.ClerkUsers, "local": r.LocalUsers, "applied": r.Applied, "stale": r.Stale,
-		"deleted": r.Deleted, "unchanged": r.Unchanged, "failed": r.Failed,
-	} {
-		if n >= 0 {
-			rm.users.WithLabelValues(kind).Set(float64(n))
+	for _, k := range sync.Kinds {
+		c := r.Of(k)
+		if c == nil {
+			c = &models.ReconcileCounts{Local: -1} // none read
+		}
+		for kind, n := range map[string]int{
+			"clerk": c.Clerk, "local": c.Local, "applied": c.Applied, "stale": c.Stale,
+			"deleted": c.Deleted, "unchanged": c.Unchanged, "failed": c.Failed,
+		} {
+			if n < 0 {
+				continue
+			}
+			rm.objects.WithLabelValues(sync.Plural(k), kind).Set(float64(n))
+			if k == models.KindUser {
+				rm.users.WithLabelValues(kind).Set(float64(n))
+			}
 		}
 	}
 }

@@ -13,22 +13,68 @@ type ReconcileSummary struct {
 	Trigger   string // "schedule" (serve's USERSYNC_RECONCILE_INTERVAL) or "command"
 	StartedAt time.Time
 	Duration  time.Duration
-	// Success is true when the run read Clerk's whole list and did what it
-	// was to do; Error says why not (at most MaxRunError bytes).
+	// Success is true when the run read Clerk's whole lists and did what
+	// it was to do; Error says why not (at most MaxRunError bytes).
 	Success bool
 	Error   string
 
-	ClerkUsers int // users read from Clerk's list
-	LocalUsers int // active users before the listing; -1 when not read
-	Applied    int
-	Stale      int
-	Unchanged  int
-	Deleted    int
-	Failed     int
-	// Refused: more users were to be deleted than allowed; ToDelete of
-	// them, and none was deleted.
+	// Users, Organizations and Memberships are what the run did to each
+	// kind; nil when the kind was not part of the run (-kinds), or when
+	// the Clerk instance has organizations turned off (nothing of theirs
+	// was read), so that a kind not read is never taken for zeros.
+	Users         *ReconcileCounts
+	Organizations *ReconcileCounts
+	Memberships   *ReconcileCounts
+}
+
+// ReconcileCounts is what one run did to the objects of one kind.
+type ReconcileCounts struct {
+	Clerk     int // read from Clerk's list
+	Local     int // active here before the listing; -1 when not read
+	Applied   int
+	Stale     int
+	Unchanged int // the stored state already was Clerk's, or the object is deleted here and stays so
+	Deleted   int
+	Failed    int
+	// Refused: more objects of the kind were to be deleted than allowed;
+	// ToDelete of them, and none was deleted.
 	Refused  bool
 	ToDelete int
+}
+
+// Of returns the counts of kind k, nil when the run did not read it.
+func (r ReconcileSummary) Of(k Kind) *ReconcileCounts {
+	switch k {
+	case KindUser:
+		return r.Users
+	case KindOrganization:
+		return r.Organizations
+	case KindMembership:
+		return r.Memberships
+	}
+	return nil
+}
+
+// Set sets the counts of kind k (nil: not read).
+func (r *ReconcileSummary) Set(k Kind, c *ReconcileCounts) {
+	switch k {
+	case KindUser:
+		r.Users = c
+	case KindOrganization:
+		r.Organizations = c
+	case KindMembership:
+		r.Memberships = c
+	}
+}
+
+// Refused reports whether the run refused to delete the objects of a kind.
+func (r ReconcileSummary) Refused() bool {
+	for _, c := range []*ReconcileCounts{r.Users, r.Organizations, r.Memberships} {
+		if c != nil && c.Refused {
+			return true
+		}
+	}
+	return false
 }
 
 // KeptReconcileRuns is how many run summaries a store keeps; MaxRunError

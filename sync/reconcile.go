@@ -183,6 +183,22 @@ func (r ReconcileReport) Of(k models.Kind) KindReport {
 	return KindReport{Kind: k, Local: -1}
 }
 
+// Counts is what the run did to kind k as a run summary keeps it
+// (models.ReconcileSummary); nil when the kind was not run, or is turned
+// off in the Clerk instance: nothing of it was read.
+func (r ReconcileReport) Counts(k models.Kind) *models.ReconcileCounts {
+	for _, kr := range r.Kinds {
+		if kr.Kind == k && !kr.Off {
+			return &models.ReconcileCounts{
+				Clerk: kr.Listed.Read, Local: kr.Local, Applied: kr.Listed.Applied, Stale: kr.Listed.Stale,
+				Unchanged: kr.Listed.Unchanged + kr.Listed.Duplicate + kr.Listed.DeletedHere, Deleted: kr.Deleted,
+				Failed: kr.Listed.Failed, Refused: kr.Refused, ToDelete: len(kr.ToDelete),
+			}
+		}
+	}
+	return nil
+}
+
 // Refused reports whether a kind had more objects to delete than allowed.
 func (r ReconcileReport) Refused() bool {
 	for _, kr := range r.Kinds {

@@ -8,8 +8,12 @@
 
 (function () {
   const KEY = "usersync.adminKey";
-  const KINDS = ["received", "applied", "stale", "deleted_user", "failed"];
-  const KIND_LABEL = { received: "received", applied: "applied", stale: "stale", deleted_user: "deleted user", failed: "failed" };
+  const KINDS = ["received", "applied", "stale", "deleted_user", "deleted", "failed"];
+  const OUTCOMES = ["applied", "stale", "deleted_user", "deleted", "failed"];
+  const KIND_LABEL = { received: "received", applied: "applied", stale: "stale", deleted_user: "deleted user", deleted: "deleted", failed: "failed" };
+  const KIND_TITLE = { deleted_user: "an event of a deleted user", deleted: "an organization or membership deleted, or a membership of a deleted one" };
+  // The kinds of objects reconcile counts, as the runs and dry runs name them.
+  const OBJECTS = ["users", "organizations", "memberships"];
 
   // ---- DOM building -----------------------------------------------------
 
@@ -235,20 +239,24 @@
       ev ? card("Backlog", num(ev.backlog), "stored, and failed to retry", ev.backlog > 0 ? "warn" : "", "card-backlog") : card("Events", "unknown", o.eventsError, "bad"),
       ev ? card("Failed", num(ev.status.failed), num(ev.gaveUp) + " given up", ev.status.failed > 0 ? "bad" : "", "card-failed") : null,
       ev ? card("Given up", num(ev.gaveUp), "wait for an operator", ev.gaveUp > 0 ? "bad" : "") : null,
-      ev ? card("Processed", num(ev.status.processed), num(ev.outcome.applied) + " applied, " + num(ev.outcome.stale) + " stale, " + num(ev.outcome.deleted_user) + " deleted user") : null,
+      ev ? card("Processed", num(ev.status.processed), num(ev.outcome.applied) + " applied, " + num(ev.outcome.stale) + " stale, " +
+        num(ev.outcome.deleted_user) + " deleted user, " + num(ev.outcome.deleted) + " deleted", "", "card-processed") : null,
       card("Last sweep", o.sweep.lastSuccessAt ? when(o.sweep.lastSuccessAt, { ago: true }) : "not yet", "by this instance"),
       card("Last retention", o.retention.lastSuccessAt ? when(o.retention.lastSuccessAt, { ago: true }) : "not yet",
         o.retention.lastSuccessAt ? num(o.retention.lastDeleted) + " events deleted" : "off, or not run yet"),
       card("Last reconcile", last ? when(last.startedAt, { ago: true }) : "none recorded",
         last ? (last.success ? "" : "FAILED · ") + runSummary(last) : (rec.lastRunError || (rec.dryRunAvailable ? "" : "CLERK_SECRET_KEY not set")),
-        last && !last.success ? "bad" : ""),
+        last && !last.success ? "bad" : "", "card-reconcile"),
     );
     if (ev && ev.stale) put(cards, card("Counts", "stale", "as of " + new Date(ev.asOf).toLocaleString() + ": the database did not answer", "warn"));
     put(cards, card("Build", o.build.version, o.build.revision.slice(0, 12)));
   }
 
+  // runSummary says what a run did to each kind it read.
   function runSummary(r) {
-    return num(r.clerkUsers) + " in Clerk · " + num(r.applied) + " applied · " + num(r.deleted) + " deleted · " + num(r.failed) + " failed";
+    const parts = OBJECTS.filter((o) => r[o]).map((o) =>
+      o + ": " + num(r[o].clerk) + " in Clerk, " + num(r[o].applied) + " applied, " + num(r[o].deleted) + " deleted, " + num(r[o].failed) + " failed");
+    return parts.length ? parts.join(" · ") : "nothing read";
   }
 
   // drawActivity draws the charts of one range into panel.
@@ -269,8 +277,8 @@
         KINDS.map((k, i) => [i ? ", " : "", num(a.totals[k]) + " " + KIND_LABEL[k]])),
       h("div", { class: "charts" },
         h("div", { class: "chart", id: "chart-received" }, h("h3", {}, "Events received"), chart(a, ["received"], "Events received per " + step)),
-        h("div", { class: "chart", id: "chart-outcomes" }, h("h3", {}, "Outcomes"), chart(a, ["applied", "stale", "deleted_user", "failed"], "Processing outcomes per " + step),
-          h("div", { class: "legend" }, ["applied", "stale", "deleted_user", "failed"].map((k) => h("span", { class: "k-" + k }, KIND_LABEL[k]))))));
+        h("div", { class: "chart", id: "chart-outcomes" }, h("h3", {}, "Outcomes"), chart(a, OUTCOMES, "Processing outcomes per " + step),
+          h("div", { class: "legend" }, OUTCOMES.map((k) => h("span", { class: "k-" + k, title: KIND_TITLE[k] }, KIND_LABEL[k]))))));
   }
 
   // chart is a bar chart of the points of a, the kinds stacked, as SVG.
@@ -625,12 +633,12 @@
       } catch (e) { dryMessage(e); }
     } }, "Start a dry run");
     put(root, h("h1", {}, "Reconcile"),
-      h("p", { class: "muted" }, "Reconcile reads Clerk's whole user list, applies every state as a webhook would and deletes the users Clerk no longer has. A dry run reads the list and changes nothing."),
+      h("p", { class: "muted" }, "Reconcile reads Clerk's whole lists of users, organizations and memberships, applies every state as a webhook would and deletes the objects Clerk no longer has. A dry run reads the lists and changes nothing."),
       h("h2", {}, "Dry run"), h("div", { class: "actions" }, start), dry,
       h("h2", {}, "Last runs"), runs);
     function dryMessage(e) {
       put(clear(dry), h("p", { class: e.status === 501 ? "muted" : "error" },
-        e.status === 501 ? "Not available: set CLERK_SECRET_KEY on the server to read users from Clerk." : e.message));
+        e.status === 501 ? "Not available: set CLERK_SECRET_KEY on the server to read from Clerk." : e.message));
     }
     let timer = null;
     async function poll() {
@@ -646,33 +654,55 @@
     (async () => {
       try {
         const r = await api("GET", "/v1/reconcile/runs", { limit: 50 });
-        put(clear(runs), table(["Started", "Kind", "Result", "Clerk#", "Local#", "Applied#", "Stale#", "Unchanged#", "Deleted#", "Failed#", "Took#"], r.data.map((x) =>
-          h("tr", {}, h("td", {}, when(x.startedAt)), h("td", {}, x.kind + " (" + x.trigger + ")"),
-            h("td", {}, x.success ? badge("success") : h("span", {}, badge("failed"), " ", clip(x.error || (x.refused ? "refused: " + x.toDelete + " to delete" : ""), 40))),
-            h("td", { class: "num" }, num(x.clerkUsers)), h("td", { class: "num" }, x.localUsers === null ? "—" : num(x.localUsers)),
-            h("td", { class: "num" }, num(x.applied)), h("td", { class: "num" }, num(x.stale)), h("td", { class: "num" }, num(x.unchanged)),
-            h("td", { class: "num" }, num(x.deleted)), h("td", { class: "num" }, num(x.failed)), h("td", { class: "num" }, x.durationSeconds.toFixed(1) + " s"))),
+        put(clear(runs), table(["Started", "Run", "Result", "Objects", "Clerk#", "Local#", "Applied#", "Stale#", "Unchanged#", "Deleted#", "Failed#", "Took#"],
+          r.data.map(runRows),
         "No run recorded yet: runs of `usersync reconcile`, `usersync backfill` and of USERSYNC_RECONCILE_INTERVAL appear here."));
       } catch (e) { put(clear(runs), h("p", { class: "error" }, e.message)); }
     })();
+  }
+
+  // runRows are the rows of one run: one per kind of object, the run's
+  // own cells spanning them.
+  function runRows(x) {
+    const span = { rowspan: OBJECTS.length };
+    return OBJECTS.map((o, i) => h("tr", { class: i === 0 ? "run-first" : "", "data-run": x.id, "data-object": o },
+      i === 0 ? [h("td", span, when(x.startedAt)), h("td", span, x.kind + " (" + x.trigger + ")"),
+        h("td", span, x.success ? badge("success") : h("span", {}, badge("failed"), " ", clip(x.error || (x.refused ? "refused" : ""), 40)))] : null,
+      h("th", { scope: "row" }, o),
+      kindCells(x[o], "not read: not part of this run, or turned off in the Clerk instance"),
+      i === 0 ? h("td", Object.assign({ class: "num" }, span), x.durationSeconds.toFixed(1) + " s") : null));
+  }
+
+  // kindCells are the counts of one kind (c), or a cell that says it was
+  // not read.
+  function kindCells(c, why) {
+    if (!c) return h("td", { colspan: 7, class: "muted not-read", title: why }, "not read");
+    return [num(c.clerk), c.local === null ? "—" : num(c.local), num(c.applied), num(c.stale), num(c.unchanged)].map((v) => h("td", { class: "num" }, v)).concat(
+      h("td", { class: "num" }, c.refused ? h("span", { class: "warn", title: "more absent from Clerk than allowed: none deleted" }, "refused: " + num(c.toDelete)) : num(c.deleted)),
+      h("td", { class: "num" }, num(c.failed)));
   }
 
   function renderDry(el, st) {
     clear(el);
     if (st.state === "none") { put(el, h("p", { class: "muted" }, "No dry run since this instance started.")); return; }
     put(el, h("p", {}, badge(st.state), " started ", when(st.startedAt), st.finishedAt ? [" · finished ", when(st.finishedAt)] : "",
-      " · " + num(st.listed) + " users read from Clerk"));
+      " · " + num(st.listed) + " objects read from Clerk"));
     if (st.error) put(el, h("p", { class: "error" }, st.error));
     const r = st.report;
     if (r) {
-      put(el, h("div", { class: "cards" },
-        card("Would create or update", num(r.applied)), card("Would delete", num(r.deleted), r.refused ? "refused: " + r.toDelete + " absent, over the limit" : r.deletesSkipped || ""),
-        card("Unchanged", num(r.unchanged)), card("Stale", num(r.stale)), card("Could not apply", num(r.failed), "", r.failed ? "bad" : ""),
-        card("Local users", r.localUsers === null ? "—" : num(r.localUsers)), card("Whole list read", r.complete ? "yes" : "no", "", r.complete ? "good" : "warn")));
+      put(el, h("div", { id: "dry-kinds" }, table(["Objects", "Clerk#", "Local#", "Would create or update#", "Stale#", "Unchanged#", "Would delete#", "Could not apply#", "Whole list read", "Deletions"],
+        OBJECTS.map((o) => {
+          const c = r[o];
+          return h("tr", { "data-object": o }, h("th", { scope: "row" }, o),
+            kindCells(c, "not read: organizations are turned off in the Clerk instance"),
+            c ? [h("td", {}, c.complete ? "yes" : h("span", { class: "warn" }, "no")),
+              h("td", {}, c.refused ? h("span", { class: "warn" }, "refused: " + num(c.toDelete) + " absent, over the limit") : c.deletesSkipped || "")] : h("td", { colspan: 2 }));
+        }))));
     }
     const label = { would_create: "would create", would_update: "would update", would_delete: "would delete", failed: "cannot apply", unchecked: "not checked" };
-    put(el, table(["User", "Change", "Why"], st.changes.map((c) =>
-      h("tr", {}, h("td", {}, c.userId ? h("a", { class: "mono", href: "#/users/" + encodeURIComponent(c.userId) }, c.userId) : "(no id)"),
+    put(el, table(["Kind", "Object", "Change", "Why"], st.changes.map((c) =>
+      h("tr", {}, h("td", {}, c.kind),
+        h("td", {}, !c.id ? "(no id)" : c.kind === "user" ? h("a", { class: "mono", href: "#/users/" + encodeURIComponent(c.id) }, c.id) : h("span", { class: "mono" }, c.id)),
         h("td", {}, label[c.action] || c.action), h("td", {}, c.error ? h("span", { class: "error" }, c.error) : ""))),
     st.state === "running" ? "Nothing yet." : "Nothing would change."),
     st.changesDropped ? h("p", { class: "muted" }, "… and " + num(st.changesDropped) + " more.") : null);

@@ -101,7 +101,7 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 			}
 		},
 	})
-	if rerr := recordRun(ctx, store.Runs(), kindBackfill, triggerCommand, rep, err); rerr != nil {
+	if rerr := recordRun(ctx, store.Runs(), newRunSummary(kindBackfill, triggerCommand, rep, err)); rerr != nil {
 		fmt.Fprintf(out, "backfill: %v\n", rerr)
 	}
 	for _, kr := range rep.Kinds {

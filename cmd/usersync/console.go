@@ -30,12 +30,11 @@ func countActivity(ctx context.Context, svc *sync.Service, store repository.Stor
 func consoleConfig(ctx context.Context, svc *sync.Service, store repository.Store, cl *clerk.Client) api.Console {
 	c := api.Console{Activity: store.Activity(), Failures: store.Events(), Runs: store.Runs(), Context: ctx}
 	if cl != nil {
-		// The console's dry run is of users; usersync reconcile -dry-run
-		// previews every kind.
-		rec := &sync.Reconciler{Service: svc, Clerk: cl, Users: store.Users()}
+		// Every kind, as usersync reconcile -dry-run and the scheduled run.
+		rec := newReconciler(svc, store, cl)
 		c.DryRun = func(ctx context.Context, onPage func(int, sync.Tally), onNote func(sync.Note)) (sync.ReconcileReport, error) {
 			return rec.Run(ctx, sync.ReconcileOptions{
-				Kinds: []models.Kind{models.KindUser}, Deletions: true, DryRun: true, Limit: clerk.MaxPageLimit, MaxDeletes: defaultMaxDeletes,
+				Deletions: true, DryRun: true, Limit: clerk.MaxPageLimit, MaxDeletes: defaultMaxDeletes,
 				OnPage: func(_ models.Kind, offset int, page sync.Tally) { onPage(offset, page) }, OnNote: onNote,
 			})
 		}

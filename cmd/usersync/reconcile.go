@@ -102,7 +102,7 @@ func runReconcile(ctx context.Context, cfg config, opts reconcileOptions, out io
 		OnNote: func(n sync.Note) { fmt.Fprintln(out, "reconcile: "+noteLine(n)) },
 	})
 	if !opts.dryRun {
-		if rerr := recordRun(ctx, store.Runs(), kindReconcile, triggerCommand, rep, err); rerr != nil {
+		if rerr := recordRun(ctx, store.Runs(), newRunSummary(kindReconcile, triggerCommand, rep, err)); rerr != nil {
 			fmt.Fprintf(out, "reconcile: %v\n", rerr)
 		}
 	}
@@ -266,15 +266,12 @@ func scheduleReconcile(ctx context.Context, cfg config, store repository.Store, 
 				err = fmt.Errorf("%s %s absent from Clerk, more than %d: nothing deleted; run usersync reconcile to check them",
 					what, verb, defaultMaxDeletes)
 			}
-			if rerr := recordRun(ctx, store.Runs(), kindReconcile, triggerSchedule, rep, err); rerr != nil {
+			sum := newRunSummary(kindReconcile, triggerSchedule, rep, err)
+			if rerr := recordRun(ctx, store.Runs(), sum); rerr != nil {
 				log.LogAttrs(ctx, slog.LevelWarn, "reconcile run not recorded", slog.String("err", rerr.Error()))
 			}
+			metrics.ObserveReconcile(sum)
 			users := rep.Of(models.KindUser)
-			metrics.ObserveReconcile(api.ReconcileRun{
-				Start: rep.Started, Duration: rep.Duration, Success: err == nil,
-				ClerkUsers: users.Listed.Read, LocalUsers: users.Local, Applied: users.Listed.Applied, Stale: users.Listed.Stale,
-				Deleted: users.Deleted, Unchanged: unchanged(users.Listed), Failed: users.Listed.Failed,
-			})
 			attrs := []slog.Attr{
 				slog.Int("clerk_users", users.Listed.Read), slog.Int("local_users", users.Local),
 				slog.Int("applied", users.Listed.Applied), slog.Int("stale", users.Listed.Stale), slog.Int("deleted", users.Deleted),

@@ -379,11 +379,26 @@ func TestServe_ReconcilesOnAScheduleAndSyncsOneUser(t *testing.T) {
 		"usersync_reconcile_last_run_success 1",
 		`usersync_reconcile_last_run_users{kind="clerk"} 3`,
 		`usersync_reconcile_last_run_users{kind="deleted"} 1`,
+		`usersync_reconcile_last_run_objects{kind="clerk",object="users"} 3`,
+		`usersync_reconcile_last_run_objects{kind="clerk",object="organizations"} 1`,
+		`usersync_reconcile_last_run_objects{kind="local",object="organizations"} 2`,
+		`usersync_reconcile_last_run_objects{kind="deleted",object="organizations"} 1`,
+		`usersync_reconcile_last_run_objects{kind="deleted",object="memberships"} 1`,
 		`usersync_reconcile_runs_total{result="success"} 1`,
 	} {
 		if !strings.Contains(metrics, want+"\n") {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+	// The console's summary of the run has every kind's counts.
+	runs, err := e.store.Runs().Last(context.Background(), 1)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("recorded runs = %+v, %v; want the scheduled one", runs, err)
+	}
+	if r := runs[0]; r.Trigger != "schedule" || r.Users == nil || r.Users.Clerk != 3 || r.Organizations == nil ||
+		r.Organizations.Deleted != 1 || r.Memberships == nil || r.Memberships.Deleted != 1 {
+		t.Errorf("recorded run = %+v (users %+v, organizations %+v, memberships %+v); want by schedule, 3 users in Clerk, 1 organization and 1 membership deleted",
+			r, r.Users, r.Organizations, r.Memberships)
 	}
 
 	if strings.Contains(metrics, "usersync_reconcile_last_run_duration_seconds 0\n") ||

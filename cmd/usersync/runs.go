@@ -27,17 +27,17 @@ const (
 // the run was stopped by its context.
 const recordTimeout = 5 * time.Second
 
-// recordRun keeps what a run did; its error is the store's. A refused run
-// counts as failed, as it does for the scheduler.
-func recordRun(ctx context.Context, runs runRecorder, kind, trigger string, rep sync.ReconcileReport, runErr error) error {
-	// The summary's counts are the users'; success and the error are the
-	// run's, every kind's.
-	users := rep.Of(models.KindUser)
+// newRunSummary is what a run did as the store keeps it: each kind's counts
+// (none of a kind the run did not read), and success and the error of
+// the run, every kind's. A refused run counts as failed, as it does for
+// the scheduler.
+func newRunSummary(kind, trigger string, rep sync.ReconcileReport, runErr error) models.ReconcileSummary {
 	s := models.ReconcileSummary{
 		Kind: kind, Trigger: trigger, StartedAt: rep.Started, Duration: rep.Duration,
-		Success: runErr == nil && !rep.Refused(), ClerkUsers: users.Listed.Read, LocalUsers: users.Local,
-		Applied: users.Listed.Applied, Stale: users.Listed.Stale, Unchanged: unchanged(users.Listed),
-		Deleted: users.Deleted, Failed: users.Listed.Failed, Refused: rep.Refused(), ToDelete: len(users.ToDelete),
+		Success: runErr == nil && !rep.Refused(),
+	}
+	for _, k := range sync.Kinds {
+		s.Set(k, rep.Counts(k))
 	}
 	switch {
 	case runErr != nil:
@@ -49,10 +49,15 @@ func recordRun(ctx context.Context, runs runRecorder, kind, trigger string, rep 
 	if s.StartedAt.IsZero() {
 		s.StartedAt = time.Now()
 	}
+	return s
+}
+
+// recordRun keeps s; its error is the store's.
+func recordRun(ctx context.Context, runs runRecorder, s models.ReconcileSummary) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	if _, err := runs.Record(ctx, s); err != nil {
-		return fmt.Errorf("record the %s run: %w", kind, err)
+		return fmt.Errorf("record the %s run: %w", s.Kind, err)
 	}
 	return nil
 }

@@ -32,24 +32,90 @@ type runDoc struct {
 	DurationMS int64     `bson:"durationMs"`
 	Success    bool      `bson:"success"`
 	Error      string    `bson:"error,omitempty"`
-	ClerkUsers int       `bson:"clerkUsers"`
-	LocalUsers int       `bson:"localUsers"`
-	Applied    int       `bson:"applied"`
-	Stale      int       `bson:"stale"`
-	Unchanged  int       `bson:"unchanged"`
-	Deleted    int       `bson:"deleted"`
-	Failed     int       `bson:"failed"`
-	Refused    bool      `bson:"refused,omitempty"`
-	ToDelete   int       `bson:"toDelete,omitempty"`
+	// The users' counts, as the runs recorded before kinds, which every
+	// run still writes (zeros and localUsers -1 when it did not read
+	// users): an instance of an earlier version reads them. Refused is the
+	// run's.
+	ClerkUsers int  `bson:"clerkUsers"`
+	LocalUsers int  `bson:"localUsers"`
+	Applied    int  `bson:"applied"`
+	Stale      int  `bson:"stale"`
+	Unchanged  int  `bson:"unchanged"`
+	Deleted    int  `bson:"deleted"`
+	Failed     int  `bson:"failed"`
+	Refused    bool `bson:"refused,omitempty"`
+	ToDelete   int  `bson:"toDelete,omitempty"`
+	// Kinds has the counts of each kind the run read; absent on the runs
+	// recorded before it, whose counts are the users' above.
+	Kinds *runKindsDoc `bson:"kinds,omitempty"`
+}
+
+// runKindsDoc has a member per kind a run read: a kind not asked for, or
+// turned off in the Clerk instance, is absent.
+type runKindsDoc struct {
+	Users         *runCountsDoc `bson:"users,omitempty"`
+	Organizations *runCountsDoc `bson:"organizations,omitempty"`
+	Memberships   *runCountsDoc `bson:"memberships,omitempty"`
+}
+
+type runCountsDoc struct {
+	Clerk     int  `bson:"clerk"`
+	Local     int  `bson:"local"`
+	Applied   int  `bson:"applied"`
+	Stale     int  `bson:"stale"`
+	Unchanged int  `bson:"unchanged"`
+	Deleted   int  `bson:"deleted"`
+	Failed    int  `bson:"failed"`
+	Refused   bool `bson:"refused"`
+	ToDelete  int  `bson:"toDelete"`
+}
+
+func newRunCountsDoc(c *models.ReconcileCounts) *runCountsDoc {
+	if c == nil {
+		return nil
+	}
+	d := runCountsDoc(*c)
+	return &d
+}
+
+func (d *runCountsDoc) model() *models.ReconcileCounts {
+	if d == nil {
+		return nil
+	}
+	c := models.ReconcileCounts(*d)
+	return &c
+}
+
+func newRunDoc(sum models.ReconcileSummary) runDoc {
+	users := models.ReconcileCounts{Local: -1}
+	if sum.Users != nil {
+		users = *sum.Users
+	}
+	return runDoc{
+		ID: sum.ID, Kind: sum.Kind, Trigger: sum.Trigger, StartedAt: sum.StartedAt, DurationMS: sum.Duration.Milliseconds(),
+		Success: sum.Success, Error: sum.Error, ClerkUsers: users.Clerk, LocalUsers: users.Local, Applied: users.Applied,
+		Stale: users.Stale, Unchanged: users.Unchanged, Deleted: users.Deleted, Failed: users.Failed, Refused: sum.Refused(),
+		ToDelete: users.ToDelete,
+		Kinds: &runKindsDoc{
+			Users: newRunCountsDoc(sum.Users), Organizations: newRunCountsDoc(sum.Organizations), Memberships: newRunCountsDoc(sum.Memberships),
+		},
+	}
 }
 
 func (d runDoc) model() models.ReconcileSummary {
-	return models.ReconcileSummary{
+	s := models.ReconcileSummary{
 		ID: d.ID, Kind: d.Kind, Trigger: d.Trigger, StartedAt: d.StartedAt.UTC(),
 		Duration: time.Duration(d.DurationMS) * time.Millisecond, Success: d.Success, Error: d.Error,
-		ClerkUsers: d.ClerkUsers, LocalUsers: d.LocalUsers, Applied: d.Applied, Stale: d.Stale,
-		Unchanged: d.Unchanged, Deleted: d.Deleted, Failed: d.Failed, Refused: d.Refused, ToDelete: d.ToDelete,
 	}
+	if d.Kinds == nil {
+		s.Users = &models.ReconcileCounts{
+			Clerk: d.ClerkUsers, Local: d.LocalUsers, Applied: d.Applied, Stale: d.Stale, Unchanged: d.Unchanged,
+			Deleted: d.Deleted, Failed: d.Failed, Refused: d.Refused, ToDelete: d.ToDelete,
+		}
+		return s
+	}
+	s.Users, s.Organizations, s.Memberships = d.Kinds.Users.model(), d.Kinds.Organizations.model(), d.Kinds.Memberships.model()
+	return s
 }
 
 // runsOrder is the order of the runs, the latest start first.
@@ -63,12 +129,7 @@ var runsOrder = bson.D{{Key: "_id", Value: -1}}
 func (r *Runs) Record(ctx context.Context, sum models.ReconcileSummary) (models.ReconcileSummary, error) {
 	sum = sum.Bounded()
 	sum.ID = fmt.Sprintf("%015d-%s", sum.StartedAt.UnixMilli(), bson.NewObjectID().Hex())
-	d := runDoc{
-		ID: sum.ID, Kind: sum.Kind, Trigger: sum.Trigger, StartedAt: sum.StartedAt, DurationMS: sum.Duration.Milliseconds(),
-		Success: sum.Success, Error: sum.Error, ClerkUsers: sum.ClerkUsers, LocalUsers: sum.LocalUsers, Applied: sum.Applied,
-		Stale: sum.Stale, Unchanged: sum.Unchanged, Deleted: sum.Deleted, Failed: sum.Failed, Refused: sum.Refused, ToDelete: sum.ToDelete,
-	}
-	if _, err := r.coll.InsertOne(ctx, d); err != nil {
+	if _, err := r.coll.InsertOne(ctx, newRunDoc(sum)); err != nil {
 		return sum, fmt.Errorf("record reconcile run: %w", translate(err))
 	}
 	var oldest runDoc

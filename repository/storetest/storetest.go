@@ -79,6 +79,7 @@ func Run(t *testing.T, open Opener) {
 		{"FailureGroups_CountFailedEventsByReasonWithABound", testFailureGroups},
 		{"FailureGroups_OfNoFailureIsAnEmptyList", testFailureGroupsEmpty},
 		{"ReconcileRuns_KeepTheLastOnesNewestFirst", testReconcileRuns},
+		{"ReconcileRuns_EachKindsCountsRoundTripAndAKindNotReadIsNone", testReconcileRunKinds},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.test(t, open(t))

@@ -1,0 +1,186 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/sync"
+)
+
+// schemaErrors lists where v, an answer decoded from JSON, is not what
+// schema (a part of doc, the OpenAPI document) says: a field the schema
+// does not name, or a value of a type it does not allow (null included).
+func schemaErrors(doc, schema map[string]any, v any, at string) []string {
+	if ref, ok := schema["$ref"].(string); ok {
+		target := any(doc)
+		for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+			part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+			m, _ := target.(map[string]any)
+			target = m[part]
+		}
+		s, ok := target.(map[string]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: $ref %s leads nowhere", at, ref)}
+		}
+		return schemaErrors(doc, s, v, at)
+	}
+	if variants, ok := schema["oneOf"].([]any); ok {
+		var all []string
+		for _, variant := range variants {
+			errs := schemaErrors(doc, variant.(map[string]any), v, at)
+			if len(errs) == 0 {
+				return nil
+			}
+			all = append(all, errs...)
+		}
+		return all
+	}
+	var types []string
+	switch t := schema["type"].(type) {
+	case string:
+		types = []string{t}
+	case []any:
+		for _, x := range t {
+			types = append(types, x.(string))
+		}
+	}
+	kind := "null"
+	switch x := v.(type) {
+	case bool:
+		kind = "boolean"
+	case string:
+		kind = "string"
+	case float64:
+		kind = "number"
+		if x == math.Trunc(x) && slices.Contains(types, "integer") {
+			kind = "integer"
+		}
+	case []any:
+		kind = "array"
+	case map[string]any:
+		kind = "object"
+	}
+	if len(types) > 0 && !slices.Contains(types, kind) {
+		return []string{fmt.Sprintf("%s: a %s, where the document allows %v", at, kind, types)}
+	}
+	var errs []string
+	switch x := v.(type) {
+	case []any:
+		if items, ok := schema["items"].(map[string]any); ok {
+			for i, e := range x {
+				errs = append(errs, schemaErrors(doc, items, e, fmt.Sprintf("%s[%d]", at, i))...)
+			}
+		}
+	case map[string]any:
+		props, _ := schema["properties"].(map[string]any)
+		extra, _ := schema["additionalProperties"].(map[string]any)
+		for k, e := range x {
+			p, ok := props[k].(map[string]any)
+			switch {
+			case ok:
+				errs = append(errs, schemaErrors(doc, p, e, at+"."+k)...)
+			case extra != nil:
+				errs = append(errs, schemaErrors(doc, extra, e, at+"."+k)...)
+			default:
+				errs = append(errs, fmt.Sprintf("%s.%s is not in the document", at, k))
+			}
+		}
+	}
+	return errs
+}
+
+// TestOpenAPI_ReconcileRunsAndDryRunDocumentEveryFieldTheyAnswer checks
+// the answers of GET /v1/reconcile/runs, the reconcile part of GET
+// /v1/admin/overview and the dry run, with every kind's counts and a kind not read (null), against
+// the OpenAPI document.
+func TestOpenAPI_ReconcileRunsAndDryRunDocumentEveryFieldTheyAnswer(t *testing.T) {
+	h := newConsoleHarness(t, func(o *consoleOptions) {
+		o.dryRun = func(ctx context.Context, onPage func(int, sync.Tally), onNote func(sync.Note)) (sync.ReconcileReport, error) {
+			onPage(0, sync.Tally{Read: 2})
+			onNote(sync.Note{Kind: models.KindUser, ID: "user_gone", Action: sync.NoteWouldDelete})
+			onNote(sync.Note{Kind: models.KindOrganization, ID: "org_new", Action: sync.NoteWouldCreate})
+			onNote(sync.Note{Kind: models.KindMembership, ID: "orgmem_bad", Action: sync.NoteFailed, Err: fmt.Errorf("%w: data.role", models.ErrInvalid)})
+			return sync.ReconcileReport{Kinds: []sync.KindReport{
+				{Kind: models.KindUser, Complete: true, Local: 2, Deleted: 1, Listed: sync.Tally{Read: 1, Unchanged: 1}},
+				{Kind: models.KindOrganization, Complete: true, Local: -1, Listed: sync.Tally{Read: 1, Applied: 1}, DeletesSkipped: "1 listed organizations had no readable id"},
+				{Kind: models.KindMembership, Complete: true, Off: true, Local: -1},
+			}}, nil
+		}
+	})
+	for _, r := range []models.ReconcileSummary{
+		{Kind: "backfill", Trigger: "command", StartedAt: time.Now().Add(-time.Hour), Success: true,
+			Memberships: &models.ReconcileCounts{Clerk: 3, Local: -1, Applied: 3}},
+		{Kind: "reconcile", Trigger: "schedule", StartedAt: time.Now(), Error: "refused",
+			Users:         &models.ReconcileCounts{Clerk: 3, Local: 3, Unchanged: 3},
+			Organizations: &models.ReconcileCounts{Clerk: 1, Local: 4, Unchanged: 1, Refused: true, ToDelete: 3},
+			Memberships:   &models.ReconcileCounts{Clerk: 1, Local: 1, Unchanged: 1}},
+	} {
+		if _, err := h.store.Runs().Record(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var doc map[string]any
+	decode(t, h.get("/openapi.json", ""), http.StatusOK, &doc)
+	schemaOf := func(path, method, code string) map[string]any {
+		t.Helper()
+		op := doc["paths"].(map[string]any)[path].(map[string]any)[method].(map[string]any)
+		s, ok := op["responses"].(map[string]any)[code].(map[string]any)["content"].(map[string]any)["application/json"].(map[string]any)["schema"].(map[string]any)
+		if !ok {
+			t.Fatalf("the document has no JSON schema of %s %s %s", method, path, code)
+		}
+		return s
+	}
+	check := func(what string, r response, code int, schema map[string]any, part string) {
+		t.Helper()
+		var v any
+		decode(t, r, code, &v)
+		if part != "" {
+			v, schema = v.(map[string]any)[part], schema["properties"].(map[string]any)[part].(map[string]any)
+			what += " " + part
+		}
+		for _, e := range schemaErrors(doc, schema, v, what) {
+			t.Error(e)
+		}
+	}
+	check("GET /v1/reconcile/runs", h.get("/v1/reconcile/runs", testAdminKey), http.StatusOK, schemaOf("/v1/reconcile/runs", "get", "200"), "")
+	check("GET /v1/admin/overview", h.get("/v1/admin/overview", testAdminKey), http.StatusOK, schemaOf("/v1/admin/overview", "get", "200"), "reconcile")
+	check("POST /v1/reconcile/dry-run", h.call(http.MethodPost, "/v1/reconcile/dry-run", testAdminKey), http.StatusAccepted,
+		schemaOf("/v1/reconcile/dry-run", "post", "202"), "")
+	h.waitDryRun()
+	check("GET /v1/reconcile/dry-run", h.get("/v1/reconcile/dry-run", testAdminKey), http.StatusOK, schemaOf("/v1/reconcile/dry-run", "get", "200"), "")
+}
+
+// TestOpenAPI_ActivityKindsAreTheOnesCounted checks the kinds the document
+// lists for GET /v1/admin/activity against models.ActivityKinds.
+func TestOpenAPI_ActivityKindsAreTheOnesCounted(t *testing.T) {
+	h := newHarness(t)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Content map[string]struct {
+					Schema struct {
+						Properties struct {
+							Kinds struct {
+								Items struct {
+									Enum []string `json:"enum"`
+								} `json:"items"`
+							} `json:"kinds"`
+						} `json:"properties"`
+					} `json:"schema"`
+				} `json:"content"`
+			} `json:"responses"`
+		} `json:"paths"`
+	}
+	decode(t, h.get("/openapi.json", ""), http.StatusOK, &doc)
+	got := doc.Paths["/v1/admin/activity"]["get"].Responses["200"].Content["application/json"].Schema.Properties.Kinds.Items.Enum
+	if !slices.Equal(got, models.ActivityKinds) {
+		t.Errorf("the document's activity kinds = %q, want %q", got, models.ActivityKinds)
+	}
+}

@@ -1,0 +1,84 @@
+package api_test
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository/repotest"
+)
+
+// TestMetrics_TheLastScheduledRunIsGaugedPerObjectFromStartUp checks
+// usersync_reconcile_last_run_objects: its 21 series (3 objects, 7 counts)
+// are there from start-up and no others, each kind of a run sets its own,
+// a kind the run did not read is 0 (its local count left as it was), and
+// usersync_reconcile_last_run_users stays the users' counts.
+func TestMetrics_TheLastScheduledRunIsGaugedPerObjectFromStartUp(t *testing.T) {
+	store := repotest.NewStore(t)
+	m := api.NewMetrics(store.Events())
+	h := newHarness(t, func(o *harnessOptions) { o.store, o.metrics = store, m })
+	series := regexp.MustCompile(`(?m)^usersync_reconcile_last_run_objects\{kind="([a-z]+)",object="([a-z]+)"\} (\S+)$`)
+	scrape := func() map[string]string {
+		t.Helper()
+		r := h.get("/metrics", "")
+		if r.Code != http.StatusOK {
+			t.Fatalf("GET /metrics = %s", r)
+		}
+		got := map[string]string{}
+		for _, s := range series.FindAllStringSubmatch(string(r.Body), -1) {
+			got[s[2]+" "+s[1]] = s[3]
+		}
+		if n := strings.Count(string(r.Body), "\nusersync_reconcile_last_run_objects{"); n != len(got) {
+			t.Errorf("%d series of usersync_reconcile_last_run_objects, %d of them as expected", n, len(got))
+		}
+		for _, l := range regexp.MustCompile(`(?m)^usersync_reconcile_last_run_users\{kind="([a-z]+)"\} (\S+)$`).FindAllStringSubmatch(string(r.Body), -1) {
+			if got["users "+l[1]] != l[2] {
+				t.Errorf("usersync_reconcile_last_run_users{kind=%q} = %s, want the users' %s", l[1], l[2], got["users "+l[1]])
+			}
+		}
+		return got
+	}
+	got := scrape()
+	if len(got) != 21 {
+		t.Errorf("at start-up: %d series %v, want 21 (users, organizations, memberships × 7)", len(got), got)
+	}
+	for k, v := range got {
+		if v != "0" {
+			t.Errorf("at start-up: %s = %s, want 0", k, v)
+		}
+	}
+
+	m.ObserveReconcile(models.ReconcileSummary{
+		StartedAt: time.Now(), Success: true,
+		Users:         &models.ReconcileCounts{Clerk: 1234, Local: 1236, Applied: 5, Stale: 1, Unchanged: 1228, Deleted: 2},
+		Organizations: &models.ReconcileCounts{Clerk: 12, Local: 13, Unchanged: 12, Deleted: 1},
+		Memberships:   &models.ReconcileCounts{Clerk: 40, Local: 41, Applied: 1, Unchanged: 39, Deleted: 1, Failed: 2},
+	})
+	got = scrape()
+	for k, want := range map[string]string{
+		"users clerk": "1234", "users local": "1236", "users deleted": "2", "organizations clerk": "12", "organizations local": "13",
+		"organizations deleted": "1", "memberships clerk": "40", "memberships applied": "1", "memberships failed": "2",
+	} {
+		if got[k] != want {
+			t.Errorf("after a run of every kind: %s = %s, want %s", k, got[k], want)
+		}
+	}
+
+	// Organizations turned off in the Clerk instance: none read.
+	m.ObserveReconcile(models.ReconcileSummary{
+		StartedAt: time.Now(), Success: true, Users: &models.ReconcileCounts{Clerk: 1234, Local: 1234, Unchanged: 1234},
+	})
+	got = scrape()
+	for k, want := range map[string]string{
+		"users clerk": "1234", "users deleted": "0", "organizations clerk": "0", "organizations deleted": "0",
+		"memberships clerk": "0", "memberships failed": "0", "memberships local": "41",
+	} {
+		if got[k] != want {
+			t.Errorf("after a run of users only: %s = %s, want %s", k, got[k], want)
+		}
+	}
+}
