@@ -236,6 +236,14 @@ func TestConsole_InABrowser(t *testing.T) {
 	if st := h.event(failed[1])["status"]; st != "processed" {
 		t.Errorf("after the group's replay, event %s is %v", failed[1], st)
 	}
+	// The log by kind, and one organization's events from its link.
+	p.do("filter by kind", chromedp.SetValue(css("#ev-kind"), "organization"), chromedp.Click(css("#ev-apply")))
+	p.until("only the organization's events show", `(() => { const rows = [...document.querySelectorAll("#event-list tr[data-type]")];
+		return rows.length === 2 && rows.every((r) => r.dataset.type.startsWith("organization.")) && location.hash.includes("kind=organization") })()`)
+	p.do("open the organization's events", chromedp.Click(css("#event-list a.object")))
+	p.until("the log lists that organization's events", `(() => { const rows = [...document.querySelectorAll("#event-list tr[data-type]")];
+		return rows.length === 2 && document.getElementById("ev-objectId").value === "`+fxOrg+`" })()`)
+	p.screenshot("09b-events-of-an-organization")
 
 	// Reconcile: the runs, each kind's counts, and a dry run of every kind.
 	p.do("open reconcile", chromedp.Click(css(`#nav a[data-page="reconcile"]`)), chromedp.WaitVisible(css("#runs table")))

@@ -495,8 +495,10 @@
 
     const filters = h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); apply(); } },
       sel("status", "Status", ["", "stored", "processed", "failed"]),
+      sel("kind", "Kind", ["", "user", "organization", "membership"]),
       sel("eventType", "Type", ["", "created", "updated", "deleted"]),
       inp("userId", "User id", "text", "user_…"),
+      inp("objectId", "Organization or membership id", "text", "org_… or orgmem_…"),
       inp("since", "Received from", "datetime-local"), inp("until", "Received before", "datetime-local"),
       h("button", { type: "submit", id: "ev-apply" }, "Show"),
       h("button", { type: "button", class: "quiet", id: "ev-replay-filter", onclick: () => bulkReplay(filterParams(), "the failed events of this filter", refresh) }, "Replay failed of this filter…"));
@@ -505,7 +507,7 @@
     let params = {};
     const filterParams = () => {
       const p = {};
-      for (const k of ["eventType", "userId"]) if (f[k].value.trim()) p[k] = f[k].value.trim();
+      for (const k of ["kind", "eventType", "userId", "objectId"]) if (f[k].value.trim()) p[k] = f[k].value.trim();
       if (f.since.value) p.since = toISO(f.since.value);
       if (f.until.value) p.until = toISO(f.until.value);
       return p;
@@ -513,10 +515,12 @@
     const p = pager(async (cursor) => {
       const page = await api("GET", "/v1/events", Object.assign({ limit: 50, cursor }, params));
       put(clear(list), table(["Received", "Event (svix-id)", "Type", "User", "Status", "Outcome", "Attempts#", "Error"], page.data.map((ev) =>
-        h("tr", {},
+        h("tr", { "data-type": ev.type },
           h("td", {}, when(ev.receivedAt)),
           h("td", {}, h("a", { class: "mono", href: "#/events/" + encodeURIComponent(ev.eventId || ev.id) }, ev.eventId || ev.id)),
-          h("td", { class: "mono" }, ev.eventType),
+          // Clerk's type, and the organization or membership it changes: a
+          // link to that object's events.
+          h("td", { class: "mono" }, ev.type, ev.objectId ? [h("br"), h("a", { class: "object muted", href: "#/events?objectId=" + encodeURIComponent(ev.objectId) }, ev.objectId)] : null),
           h("td", {}, ev.userId ? h("a", { class: "mono", href: "#/users/" + encodeURIComponent(ev.userId) }, ev.userId) : ""),
           h("td", {}, badge(ev.status)), h("td", {}, badge(ev.outcome)), h("td", { class: "num" }, ev.attempts),
           h("td", {}, ev.error ? h("span", { class: "error" }, clip(ev.error, 50)) : ""))), "No event matches."));
@@ -532,7 +536,7 @@
     function refresh() { loadGroups(groups); return p.reset(); }
     // Filters from the address: #/events?status=failed&userId=…
     const fromHash = new URLSearchParams((location.hash.split("?")[1]) || "");
-    for (const k of ["status", "eventType", "userId"]) if (fromHash.get(k)) f[k].value = fromHash.get(k);
+    for (const k of ["status", "kind", "eventType", "userId", "objectId"]) if (fromHash.get(k)) f[k].value = fromHash.get(k);
     for (const k of ["since", "until"]) if (fromHash.get(k)) f[k].value = toLocalInput(fromHash.get(k));
 
     put(root, h("h1", {}, "Events"), lookup, h("h2", {}, "Failures by reason"), groups, h("h2", {}, "Event log"), filters, list, p.el);
