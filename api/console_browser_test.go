@@ -186,6 +186,7 @@ func TestConsole_InABrowser(t *testing.T) {
 	p.until("the overview shows", `document.querySelector("#card-ready") && document.querySelector("#card-ready").textContent.includes("ready")`)
 	p.until("the charts show", `document.querySelectorAll("#chart-received svg rect.bar-received").length > 50`)
 	p.until("the backlog shows", `document.querySelector("#card-failed .value").textContent.trim() === "3"`)
+	p.until("the failed card says of which kind", `document.querySelector("#card-failed .sub").textContent === "1 given up · 3 user"`)
 	p.until("the outcomes chart draws organizations and memberships deleted, with a legend",
 		`document.querySelectorAll("#chart-outcomes svg rect.bar-deleted").length >= 15 && document.querySelector("#chart-outcomes .legend .k-deleted") !== null &&
 		getComputedStyle(document.querySelector("#chart-outcomes svg rect.bar-deleted")).fill === "rgb(191, 57, 137)"`)

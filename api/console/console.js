@@ -184,6 +184,13 @@
   let timers = [];
   function stopTimers() { timers.forEach(clearInterval); timers = []; }
 
+  // byKind lists the kinds with events of field (stats' kind: {user:
+  // {stored, failed, gaveUp}, …}): " · 2 user, 1 membership", or "".
+  function byKind(kinds, field) {
+    const parts = Object.entries(kinds || {}).filter(([, c]) => c[field] > 0).map(([k, c]) => num(c[field]) + " " + k);
+    return parts.length ? " · " + parts.join(", ") : "";
+  }
+
   function route() {
     stopTimers();
     if (!key()) { showLogin(""); return; }
@@ -237,7 +244,7 @@
       card("Database", o.ready.ok ? "ready" : "not ready", o.ready.error || "/readyz", o.ready.ok ? "good" : "bad", "card-ready"),
       card("Last webhook", o.lastWebhookAt ? when(o.lastWebhookAt, { ago: true }) : "none yet", "to this instance since it started"),
       ev ? card("Backlog", num(ev.backlog), "stored, and failed to retry", ev.backlog > 0 ? "warn" : "", "card-backlog") : card("Events", "unknown", o.eventsError, "bad"),
-      ev ? card("Failed", num(ev.status.failed), num(ev.gaveUp) + " given up", ev.status.failed > 0 ? "bad" : "", "card-failed") : null,
+      ev ? card("Failed", num(ev.status.failed), num(ev.gaveUp) + " given up" + byKind(ev.kind, "failed"), ev.status.failed > 0 ? "bad" : "", "card-failed") : null,
       ev ? card("Given up", num(ev.gaveUp), "wait for an operator", ev.gaveUp > 0 ? "bad" : "") : null,
       ev ? card("Processed", num(ev.status.processed), num(ev.outcome.applied) + " applied, " + num(ev.outcome.stale) + " stale, " +
         num(ev.outcome.deleted_user) + " deleted user, " + num(ev.outcome.deleted) + " deleted", "", "card-processed") : null,
