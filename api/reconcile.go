@@ -22,8 +22,19 @@ type reconcileRunJSON struct {
 	DurationSeconds float64 `json:"durationSeconds"`
 	Success         bool    `json:"success"`
 	Error           string  `json:"error,omitempty"`
-	// The users' counts, as before the other kinds were counted: zeros
-	// and localUsers null when the run did not read users.
+	usersAtTopJSON
+	// Refused is the run's: a kind had more to delete than allowed.
+	Refused bool `json:"refused"`
+	// Each kind's counts; null when the run did not read the kind.
+	Users         *reconcileCountsJSON `json:"users"`
+	Organizations *reconcileCountsJSON `json:"organizations"`
+	Memberships   *reconcileCountsJSON `json:"memberships"`
+}
+
+// usersAtTopJSON is the users' counts at the top of a run or a dry run's
+// report, as before the other kinds were counted: zeros and localUsers
+// null when the run did not read users.
+type usersAtTopJSON struct {
 	ClerkUsers int  `json:"clerkUsers"`
 	LocalUsers *int `json:"localUsers"`
 	Applied    int  `json:"applied"`
@@ -31,13 +42,15 @@ type reconcileRunJSON struct {
 	Unchanged  int  `json:"unchanged"`
 	Deleted    int  `json:"deleted"`
 	Failed     int  `json:"failed"`
-	// Refused is the run's: a kind had more to delete than allowed.
-	Refused  bool `json:"refused"`
-	ToDelete int  `json:"toDelete"`
-	// Each kind's counts; null when the run did not read the kind.
-	Users         *reconcileCountsJSON `json:"users"`
-	Organizations *reconcileCountsJSON `json:"organizations"`
-	Memberships   *reconcileCountsJSON `json:"memberships"`
+	ToDelete   int  `json:"toDelete"`
+}
+
+func newUsersAtTopJSON(u *models.ReconcileCounts) usersAtTopJSON {
+	if u == nil {
+		return usersAtTopJSON{}
+	}
+	return usersAtTopJSON{ClerkUsers: u.Clerk, LocalUsers: optCount(u.Local), Applied: u.Applied, Stale: u.Stale,
+		Unchanged: u.Unchanged, Deleted: u.Deleted, Failed: u.Failed, ToDelete: u.ToDelete}
 }
 
 // reconcileCountsJSON is what a run did to one kind.
@@ -75,12 +88,9 @@ func newReconcileRunJSON(r models.ReconcileSummary) reconcileRunJSON {
 	j := reconcileRunJSON{
 		ID: r.ID, Kind: r.Kind, Trigger: r.Trigger, StartedAt: formatTime(r.StartedAt),
 		DurationSeconds: r.Duration.Seconds(), Success: r.Success, Error: r.Error, Refused: r.Refused(),
-		Users: newReconcileCountsJSON(r.Users), Organizations: newReconcileCountsJSON(r.Organizations),
+		usersAtTopJSON: newUsersAtTopJSON(r.Users),
+		Users:          newReconcileCountsJSON(r.Users), Organizations: newReconcileCountsJSON(r.Organizations),
 		Memberships: newReconcileCountsJSON(r.Memberships),
-	}
-	if u := r.Users; u != nil {
-		j.ClerkUsers, j.LocalUsers, j.Applied, j.Stale, j.Unchanged, j.Deleted, j.Failed, j.ToDelete =
-			u.Clerk, optCount(u.Local), u.Applied, u.Stale, u.Unchanged, u.Deleted, u.Failed, u.ToDelete
 	}
 	return j
 }
@@ -148,16 +158,9 @@ type dryRunNote struct {
 // dryRunReportJSON is what a run would do: the users' counts at the top,
 // as before the other kinds were counted, and each kind's.
 type dryRunReportJSON struct {
-	Complete       bool   `json:"complete"`
-	ClerkUsers     int    `json:"clerkUsers"`
-	LocalUsers     *int   `json:"localUsers"`
-	Applied        int    `json:"applied"`
-	Stale          int    `json:"stale"`
-	Unchanged      int    `json:"unchanged"`
-	Deleted        int    `json:"deleted"`
-	Failed         int    `json:"failed"`
-	Refused        bool   `json:"refused"`
-	ToDelete       int    `json:"toDelete"`
+	Complete bool `json:"complete"`
+	usersAtTopJSON
+	Refused        bool   `json:"refused"` // the users'
 	DeletesSkipped string `json:"deletesSkipped,omitempty"`
 	// Each kind's; null when the dry run did not read the kind (the Clerk
 	// instance has organizations turned off).
@@ -177,12 +180,8 @@ type dryRunKindJSON struct {
 
 func newDryRunReportJSON(rep sync.ReconcileReport) *dryRunReportJSON {
 	users := rep.Of(models.KindUser)
-	r := &dryRunReportJSON{
-		Complete: users.Complete, ClerkUsers: users.Listed.Read, LocalUsers: optCount(users.Local),
-		Applied: users.Listed.Applied, Stale: users.Listed.Stale, Unchanged: unchangedOf(users.Listed),
-		Deleted: users.Deleted, Failed: users.Listed.Failed, Refused: users.Refused, ToDelete: len(users.ToDelete),
-		DeletesSkipped: users.DeletesSkipped,
-	}
+	r := &dryRunReportJSON{Complete: users.Complete, usersAtTopJSON: newUsersAtTopJSON(rep.Counts(models.KindUser)),
+		Refused: users.Refused, DeletesSkipped: users.DeletesSkipped}
 	for _, k := range sync.Kinds {
 		c := rep.Counts(k)
 		if c == nil {
@@ -234,10 +233,6 @@ func (j *dryRunJob) view() dryRunResponse {
 	}
 	return r
 }
-
-// unchangedOf counts the objects whose stored state already was Clerk's,
-// or that are deleted here and stay so (as usersync reconcile prints it).
-func unchangedOf(t sync.Tally) int { return t.Unchanged + t.Duplicate + t.DeletedHere }
 
 // startDryRun answers POST /v1/reconcile/dry-run: it starts a dry run of
 // reconcile of every kind in the background and answers 202 with its
