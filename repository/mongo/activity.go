@@ -96,7 +96,7 @@ func (a *Activity) addToBucket(ctx context.Context, id string, start time.Time, 
 	var err error
 	for range 3 {
 		var res *mongo.UpdateResult
-		res, err = a.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, update, options.UpdateOne().SetUpsert(true))
+		res, err = updateOne(ctx, a.coll, bson.D{{Key: "_id", Value: id}}, update, options.UpdateOne().SetUpsert(true))
 		if err = translate(err); err == nil {
 			return res.UpsertedCount > 0, nil
 		}

@@ -52,7 +52,7 @@ func (c *counters) add(ctx context.Context, outcome models.Outcome, id bson.Obje
 	h := fnv.New32a()
 	_, _ = h.Write(id[:])
 	key := outcomeCounterID(outcome, h.Sum32()%counterStripes)
-	_, err := c.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: key}},
+	_, err := updateOne(ctx, c.coll, bson.D{{Key: "_id", Value: key}},
 		bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: n}}}}, options.UpdateOne().SetUpsert(true))
 	if err != nil {
 		return fmt.Errorf("count %s events: %w", outcome, translate(err))
@@ -156,8 +156,7 @@ func (e *Events) foldBatch(ctx context.Context, o models.Outcome) (int, error) {
 	for i, d := range docs {
 		ids[i] = d.ID
 	}
-	_, err = c.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: foldCounterID(o)}, {Key: "pending", Value: bson.D{{Key: "$exists", Value: false}}}},
+	_, err = updateOne(ctx, c, bson.D{{Key: "_id", Value: foldCounterID(o)}, {Key: "pending", Value: bson.D{{Key: "$exists", Value: false}}}},
 		bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int64(len(ids))}}}, {Key: "$set", Value: bson.D{{Key: "pending", Value: ids}}}},
 		options.UpdateOne().SetUpsert(true))
 	if err = translate(err); errors.Is(err, errDuplicate) {
@@ -171,14 +170,12 @@ func (e *Events) foldBatch(ctx context.Context, o models.Outcome) (int, error) {
 
 // finishFold unflags the events of a pending batch, then clears it.
 func (e *Events) finishFold(ctx context.Context, o models.Outcome, ids []bson.ObjectID) error {
-	_, err := e.primary.UpdateMany(ctx,
-		bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "uncounted", Value: o}},
+	_, err := updateMany(ctx, e.primary, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "uncounted", Value: o}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: "uncounted", Value: ""}}}})
 	if err != nil {
 		return translate(err)
 	}
-	_, err = e.counters.coll.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: foldCounterID(o)}, {Key: "pending", Value: ids}},
+	_, err = updateOne(ctx, e.counters.coll, bson.D{{Key: "_id", Value: foldCounterID(o)}, {Key: "pending", Value: ids}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: "pending", Value: ""}}}})
 	return translate(err)
 }

@@ -79,7 +79,7 @@ func (u *Users) rearmErasure(ctx context.Context, userID string, dueAt time.Time
 // due from dueAt.
 func rearm(ctx context.Context, coll *mongo.Collection, what, id string, dueAt time.Time) error {
 	// By _id alone: only tombstones are marked, and a tombstone stays one.
-	_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(id)}},
+	_, err := updateOne(ctx, coll, bson.D{{Key: "_id", Value: docID(id)}},
 		// $min: an erasure an admin asked for (eraseEpoch) stays due at once.
 		bson.D{{Key: "$min", Value: bson.D{{Key: "eraseAfter", Value: dueAt}}}})
 	if err != nil {
@@ -150,7 +150,7 @@ func (s *Store) EraseUser(ctx context.Context, userID string, now time.Time) (mo
 	if err != nil || res.Pending == 0 {
 		return res, err
 	}
-	_, err = s.users.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(userID)}},
+	_, err = updateOne(ctx, s.users.coll, bson.D{{Key: "_id", Value: docID(userID)}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "eraseAfter", Value: eraseEpoch}}}})
 	if err != nil {
 		return res, fmt.Errorf("mark user %s for erasure: %w", userID, translate(err))
@@ -203,7 +203,7 @@ func (s *Store) eraseEvents(ctx context.Context, subj subject, id string, now ti
 // erasedAt, then looks for an event of it that came in meanwhile, and
 // marks it again, due at once, if there is one.
 func (s *Store) unmarkErasure(ctx context.Context, subj subject, id string, now time.Time) error {
-	_, err := subj.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: docID(id)}}, bson.D{
+	_, err := updateOne(ctx, subj.coll, bson.D{{Key: "_id", Value: docID(id)}}, bson.D{
 		{Key: "$unset", Value: bson.D{{Key: "eraseAfter", Value: ""}}},
 		{Key: "$set", Value: bson.D{{Key: "erasedAt", Value: now}}},
 	})

@@ -18,7 +18,9 @@ import (
 // TestTranslate_FailoverIsUnavailableAndACancelledRequestIsNot classifies
 // errors as the driver builds them: what a retry may heal (an election,
 // a shutdown, a network error) is models.ErrUnavailable, which becomes a
-// 503 and is counted; a caller that went away is not.
+// 503 and is counted; a transient conflict between concurrent writes (a
+// deadlock on the DocumentDB engines) is a retry later, not an outage; a
+// caller that went away is not.
 func TestTranslate_FailoverIsUnavailableAndACancelledRequestIsNot(t *testing.T) {
 	cmd := func(code int32, labels ...string) error {
 		return mongo.CommandError{Code: code, Message: "x", Labels: labels}
@@ -39,7 +41,10 @@ func TestTranslate_FailoverIsUnavailableAndACancelledRequestIsNot(t *testing.T) 
 		{"HostNotFound", cmd(7), models.ErrUnavailable},
 		{"NetworkTimeout", cmd(89), models.ErrUnavailable},
 		{"SocketException", cmd(9001), models.ErrUnavailable},
-		{"DocumentDB deadlock", cmd(16908292), models.ErrUnavailable},
+		{"DocumentDB deadlock", cmd(16908292), models.ErrRetryLater},
+		{"deadlock in a write error", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 1, Message: "deadlock detected"}}}, models.ErrRetryLater},
+		{"WriteConflict", cmd(112), models.ErrRetryLater},
+		{"TransientTransactionError label", cmd(251, "TransientTransactionError"), models.ErrRetryLater},
 		{"RetryableWriteError label", cmd(262, "RetryableWriteError"), models.ErrUnavailable},
 		{"NetworkError label", cmd(0, "NetworkError"), models.ErrUnavailable},
 		{"write concern error: primary stepped down", mongo.WriteException{
@@ -54,7 +59,7 @@ func TestTranslate_FailoverIsUnavailableAndACancelledRequestIsNot(t *testing.T) 
 		{"no documents", mongo.ErrNoDocuments, models.ErrNotFound},
 		{"unauthorized", cmd(13), nil},
 	}
-	sentinels := []error{models.ErrUnavailable, repository.ErrDuplicateForTest, models.ErrEmailTaken, models.ErrNotFound}
+	sentinels := []error{models.ErrUnavailable, models.ErrRetryLater, repository.ErrDuplicateForTest, models.ErrEmailTaken, models.ErrNotFound}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := repository.TranslateForTest(tc.err)
@@ -210,5 +215,54 @@ func TestTranslate_StorageFull(t *testing.T) {
 		if !errors.Is(got, models.ErrStorageFull) || !errors.Is(got, models.ErrUnavailable) {
 			t.Errorf("translate(%v) = %v, want ErrStorageFull and ErrUnavailable", err, got)
 		}
+	}
+}
+
+// TestTranslate_ATransientConflictNeverCarriesTheDriversText: what a
+// deadlock leaves of an error is a fixed text (it is stored as an event's
+// error and may reach a client), with the driver's error still reachable
+// for logs.
+func TestTranslate_ATransientConflictNeverCarriesTheDriversText(t *testing.T) {
+	driver := mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 16908292,
+		Message: `deadlock detected: Process 81 waits for ShareLock on transaction 1203; blocked by process 77 (user a@example.com)`}}}
+	got := repository.TranslateForTest(driver)
+	if strings.Contains(got.Error(), "Process") || strings.Contains(got.Error(), "example.com") {
+		t.Errorf("translate = %q: carries the driver's text", got)
+	}
+	var we mongo.WriteException
+	if !errors.As(got, &we) {
+		t.Errorf("translate = %v: the driver's error is not reachable", got)
+	}
+}
+
+// TestRetryConflicts_AWriteRefusedByADeadlockIsMadeAgain: a write
+// refused by a transient conflict is made again, a bounded number of
+// times, and a write refused for another reason is not.
+func TestRetryConflicts_AWriteRefusedByADeadlockIsMadeAgain(t *testing.T) {
+	deadlock := mongo.CommandError{Code: 16908292, Message: "deadlock detected"}
+	for _, tc := range []struct {
+		name      string
+		failures  int   // tries refused before one succeeds
+		err       error // what refuses them
+		wantTries int
+		wantErr   bool
+	}{
+		{"a deadlock, then through", 2, deadlock, 3, false},
+		{"deadlocks every time", 100, deadlock, repository.MaxConflictTriesForTest, true},
+		{"another error is not retried", 100, mongo.CommandError{Code: 13, Message: "unauthorized"}, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tries := 0
+			err := repository.RetryConflictsForTest(context.Background(), func() error {
+				tries++
+				if tries <= tc.failures {
+					return tc.err
+				}
+				return nil
+			})
+			if tries != tc.wantTries || (err != nil) != tc.wantErr {
+				t.Errorf("%d tries, err %v; want %d tries, error %v", tries, err, tc.wantTries, tc.wantErr)
+			}
+		})
 	}
 }

@@ -243,8 +243,10 @@ func (e *Events) record(ctx context.Context, d eventDoc) (models.Event, bool, er
 		return models.Event{}, false, err
 	}
 	var before eventDoc
-	err = e.primary.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$setOnInsert", Value: set}},
-		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.Before)).Decode(&before)
+	_, err = retryConflicts(ctx, func() (struct{}, error) {
+		return struct{}{}, e.primary.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$setOnInsert", Value: set}},
+			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.Before)).Decode(&before)
+	})
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return d.model(), true, nil
 	}
@@ -273,7 +275,7 @@ func withoutID(d eventDoc) (bson.D, error) {
 }
 
 func insertOne(ctx context.Context, coll *mongo.Collection, doc any) error {
-	_, err := coll.InsertOne(ctx, doc)
+	_, err := retryConflicts(ctx, func() (*mongo.InsertOneResult, error) { return coll.InsertOne(ctx, doc) })
 	return err
 }
 
@@ -763,7 +765,7 @@ func claimCond(attempts int, now time.Time) bson.D {
 // is in the state that cond matches, in one conditional write, and
 // reports whether it did. A missing document is not updated.
 func updateByID(ctx context.Context, coll *mongo.Collection, id bson.ObjectID, cond, update bson.D) (bool, error) {
-	res, err := coll.UpdateOne(ctx, append(bson.D{{Key: "_id", Value: id}}, cond...), update)
+	res, err := updateOne(ctx, coll, append(bson.D{{Key: "_id", Value: id}}, cond...), update)
 	if err != nil {
 		return false, translate(err)
 	}

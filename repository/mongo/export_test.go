@@ -123,3 +123,12 @@ func CollectionsForTest(s *Store) map[string]string {
 // ErrDuplicateForTest is the error of a unique violation other than the
 // email index's, which stays inside the store.
 var ErrDuplicateForTest = errDuplicate
+
+// MaxConflictTriesForTest is maxConflictTries.
+const MaxConflictTriesForTest = maxConflictTries
+
+// RetryConflictsForTest is retryConflicts of write.
+func RetryConflictsForTest(ctx context.Context, write func() error) error {
+	_, err := retryConflicts(ctx, func() (struct{}, error) { return struct{}{}, write() })
+	return err
+}

@@ -35,8 +35,7 @@ type leaseDoc struct {
 // never existed, or it has expired by now. It reports whether owner holds
 // it now; errors wrap models.ErrUnavailable when the database is down.
 func (l *Leases) Acquire(ctx context.Context, name, owner string, now, until time.Time) (bool, error) {
-	res, err := l.coll.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: name}, {Key: "expiresAt", Value: bson.D{{Key: "$lte", Value: now.UTC()}}}},
+	res, err := updateOne(ctx, l.coll, bson.D{{Key: "_id", Value: name}, {Key: "expiresAt", Value: bson.D{{Key: "$lte", Value: now.UTC()}}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: owner}, {Key: "expiresAt", Value: until.UTC()}}}})
 	if err != nil {
 		return false, fmt.Errorf("acquire lease %s: %w", name, translate(err))
@@ -60,8 +59,7 @@ func (l *Leases) Acquire(ctx context.Context, name, owner string, now, until tim
 // the end of a run that keeps others away until the next one is due). It
 // reports false when owner no longer holds the lease.
 func (l *Leases) Extend(ctx context.Context, name, owner string, until time.Time) (bool, error) {
-	res, err := l.coll.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: name}, {Key: "owner", Value: owner}},
+	res, err := updateOne(ctx, l.coll, bson.D{{Key: "_id", Value: name}, {Key: "owner", Value: owner}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "expiresAt", Value: until.UTC()}}}})
 	if err != nil {
 		return false, fmt.Errorf("extend lease %s: %w", name, translate(err))
@@ -74,8 +72,7 @@ func (l *Leases) Extend(ctx context.Context, name, owner string, until time.Time
 // interval was shortened, or a clock went back after a lease was set). It
 // reports whether owner holds it now; errors are Acquire's.
 func (l *Leases) Reclaim(ctx context.Context, name, owner string, horizon, until time.Time) (bool, error) {
-	res, err := l.coll.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: name}, {Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: horizon.UTC()}}}},
+	res, err := updateOne(ctx, l.coll, bson.D{{Key: "_id", Value: name}, {Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: horizon.UTC()}}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: owner}, {Key: "expiresAt", Value: until.UTC()}}}})
 	if err != nil {
 		return false, fmt.Errorf("reclaim lease %s: %w", name, translate(err))

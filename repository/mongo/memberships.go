@@ -169,7 +169,7 @@ func cascadeFilter(by bson.E) bson.D { return bson.D{by, {Key: "deletedAt", Valu
 // tombstones, deleted at at by the event eventID. It is idempotent: a
 // second run finds none.
 func (m *Memberships) cascade(ctx context.Context, by bson.E, at time.Time, eventID string, now time.Time) error {
-	if _, err := m.coll.UpdateMany(ctx, cascadeFilter(by), tombstoneUpdate(at, at, eventID, now)); err != nil {
+	if _, err := updateMany(ctx, m.coll, cascadeFilter(by), tombstoneUpdate(at, at, eventID, now)); err != nil {
 		return fmt.Errorf("delete the memberships of %s %v: %w", by.Key, by.Value, translate(err))
 	}
 	return nil
@@ -307,7 +307,7 @@ func (m *Memberships) Apply(ctx context.Context, ch models.MembershipChange, now
 	}
 	if gone != nil {
 		outcome = models.OutcomeDeleted
-		if _, err := m.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: w.id}, {Key: "deletedAt", Value: nil}},
+		if _, err := updateOne(ctx, m.coll, bson.D{{Key: "_id", Value: w.id}, {Key: "deletedAt", Value: nil}},
 			tombstoneUpdate(*gone, ch.SourceTime, ch.EventID, now)); err != nil {
 			return fail(fmt.Errorf("delete the membership of a deleted organization or user: %w", translate(err)))
 		}
@@ -320,7 +320,7 @@ func (m *Memberships) Apply(ctx context.Context, ch models.MembershipChange, now
 // concurrent write changed the membership between the write and the read
 // that explains it.
 func (m *Memberships) write(ctx context.Context, w membershipWrite) (models.Decision, error) {
-	res, err := m.coll.UpdateOne(ctx, w.filter, w.update, options.UpdateOne().SetUpsert(true))
+	res, err := updateOne(ctx, m.coll, w.filter, w.update, options.UpdateOne().SetUpsert(true))
 	if err == nil {
 		if res.UpsertedCount > 0 {
 			return models.DecideCreate, nil
@@ -375,7 +375,7 @@ func takePairFilter(ch models.MembershipChange) bson.D {
 // be written as a tombstone. In every other case (no holder any more, or
 // another one) Apply writes again.
 func (m *Memberships) settlePair(ctx context.Context, ch models.MembershipChange, now time.Time) (heldAt *time.Time, err error) {
-	res, err := m.primary.UpdateOne(ctx, takePairFilter(ch), tombstoneUpdate(ch.SourceTime, ch.SourceTime, ch.EventID, now))
+	res, err := updateOne(ctx, m.primary, takePairFilter(ch), tombstoneUpdate(ch.SourceTime, ch.SourceTime, ch.EventID, now))
 	if err != nil {
 		return nil, fmt.Errorf("delete the older membership of the pair: %w", translate(err))
 	}

@@ -123,7 +123,7 @@ func (o *Organizations) apply(ctx context.Context, ch models.OrganizationChange,
 		if try > maxApplyTries {
 			return 0, fmt.Errorf("concurrent writes to the organization kept winning: %w", models.ErrRetryLater)
 		}
-		res, err := o.coll.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
+		res, err := updateOne(ctx, o.coll, filter, update, options.UpdateOne().SetUpsert(true))
 		if err == nil {
 			d = models.DecideUpdate
 			if res.UpsertedCount > 0 {

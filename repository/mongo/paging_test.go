@@ -42,6 +42,7 @@ func pagingEvents(t *testing.T, s *repository.Store, n int, base time.Time) []mo
 		}
 		ev := newEvent(fmt.Sprintf("msg_page_%03d", i), `{}`)
 		ev.ReceivedAt, ev.Status, ev.EventType = at, statuses[r.IntN(len(statuses))], types[r.IntN(len(types))]
+		ev.Type = "user." + string(ev.EventType) // the type the filters select by
 		ev.UserID = fmt.Sprintf("user_%d", r.IntN(5))
 		if ev.Status == models.StatusProcessed {
 			ev.Outcome, ev.ProcessedAt = models.OutcomeApplied, &at

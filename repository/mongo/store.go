@@ -442,7 +442,10 @@ func createIndexes(ctx context.Context, coll *mongo.Collection, want []mongo.Ind
 	if len(missing) == 0 {
 		return nil
 	}
-	if _, err := coll.Indexes().CreateMany(ctx, missing); err != nil {
+	// Instances starting at once on a new database create the same
+	// indexes at once: the DocumentDB engines can answer one of them with
+	// a deadlock.
+	if _, err := retryConflicts(ctx, func() ([]string, error) { return coll.Indexes().CreateMany(ctx, missing) }); err != nil {
 		return fmt.Errorf("create indexes on %s: %w", coll.Name(), translate(err))
 	}
 	return nil
@@ -474,7 +477,8 @@ func translate(err error) error {
 		return models.ErrNotFound
 	}
 	var translated *conflictError
-	if errors.Is(err, context.Canceled) || errors.As(err, &translated) {
+	var transient *transientError
+	if errors.Is(err, context.Canceled) || errors.As(err, &translated) || errors.As(err, &transient) {
 		return err
 	}
 	if index, ok := uniqueViolation(err); ok {
@@ -483,6 +487,8 @@ func translate(err error) error {
 	switch {
 	case isStorageFull(err):
 		return storageFull(err)
+	case isTransientConflict(err):
+		return &transientError{driver: err}
 	case isUnavailable(err):
 		return fmt.Errorf("%w: %w", models.ErrUnavailable, err)
 	}
@@ -490,21 +496,19 @@ func translate(err error) error {
 }
 
 // unavailableCodes are the server errors a retry may heal: a replica set
-// electing a new primary or shutting down, an unreachable host, and
-// DocumentDB's transient deadlock between concurrent writes.
+// electing a new primary or shutting down, an unreachable host.
 var unavailableCodes = []int{
-	6,        // HostUnreachable
-	7,        // HostNotFound
-	89,       // NetworkTimeout
-	91,       // ShutdownInProgress
-	189,      // PrimarySteppedDown
-	9001,     // SocketException
-	10107,    // NotWritablePrimary
-	11600,    // InterruptedAtShutdown
-	11602,    // InterruptedDueToReplStateChange
-	13435,    // NotPrimaryNoSecondaryOk
-	13436,    // NotPrimaryOrSecondary
-	16908292, // DocumentDB: deadlock detected
+	6,     // HostUnreachable
+	7,     // HostNotFound
+	89,    // NetworkTimeout
+	91,    // ShutdownInProgress
+	189,   // PrimarySteppedDown
+	9001,  // SocketException
+	10107, // NotWritablePrimary
+	11600, // InterruptedAtShutdown
+	11602, // InterruptedDueToReplStateChange
+	13435, // NotPrimaryNoSecondaryOk
+	13436, // NotPrimaryOrSecondary
 }
 
 // isUnavailable reports whether err says the database cannot serve now

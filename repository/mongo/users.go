@@ -193,7 +193,7 @@ var (
 // errEmailHeld, errLostRace or another error. The driver's error for a
 // duplicate key is never returned: its message holds the key (an email).
 func (u *Users) write(ctx context.Context, w userWrite) (models.Outcome, error) {
-	_, err := u.coll.UpdateOne(ctx, w.filter, w.update, options.UpdateOne().SetUpsert(true))
+	_, err := updateOne(ctx, u.coll, w.filter, w.update, options.UpdateOne().SetUpsert(true))
 	if err == nil {
 		return models.OutcomeApplied, nil // updated, or inserted
 	}
@@ -244,7 +244,7 @@ func (u *Users) write(ctx context.Context, w userWrite) (models.Outcome, error) 
 // feed serves it; its Clerk version (sourceUpdatedAt, lastEventId) stays:
 // its next event is still applied.
 func (u *Users) takeEmail(ctx context.Context, ch models.Change, now time.Time) (drop bool, err error) {
-	res, err := u.primary.UpdateOne(ctx, takeEmailFilter(ch), bson.D{
+	res, err := updateOne(ctx, u.primary, takeEmailFilter(ch), bson.D{
 		{Key: "$unset", Value: bson.D{{Key: "email", Value: ""}}},
 		{Key: "$set", Value: bson.D{{Key: "updatedAt", Value: now}}},
 	})
