@@ -1,6 +1,7 @@
 package mongo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,7 +96,18 @@ type survey struct {
 type collSurvey struct {
 	sample  []bson.Raw // the first documents, up to surveySample
 	indexes []indexSpec
+	// kind is what listCollections says the collection is: "collection"
+	// (or "" from an engine that does not say), "view", "timeseries".
+	kind string
+	// validator: the collection has a validator (usersync sets none).
+	validator bool
 }
+
+// records are the collections of usersync's own bookkeeping, which no
+// application writes in usersync's shapes: an older usersync is
+// recognised by them, never by the shape of its objects alone (an
+// application's users may well have a userId and a sourceUpdatedAt).
+var records = []string{EventsCollection, CountersCollection, LeasesCollection, ActivityCollection, RunsCollection}
 
 // surveySample is how many documents of a collection the survey judges.
 const surveySample = 20
@@ -130,29 +142,52 @@ func decideOwnership(sv survey) (ownership, error) {
 		}
 		return ownMarked, nil
 	}
-	populated := false
+	populated, recorded := "", false
 	for _, base := range ownedCollections {
 		c, ok := sv.colls[base]
 		if !ok {
 			continue
 		}
-		if reason := foreignIndexes(base, c.indexes); reason != "" {
+		if reason := foreignCollection(base, c); reason != "" {
 			return 0, foreignData(sv, base, reason)
 		}
-		for _, doc := range c.sample {
-			if reason := foreignShape(base, doc); reason != "" {
-				return 0, foreignData(sv, base, reason)
-			}
+		if len(c.sample) > 0 {
+			populated = cmp.Or(populated, base)
+			recorded = recorded || slices.Contains(records, base)
 		}
-		populated = populated || len(c.sample) > 0
 	}
 	switch {
-	case !populated:
+	case populated == "":
 		return ownFresh, nil
+	case !recorded && !sv.legacyMark:
+		return 0, foreignData(sv, populated, "its documents look like usersync's, but the database has none of usersync's own records "+
+			"(its event log, counters or mark)")
 	case sv.legacyMark:
 		return ownMarked, nil
 	}
 	return ownOlder, nil
+}
+
+// foreignCollection says why the collection base, as surveyed, is not
+// one usersync made or adopts, or "": a view or another kind of
+// collection, a validator, an index usersync does not make, a document
+// of another shape.
+func foreignCollection(base string, c collSurvey) string {
+	switch {
+	case c.kind != "" && c.kind != "collection":
+		return "it is a " + c.kind + ", not a collection"
+	case c.validator:
+		return "it has a validator, which usersync does not set"
+	}
+	if reason := foreignIndexes(base, c.indexes); reason != "" {
+		return reason
+	}
+	for _, doc := range c.sample {
+		if reason := foreignShape(base, doc); reason != "" {
+			return reason
+		}
+	}
+	return ""
 }
 
 func foreignData(sv survey, base, reason string) error {
@@ -250,17 +285,18 @@ func foreignIndexes(base string, specs []indexSpec) string {
 // survey reads what decideOwnership judges, writing nothing.
 func (s *Store) survey(ctx context.Context) (survey, error) {
 	sv := survey{db: s.db.Name(), prefix: s.names.prefix, colls: map[string]collSurvey{}}
-	names, err := s.db.ListCollectionNames(ctx, bson.D{})
+	specs, err := s.db.ListCollectionSpecifications(ctx, bson.D{})
 	if err != nil {
 		return sv, fmt.Errorf("list collections: %w", translate(err))
 	}
 	primary := options.Collection().SetReadPreference(readpref.Primary())
 	for _, base := range ownedCollections {
-		if !slices.Contains(names, s.names.of(base)) {
+		i := slices.IndexFunc(specs, func(sp mongo.CollectionSpecification) bool { return sp.Name == s.names.of(base) })
+		if i < 0 {
 			continue
 		}
 		coll := s.db.Collection(s.names.of(base), primary)
-		var c collSurvey
+		c := collSurvey{kind: specs[i].Type, validator: hasValidator(specs[i].Options)}
 		cur, err := coll.Find(ctx, bson.D{}, options.Find().SetLimit(surveySample))
 		if err != nil {
 			return sv, fmt.Errorf("read %s: %w", coll.Name(), translate(err))
@@ -296,6 +332,21 @@ func (s *Store) survey(ctx context.Context) (survey, error) {
 		}
 	}
 	return sv, nil
+}
+
+// hasValidator reports whether a collection's options (listCollections'
+// options) set a validator: a non-empty validator document.
+func hasValidator(opts bson.Raw) bool {
+	v, err := opts.LookupErr("validator")
+	if err != nil {
+		return false
+	}
+	doc, ok := v.DocumentOK()
+	if !ok {
+		return true // not a document: not usersync's either
+	}
+	elems, _ := doc.Elements()
+	return len(elems) > 0
 }
 
 func listIndexes(ctx context.Context, coll *mongo.Collection) ([]indexSpec, error) {

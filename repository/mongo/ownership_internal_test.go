@@ -92,6 +92,13 @@ func TestDecideOwnership_AnotherProgramsDataIsRefused(t *testing.T) {
 		{"usersync's indexes of every version", survey{colls: map[string]collSurvey{UsersCollection: {indexes: []indexSpec{
 			{Name: "_id_"}, {Name: "userId_1", Unique: true}, {Name: "email_1", Unique: true, Sparse: true},
 			{Name: "updatedAt_-1"}, {Name: "deletedAt_1_updatedAt_-1"}}}}}, ownFresh, ""},
+		{"an application's users of usersync's shape, with none of usersync's records", survey{colls: map[string]collSurvey{
+			UsersCollection: users(usersyncUser), EventsCollection: {}}}, 0, "none of usersync's own records"},
+		{"an older usersync's users and its event log", survey{colls: map[string]collSurvey{
+			UsersCollection: users(usersyncUser), EventsCollection: {sample: docs(t, usersyncEvent)}}}, ownOlder, ""},
+		{"an application's empty users with a validator", survey{colls: map[string]collSurvey{
+			UsersCollection: {validator: true, indexes: []indexSpec{{Name: "_id_"}}}}}, 0, "validator"},
+		{"an application's view named users", survey{colls: map[string]collSurvey{UsersCollection: {kind: "view"}}}, 0, "view"},
 		{"prefixed", survey{prefix: "usersync_", colls: map[string]collSurvey{UsersCollection: users(appUser)}}, 0, `"usersync_users"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -104,6 +104,46 @@ func TestPrepare_AnApplicationsDatabaseIsRefusedUnchanged(t *testing.T) {
 	sameSnapshot(t, "refusing", snapshot(t, s.Database()), before)
 }
 
+// TestPrepare_AnApplicationsCollectionsAreNeitherAdoptedNorMigrated: an
+// application's empty users collection with a validator, and one whose
+// documents happen to have a userId and a sourceUpdatedAt date, are the
+// application's: Prepare and Migrate refuse them as foreign data (not as
+// fresh, and not as an older usersync to re-key), and change nothing.
+func TestPrepare_AnApplicationsCollectionsAreNeitherAdoptedNorMigrated(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		seed func(t *testing.T, db *mongo.Database)
+	}{
+		{"an empty users collection with a validator", func(t *testing.T, db *mongo.Database) {
+			validator := bson.D{{Key: "$jsonSchema", Value: bson.D{{Key: "required", Value: bson.A{"email"}}}}}
+			if err := db.CreateCollection(ctx, "users", options.CreateCollection().SetValidator(validator)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"users with a userId and a sourceUpdatedAt date", func(t *testing.T, db *mongo.Database) {
+			if _, err := db.Collection("users").InsertOne(ctx, bson.D{{Key: "userId", Value: "user_2abc"},
+				{Key: "sourceUpdatedAt", Value: time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)}, {Key: "plan", Value: "pro"}}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := mongotest.Unprepared(t, mongotest.URI(t), mongotest.DatabaseName(), repository.Options{})
+			t.Cleanup(func() { _ = s.Database().Drop(context.Background()) })
+			tc.seed(t, s.Database())
+			before := snapshot(t, s.Database())
+			if err := s.Prepare(ctx); !errors.Is(err, models.ErrForeignData) {
+				t.Errorf("Prepare = %v, want ErrForeignData", err)
+			}
+			if rep, err := s.Migrate(ctx, false); !errors.Is(err, models.ErrForeignData) || rep.Changed != 0 {
+				t.Errorf("Migrate = %+v, %v; want ErrForeignData, nothing changed", rep, err)
+			}
+			sameSnapshot(t, "refusing", snapshot(t, s.Database()), before)
+		})
+	}
+}
+
 // TestPrepare_ACollectionPrefixSharesADatabase gives usersync's
 // collections a prefix in the application's database: usersync prepares
 // its own, and the application's are as they were.
