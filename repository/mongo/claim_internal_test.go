@@ -71,7 +71,7 @@ func TestClaim_DecidesFromTheEventWhenTheAnswerDoesNot(t *testing.T) {
 		{"write concern timed out, the primary made the write", []answer{{err: wcTimeout}}, []*claimState{oursSt}, nil, true, nil},
 		{"connection lost, and the read back fails", []answer{{err: network}}, nil, network, false, models.ErrUnavailable},
 		{"deadlock every time, free every time", []answer{{err: deadlock}, {err: deadlock}, {err: deadlock}},
-			[]*claimState{free, free, free}, nil, false, models.ErrUnavailable},
+			[]*claimState{free, free, free}, nil, false, models.ErrRetryLater},
 		{"the caller went away", []answer{{err: fmt.Errorf("update: %w", context.Canceled)}}, nil, nil, false, context.Canceled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

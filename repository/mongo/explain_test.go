@@ -67,19 +67,26 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	activity, runs := s.CollectionName(repository.ActivityCollection), s.CollectionName(repository.RunsCollection)
 	byID := func(id any) bson.D { return bson.D{{Key: "_id", Value: id}} }
 	var qs []query
+	// A page of users without an email walks the _id space in windows
+	// (pages.go): what is sent is a window's query.
 	for _, f := range []struct {
 		name string
 		f    models.UserFilter
 	}{
-		{"users list: active", models.UserFilter{Limit: 50}},
-		{"users list: active, after a cursor", models.UserFilter{Limit: 50, After: oid.Hex()}},
-		{"users list: all", models.UserFilter{Limit: 50, IncludeDeleted: true}},
+		{"users list: active, a window of _id", models.UserFilter{Limit: 50}},
+		{"users list: active, after a cursor, a window of _id", models.UserFilter{Limit: 50, After: oid.Hex()}},
+		{"users list: all, a window of _id", models.UserFilter{Limit: 50, IncludeDeleted: true}},
 		{"users list: active, by email", models.UserFilter{Limit: 50, Email: "a@example.com"}},
 		{"users list: all, by email", models.UserFilter{Limit: 50, Email: "a@example.com", IncludeDeleted: true}},
 	} {
 		filter, sort, err := repository.UserListQuery(f.f)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if f.f.Email == "" {
+			if filter, err = repository.UserWindowFilter(f.f); err != nil {
+				t.Fatal(err)
+			}
 		}
 		qs = append(qs, query{f.name, find(users, filter, sort)})
 	}
@@ -128,6 +135,12 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if repository.LogWindowed(f.f) {
+			// Walked down from the cursor (or now) in windows of
+			// receivedAt (events.go): what is sent is a window's query.
+			f.name += ", a window of receivedAt"
+			filter = repository.EventWindowFilter(f.f, now)
+		}
 		qs = append(qs, query{f.name, find(events, filter, repository.EventLogOrder)})
 	}
 	qs = append(qs,
@@ -170,14 +183,14 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		qs = append(qs, query{f.name, find(orgs, filter, sort)})
 		if f.f.Slug == "" {
-			window, err := repository.OrgWindowFilter(f.f)
-			if err != nil {
+			// walked in windows of _id, as users are
+			if filter, err = repository.OrgWindowFilter(f.f); err != nil {
 				t.Fatal(err)
 			}
-			qs = append(qs, query{f.name + ", a window of _id", find(orgs, window, sort)})
+			f.name += ", a window of _id"
 		}
+		qs = append(qs, query{f.name, find(orgs, filter, sort)})
 	}
 	for _, f := range []struct {
 		name string
@@ -187,16 +200,12 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		{"memberships of an organization: all, after a cursor", models.MembershipFilter{OrgID: "org_1", IncludeDeleted: true}},
 		{"memberships of a user: active", models.MembershipFilter{UserID: "user_1"}},
 	} {
-		filter, err := repository.MemberListFilter(f.f, oid.Hex())
-		if err != nil {
-			t.Fatal(err)
-		}
+		// walked in windows of _id, as users are
 		window, err := repository.MemberWindowFilter(f.f, oid.Hex())
 		if err != nil {
 			t.Fatal(err)
 		}
-		qs = append(qs, query{f.name, find(members, filter, bson.D{{Key: "_id", Value: 1}})},
-			query{f.name + ", a window of _id", find(members, window, bson.D{{Key: "_id", Value: 1}})})
+		qs = append(qs, query{f.name + ", a window of _id", find(members, window, bson.D{{Key: "_id", Value: 1}})})
 	}
 	feed, _, err := repository.ChangesFilter(models.ChangeFilter{Since: now.Add(-time.Hour), Until: now, Limit: 50})
 	if err != nil {
@@ -221,17 +230,27 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		query{"members of a page (join)", find(users, in, nil)},
 		query{"organizations of a page (join)", find(orgs, in, nil)},
 	)
+	used := map[string]map[string]bool{} // collection → the indexes some plan reads
 	for _, q := range qs {
 		var res bson.Raw
 		err := s.Database().RunCommand(ctx, bson.D{{Key: "explain", Value: q.cmd}, {Key: "verbosity", Value: "queryPlanner"}}).Decode(&res)
 		var ce mongo.CommandError
 		if errors.As(err, &ce) && (ce.Code == codeNotImplemented || ce.Name == "NotImplemented") {
-			t.Logf("%s: not judged: the engine does not explain it: %s", q.name, ce.Message)
-			continue
+			// DocumentDB explains no update or delete: its filter, as a
+			// find, is what picks the index.
+			t.Logf("%s: the engine does not explain it (%s): its filter is explained as a find", q.name, ce.Message)
+			err = s.Database().RunCommand(ctx, bson.D{{Key: "explain", Value: asFind(q.cmd)}, {Key: "verbosity", Value: "queryPlanner"}}).Decode(&res)
 		}
 		if err != nil {
 			t.Errorf("%s: explain: %v", q.name, err)
 			continue
+		}
+		coll, _ := q.cmd[0].Value.(string)
+		if used[coll] == nil {
+			used[coll] = map[string]bool{}
+		}
+		for _, name := range planIndexes(res) {
+			used[coll][name] = true
 		}
 		err = checkPlan(res)
 		_, documentDB := res.Lookup("queryPlanner", "Plan").DocumentOK()
@@ -245,42 +264,94 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 			t.Errorf("%s: %v", q.name, err)
 		}
 	}
+	// Every index the store made is read by some query above, or keeps a
+	// unique rule: an index no query reads costs every write and may lead
+	// a planner astray (DocumentDB intersects indexes). On a DocumentDB
+	// engine the plan is PostgreSQL's choice by cost, and of a test's few
+	// documents every index that can serve a condition costs alike (its
+	// indexes serve a condition on any of their fields): one no plan read
+	// here is reported, not failed.
+	_, documentDB := documentDBEngine(ctx, s)
+	for _, coll := range []string{users, events, orgs, members} {
+		specs, err := s.Database().Collection(coll).Indexes().ListSpecifications(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sp := range specs {
+			if sp.Name == "_id_" || used[coll][sp.Name] {
+				continue
+			}
+			if rule := repository.UniqueRuleOf(coll, sp.Name); rule != "" {
+				t.Logf("%s.%s: read by no query; it keeps %s", coll, sp.Name, rule)
+				continue
+			}
+			if documentDB {
+				t.Logf("%s.%s: no plan read it on this engine (another index served its queries)", coll, sp.Name)
+				continue
+			}
+			t.Errorf("%s.%s: the store makes it, but no query of the query → index table reads it", coll, sp.Name)
+		}
+	}
+}
+
+// documentDBEngine reports whether the server of s is a DocumentDB
+// engine: its explain answers in PostgreSQL's plan format.
+func documentDBEngine(ctx context.Context, s *repository.Store) (bson.Raw, bool) {
+	var res bson.Raw
+	err := s.Database().RunCommand(ctx, bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: repository.UsersCollection},
+		{Key: "filter", Value: bson.D{}}}}, {Key: "verbosity", Value: "queryPlanner"}}).Decode(&res)
+	if err != nil {
+		return nil, false
+	}
+	_, ok := res.Lookup("queryPlanner", "Plan").DocumentOK()
+	return res, ok
+}
+
+// asFind is the find with the filter of an update or delete command cmd
+// (its first statement).
+func asFind(cmd bson.D) bson.D {
+	coll, _ := cmd[0].Value.(string)
+	var filter any = bson.D{}
+	for _, e := range cmd[1:] {
+		if stmts, ok := e.Value.(bson.A); ok && len(stmts) > 0 {
+			if st, ok := stmts[0].(bson.D); ok {
+				for _, f := range st {
+					if f.Key == "q" {
+						filter = f.Value
+					}
+				}
+			}
+		}
+	}
+	return bson.D{{Key: "find", Value: coll}, {Key: "filter", Value: filter}}
+}
+
+// sentInWindows are the page queries, under the names the recorded
+// answers give them, that the store never sends whole: it walks their
+// index range in windows (window.go), and the explain test judges a
+// window's query instead. On a DocumentDB engine the whole query sorts
+// every match, which is why.
+var sentInWindows = map[string]bool{
+	"users list: active": true, "users list: active, after a cursor": true, "users list: all": true,
+	"event log": true, "event log: status": true, "event log: eventType": true, "event log: status, since": true,
+	"event log: after a cursor": true, "organizations list: active": true, "organizations list: all, after a cursor": true,
+	"memberships of an organization: active": true,
 }
 
 // codeNotImplemented is the server's NotImplemented error code.
 const codeNotImplemented = 238
 
 // documentDBExceptions are the queries that read a whole collection, or
-// sort what no condition bounds, on a DocumentDB engine, and why there is
-// no better plan there: DocumentDB 0.106 returns nothing in index order,
-// so a page of a list in an order sorts every match of its filter (and a
-// filter of nothing but the order matches the whole collection). MongoDB
-// reads the same pages in index order. docs/mongodb.md says what they cost.
-//
-// The pages of users, organizations and memberships, and of the event
-// log, walk these queries' index range in windows (window.go, pages.go):
-// each window is the same query closed on both sides, which bounds its
-// sort (the queries "…, a window of _id" are not exceptions), but the
-// last window of a walk is open towards the end of the range, as the
-// query explained here is.
+// sort what no condition bounds, on a DocumentDB engine, and why that is
+// fine: DocumentDB 0.106 returns nothing in index order, so a query in an
+// order sorts every match of its filter. Every page of a list and of the
+// event log is sent as windows of its index range (window.go, pages.go),
+// each closed on both sides, which bounds its sort: the test explains a
+// window's query, and none of them is an exception. What is left reads
+// everything on purpose, once.
 var documentDBExceptions = map[string]string{
-	"users list: active":                      "a page of all active users sorts them all",
-	"users list: active, after a cursor":      "a page after a cursor sorts every user after it",
-	"users list: all":                         "a page of all users sorts them all",
-	"event log":                               "a page of the whole log sorts every event",
-	"event log: status":                       "a page of processed events sorts nearly every event",
-	"event log: eventType":                    "a page of one event type sorts that type's events",
-	"event log: kind":                         "a page of one kind sorts that kind's events",
-	"event log: kind and eventType":           "a page of one Clerk type sorts that type's events",
-	"event log: status, since":                "a page sorts every event of the status since the time",
-	"event log: after a cursor":               "page 2 on of the whole log sorts every older event",
 	"reconcile: walk of active users":         "the walk reads every active user anyway, and sorts them first",
 	"reconcile: walk of active organizations": "the walk reads every active organization anyway, and sorts them first",
 	"reconcile: walk of active memberships":   "the walk reads every active membership anyway, and sorts them first",
 	"reconcile runs: latest first":            "the collection holds at most 51 documents",
-	"organizations list: active":              "a page of all active organizations sorts them all",
-	"organizations list: all, after a cursor": "a page after a cursor sorts every organization after it",
-
-	"memberships of an organization: active":              "a page of an organization's memberships sorts them all",
-	"memberships of an organization: all, after a cursor": "a page after a cursor sorts every membership of the organization after it",
 }

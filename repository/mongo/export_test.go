@@ -56,6 +56,24 @@ func MemberWindowFilter(f models.MembershipFilter, after string) (bson.D, error)
 	return membershipWindowFilter(f, after, idWindowForTest(after))
 }
 
+// UserWindowFilter is the filter of a page of users f within a window of
+// _id closed on both sides, from f.After (see idWindowForTest).
+func UserWindowFilter(f models.UserFilter) (bson.D, error) {
+	filter, _, err := userWindowQuery(f, idWindowForTest(f.After))
+	return filter, err
+}
+
+// EventWindowFilter is the filter of a page of the event log f within a
+// window of receivedAt closed on both sides: the hour below top, as a
+// walk down from top reads it.
+func EventWindowFilter(f models.EventFilter, top time.Time) bson.D {
+	return eventWindowFilter(f, window{lo: timeKey(top.Add(-time.Hour)), hi: timeKey(top)})
+}
+
+// LogWindowed is logWindowed: whether a page of the log is walked in
+// windows.
+var LogWindowed = logWindowed
+
 // idWindowForTest is a window of a walk of _id from the cursor after (an
 // _id in hex, or none), a sixteenth of the rest of the _id space wide.
 func idWindowForTest(after string) window {
@@ -131,4 +149,15 @@ const MaxConflictTriesForTest = maxConflictTries
 func RetryConflictsForTest(ctx context.Context, write func() error) error {
 	_, err := retryConflicts(ctx, func() (struct{}, error) { return struct{}{}, write() })
 	return err
+}
+
+// UniqueRuleOf says what the unique index named index of the collection
+// coll (a base name) keeps, or "" when it is not one of uniqueRules.
+func UniqueRuleOf(coll, index string) string {
+	for _, r := range uniqueRules {
+		if r.base == coll && r.index == index {
+			return r.keeps
+		}
+	}
+	return ""
 }

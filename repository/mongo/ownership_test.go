@@ -120,6 +120,15 @@ func TestPrepare_AnApplicationsCollectionsAreNeitherAdoptedNorMigrated(t *testin
 			if err := db.CreateCollection(ctx, "users", options.CreateCollection().SetValidator(validator)); err != nil {
 				t.Fatal(err)
 			}
+			specs, err := db.ListCollectionSpecifications(ctx, bson.D{{Key: "name", Value: "users"}})
+			if err != nil || len(specs) != 1 {
+				t.Fatalf("list collections: %v, %v", specs, err)
+			}
+			if _, err := specs[0].Options.LookupErr("validator"); err != nil {
+				// FerretDB 2.5 takes the option and keeps nothing of it
+				// (nor enforces it): such a collection is an empty one.
+				t.Skip("the engine keeps no validator:", specs[0].Options)
+			}
 		}},
 		{"users with a userId and a sourceUpdatedAt date", func(t *testing.T, db *mongo.Database) {
 			if _, err := db.Collection("users").InsertOne(ctx, bson.D{{Key: "userId", Value: "user_2abc"},
