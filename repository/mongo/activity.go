@@ -2,7 +2,6 @@ package mongo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -85,26 +84,9 @@ func (a *Activity) Add(ctx context.Context, at time.Time, kind string, n int64) 
 }
 
 // addToBucket adds n to kind in the bucket id, creating it, and reports
-// whether it did create it. A DocumentDB-based engine refuses all but one
-// of concurrent upserts of a new _id with a duplicate key (mongod retries
-// them itself): the bucket exists then, and the add is tried again.
+// whether it did create it (see incCreating: not an upsert).
 func (a *Activity) addToBucket(ctx context.Context, id string, start time.Time, kind string, n int64) (bool, error) {
-	update := bson.D{
-		{Key: "$inc", Value: bson.D{{Key: "n." + kind, Value: n}}},
-		{Key: "$setOnInsert", Value: bson.D{{Key: "start", Value: start}}},
-	}
-	var err error
-	for range 3 {
-		var res *mongo.UpdateResult
-		res, err = updateOne(ctx, a.coll, bson.D{{Key: "_id", Value: id}}, update, options.UpdateOne().SetUpsert(true))
-		if err = translate(err); err == nil {
-			return res.UpsertedCount > 0, nil
-		}
-		if !errors.Is(err, errDuplicate) {
-			return false, err
-		}
-	}
-	return false, err
+	return incCreating(ctx, a.coll, id, bson.D{{Key: "n." + kind, Value: n}}, bson.D{{Key: "start", Value: start}})
 }
 
 // Buckets returns the buckets of size that start in [from, to), oldest

@@ -52,10 +52,8 @@ func (c *counters) add(ctx context.Context, outcome models.Outcome, id bson.Obje
 	h := fnv.New32a()
 	_, _ = h.Write(id[:])
 	key := outcomeCounterID(outcome, h.Sum32()%counterStripes)
-	_, err := updateOne(ctx, c.coll, bson.D{{Key: "_id", Value: key}},
-		bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: n}}}}, options.UpdateOne().SetUpsert(true))
-	if err != nil {
-		return fmt.Errorf("count %s events: %w", outcome, translate(err))
+	if _, err := incCreating(ctx, c.coll, key, bson.D{{Key: "n", Value: n}}, nil); err != nil {
+		return fmt.Errorf("count %s events: %w", outcome, err)
 	}
 	return nil
 }

@@ -206,3 +206,38 @@ func TestPrepare_MarksTheDatabaseItPrepares(t *testing.T) {
 		t.Errorf("Prepare of a marked database: %v", err)
 	}
 }
+
+// TestPrepare_InstancesStartingAtOnceOnANewDatabaseConverge starts three
+// instances at once on a new database, again and again: each prepares it
+// and builds its indexes without an error, whoever creates them first
+// (the DocumentDB engines answer concurrent index builds with deadlocks,
+// which are made again).
+func TestPrepare_InstancesStartingAtOnceOnANewDatabaseConverge(t *testing.T) {
+	for round := range 5 {
+		name := mongotest.DatabaseName()
+		var stores []*repository.Store
+		for range 3 {
+			stores = append(stores, mongotest.Unprepared(t, mongotest.URI(t), name, repository.Options{}))
+		}
+		errs := make(chan error, len(stores))
+		for i, s := range stores {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				err := s.Prepare(ctx)
+				if err == nil {
+					err = s.EnsureIndexes(ctx)
+				}
+				if err != nil {
+					err = fmt.Errorf("round %d, instance %d: %w", round, i, err)
+				}
+				errs <- err
+			}()
+		}
+		for range stores {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
