@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -152,6 +153,37 @@ func TestHealth_HealthzAndReadyz(t *testing.T) {
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if r := h.get(path, ""); r.Code != http.StatusOK {
 			t.Errorf("GET %s = %s", path, r)
+		}
+	}
+}
+
+// TestUsers_LookAlikeEmailDoesNotTakeTheOwners: an address written with a
+// letter that Unicode folds to an ASCII one (the Kelvin sign K, U+212A;
+// İ, U+0130) is another address: a newer user holding it does not take
+// the email of the user who holds the plain one, and the email filter
+// finds the owner alone.
+func TestUsers_LookAlikeEmailDoesNotTakeTheOwners(t *testing.T) {
+	h := newHarness(t)
+	for i, c := range []struct{ owner, lookAlike, stored string }{
+		{"Kate@example.com", "\u212Aate@example.com", "\u212Aate@example.com"},
+		{"istanbul@example.com", "\u0130stanbul@example.com", "\u0130stanbul@example.com"},
+	} {
+		owner, other := fmt.Sprintf("user_owner%d", i), fmt.Sprintf("user_lookalike%d", i)
+		h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: owner, UpdatedAt: t0, Email: c.owner}))
+		h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: other, UpdatedAt: t0 + 1000, Email: c.lookAlike}))
+		plain := strings.ToLower(c.owner)
+		if got := h.user(owner)["email"]; got != plain {
+			t.Errorf("%s after the look-alike %q: email %v, want %q", owner, c.lookAlike, got, plain)
+		}
+		if got := h.user(other)["email"]; got != c.stored {
+			t.Errorf("%s: email %v, want %q as written", other, got, c.stored)
+		}
+		for filter, want := range map[string]string{plain: owner, strings.ToUpper(plain): owner, c.lookAlike: other} {
+			r := h.get("/v1/users?email="+url.QueryEscape(filter), testAPIKey)
+			data := r.JSON(t)["data"].([]any)
+			if len(data) != 1 || data[0].(map[string]any)["userId"] != want {
+				t.Errorf("email filter %q = %s, want %s alone", filter, r, want)
+			}
 		}
 	}
 }

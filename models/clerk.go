@@ -265,15 +265,15 @@ func (u ClerkUser) Profile() Profile {
 	return p
 }
 
-// PrimaryEmail returns the lowercased address whose id is
-// primary_email_address_id, or "" when there is none.
+// PrimaryEmail returns the address whose id is primary_email_address_id,
+// as NormalizeEmail makes it, or "" when there is none.
 func (u ClerkUser) PrimaryEmail() string {
 	if u.PrimaryEmailAddressID == nil {
 		return ""
 	}
 	for _, e := range u.EmailAddresses {
 		if e.ID == *u.PrimaryEmailAddressID {
-			return strings.ToLower(strings.TrimSpace(e.EmailAddress))
+			return NormalizeEmail(e.EmailAddress)
 		}
 	}
 	return ""

@@ -244,3 +244,18 @@ func TestUserID_OfAnInvalidEventIsBounded(t *testing.T) {
 		}
 	}
 }
+
+func TestNormalizeEmail_LowercasesASCIILettersOnly(t *testing.T) {
+	for in, want := range map[string]string{
+		" Kate@Example.COM\t":    "kate@example.com",
+		"\u212Aate@example.com":  "\u212Aate@example.com", // the Kelvin sign is not k
+		"\u0130stanbul@x.org":    "\u0130stanbul@x.org",   // nor İ i
+		"ÉLISE@x.org":            "Élise@x.org",
+		"kate@example.com\u00a0": "kate@example.com\u00a0", // no-break space is not trimmed
+		"":                       "",
+	} {
+		if got := models.NormalizeEmail(in); got != want {
+			t.Errorf("NormalizeEmail(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

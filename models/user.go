@@ -2,6 +2,7 @@ package models
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -11,7 +12,7 @@ import (
 // loses its email, name and metadata, and never becomes active again.
 type User struct {
 	UserID          string
-	Email           string // primary email, lowercased; "" when the user has none
+	Email           string // primary email, as NormalizeEmail makes it; "" when the user has none
 	DisplayName     string
 	Metadata        json.RawMessage // Clerk public_metadata, a JSON object
 	CreatedAt       time.Time
@@ -21,6 +22,33 @@ type User struct {
 	LastEventID     string
 	Profile         // empty on a tombstone
 }
+
+// NormalizeEmail is an email as usersync stores, compares and looks it
+// up: without the ASCII white space around it, its ASCII letters
+// lowercased, every other character left as it is. Unicode case folding
+// would make look-alikes of other addresses (the Kelvin sign K, U+212A,
+// folds to k; İ, U+0130, to i), so that one user could take another's
+// email by writing it with such a letter; two addresses that differ in a
+// non-ASCII letter stay two. The rule is the same everywhere: storage, the
+// email's uniqueness among active users, and the users' email filter.
+func NormalizeEmail(s string) string {
+	s = strings.Trim(s, asciiSpace)
+	b := []byte(s)
+	changed := false
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+			changed = true
+		}
+	}
+	if !changed {
+		return s
+	}
+	return string(b)
+}
+
+// asciiSpace is the white space NormalizeEmail trims.
+const asciiSpace = " \t\n\v\f\r"
 
 // Deleted reports whether the user has been deleted in Clerk.
 func (u User) Deleted() bool { return u.DeletedAt != nil }
@@ -81,7 +109,7 @@ func Newer(t time.Time, eventID string, than time.Time, thanEventID string) bool
 
 // UserFilter selects users for a list.
 type UserFilter struct {
-	Email string // exact, compared lowercased; "" for any
+	Email string // exact, compared as NormalizeEmail makes it; "" for any
 	// IncludeDeleted lists deleted and deprovisioned users too.
 	IncludeDeleted bool
 	After          string // cursor: list users after this one

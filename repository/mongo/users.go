@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -424,7 +423,7 @@ func userWindowQuery(f models.UserFilter, w window) (filter, sort bson.D, err er
 			bson.E{Key: "deprovisioned", Value: bson.D{{Key: "$ne", Value: true}}})
 	}
 	if f.Email != "" {
-		filter = append(filter, bson.E{Key: "email", Value: strings.ToLower(strings.TrimSpace(f.Email))})
+		filter = append(filter, bson.E{Key: "email", Value: models.NormalizeEmail(f.Email)})
 	}
 	if filter, err = withIDRange(filter, f.After, w); err != nil {
 		return nil, nil, err

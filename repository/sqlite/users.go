@@ -286,7 +286,7 @@ func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage,
 	switch {
 	case f.Email != "":
 		q = qUsersByEmail
-		args = []any{strings.ToLower(strings.TrimSpace(f.Email)), f.IncludeDeleted, f.After, f.Limit + 1}
+		args = []any{models.NormalizeEmail(f.Email), f.IncludeDeleted, f.After, f.Limit + 1}
 	case f.IncludeDeleted:
 		q = qUsersAll
 		args = []any{f.After, f.Limit + 1}
