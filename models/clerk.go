@@ -279,6 +279,22 @@ func (u ClerkUser) PrimaryEmail() string {
 	return ""
 }
 
+// PayloadEmail returns the primary email of the user in the body of a user
+// event, as PrimaryEmail does; ok is false when body cannot be read as
+// one. Upgrades recompute stored emails with it.
+func PayloadEmail(body []byte) (email string, ok bool) {
+	var env struct {
+		Data struct {
+			PrimaryEmailAddressID *string      `json:"primary_email_address_id"`
+			EmailAddresses        []ClerkEmail `json:"email_addresses"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return "", false
+	}
+	return ClerkUser{PrimaryEmailAddressID: env.Data.PrimaryEmailAddressID, EmailAddresses: env.Data.EmailAddresses}.PrimaryEmail(), true
+}
+
 // DisplayName returns the first of: first and last name, username, email,
 // primary phone, user id, cut to MaxDisplayName characters.
 func (u ClerkUser) DisplayName(email string) string {

@@ -55,6 +55,9 @@ func checkedDocID(key string) (bson.ObjectID, error) {
 //     with an error naming it, before anything of it changes;
 //   - counts the processed events into the outcome counters (once: a
 //     full read of the events);
+//     (these two steps for a database of schema 1 or none);
+//   - recomputes every active user's email from its last applied payload
+//     by models.NormalizeEmail's rule (schema 3, see emails.go);
 //   - marks the database, then builds every missing index and drops the
 //     obsolete ones (EnsureIndexes).
 //
@@ -71,6 +74,7 @@ func (s *Store) Migrate(ctx context.Context, dryRun bool) (repository.MigrateRep
 	}
 	m.mark = sv.mark == nil || sv.mark.Schema != schemaVersion
 	m.older = own == ownOlder
+	m.rekey = m.older && schemaOf(sv) < schemaRekeyed
 	if dryRun {
 		err := s.planMigration(ctx, &m)
 		return m.report(true), err
@@ -79,12 +83,23 @@ func (s *Store) Migrate(ctx context.Context, dryRun bool) (repository.MigrateRep
 		return m.report(false), err
 	}
 	if m.older {
-		if err := s.rekeyUsers(ctx, &m); err != nil {
+		if m.rekey {
+			if err := s.rekeyUsers(ctx, &m); err != nil {
+				return m.report(false), err
+			}
+			if err := s.recount(ctx, &m); err != nil {
+				return m.report(false), err
+			}
+		}
+		fixes, err := s.emailFixes(ctx)
+		if err != nil {
 			return m.report(false), err
 		}
-		if err := s.recount(ctx, &m); err != nil {
+		m.emails, err = s.recomputeEmails(ctx, fixes, time.Now())
+		if err != nil {
 			return m.report(false), err
 		}
+		m.recomputed = true
 		if err := s.writeMark(ctx, time.Now()); err != nil {
 			return m.report(false), err
 		}
@@ -100,11 +115,14 @@ func (s *Store) Migrate(ctx context.Context, dryRun bool) (repository.MigrateRep
 // migration is what a migration did, or would do.
 type migration struct {
 	mark, older bool
-	users       int // user documents read
-	rekeyed     int // users given their derived _id
-	finished    int // of which a stopped run had left aside
+	rekey       bool // users to re-key and events to count (schema 1 or none)
+	users       int  // user documents read
+	rekeyed     int  // users given their derived _id
+	finished    int  // of which a stopped run had left aside
 	processed   int64
 	recounted   bool
+	emails      int // users whose email was recomputed (or would be)
+	recomputed  bool
 	indexes     bool
 }
 
@@ -116,7 +134,7 @@ func (m migration) report(dryRun bool) repository.MigrateReport {
 		}
 		return did
 	}
-	if m.older {
+	if m.rekey {
 		s := fmt.Sprintf("%s %d of %d users", verb("re-keyed", "would re-key"), m.rekeyed, m.users)
 		if m.finished > 0 {
 			s += fmt.Sprintf(" (%d left aside by a stopped run)", m.finished)
@@ -125,6 +143,9 @@ func (m migration) report(dryRun bool) repository.MigrateReport {
 		if m.recounted || dryRun {
 			done = append(done, fmt.Sprintf("%s %d processed events into the outcome counters", verb("counted", "would count"), m.processed))
 		}
+	}
+	if m.older && (m.recomputed || dryRun) {
+		done = append(done, fmt.Sprintf("%s the email of %d users from their last events", verb("recomputed", "would recompute"), m.emails))
 	}
 	if m.mark && (m.indexes || dryRun) {
 		done = append(done, verb("marked the database as usersync's", "would mark the database as usersync's"))
@@ -137,7 +158,7 @@ func (m migration) report(dryRun bool) repository.MigrateReport {
 	if len(done) == 0 {
 		summary = "nothing done"
 	}
-	return repository.MigrateReport{Changed: m.rekeyed, Summary: summary}
+	return repository.MigrateReport{Changed: m.rekeyed + m.emails, Summary: summary}
 }
 
 // planMigration is Migrate's dry run: it reads what the migration would
@@ -146,8 +167,16 @@ func (s *Store) planMigration(ctx context.Context, m *migration) error {
 	if !m.older {
 		return nil
 	}
+	fixes, err := s.emailFixes(ctx)
+	if err != nil {
+		return err
+	}
+	m.emails = len(fixes)
+	if !m.rekey {
+		return nil
+	}
 	aside := s.db.Collection(s.names.of(rekeyCollection))
-	err := eachDoc(ctx, aside, func(raw bson.Raw) error {
+	err = eachDoc(ctx, aside, func(raw bson.Raw) error {
 		if _, err := rekeyTarget(raw); err != nil {
 			return err
 		}

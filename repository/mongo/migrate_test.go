@@ -234,3 +234,67 @@ func TestMigrate_StopsAtAUserDocumentWithoutUserID(t *testing.T) {
 		t.Errorf("the document without userId = %v, %v; want it as it was, %v", got, err, odd)
 	}
 }
+
+// TestMigrate_RecomputesTheEmailsOfASchema2Database: a database of schema
+// 2 folded emails the Unicode way, so a look-alike written with the Kelvin
+// sign took "kate@example.com" from its owner. serve refuses it, naming
+// migrate; migrate recomputes every active user's email from its last
+// applied payload, the newest claim of an email winning it.
+func TestMigrate_RecomputesTheEmailsOfASchema2Database(t *testing.T) {
+	ctx := context.Background()
+	s := mongotest.Open(t)
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	payload := func(user, email string) []byte {
+		return []byte(`{"type":"user.updated","data":{"id":"` + user + `","primary_email_address_id":"idn_1",` +
+			`"email_addresses":[{"id":"idn_1","email_address":"` + email + `"}]}}`)
+	}
+	for i, u := range []struct{ id, email, stored string }{
+		{"user_owner", "Kate@example.com", ""},
+		{"user_kelvin", "\u212Aate@example.com", "kate@example.com"},
+		{"user_plain", "Plain@example.com", "plain@example.com"},
+	} {
+		event := "msg_" + u.id
+		ev := models.Event{EventID: event, Type: "user.updated", EventType: models.EventUpdated, UserID: u.id,
+			RawBody: payload(u.id, u.email), Source: models.SourceClerk, ReceivedAt: at, Status: models.StatusStored}
+		if _, _, err := s.Events().Record(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		ch := models.Change{UserID: u.id, EventID: event, SourceTime: at.Add(time.Duration(i) * time.Second),
+			DisplayName: u.id, Metadata: []byte(`{}`)}
+		if _, err := s.Users().Apply(ctx, ch, at); err != nil {
+			t.Fatal(err)
+		}
+		if u.stored != "" {
+			// As schema 2 stored it.
+			if _, err := s.Database().Collection(repository.UsersCollection).UpdateOne(ctx, bson.D{{Key: "userId", Value: u.id}},
+				bson.D{{Key: "$set", Value: bson.D{{Key: "email", Value: u.stored}}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := s.Database().Collection(repository.MetaCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: "usersync"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "schema", Value: 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepare(ctx); !errors.Is(err, models.ErrNeedsMigration) {
+		t.Fatalf("Prepare of a schema 2 database = %v, want ErrNeedsMigration", err)
+	}
+	if rep, err := s.Migrate(ctx, true); err != nil || rep.Changed != 2 {
+		t.Errorf("dry run = %+v, %v; want 2 emails to recompute", rep, err)
+	}
+	rep, err := s.Migrate(ctx, false)
+	if err != nil || rep.Changed != 2 || strings.Contains(rep.Summary, "re-key") {
+		t.Fatalf("Migrate = %+v, %v; want 2 emails recomputed and nothing re-keyed", rep, err)
+	}
+	for id, want := range map[string]string{"user_owner": "kate@example.com", "user_kelvin": "\u212Aate@example.com", "user_plain": "plain@example.com"} {
+		if u, err := s.Users().Get(ctx, id); err != nil || u.Email != want {
+			t.Errorf("%s after migrate: %q, %v; want %q", id, u.Email, err, want)
+		}
+	}
+	if err := s.Prepare(ctx); err != nil {
+		t.Errorf("Prepare after migrate: %v", err)
+	}
+	if rep, err := s.Migrate(ctx, false); err != nil || rep.Changed != 0 {
+		t.Errorf("Migrate again = %+v, %v; want nothing to do", rep, err)
+	}
+}

@@ -41,15 +41,34 @@ const MetaCollection = "usersync_meta"
 // markID is the _id of the mark.
 const markID = "usersync"
 
-// schemaVersion is the shape of the data this version writes: every user
-// has the _id derived from its userId; the outcome counters count the
-// processed events. It is the number of the earlier versions' mark,
-// legacySchemaMark, which a marked database replaces.
-const schemaVersion = 2
+// schemaVersion is the shape of the data this version writes. Schema 2:
+// every user has the _id derived from its userId; the outcome counters
+// count the processed events (the earlier versions' mark,
+// legacySchemaMark, says schema 2; a marked database replaces it). Schema
+// 3: emails as models.NormalizeEmail makes them (see emails.go). A
+// database of an older schema is refused by serve until usersync migrate
+// brings it up to this one.
+const schemaVersion = 3
+
+// schemaRekeyed is the schema from which users have their derived _id and
+// the outcome counters count the processed events.
+const schemaRekeyed = 2
 
 // legacySchemaMark is the counters document by which earlier versions
 // marked a database as migrated to schemaVersion.
 const legacySchemaMark = "migration:schema_2"
+
+// schemaOf is the schema of the data a survey found: its mark's, schema 2
+// for an earlier version's mark, 0 for none.
+func schemaOf(sv survey) int {
+	switch {
+	case sv.mark != nil:
+		return sv.mark.Schema
+	case sv.legacyMark:
+		return schemaRekeyed
+	}
+	return 0
+}
 
 // markDoc is the mark.
 type markDoc struct {
@@ -162,9 +181,9 @@ func decideOwnership(sv survey) (ownership, error) {
 	case !recorded && !sv.legacyMark:
 		return 0, foreignData(sv, populated, "its documents look like usersync's, but the database has none of usersync's own records "+
 			"(its event log, counters or mark)")
-	case sv.legacyMark:
-		return ownMarked, nil
 	}
+	// Data of an older usersync, marked by an earlier version
+	// (legacyMark: schema 2) or not at all.
 	return ownOlder, nil
 }
 

@@ -67,6 +67,7 @@ func TestDecideOwnership_AnotherProgramsDataIsRefused(t *testing.T) {
 		{"an application's other collections only", survey{}, ownFresh, ""}, // the survey reads only usersync's names
 		{"marked", survey{mark: mark, colls: map[string]collSurvey{UsersCollection: users(usersyncUser)}}, ownMarked, ""},
 		{"marked by an older schema", survey{mark: &markDoc{ID: markID, Schema: 1}}, ownOlder, ""},
+		{"marked at schema 2, emails folded the Unicode way", survey{mark: &markDoc{ID: markID, Schema: 2}}, ownOlder, ""},
 		{"marked by a newer usersync", survey{mark: &markDoc{ID: markID, Schema: schemaVersion + 1}}, 0, "newer usersync"},
 		{"an older usersync's, no mark", survey{colls: map[string]collSurvey{
 			UsersCollection: users(usersyncUser), EventsCollection: {sample: docs(t, usersyncEvent, usersyncEventNoID)},
@@ -74,7 +75,7 @@ func TestDecideOwnership_AnotherProgramsDataIsRefused(t *testing.T) {
 			ActivityCollection: {sample: docs(t, usersyncBucket)}, RunsCollection: {sample: docs(t, usersyncRun)}}}, ownOlder, ""},
 		{"an earlier version's mark", survey{legacyMark: true, colls: map[string]collSurvey{
 			UsersCollection: users(usersyncUser), CountersCollection: {sample: docs(t, usersyncCounter, `{"_id": "migration:schema_2", "done": true}`)}}},
-			ownMarked, ""},
+			ownOlder, ""},
 		{"an application's users", survey{colls: map[string]collSurvey{UsersCollection: users(appUser)}}, 0, `"users"`},
 		{"an application's users after usersync's", survey{colls: map[string]collSurvey{UsersCollection: users(usersyncUser, appUser)}}, 0, `"users"`},
 		{"an application's users with a userId", survey{colls: map[string]collSurvey{UsersCollection: users(appUserWithID)}}, 0, "sourceUpdatedAt"},

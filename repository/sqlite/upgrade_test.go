@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -88,6 +89,87 @@ func TestUpgrade_ASchema3FileGainsKindsAndMembershipErasure(t *testing.T) {
 		}
 		if (len(ev.RawBody) > 0) != wantBody {
 			t.Errorf("event %s after the erasure: body %q", id, ev.RawBody)
+		}
+	}
+}
+
+// TestUpgrade_ASchema5FileRecomputesEmailsFromTheLastPayloads opens a file
+// of schema 5 whose emails were folded the Unicode way (a look-alike
+// written with the Kelvin sign took "kate@example.com" from its owner) and
+// checks that schema 6 recomputes every active user's email from its last
+// applied payload, the newest claim of an email winning it.
+func TestUpgrade_ASchema5FileRecomputesEmailsFromTheLastPayloads(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := fs.Glob(migrations, "migrations/*.sql")
+	slices.Sort(names)
+	for i, name := range names[:5] {
+		body, _ := migrations.ReadFile(name)
+		if err := migrate(ctx, db, string(body), i+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	payload := func(user, email string) string {
+		return `{"type":"user.updated","data":{"id":"` + user + `","primary_email_address_id":"idn_2",` +
+			`"email_addresses":[{"id":"idn_1","email_address":"other@example.com"},{"id":"idn_2","email_address":"` + email + `"}]}}`
+	}
+	users := []struct {
+		id, stored, body string // body "": erased
+		source           int64
+		want             string
+	}{
+		// The owner lost its email to the look-alike's newer state.
+		{"user_owner", "", payload("user_owner", " Kate@Example.com"), 1000, "kate@example.com"},
+		{"user_kelvin", "kate@example.com", payload("user_kelvin", "\u212Aate@example.com"), 2000, "\u212Aate@example.com"},
+		// A swap half done: the newer state keeps the email it holds.
+		{"user_old", "", payload("user_old", "x@example.com"), 1000, ""},
+		{"user_new", "x@example.com", payload("user_new", "X@example.com"), 2000, "x@example.com"},
+		// An older look-alike never held the email: the holder keeps it.
+		{"user_holder", "istanbul@example.com", payload("user_holder", "istanbul@example.com"), 3000, "istanbul@example.com"},
+		{"user_dotted", "", payload("user_dotted", "\u0130stanbul@example.com"), 1000, "\u0130stanbul@example.com"},
+		// No body to read: the email stays.
+		{"user_erased", "kept@example.com", "", 1000, "kept@example.com"},
+	}
+	for i, u := range users {
+		event := fmt.Sprintf("msg_%d", i)
+		var email, body any
+		if u.stored != "" {
+			email = u.stored
+		}
+		if u.body != "" {
+			body = []byte(u.body)
+		}
+		if _, err := db.Exec(`INSERT INTO users (user_id, email, display_name, metadata, created_at, updated_at,
+			source_updated_at, last_event_id) VALUES (?, ?, ?, '{}', 1, 1, ?, ?)`, u.id, email, u.id, u.source, event); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`INSERT INTO events (event_id, type, event_type, user_id, raw_body, source, signature,
+			received_at, processed_at, status, outcome) VALUES (?, 'user.updated', 'updated', ?, ?, 'clerk', '', 1, 1,
+			'processed', 'applied')`, event, u.id, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for _, u := range users {
+		got, err := s.Users().Get(ctx, u.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Email != u.want {
+			t.Errorf("%s after the upgrade: email %q, want %q", u.id, got.Email, u.want)
+		}
+		if changed := got.UpdatedAt.UnixMilli() != 1; changed != (u.stored != u.want) {
+			t.Errorf("%s after the upgrade: updatedAt %v; want it moved only when the email changed", u.id, got.UpdatedAt)
 		}
 	}
 }

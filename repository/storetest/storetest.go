@@ -36,6 +36,7 @@ func Run(t *testing.T, open Opener) {
 		{"Users_MetadataRoundTripsExactly", testMetadataRoundTrip},
 		{"Users_EmailIsUniqueAmongActiveUsers", testEmailUnique},
 		{"Users_EmailSwapsConvergeInAnyOrder", testEmailSwaps},
+		{"Users_ALookAlikeEmailIsAnotherEmail", testEmailLookAlike},
 		{"Users_ListPagesAndFilters", testUserList},
 		{"Users_ChangesOrderCursorAndUpperBound", testChanges},
 		{"Users_WalkActiveSeesEachActiveUserOnce", testWalkActive},
@@ -274,6 +275,25 @@ func testEmailUnique(t *testing.T, s repository.Store) {
 	apply(t, s, change("user_d", "msg_5", time.Second, "taken@example.com"))
 	if d := get(t, s, "user_d"); d.Email != "taken@example.com" {
 		t.Errorf("user_d = %q, want the email of a deleted user", d.Email)
+	}
+}
+
+// testEmailLookAlike: an address written with a letter that Unicode
+// folds to an ASCII one (the Kelvin sign K) is another address: a newer
+// state holding it leaves the plain one to its owner, and the email
+// filter, with any case of the ASCII letters, tells them apart.
+func testEmailLookAlike(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	apply(t, s, change("user_kate", "msg_1", time.Second, "kate@example.com"))
+	apply(t, s, change("user_kelvin", "msg_2", 2*time.Second, "\u212Aate@example.com"))
+	if a, b := get(t, s, "user_kate"), get(t, s, "user_kelvin"); a.Email != "kate@example.com" || b.Email != "\u212Aate@example.com" {
+		t.Errorf("after the look-alike: user_kate %q, user_kelvin %q; want each its own", a.Email, b.Email)
+	}
+	for filter, want := range map[string]string{"KATE@example.com": "user_kate", "\u212AATE@EXAMPLE.COM": "user_kelvin"} {
+		page, err := s.Users().List(ctx, models.UserFilter{Email: filter, Limit: 10})
+		if err != nil || len(page.Users) != 1 || page.Users[0].UserID != want {
+			t.Errorf("List by email %q = %+v, %v; want %s alone", filter, page.Users, err, want)
+		}
 	}
 }
 
