@@ -69,6 +69,8 @@ var kinds = []struct {
 	{models.ErrRetryLater, http.StatusServiceUnavailable, "retry_later", "this cannot be done yet; retry later", true},
 	{models.ErrStorageFull, http.StatusServiceUnavailable, "unavailable", "the database's storage is full; retry later", false},
 	{models.ErrReadOnly, http.StatusServiceUnavailable, "unavailable", "the database cannot be written (a read-only file or disk); retry later", false},
+	{models.ErrCorrupt, http.StatusServiceUnavailable, "unavailable", "the database file is damaged; restore it from a backup", false},
+	{models.ErrStalled, http.StatusServiceUnavailable, "unavailable", "the database's writes are stalled (its disk does not answer); retry later", false},
 	{models.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", "the database is unavailable; retry later", false},
 	{models.ErrInvalid, http.StatusBadRequest, "invalid_request", "invalid request", true},
 	{models.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", "unauthorized", true},

@@ -22,6 +22,10 @@ const storageFullFor = time.Minute
 type health struct {
 	storageFull atomic.Int64 // Unix ns of the last write refused for lack of space; 0: none
 	readOnly    atomic.Int64 // Unix ns of the last write refused by a read-only database; 0: none
+	// corrupt is the Unix ns at which the database was first found
+	// damaged; 0: never. A damaged file does not heal by itself: readiness
+	// reports it until the process restarts (on a restored file).
+	corrupt atomic.Int64
 }
 
 // observe notes err if it says the database's storage is full or
@@ -32,7 +36,15 @@ func (h *health) observe(err error) {
 		h.storageFull.Store(time.Now().UnixNano())
 	case errors.Is(err, models.ErrReadOnly):
 		h.readOnly.Store(time.Now().UnixNano())
+	case errors.Is(err, models.ErrCorrupt):
+		h.corrupt.CompareAndSwap(0, time.Now().UnixNano())
 	}
+}
+
+// corruptSince returns when the database was first found damaged.
+func (h *health) corruptSince() (time.Time, bool) {
+	ns := h.corrupt.Load()
+	return time.Unix(0, ns), ns != 0
 }
 
 // storageFullSince returns when storage was last full, if within
@@ -61,9 +73,13 @@ func (s *server) healthz(c echo.Context) error {
 }
 
 // readyz answers 200 while the database answers a ping and no write has
-// failed for lack of storage space in the last minute; 503 otherwise. It
-// answers GET and HEAD alike.
+// failed for lack of storage space in the last minute, and the database
+// has not been found damaged; 503 otherwise (a store whose writes are
+// stalled fails its ping). It answers GET and HEAD alike.
 func (s *server) readyz(c echo.Context) error {
+	if at, bad := s.health.corruptSince(); bad {
+		return fmt.Errorf("%w: %w: found at %s", models.ErrUnavailable, models.ErrCorrupt, at.UTC().Format(time.RFC3339))
+	}
 	if at, full := s.health.storageFullSince(time.Now()); full {
 		return fmt.Errorf("%w: %w: a write failed for lack of space at %s",
 			models.ErrUnavailable, models.ErrStorageFull, at.UTC().Format(time.RFC3339))

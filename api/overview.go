@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -131,12 +132,21 @@ func (s *server) readiness(ctx context.Context, now time.Time) readyState {
 	if at, full := s.health.storageFullSince(now); full {
 		return readyState{Error: "a write failed for lack of space at " + formatTime(at)}
 	}
+	if at, bad := s.health.corruptSince(); bad {
+		return readyState{Error: "the database file was found damaged at " + formatTime(at) + "; restore it from a backup"}
+	}
 	if s.db == nil {
 		return readyState{Error: "no database configured"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := s.db.Ping(ctx); err != nil {
+		switch {
+		case errors.Is(err, models.ErrStalled):
+			return readyState{Error: "the database's writes are stalled"}
+		case errors.Is(err, models.ErrCorrupt):
+			return readyState{Error: "the database file is damaged; restore it from a backup"}
+		}
 		return readyState{Error: "the database does not answer"}
 	}
 	return readyState{OK: true}

@@ -37,6 +37,19 @@ var (
 	ErrRetryLater = errors.New("cannot be applied yet")
 )
 
+// ErrCorrupt: the database file is damaged (a page that is not a page,
+// a stored value that is not what was written). It is always wrapped
+// together with ErrUnavailable; a damaged file does not heal by itself,
+// so readiness reports it from the first time it is met: restore the
+// file from a backup.
+var ErrCorrupt = errors.New("the database file is damaged")
+
+// ErrStalled: the database's writes do not go ahead (a disk that does not
+// answer): a write could not start within its deadline. It is always
+// wrapped together with ErrUnavailable; readiness reports it while the
+// writes stay stalled.
+var ErrStalled = errors.New("the database's writes are stalled")
+
 // ErrEmailTaken: the user's email is held by another active user. The
 // change may apply once that user changes email or is deleted; Clerk
 // itself forbids two users one email, so it is a matter of order.

@@ -158,6 +158,38 @@ func TestOpen_RefusesAFileOfAnotherProgram(t *testing.T) {
 	}
 }
 
+// TestOpen_RefusesAnotherProgramsEmptyDatabase: another program's SQLite
+// database with no tables yet (its version number set, or its own
+// application id) is refused as another program's, unchanged, not taken
+// for a usersync store of a newer schema.
+func TestOpen_RefusesAnotherProgramsEmptyDatabase(t *testing.T) {
+	ctx := context.Background()
+	for _, pragma := range []string{"PRAGMA user_version = 7", "PRAGMA application_id = 1234"} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, sqlite.FileName)
+		other, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.Exec(pragma); err != nil {
+			t.Fatal(err)
+		}
+		other.Close()
+		fixture, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = sqlite.Open(ctx, dir, sqlite.Options{})
+		if !errors.Is(err, models.ErrForeignData) || !strings.Contains(err.Error(), "another program's empty SQLite database") ||
+			strings.Contains(err.Error(), "newer") {
+			t.Errorf("Open of a file after %q = %v; want ErrForeignData saying it is another program's empty database", pragma, err)
+		}
+		if after, _ := os.ReadFile(path); !bytes.Equal(after, fixture) {
+			t.Errorf("the file after %q was changed", pragma)
+		}
+	}
+}
+
 // TestOpen_RefusesAFileItCannotWrite: a store on a read-only disk is
 // refused at open, naming the file, not at the first webhook.
 func TestOpen_RefusesAFileItCannotWrite(t *testing.T) {

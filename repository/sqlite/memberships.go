@@ -71,9 +71,11 @@ func scanMembership(r scanner) (joined, error) {
 	}
 	m.OrgID, m.UserID, m.Role, m.RoleName = orgID.String, userID.String, role.String, roleName.String
 	if err := json.Unmarshal([]byte(perms), &m.Permissions); err != nil {
-		return joined{}, fmt.Errorf("membership %q permissions: %w", m.MembershipID, err)
+		return joined{}, fmt.Errorf("membership %q permissions: %w", m.MembershipID, errDamaged)
 	}
-	m.Metadata = json.RawMessage(meta)
+	if m.Metadata, err = damagedJSON(fmt.Sprintf("membership %q metadata", m.MembershipID), meta); err != nil {
+		return joined{}, err
+	}
 	m.Member = models.Member{
 		FirstName: first.String, LastName: last.String, ImageURL: image.String, Identifier: identifier.String,
 		Username: username.String, Banned: banned, Deprovisioned: deprovisioned,

@@ -38,7 +38,9 @@ func scanOrg(r scanner) (models.Organization, error) {
 		Name: name.String, Slug: slug.String, ImageURL: image.String, CreatedBy: createdBy.String,
 		MembersCount: intPtr(members), MaxAllowedMemberships: intPtr(maxMembers), SourceCreatedAt: timePtr(sourceCreated),
 	}
-	o.Metadata = json.RawMessage(meta)
+	if o.Metadata, err = damagedJSON(fmt.Sprintf("organization %q metadata", o.OrgID), meta); err != nil {
+		return models.Organization{}, err
+	}
 	o.CreatedAt, o.UpdatedAt, o.SourceUpdatedAt = fromMS(created), fromMS(updated), fromMS(sourceUpdated)
 	o.DeletedAt = timePtr(deleted)
 	return o, nil

@@ -22,6 +22,7 @@ import (
 	"database/sql"
 	"embed"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,10 @@ type Options struct {
 	Readers int
 	// MaxBatch bounds the writes that share one transaction; default 64.
 	MaxBatch int
+	// WriteGate, if set, is called by the writer before each transaction
+	// it begins, and holds the writer until it returns: tests stand a disk
+	// that does not answer (a frozen filesystem) in for it.
+	WriteGate func()
 }
 
 // Store is the embedded store.
@@ -73,7 +78,17 @@ type Store struct {
 	// bytes leave the log as well as the database (secure_delete).
 	erased atomic.Bool
 	// writes counts the writes asked of the writer (tests count round trips).
-	writes   atomic.Int64
+	writes atomic.Int64
+	// gate is Options.WriteGate.
+	gate func()
+	// busySince is the Unix ns at which the writer began its current
+	// batch, 0 while it waits for one; batchDone the Unix ns at which it
+	// last finished one; stalledAt the Unix ns at which a write last gave
+	// up waiting to start (its deadline passed). The writes are stalled
+	// while a batch runs longer than stallAfter, or a write gave up since
+	// the last batch finished (see stalled).
+	busySince, batchDone, stalledAt atomic.Int64
+
 	users    *Users
 	orgs     *Organizations
 	mships   *Memberships
@@ -122,7 +137,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	r.SetMaxOpenConns(o.Readers)
 	r.SetMaxIdleConns(o.Readers)
 	s := &Store{
-		path: path, w: w, r: r, batch: o.MaxBatch,
+		path: path, w: w, r: r, batch: o.MaxBatch, gate: o.WriteGate,
 		reqs: make(chan *writeReq, 256), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.users = &Users{s: s}
@@ -181,14 +196,44 @@ func (s *Store) Runs() repository.Runs { return s.runs }
 // that made its table.
 func (s *Store) BuildIndexes(context.Context) error { return nil }
 
-// Ping checks that the file answers a read and can be written: a file that
-// became read-only, or a full disk, is not ready.
+// Ping checks that the writes go ahead (models.ErrStalled when they do
+// not, see stalled) and that the file answers a read of its schema
+// (models.ErrCorrupt for a damaged first page or schema). A file that
+// became read-only, or a full disk, answers it: the API remembers the
+// writes they refused.
 func (s *Store) Ping(ctx context.Context) error {
+	if err := s.stalled(time.Now()); err != nil {
+		return err
+	}
 	var n int
-	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&n); err != nil {
+	if err := s.r.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
 		return fmt.Errorf("ping: %w", translate(err))
 	}
 	return nil
+}
+
+// stallAfter is how long one batch of writes may run before the writes
+// count as stalled: models.UserWriteTimeout, the deadline of a webhook's
+// write.
+const stallAfter = models.UserWriteTimeout
+
+// stalled returns an error wrapping models.ErrStalled and
+// models.ErrUnavailable while the writer's batch has run longer than
+// stallAfter, or a write gave up waiting to start since the writer last
+// finished a batch; nil otherwise.
+func (s *Store) stalled(now time.Time) error {
+	since := int64(0)
+	if busy := s.busySince.Load(); busy != 0 && now.Sub(time.Unix(0, busy)) > stallAfter {
+		since = busy
+	}
+	if at := s.stalledAt.Load(); at != 0 && at > s.batchDone.Load() && (since == 0 || at < since) {
+		since = at
+	}
+	if since == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w: no write has finished since %s (does the disk answer?)",
+		models.ErrUnavailable, models.ErrStalled, time.Unix(0, since).UTC().Format(time.RFC3339))
 }
 
 // Close stops the writer after the writes queued so far and closes the file.
@@ -235,16 +280,27 @@ func checkOwner(ctx context.Context, path string) error {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	defer db.Close()
-	var app, tables int
+	var app, version, tables int
 	if err := db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&app); err != nil {
 		return fmt.Errorf("%s is not a SQLite file usersync can read (%w): set USERSYNC_DATA_DIR to a directory of usersync's own", path, translate(err))
+	}
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read %s: %w", path, translate(err))
 	}
 	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&tables); err != nil {
 		return fmt.Errorf("read %s: %w", path, translate(err))
 	}
-	if app != applicationID && tables > 0 {
+	switch {
+	case app == applicationID:
+	case tables > 0:
 		return fmt.Errorf("%s is not a usersync store (it holds tables of another program): "+
 			"set USERSYNC_DATA_DIR to a directory of usersync's own: %w", path, models.ErrForeignData)
+	case app != 0 || version != 0:
+		// usersync marks its file in the transaction that numbers its
+		// schema: a number without the mark is another program's.
+		return fmt.Errorf("%s is not a usersync store (another program's empty SQLite database: it has no tables, "+
+			"and another program's application id %d and version %d): set USERSYNC_DATA_DIR to a directory of usersync's own: %w",
+			path, app, version, models.ErrForeignData)
 	}
 	return nil
 }
@@ -304,6 +360,29 @@ type writeReq struct {
 	ctx context.Context
 	fn  func(tx *wtx) error
 	err chan error
+	// state goes from reqQueued to reqStarted (the writer runs it) or to
+	// reqAbandoned (its deadline passed first: it is never run), once.
+	state atomic.Int32
+}
+
+const (
+	reqQueued int32 = iota
+	reqStarted
+	reqAbandoned
+)
+
+// notStarted is the error of a write whose ctx ended before the writer
+// started it. A deadline that passed means the writes are stalled (a
+// write's deadline is seconds, a batch milliseconds): it wraps
+// models.ErrStalled and models.ErrUnavailable, and readiness reports it
+// until the writer finishes a batch.
+func (s *Store) notStarted(ctx context.Context) error {
+	err := context.Cause(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("the write did not start before its request ended: %w", err)
+	}
+	s.stalledAt.Store(time.Now().UnixNano())
+	return fmt.Errorf("%w: %w: the write could not start within its deadline (%w)", models.ErrUnavailable, models.ErrStalled, err)
 }
 
 // errClosed: the store is closed.
@@ -313,19 +392,29 @@ var errClosed = fmt.Errorf("the store is closed: %w", models.ErrUnavailable)
 // the same time, and returns once that transaction is committed (fn's
 // changes are on disk) or fn failed (its changes are undone). fn runs on
 // the writer: it must be short and must not wait for anything but the
-// database. A request whose ctx ends before it runs is not run.
+// database. A request whose ctx ends before it runs is not run, and
+// returns then (notStarted), however long the writer is held up: a disk
+// that does not answer holds the writer, not the callers.
 func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
 	s.writes.Add(1)
 	req := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
 	select {
 	case s.reqs <- req:
 	case <-ctx.Done():
-		return ctx.Err()
+		return s.notStarted(ctx)
 	case <-s.stop:
 		return errClosed
 	}
-	// Once queued, the answer is waited for: the write may commit.
-	return <-req.err
+	select {
+	case err := <-req.err:
+		return err
+	case <-ctx.Done():
+		if req.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			return s.notStarted(ctx)
+		}
+		// Started: the answer is waited for, the write may commit.
+		return <-req.err
+	}
 }
 
 func (s *Store) writer() {
@@ -367,6 +456,14 @@ func (s *Store) commit(batch []*writeReq) {
 		}
 	}
 	defer reply()
+	s.busySince.Store(time.Now().UnixNano())
+	defer func() {
+		s.batchDone.Store(time.Now().UnixNano())
+		s.busySince.Store(0)
+	}()
+	if s.gate != nil {
+		s.gate()
+	}
 	// The writer's statements never take a caller's context: interrupting
 	// one statement would roll back the whole shared transaction.
 	ctx := context.Background()
@@ -380,9 +477,12 @@ func (s *Store) commit(batch []*writeReq) {
 	t := &wtx{tx: tx}
 	ran := 0
 	for i, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			errs[i] = err
+		if r.ctx.Err() != nil && r.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			errs[i] = s.notStarted(r.ctx)
 			continue
+		}
+		if !r.state.CompareAndSwap(reqQueued, reqStarted) {
+			continue // abandoned by its caller, who has its answer
 		}
 		if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
 			errs[i] = translate(err)
@@ -522,11 +622,26 @@ func translate(err error) error {
 	case sqlite3lib.SQLITE_BUSY, sqlite3lib.SQLITE_LOCKED, sqlite3lib.SQLITE_IOERR, sqlite3lib.SQLITE_CANTOPEN:
 		return &dbError{msg: "the database file is not available", sentinels: []error{models.ErrUnavailable}, err: err}
 	case sqlite3lib.SQLITE_CORRUPT, sqlite3lib.SQLITE_NOTADB:
-		return &dbError{msg: "the database file is damaged", sentinels: []error{models.ErrUnavailable}, err: err}
+		return &dbError{msg: "the database file is damaged", sentinels: []error{models.ErrCorrupt, models.ErrUnavailable}, err: err}
 	case sqlite3lib.SQLITE_CONSTRAINT:
 		return &dbError{msg: "a unique rule refused the write", sentinels: []error{errDuplicate}, err: err}
 	}
 	return err
+}
+
+// errDamaged: a stored value is not what usersync writes there (JSON
+// that is not JSON): the file's page was damaged in a way SQLite's own
+// checks do not see.
+var errDamaged = &dbError{msg: "a stored value is damaged (it is not what was written)",
+	sentinels: []error{models.ErrCorrupt, models.ErrUnavailable}, err: errors.New("invalid stored value")}
+
+// damagedJSON returns b as JSON, or an error wrapping errDamaged that
+// names what holds it when it is not JSON.
+func damagedJSON(what string, b string) (json.RawMessage, error) {
+	if !json.Valid([]byte(b)) {
+		return nil, fmt.Errorf("%s: %w", what, errDamaged)
+	}
+	return json.RawMessage(b), nil
 }
 
 // errDuplicate: a unique index refused a write. It stays inside the

@@ -38,7 +38,10 @@ func scanUser(r scanner) (models.User, error) {
 	if err != nil {
 		return models.User{}, translate(err)
 	}
-	u.Email, u.Metadata = email.String, json.RawMessage(meta)
+	u.Email = email.String
+	if u.Metadata, err = damagedJSON(fmt.Sprintf("user %q metadata", u.UserID), meta); err != nil {
+		return models.User{}, err
+	}
 	u.CreatedAt, u.UpdatedAt, u.SourceUpdatedAt = fromMS(created), fromMS(updated), fromMS(source)
 	u.DeletedAt = timePtr(deleted)
 	u.Profile = models.Profile{
