@@ -134,7 +134,7 @@ func (s *Store) eraseEvents(t *wtx, subj subject, id string, now time.Time, aske
 	}
 	res.Events = int(n)
 	if n > 0 {
-		s.erased.Store(true)
+		s.noteErased()
 	}
 	var pending int64
 	if err := t.row(subj.pending, id).Scan(&pending); err != nil {
@@ -161,7 +161,14 @@ func (s *Store) eraseIfErased(t *wtx, id int64, now time.Time) error {
 		OR EXISTS (SELECT 1 FROM memberships WHERE memberships.membership_id = events.object_id
 			AND memberships.erased_at IS NOT NULL))`, ms(now), id)
 	if n > 0 {
-		s.erased.Store(true)
+		s.noteErased()
 	}
 	return err
+}
+
+// noteErased tells the writer that its transaction erased data: after
+// the commit it empties the write-ahead log (checkpointErased).
+func (s *Store) noteErased() {
+	s.erased.Store(true)
+	s.erasedNow.Store(true)
 }

@@ -73,10 +73,16 @@ type Store struct {
 	stop  chan struct{}
 	done  chan struct{}
 	batch int
-	// erased is set by a write that erased personal data: the writer then
-	// checkpoints the write-ahead log after its commit, so that the erased
-	// bytes leave the log as well as the database (secure_delete).
+	// erased is set by a write that erased personal data, and cleared
+	// once a checkpoint has emptied the write-ahead log after it, so that
+	// the erased bytes leave the log as well as the database
+	// (secure_delete). See checkpointErased.
 	erased atomic.Bool
+	// erasedNow is set with erased, and cleared by the commit after which
+	// the writer tries the checkpoint at once; checkpointAt is when it
+	// last tried one.
+	erasedNow    atomic.Bool
+	checkpointAt time.Time
 	// writes counts the writes asked of the writer (tests count round trips).
 	writes atomic.Int64
 	// gate is Options.WriteGate.
@@ -151,13 +157,17 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	return s, nil
 }
 
+// busyTimeout is how long a statement waits for a lock another process
+// holds (a backup, say) before it fails with SQLITE_BUSY.
+const busyTimeout = 5 * time.Second
+
 // dsn is the data source name of path: WAL, full sync, a busy timeout
 // (another process, such as a backup, may hold the file briefly), IMMEDIATE
 // write transactions, and secure_delete so that erased bodies are
 // overwritten on disk rather than left in free pages.
 func dsn(path string, readOnly bool) string {
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(FULL)", "secure_delete(ON)", "foreign_keys(ON)"} {
+	for _, p := range []string{fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()), "journal_mode(WAL)", "synchronous(FULL)", "secure_delete(ON)", "foreign_keys(ON)"} {
 		q.Add("_pragma", p)
 	}
 	if readOnly {
@@ -421,7 +431,15 @@ func (s *Store) writer() {
 	defer close(s.done)
 	for {
 		var first *writeReq
+		var retry <-chan time.Time
+		if s.erased.Load() {
+			// An outside reader held the log: try again once it may be gone.
+			retry = time.After(checkpointRetry)
+		}
 		select {
+		case <-retry:
+			s.checkpointErased()
+			continue
 		case first = <-s.reqs:
 		case <-s.stop:
 			for {
@@ -519,10 +537,41 @@ func (s *Store) commit(batch []*writeReq) {
 		}
 		return
 	}
-	if s.erased.Swap(false) {
-		// Best effort: a checkpoint that readers hold back is completed
-		// by a later one.
-		_, _ = s.w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+	if s.erasedNow.Swap(false) || (s.erased.Load() && time.Since(s.checkpointAt) >= checkpointRetry) {
+		s.checkpointErased()
+	}
+}
+
+// checkpointRetry is how often the writer tries again to empty the
+// write-ahead log of erased data while a reader holds it back.
+const checkpointRetry = time.Second
+
+// checkpointErased copies the write-ahead log into the database and
+// empties it (a TRUNCATE checkpoint), on the writer, after a commit that
+// erased data. A reader of another process (a backup with the sqlite3
+// shell, say) that holds a read transaction keeps the log from being
+// emptied: the checkpoint then gives up at once rather than wait for it
+// (the writer would stall for the busy timeout), erased stays set, and
+// the writer tries again at most every checkpointRetry, after its commits
+// and while it is idle, until the reader has gone.
+func (s *Store) checkpointErased() {
+	s.checkpointAt = time.Now()
+	ctx := context.Background()
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		return
+	}
+	defer func() {
+		_, _ = conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds()))
+	}()
+	var busy, logFrames, done int
+	err = conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done)
+	if err == nil && busy == 0 {
+		s.erased.Store(false)
 	}
 }
 
