@@ -56,6 +56,8 @@ func (s *server) routes(e *echo.Echo) {
 	e.GET("/v1/reconcile/runs", s.reconcileRuns, adminKey)
 	e.GET("/v1/reconcile/dry-run", s.dryRunState, adminKey)
 	e.POST("/v1/reconcile/dry-run", s.startDryRun, adminKey)
+	e.GET("/v1/admin/backup", s.backupState, adminKey)
+	e.POST("/v1/admin/backup", s.startBackup, adminKey)
 }
 
 // webhookRoutes is the surface of the webhook's own listener: the webhook

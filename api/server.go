@@ -49,6 +49,12 @@ type UserEraser interface {
 	EraseUser(ctx context.Context, userID string, now time.Time) (models.Erasure, error)
 }
 
+// Backuper copies the database while it runs (the embedded store; see
+// sqlite.Store.Backup).
+type Backuper interface {
+	Backup(ctx context.Context, now time.Time, progress func(copied int64)) (models.Backup, error)
+}
+
 // Pinger checks that the database answers.
 type Pinger interface {
 	Ping(ctx context.Context) error
@@ -64,6 +70,9 @@ type Config struct {
 	Eraser        UserEraser
 	DB            Pinger
 	Logger        *slog.Logger
+	// Backup, if set, serves POST /v1/admin/backup (the embedded store);
+	// without it the route answers 501.
+	Backup Backuper
 
 	// WebhookSecrets are the Svix signing secrets (whsec_...); any of them
 	// may sign a request, so that secrets can be rotated.
@@ -121,6 +130,8 @@ type server struct {
 
 	consoleCfg Console
 	dryRun     dryRunJob
+	backuper   Backuper
+	backup     backupJob
 
 	settle     time.Duration
 	metricsKey *[32]byte // SHA-256 of the metrics key; nil: /metrics is open
@@ -178,6 +189,7 @@ func newServer(cfg Config) (*server, error) {
 		members:  cfg.Memberships,
 		events:   cfg.Events,
 		eraser:   cfg.Eraser,
+		backuper: cfg.Backup,
 		db:       cfg.DB,
 		log:      cfg.Logger,
 		verifier: v,

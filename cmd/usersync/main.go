@@ -221,6 +221,9 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
 		ClerkSync: fetcher, Console: consoleConfig(ctx, svc, store, cl), MetricsKey: string(cfg.MetricsKey),
 	}
+	if b, ok := store.(api.Backuper); ok { // the embedded store
+		apiCfg.Backup = b
+	}
 	var handler, webhookHandler http.Handler
 	if cfg.WebhookAddr == "" {
 		handler, err = api.New(apiCfg)
