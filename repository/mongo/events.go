@@ -523,7 +523,7 @@ func parseEventCursor(c string) (time.Time, bson.ObjectID, error) {
 	n, err := strconv.ParseInt(ms, 10, 64)
 	id, herr := bson.ObjectIDFromHex(hex)
 	if !ok || err != nil || herr != nil {
-		return time.Time{}, bson.ObjectID{}, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+		return time.Time{}, bson.ObjectID{}, models.ErrBadCursor()
 	}
 	return time.UnixMilli(n).UTC(), id, nil
 }

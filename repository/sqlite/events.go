@@ -245,7 +245,7 @@ func parseEventCursor(c string) (int64, int64, error) {
 	at, err1 := strconv.ParseInt(a, 10, 64)
 	id, err2 := strconv.ParseInt(b, 10, 64)
 	if !ok || err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+		return 0, 0, models.ErrBadCursor()
 	}
 	return at, id, nil
 }

@@ -280,7 +280,7 @@ func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage,
 	)
 	after, err := hex.DecodeString(f.After)
 	if err != nil {
-		return models.UserPage{}, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+		return models.UserPage{}, models.ErrBadCursor()
 	}
 	f.After = string(after)
 	switch {
