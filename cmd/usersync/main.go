@@ -1,6 +1,7 @@
-// Command usersync keeps an application's MongoDB copy of its Clerk users:
-// it receives Clerk's signed user webhooks, applies them in order, and
-// serves the users over a small REST API.
+// Command usersync keeps an application's copy of its Clerk users,
+// organizations and memberships, in its embedded store or in MongoDB: it
+// receives Clerk's signed webhooks, applies them in order, and serves the
+// copy over a small REST API.
 //
 // Usage:
 //
