@@ -76,6 +76,9 @@ type ClerkUser struct {
 	Banned                bool            `json:"banned"`
 	Locked                bool            `json:"locked"`
 	Deprovisioned         bool            `json:"deprovisioned"`
+	// CreatedAt is read as a Clerk time when it is one, and left out
+	// otherwise: it orders nothing, and an event is not refused for it.
+	CreatedAt json.RawMessage `json:"created_at"`
 }
 
 // ClerkEmail is one entry of a Clerk user's email_addresses.
@@ -260,6 +263,11 @@ func (u ClerkUser) Profile() Profile {
 		// A time that is not one is left out: it cannot order anything.
 		if t, err := clerkTime(json.RawMessage(fmt.Sprint(*u.LastSignInAt))); err == nil {
 			p.LastSignInAt = &t
+		}
+	}
+	if len(u.CreatedAt) > 0 {
+		if t, err := clerkTime(u.CreatedAt); err == nil {
+			p.SourceCreatedAt = &t
 		}
 	}
 	return p

@@ -348,6 +348,7 @@ func checkCommand(args []string, env map[string]string) error {
 	fs := flag.NewFlagSet("usersync "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cmd(fs)
+	_, args = splitOperand(name, args)
 	_, err := loadConfig(fs, name, args, func(k string) string { return env[k] })
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

@@ -16,6 +16,7 @@ import (
 var summaries = map[string]string{
 	"serve":     "serve the webhook and the REST API, run the recovery sweep and retention (the default)",
 	"replay":    "process stored or failed events again, in Clerk's order; results on standard output",
+	"discard":   "give up on one failed event for good: usersync discard <eventId> -reason why",
 	"backfill":  "apply every user, organization and membership read from Clerk's Backend API",
 	"reconcile": "backfill, then soft-delete the users, organizations, memberships Clerk no longer has",
 	"migrate":   "bring a database written by an earlier usersync up to date and build every index",

@@ -83,6 +83,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	fs := flag.NewFlagSet("usersync "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // help is printed below, errors are returned
 	runCmd := cmd(fs)
+	operand, args := splitOperand(name, args)
 	cfg, err := loadConfig(fs, name, args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		printCommandUsage(stdout, name, fs)
@@ -91,7 +92,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	cfg.logTo = stderr
+	cfg.logTo, cfg.operand = stderr, operand
 	if name == "serve" {
 		cfg.logTo = stdout
 	}
@@ -105,6 +106,7 @@ type command func(fs *flag.FlagSet) func(ctx context.Context, cfg config, out io
 var commands = map[string]command{
 	"serve":     func(*flag.FlagSet) func(context.Context, config, io.Writer) error { return runServe },
 	"replay":    replayCommand,
+	"discard":   discardCommand,
 	"backfill":  backfillCommand,
 	"reconcile": reconcileCommand,
 	"migrate":   migrateCommand,

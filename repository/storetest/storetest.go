@@ -66,6 +66,7 @@ func Run(t *testing.T, open Opener) {
 		{"Events_DueFindsStuckAndRetryableEventsInClerkOrder", testDue},
 		{"Events_AClaimHasOneWinner", testClaim},
 		{"Events_RetentionDeletesOnlyOldProcessedEvents", testRetention},
+		{"Events_OnlyAFailedEventIsDiscardedAndItIsFinished", testDiscard},
 		{"Erasure_ErasesADeletedUsersEventsOnly", testErasure},
 		{"Erasure_AnEventAfterTheUserIsErasedIsErasedAtOnce", testEraseLateEvent},
 		{"Erasure_PendingEventsAreErasedOnceDone", testErasePending},
