@@ -1,5 +1,5 @@
 // Package storetest is the behaviour suite every usersync store passes:
-// each promise of ../shared/DESIGN.md that a store keeps, written once.
+// each promise a store keeps (docs/guarantees.md, docs/design.md), written once.
 // A store's test calls Run with a function that opens a fresh, empty store:
 //
 //	func TestBehaviour(t *testing.T) { storetest.Run(t, openFresh) }
