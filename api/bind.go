@@ -24,6 +24,9 @@ const maxUnknownNamed = 3
 // appear in them only bounded and quoted (models.Quote). A query parameter
 // that req does not declare is refused: silently ignoring a misspelt
 // includeDeleted would answer a different question than the one asked.
+// So is a parameter given with an empty value (?email=, as an application
+// that interpolates a missing value sends): it would filter nothing and
+// answer every user. Only an empty cursor is taken, as the first page.
 func bind(c echo.Context, req any) error {
 	if err := decodePathParams(c); err != nil {
 		return err
@@ -34,6 +37,9 @@ func bind(c echo.Context, req any) error {
 	}
 	q := c.QueryParams()
 	if err := unknownParams(req, q); err != nil {
+		return err
+	}
+	if err := emptyParams(q); err != nil {
 		return err
 	}
 	if err := b.BindQueryParams(c, req); err != nil {
@@ -153,6 +159,17 @@ func unknownParams(req any, q url.Values) error {
 	}
 	return models.Public(models.ErrInvalid, "unknown query parameter %s%s (this endpoint takes %s)",
 		strings.Join(named, ", "), more, takes)
+}
+
+// emptyParams refuses a query parameter whose value is empty, naming it,
+// but for cursor: an empty cursor is the first page.
+func emptyParams(q url.Values) error {
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		if name != "cursor" && q.Get(name) == "" {
+			return models.Public(models.ErrInvalid, "query parameter %s is empty: give it a value, or leave it out", models.Quote(name)).In(name)
+		}
+	}
+	return nil
 }
 
 // paramError says which of the given parameters could not be read into its

@@ -139,7 +139,8 @@ func TestConsole_InABrowser(t *testing.T) {
 		}
 	})
 	failed, unblock := h.block(2)
-	if r := h.deliver(newID(), []byte(`{"type":"user.updated","data":{"id":"user_bad"}}`)); r.Code != http.StatusBadRequest {
+	badID := newID()
+	if r := h.deliver(badID, []byte(`{"type":"user.updated","data":{"id":"user_bad"}}`)); r.Code != http.StatusBadRequest {
 		t.Fatalf("an invalid payload: %s", r)
 	}
 	// An organization deleted, and a late update of it: outcome deleted.
@@ -245,6 +246,31 @@ func TestConsole_InABrowser(t *testing.T) {
 	p.until("the log lists that organization's events", `(() => { const rows = [...document.querySelectorAll("#event-list tr[data-type]")];
 		return rows.length === 2 && document.getElementById("ev-objectId").value === "`+fxOrg+`" })()`)
 	p.screenshot("09b-events-of-an-organization")
+	// The whole log, at a laptop's width and at a wide screen's: the Error
+	// column stays in view, however long the ids.
+	for _, width := range []int64{1280, 1600} {
+		p.do("a screen's width", chromedp.EmulateViewport(width, 800), chromedp.Navigate(h.url+"/admin#/events?status=failed"),
+			chromedp.WaitVisible(css("#event-list table")))
+		p.until("the Error column is in view", `(() => { const w = document.querySelector("#event-list .table-wrap");
+			const th = [...w.querySelectorAll("th")].pop();
+			return th.textContent === "Error" && w.scrollWidth <= w.clientWidth && th.getBoundingClientRect().right <= w.getBoundingClientRect().right + 1 })()`)
+	}
+	p.screenshot("09c-events-wide")
+	p.do("back to a laptop's width", chromedp.EmulateViewport(1280, 800))
+
+	// The invalid event can never apply: discard it, with a reason.
+	p.do("open the invalid event", chromedp.Navigate(h.url+"/admin#/events/"+badID), chromedp.WaitVisible(css(".event-detail button.discard")))
+	p.until("it cannot be discarded without a reason, and replay stays offered", `!document.querySelector(".event-detail button.replay").disabled`)
+	p.do("discard", chromedp.Click(css(".event-detail button.discard")), chromedp.WaitVisible(css("#discard-reason")))
+	p.do("give the reason", chromedp.SendKeys(css("#discard-reason"), "data.updated_at is missing; Clerk will not resend it"),
+		chromedp.Click(css("#discard-ok")))
+	p.until("the event shows discarded, why and by whom", `(() => { const d = document.querySelector(".event-detail");
+		return d && d.querySelector(".badge.discarded") && d.textContent.includes("Clerk will not resend it") && d.textContent.includes("key sha256:") &&
+			document.querySelector(".event-detail button.replay").disabled && !document.querySelector(".event-detail button.discard") })()`)
+	p.screenshot("09d-event-discarded")
+	if st := h.event(badID)["status"]; st != "discarded" {
+		t.Errorf("after the discard in the console, event %s is %v", badID, st)
+	}
 
 	// Reconcile: the runs, each kind's counts, and a dry run of every kind.
 	p.do("open reconcile", chromedp.Click(css(`#nav a[data-page="reconcile"]`)), chromedp.WaitVisible(css("#runs table")))

@@ -835,3 +835,73 @@ func TestDryRun_RunsInTheBackgroundOneAtATime(t *testing.T) {
 		t.Errorf("a start a minute later: %s, want 202", r)
 	}
 }
+
+// jsStrings returns the quoted string literals ("…" and '…') of a script,
+// skipping comments and template literals.
+func jsStrings(js string) []string {
+	var out []string
+	for i := 0; i < len(js); i++ {
+		switch c := js[i]; {
+		case c == '/' && i+1 < len(js) && js[i+1] == '/':
+			for i < len(js) && js[i] != '\n' {
+				i++
+			}
+		case c == '`':
+			for i++; i < len(js) && js[i] != '`'; i++ {
+				if js[i] == '\\' {
+					i++
+				}
+			}
+		case c == '"' || c == '\'':
+			var b strings.Builder
+			for i++; i < len(js) && js[i] != c && js[i] != '\n'; i++ {
+				if js[i] == '\\' && i+1 < len(js) {
+					i++
+				}
+				b.WriteByte(js[i])
+			}
+			out = append(out, b.String())
+		}
+	}
+	return out
+}
+
+// TestConsole_TextsAreTextNotMarkdown: the console's texts are shown as
+// they are, so none may hold Markdown's backticks (code is a <code>).
+func TestConsole_TextsAreTextNotMarkdown(t *testing.T) {
+	h := newConsoleHarness(t)
+	js := string(h.get("/admin/console.js", "").Body)
+	strs := jsStrings(js)
+	if len(strs) < 100 {
+		t.Fatalf("found %d string literals in console.js, the scan is wrong", len(strs))
+	}
+	for _, s := range strs {
+		if strings.Contains(s, "`") {
+			t.Errorf("console.js shows the text %q, with Markdown backticks", s)
+		}
+	}
+}
+
+// TestConsole_EventsOfferDiscardForAFailedEventWithAReason: the event page
+// has a Discard button for failed events only, which asks for a reason and
+// posts it; the event log's filter has the discarded status, and the event
+// log wraps its cells so that the Error column stays in view.
+func TestConsole_EventsOfferDiscardForAFailedEventWithAReason(t *testing.T) {
+	h := newConsoleHarness(t)
+	js, page, style := string(h.get("/admin/console.js", "").Body), string(h.get("/admin", "").Body),
+		string(h.get("/admin/console.css", "").Body)
+	for _, want := range []string{`ev.status === "failed" ? h("button"`, `"/discard", {}, undefined, { reason }`, `"failed", "discarded"]`,
+		`ev.status !== "discarded"`} {
+		if !strings.Contains(js, want) {
+			t.Errorf("console.js lacks %s", want)
+		}
+	}
+	for _, want := range []string{`<dialog id="discard"`, `<textarea id="discard-reason"`, `maxlength="1000"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if !strings.Contains(style, "#event-list td { overflow-wrap: anywhere; }") {
+		t.Error("the event log's cells do not wrap: a long id pushes the Error column out of view")
+	}
+}

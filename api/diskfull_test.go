@@ -72,7 +72,7 @@ func TestWebhook_FullDiskIsUnavailableCountedAndNotReady(t *testing.T) {
 	failedID, failedBody := "", []byte(nil)
 	for i := 0; i < 200 && failedID == ""; i++ {
 		id := newID()
-		body := userBody(t, "user.created", clerkUser{ID: "user_full_" + strconv.Itoa(i), UpdatedAt: t0,
+		body := userBody(t, "user.created", clerkUser{ID: "user_full" + strconv.Itoa(i), UpdatedAt: t0,
 			Meta: map[string]any{"pad": strings.Repeat("x", 50_000)}})
 		r := h.deliver(id, body)
 		switch r.Code {

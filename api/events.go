@@ -1,8 +1,12 @@
 package api
 
 import (
+	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -36,6 +40,10 @@ type eventJSON struct {
 	// Erased: the user is deleted and the body is gone; no payload.
 	Erased   bool    `json:"erased"`
 	ErasedAt *string `json:"erasedAt,omitempty"`
+	// A discarded event's when, why and which admin key.
+	DiscardedAt   *string `json:"discardedAt,omitempty"`
+	DiscardReason string  `json:"discardReason,omitempty"`
+	DiscardedBy   string  `json:"discardedBy,omitempty"`
 }
 
 func optTime(t *time.Time) *string {
@@ -57,6 +65,9 @@ func newEventJSON(ev models.Event, withBody bool) eventJSON {
 		ProcessedAt: optTime(ev.ProcessedAt),
 		Erased:      ev.ErasedAt != nil, ErasedAt: optTime(ev.ErasedAt),
 	}
+	if d := ev.Discarded; d != nil {
+		j.DiscardedAt, j.DiscardReason, j.DiscardedBy = optTime(&d.At), d.Reason, d.By
+	}
 	if withBody {
 		j.Signature = ev.Signature
 	}
@@ -74,7 +85,7 @@ func newEventJSON(ev models.Event, withBody bool) eventJSON {
 type listEventsRequest struct {
 	Limit     int    `query:"limit" validate:"min=1,max=200"`
 	Cursor    string `query:"cursor" validate:"max=64"`
-	Status    string `query:"status" validate:"omitempty,oneof=stored processed failed"`
+	Status    string `query:"status" validate:"omitempty,oneof=stored processed failed discarded"`
 	EventType string `query:"eventType" validate:"omitempty,oneof=created updated deleted user.created user.updated user.deleted organization.created organization.updated organization.deleted organizationMembership.created organizationMembership.updated organizationMembership.deleted"`
 	Kind      string `query:"kind" validate:"omitempty,oneof=user organization membership"`
 	UserID    string `query:"userId" validate:"max=128"`
@@ -253,6 +264,9 @@ func (s *server) replayEvent(c echo.Context) error {
 		return models.Public(models.ErrConflict, "event %s is already processed (outcome %s); replaying it would change nothing",
 			models.Quote(req.ID), ev.Outcome)
 	}
+	if ev.Status == models.StatusDiscarded {
+		return models.Public(models.ErrConflict, "event %s was discarded by an admin; it is never applied", models.Quote(req.ID))
+	}
 	var done sync.Replayed
 	if err := s.sync.Replay(ctx, []models.Event{ev}, replayLease, func(r sync.Replayed) { done = r }); err != nil {
 		return err
@@ -269,4 +283,63 @@ func (s *server) replayEvent(c echo.Context) error {
 	}
 	s.logEvent(c, ev.EventID, ev.UserID, ev.ObjectID, res.Status, res.Outcome, err)
 	return c.JSON(http.StatusOK, resp)
+}
+
+// maxDiscardBody bounds the body of POST /v1/events/{id}/discard.
+const maxDiscardBody = 4 << 10
+
+type discardRequest struct {
+	Reason string `json:"reason"`
+}
+
+// discardEvent answers POST /v1/events/{id}/discard, body {"reason"}: it
+// gives up on a failed event for good. The event is kept, as discarded,
+// with when, why and the fingerprint of the admin key that asked; it is
+// never applied or replayed, a later delivery of its svix-id is answered
+// as a duplicate, and retention deletes it as a processed event. Any
+// event but a failed one free of sweeps and replays is a conflict.
+func (s *server) discardEvent(c echo.Context) error {
+	var req eventRequest
+	if err := bind(c, &req); err != nil {
+		return err
+	}
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxDiscardBody+1))
+	if err != nil {
+		return models.Public(models.ErrInvalid, "the body could not be read").Because(err)
+	}
+	if len(body) > maxDiscardBody {
+		return models.Public(models.ErrInvalid, "the body is larger than %d bytes", maxDiscardBody).In("body")
+	}
+	var dr discardRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&dr); err != nil || dec.More() {
+		return models.Public(models.ErrInvalid, `the body must be a JSON object {"reason": "why the event is discarded"}`).In("body")
+	}
+	reason := strings.TrimSpace(dr.Reason)
+	switch {
+	case reason == "":
+		return models.Public(models.ErrInvalid, "reason is required: say why the event is discarded").In("reason")
+	case len(reason) > models.MaxDiscardReason:
+		return models.Public(models.ErrInvalid, "reason must be at most %d bytes", models.MaxDiscardReason).In("reason")
+	}
+	h := keyHash(c)
+	d := models.Discard{At: s.now().UTC().Truncate(time.Millisecond), Reason: reason, By: KeyFingerprint(h)}
+	ev, err := s.events.Discard(c.Request().Context(), req.ID, d)
+	if err != nil {
+		return notFound(err, "event", req.ID)
+	}
+	s.log.LogAttrs(c.Request().Context(), slog.LevelWarn, "event discarded",
+		slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
+		slog.String("event_id", ev.EventID), slog.String("id", ev.ID), slog.String("by", d.By),
+		slog.String("reason", boundMessage(reason)))
+	return c.JSON(http.StatusOK, newEventJSON(ev, false))
+}
+
+// KeyFingerprint names an admin key in what usersync keeps of its acts
+// (a discard's By), never the key itself: "key sha256:" and the first 12
+// hex digits of the SHA-256 of the key (sum), as `printf %s "$KEY" |
+// sha256sum | cut -c1-12` prints them.
+func KeyFingerprint(sum [32]byte) string {
+	return "key sha256:" + hex.EncodeToString(sum[:6])
 }

@@ -57,8 +57,8 @@ func TestUsers_ProfileFieldsFollowClerkAndClearOnTheTombstone(t *testing.T) {
 		t.Errorf("tombstone profile = %v, want %v", got, cleared)
 	}
 	// A tombstone written before any state of the user has the same shape.
-	h.mustDeliver(newID(), deleteBody(t, "user_never_seen", t0))
-	if got := profile(h.user("user_never_seen")); !reflect.DeepEqual(got, cleared) {
+	h.mustDeliver(newID(), deleteBody(t, "user_neverseen", t0))
+	if got := profile(h.user("user_neverseen")); !reflect.DeepEqual(got, cleared) {
 		t.Errorf("tombstone of an unseen user: profile = %v, want %v", got, cleared)
 	}
 	if u := h.user(id); u["email"] != nil {

@@ -35,3 +35,49 @@ func TestAPI_AQueryThatDoesNotDecodeOrRepeatsAParameterIs400(t *testing.T) {
 		t.Errorf("a clean query = %s, want 200", r)
 	}
 }
+
+// An application that interpolates a missing value sends ?email=: that
+// must not answer every user.
+func TestAPI_AnEmptyFilterIs400NamingItAndAnEmptyCursorIsTheFirstPage(t *testing.T) {
+	h := newHarness(t)
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_e1", UpdatedAt: t0, Email: "e1@example.com"}))
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_e2", UpdatedAt: t0, Email: "e2@example.com"}))
+	for _, tc := range []struct{ path, param string }{
+		{"/v1/users?email=", "email"},
+		{"/v1/users?updatedSince=", "updatedSince"},
+		{"/v1/organizations?slug=", "slug"},
+		{"/v1/organizations?updatedSince=", "updatedSince"},
+		{"/v1/events?userId=", "userId"},
+		{"/v1/events?objectId=", "objectId"},
+		{"/v1/events?eventType=", "eventType"},
+		{"/v1/events?kind=", "kind"},
+		{"/v1/events?status=", "status"},
+		{"/v1/events?status=failed&userId=", "userId"},
+		{"/v1/memberships?updatedSince=", "updatedSince"},
+	} {
+		r := h.get(tc.path, testAdminKey)
+		code, msg := errorOf(t, r)
+		if r.Code != http.StatusBadRequest || code != "invalid_request" || !strings.Contains(msg, `"`+tc.param+`" is empty`) {
+			t.Errorf("GET %s = %s, want 400 naming %s", tc.path, r, tc.param)
+		}
+	}
+	for _, path := range []string{"/v1/users?cursor=", "/v1/users?limit=1&cursor="} {
+		r := h.get(path, testAPIKey)
+		if r.Code != http.StatusOK {
+			t.Fatalf("GET %s = %s, want the first page", path, r)
+		}
+		if data := r.JSON(t)["data"].([]any); len(data) == 0 || data[0].(map[string]any)["userId"] != "user_e1" {
+			t.Errorf("GET %s = %s, want the first page", path, r)
+		}
+	}
+}
+
+func TestAPI_ABadCursorIs400SayingSo(t *testing.T) {
+	h := newHarness(t)
+	for _, path := range []string{"/v1/users?cursor=zz", "/v1/events?cursor=nonsense", "/v1/users?updatedSince=2026-01-01T00:00:00Z&cursor=nonsense"} {
+		r := h.get(path, testAdminKey)
+		if code, msg := errorOf(t, r); r.Code != http.StatusBadRequest || code != "invalid_request" || msg != "cursor is not one this API returned" {
+			t.Errorf("GET %s = %s, want 400 saying the cursor is not one this API returned", path, r)
+		}
+	}
+}

@@ -49,6 +49,7 @@ func (s *server) routes(e *echo.Echo) {
 	admin.POST("/replay", s.replayEvents, adminKey)
 	admin.GET("/:id", s.getEvent, adminKey)
 	admin.POST("/:id/replay", s.replayEvent, adminKey)
+	admin.POST("/:id/discard", s.discardEvent, adminKey)
 
 	// Admin key: the console's views of the service.
 	e.GET("/v1/admin/overview", s.overview, adminKey)

@@ -27,11 +27,13 @@ type Ingester interface {
 	Replay(ctx context.Context, evs []models.Event, lease time.Duration, each func(sync.Replayed)) error
 }
 
-// EventReader reads the event log.
+// EventReader reads the event log, and discards a failed event an admin
+// gives up on (see repository.Events.Discard).
 type EventReader interface {
 	Get(ctx context.Context, id string) (models.Event, error)
 	List(ctx context.Context, f models.EventFilter) (models.EventPage, error)
 	Stats(ctx context.Context) (models.EventStats, error)
+	Discard(ctx context.Context, id string, d models.Discard) (models.Event, error)
 }
 
 // UserReader reads users.

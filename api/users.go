@@ -28,10 +28,13 @@ type userJSON struct {
 	Locked       bool    `json:"locked"`
 	// Deprovisioned: off-boarded by Directory Sync; such a user is out of
 	// the active list, and 404 for an API key (as a deleted one).
-	Deprovisioned bool    `json:"deprovisioned"`
-	CreatedAt     string  `json:"createdAt"`
-	UpdatedAt     string  `json:"updatedAt"`
-	DeletedAt     *string `json:"deletedAt"`
+	Deprovisioned bool `json:"deprovisioned"`
+	// SourceCreatedAt is Clerk's created_at (when the user signed up);
+	// CreatedAt is usersync's first write of the user.
+	SourceCreatedAt *string `json:"sourceCreatedAt"`
+	CreatedAt       string  `json:"createdAt"`
+	UpdatedAt       string  `json:"updatedAt"`
+	DeletedAt       *string `json:"deletedAt"`
 }
 
 // deletedUserJSON is a deleted user in the change feed: just enough for an
@@ -57,22 +60,23 @@ func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
 
 func newUserJSON(u models.User) userJSON {
 	j := userJSON{
-		UserID:        u.UserID,
-		Email:         u.Email,
-		DisplayName:   u.DisplayName,
-		Metadata:      u.Metadata,
-		FirstName:     optString(u.FirstName),
-		LastName:      optString(u.LastName),
-		Username:      optString(u.Username),
-		ImageURL:      optString(u.ImageURL),
-		PhoneNumber:   optString(u.PhoneNumber),
-		ExternalID:    optString(u.ExternalID),
-		LastSignInAt:  optTime(u.LastSignInAt),
-		Banned:        u.Banned,
-		Locked:        u.Locked,
-		Deprovisioned: u.Deprovisioned,
-		CreatedAt:     formatTime(u.CreatedAt),
-		UpdatedAt:     formatTime(u.UpdatedAt),
+		UserID:          u.UserID,
+		Email:           u.Email,
+		DisplayName:     u.DisplayName,
+		Metadata:        u.Metadata,
+		FirstName:       optString(u.FirstName),
+		LastName:        optString(u.LastName),
+		Username:        optString(u.Username),
+		ImageURL:        optString(u.ImageURL),
+		PhoneNumber:     optString(u.PhoneNumber),
+		ExternalID:      optString(u.ExternalID),
+		LastSignInAt:    optTime(u.LastSignInAt),
+		Banned:          u.Banned,
+		Locked:          u.Locked,
+		Deprovisioned:   u.Deprovisioned,
+		SourceCreatedAt: optTime(u.SourceCreatedAt),
+		CreatedAt:       formatTime(u.CreatedAt),
+		UpdatedAt:       formatTime(u.UpdatedAt),
 	}
 	if u.DeletedAt != nil {
 		d := formatTime(*u.DeletedAt)

@@ -1,11 +1,13 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestUsers_PaginationReturnsEveryActiveUserExactlyOnce(t *testing.T) {
@@ -132,7 +134,7 @@ func TestUsers_ShapeIsTheDataModel(t *testing.T) {
 	u := h.get("/v1/users/user_2SS3GNsVEHibIcFNY6OA4j9lef2", testAPIKey).JSON(t)
 	fields := []string{"userId", "email", "displayName", "metadata",
 		"firstName", "lastName", "username", "imageUrl", "phoneNumber", "externalId", "lastSignInAt", "banned", "locked",
-		"deprovisioned", "createdAt", "updatedAt", "deletedAt"}
+		"deprovisioned", "sourceCreatedAt", "createdAt", "updatedAt", "deletedAt"}
 	for _, k := range fields {
 		if _, ok := u[k]; !ok {
 			t.Errorf("user has no %q: %v", k, u)
@@ -185,5 +187,36 @@ func TestUsers_LookAlikeEmailDoesNotTakeTheOwners(t *testing.T) {
 				t.Errorf("email filter %q = %s, want %s alone", filter, r, want)
 			}
 		}
+	}
+}
+
+// A user's JSON has Clerk's creation time (sourceCreatedAt, from the
+// payload, as organizations and memberships have it) apart from usersync's
+// first write (createdAt); a tombstone has none of Clerk's data.
+func TestUsers_SourceCreatedAtIsClerksCreationTimeAndCreatedAtUsersyncsFirstWrite(t *testing.T) {
+	h := newHarness(t)
+	before := time.Now().UTC().Add(-time.Second)
+	h.mustDeliver(newID(), fixture(t, "user.created.json")) // created_at 1654012591514
+	u := h.user("user_29w83sxmDNGwOuEthce5gg56FcC")
+	if u["sourceCreatedAt"] != "2022-05-31T15:56:31.514Z" {
+		t.Errorf("sourceCreatedAt = %v, want Clerk's created_at 2022-05-31T15:56:31.514Z", u["sourceCreatedAt"])
+	}
+	if created, err := time.Parse(time.RFC3339, fmt.Sprint(u["createdAt"])); err != nil || created.Before(before) {
+		t.Errorf("createdAt = %v, want usersync's first write (now)", u["createdAt"])
+	}
+	// A state without created_at, and the tombstone: null.
+	var env map[string]any
+	if err := json.Unmarshal(userBody(t, "user.created", clerkUser{ID: "user_nocreated", UpdatedAt: t0}), &env); err != nil {
+		t.Fatal(err)
+	}
+	delete(env["data"].(map[string]any), "created_at")
+	body, _ := json.Marshal(env)
+	h.mustDeliver(newID(), body)
+	if u := h.user("user_nocreated"); u["sourceCreatedAt"] != nil {
+		t.Errorf("a state without created_at: sourceCreatedAt = %v, want null", u["sourceCreatedAt"])
+	}
+	h.mustDeliver(newID(), deleteBody(t, "user_29w83sxmDNGwOuEthce5gg56FcC", time.Now().UnixMilli()))
+	if u := h.user("user_29w83sxmDNGwOuEthce5gg56FcC"); u["sourceCreatedAt"] != nil {
+		t.Errorf("a tombstone: sourceCreatedAt = %v, want null", u["sourceCreatedAt"])
 	}
 }

@@ -60,7 +60,7 @@ type ClerkEvent struct {
 
 // ClerkUser is the part of Clerk's user object that usersync keeps.
 type ClerkUser struct {
-	ID                    string          `json:"id" validate:"required,startswith=user_,max=128"`
+	ID                    string          `json:"id" validate:"required,clerkid=user_"`
 	UpdatedAt             int64           `json:"updated_at" validate:"required,gt=0"`
 	FirstName             *string         `json:"first_name"`
 	LastName              *string         `json:"last_name"`
@@ -76,6 +76,9 @@ type ClerkUser struct {
 	Banned                bool            `json:"banned"`
 	Locked                bool            `json:"locked"`
 	Deprovisioned         bool            `json:"deprovisioned"`
+	// CreatedAt is read as a Clerk time when it is one, and left out
+	// otherwise: it orders nothing, and an event is not refused for it.
+	CreatedAt json.RawMessage `json:"created_at"`
 }
 
 // ClerkEmail is one entry of a Clerk user's email_addresses.
@@ -92,7 +95,7 @@ type ClerkPhone struct {
 
 // clerkDeleted is the data of a user.deleted event.
 type clerkDeleted struct {
-	ID string `json:"id" validate:"required,startswith=user_,max=128"`
+	ID string `json:"id" validate:"required,clerkid=user_"`
 }
 
 // DecodeEvent decodes the envelope of a webhook body. It fails, wrapping
@@ -262,6 +265,11 @@ func (u ClerkUser) Profile() Profile {
 			p.LastSignInAt = &t
 		}
 	}
+	if len(u.CreatedAt) > 0 {
+		if t, err := clerkTime(u.CreatedAt); err == nil {
+			p.SourceCreatedAt = &t
+		}
+	}
 	return p
 }
 
@@ -389,6 +397,11 @@ func jsonKind(goKind string) string {
 // validate is the one validator instance of the process.
 var validate = func() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
+	// clerkid=<prefix>: the shape of a Clerk id of that prefix, the one
+	// rule every path (webhooks, the sync routes, reconcile) applies.
+	_ = v.RegisterValidation("clerkid", func(fl validator.FieldLevel) bool {
+		return isClerkID(fl.Field().String(), fl.Param())
+	})
 	v.RegisterTagNameFunc(func(f reflect.StructField) string {
 		for _, key := range []string{"json", "query", "param"} {
 			if name, _, _ := strings.Cut(f.Tag.Get(key), ","); name != "" && name != "-" {
@@ -424,6 +437,8 @@ func validateAs(prefix string, v any) error {
 		rule = "is required"
 	case "startswith":
 		rule = fmt.Sprintf("must start with %q", fe.Param())
+	case "clerkid":
+		rule = ClerkIDRule(fe.Param())
 	case "max":
 		rule = "must be at most " + fe.Param()
 	case "min":
@@ -456,6 +471,11 @@ func IsClerkOrganizationID(id string) bool { return isClerkID(id, "org_") }
 // IsClerkMembershipID reports whether id has the shape of a Clerk
 // organization membership id: "orgmem_" and then letters and digits.
 func IsClerkMembershipID(id string) bool { return isClerkID(id, "orgmem_") }
+
+// ClerkIDRule says what an id of prefix must be, for messages.
+func ClerkIDRule(prefix string) string {
+	return fmt.Sprintf("must be a Clerk id: %q followed by letters and digits, at most %d bytes", prefix, maxUserID)
+}
 
 func isClerkID(id, prefix string) bool {
 	rest, ok := strings.CutPrefix(id, prefix)

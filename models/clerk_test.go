@@ -3,6 +3,7 @@ package models_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,7 +150,7 @@ func TestChange_RejectsPayloadsThatCanNeverApply(t *testing.T) {
 		{"no data", `{"type":"user.created"}`, "data must be an object"},
 		{"data not an object", `{"type":"user.created","data":[1]}`, "data must be an object"},
 		{"no id", `{"type":"user.updated","data":{"updated_at":1760000000000}}`, "data.id is required"},
-		{"id of another object", `{"type":"user.updated","data":{"id":"sess_1","updated_at":1760000000000}}`, `data.id must start with "user_"`},
+		{"id of another object", `{"type":"user.updated","data":{"id":"sess_1","updated_at":1760000000000}}`, `data.id must be a Clerk id: "user_" followed by letters and digits`},
 		{"no updated_at", `{"type":"user.created","data":{"id":"user_1"}}`, "data.updated_at is required"},
 		{"updated_at a string", `{"type":"user.created","data":{"id":"user_1","updated_at":"x"}}`, "data.updated_at must be a JSON number"},
 		{"metadata an array", `{"type":"user.created","data":{"id":"user_1","updated_at":1760000000000,"public_metadata":[1]}}`, "public_metadata must be an object"},
@@ -256,6 +257,46 @@ func TestNormalizeEmail_LowercasesASCIILettersOnly(t *testing.T) {
 	} {
 		if got := models.NormalizeEmail(in); got != want {
 			t.Errorf("NormalizeEmail(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A user id the webhook accepts is one the sync route and reconcile accept
+// too, and the other way round: one rule (IsClerkUserID) on every path.
+func TestClerkIDs_TheWebhookAcceptsExactlyTheIdsTheOtherPathsDo(t *testing.T) {
+	ids := []string{"user_29w83sxmDNGwOuEthce5gg56FcC", "user_1", "user_", "user_a-b", "user_a.b", "user_../x", "user_a b",
+		"user_é", "sess_1", "user_" + strings.Repeat("a", 123), "user_" + strings.Repeat("a", 124)}
+	now := time.UnixMilli(1760000000000)
+	for _, id := range ids {
+		for _, typ := range []string{"user.updated", "user.deleted"} {
+			body := fmt.Sprintf(`{"type":%q,"timestamp":1760000000000,"data":{"id":%q,"updated_at":1760000000000}}`, typ, id)
+			ev, err := models.DecodeEvent([]byte(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = ev.Change("msg_1", now)
+			if got, want := err == nil, models.IsClerkUserID(id); got != want {
+				t.Errorf("%s of %q: accepted %v (%v), but IsClerkUserID says %v", typ, id, got, err, want)
+			}
+		}
+		body := fmt.Sprintf(`{"type":"organizationMembership.updated","data":{"id":"orgmem_1","updated_at":1760000000000,
+			"organization":{"id":"org_1","updated_at":1760000000000},"public_user_data":{"user_id":%q}}}`, id)
+		ev, err := models.DecodeEvent([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ev.MembershipChange("msg_1", now); (err == nil) != models.IsClerkUserID(id) {
+			t.Errorf("a membership of member %q: %v, but IsClerkUserID says %v", id, err, models.IsClerkUserID(id))
+		}
+	}
+	for _, id := range []string{"org_1", "org_a-b", "org_", "orgmem_1"} {
+		body := fmt.Sprintf(`{"type":"organization.updated","data":{"id":%q,"updated_at":1760000000000}}`, id)
+		ev, err := models.DecodeEvent([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ev.OrganizationChange("msg_1", now); (err == nil) != models.IsClerkOrganizationID(id) {
+			t.Errorf("organization %q: %v, but IsClerkOrganizationID says %v", id, err, models.IsClerkOrganizationID(id))
 		}
 	}
 }

@@ -48,7 +48,7 @@ const (
 // pending_invitations_count…) are accepted and left out; private_metadata
 // stays in the event alone.
 type ClerkOrganization struct {
-	ID                    string          `json:"id" validate:"required,startswith=org_,max=128"`
+	ID                    string          `json:"id" validate:"required,clerkid=org_"`
 	UpdatedAt             int64           `json:"updated_at" validate:"required,gt=0"`
 	CreatedAt             *int64          `json:"created_at"`
 	Name                  *string         `json:"name"`
@@ -64,7 +64,7 @@ type ClerkOrganization struct {
 // that usersync keeps. It has no top-level organization or user id: they
 // are organization.id and public_user_data.user_id.
 type ClerkMembership struct {
-	ID             string              `json:"id" validate:"required,startswith=orgmem_,max=128"`
+	ID             string              `json:"id" validate:"required,clerkid=orgmem_"`
 	UpdatedAt      int64               `json:"updated_at" validate:"required,gt=0"`
 	CreatedAt      *int64              `json:"created_at"`
 	Role           string              `json:"role" validate:"max=256"`
@@ -79,7 +79,7 @@ type ClerkMembership struct {
 // Clerk showed it when the membership changed. banned, deprovisioned and
 // username are in newer payloads only.
 type ClerkPublicUserData struct {
-	UserID        string  `json:"user_id" validate:"required,startswith=user_,max=128"`
+	UserID        string  `json:"user_id" validate:"required,clerkid=user_"`
 	FirstName     *string `json:"first_name"`
 	LastName      *string `json:"last_name"`
 	ImageURL      *string `json:"image_url"`
@@ -92,19 +92,19 @@ type ClerkPublicUserData struct {
 // clerkOrganizationDeleted is the data of an organization.deleted event:
 // a deleted-object stub with no updated_at.
 type clerkOrganizationDeleted struct {
-	ID string `json:"id" validate:"required,startswith=org_,max=128"`
+	ID string `json:"id" validate:"required,clerkid=org_"`
 }
 
 // clerkMembershipDeleted is what a membership deletion must carry: its id.
 // Clerk sends the whole membership (with its last updated_at, not the
 // deletion's time); the organization and user ids are taken when present.
 type clerkMembershipDeleted struct {
-	ID           string `json:"id" validate:"required,startswith=orgmem_,max=128"`
+	ID           string `json:"id" validate:"required,clerkid=orgmem_"`
 	Organization struct {
-		ID string `json:"id" validate:"omitempty,startswith=org_,max=128"`
+		ID string `json:"id" validate:"omitempty,clerkid=org_"`
 	} `json:"organization"`
 	PublicUserData struct {
-		UserID string `json:"user_id" validate:"omitempty,startswith=user_,max=128"`
+		UserID string `json:"user_id" validate:"omitempty,clerkid=user_"`
 	} `json:"public_user_data"`
 }
 

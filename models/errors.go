@@ -146,3 +146,9 @@ func (e *PublicError) Error() string {
 // Unwrap returns Kind: errors.Is(err, ErrInvalid) holds for an invalid
 // PublicError. The cause is not unwrapped: its kind is not this error's.
 func (e *PublicError) Unwrap() error { return e.Kind }
+
+// ErrBadCursor returns the error of a cursor that no page of this API
+// answered: a client's to fix, named as the parameter it came in.
+func ErrBadCursor() error {
+	return Public(ErrInvalid, "cursor is not one this API returned").In("cursor")
+}

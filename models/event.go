@@ -3,7 +3,7 @@ package models
 import "time"
 
 // EventStatus is where an event is in its life: stored on arrival, then
-// processed or failed.
+// processed or failed; a failed event an operator gave up on is discarded.
 type EventStatus string
 
 // Event statuses.
@@ -11,7 +11,52 @@ const (
 	StatusStored    EventStatus = "stored"
 	StatusProcessed EventStatus = "processed"
 	StatusFailed    EventStatus = "failed"
+	// StatusDiscarded: a failed event an admin discarded (Discard says
+	// when, why and who). It is finished as a processed event is: never
+	// applied, processed again or replayed; a later delivery of its
+	// svix-id is a duplicate; retention deletes it.
+	StatusDiscarded EventStatus = "discarded"
 )
+
+// Finished reports whether an event of status s is done with: processed,
+// or discarded. Nothing changes a finished event but retention and
+// erasure.
+func (s EventStatus) Finished() bool { return s == StatusProcessed || s == StatusDiscarded }
+
+// Discard is an admin's decision to give up on a failed event.
+type Discard struct {
+	At     time.Time
+	Reason string // why, in the admin's words: 1 to MaxDiscardReason bytes
+	// By names who discarded it: the admin key's fingerprint
+	// ("key sha256:0123456789ab"), or the command line's user and host.
+	By string
+}
+
+// MaxDiscardReason bounds a discard's reason, in bytes.
+const MaxDiscardReason = 1000
+
+// MaxDiscardBy bounds a discard's By, in bytes.
+const MaxDiscardBy = 200
+
+// DiscardConflict is the error of discarding ev, which is not a failed
+// event free to discard: processed, stored, discarded already, or being
+// processed (claimed until after now) by a sweep or a replay. It wraps
+// ErrConflict, and ErrNotFound for no event.
+func DiscardConflict(ev Event, now time.Time) error {
+	id := Quote(ev.EventID)
+	if ev.EventID == "" {
+		id = Quote(ev.ID)
+	}
+	switch ev.Status {
+	case StatusProcessed:
+		return Public(ErrConflict, "event %s is processed (outcome %s); only a failed event can be discarded", id, ev.Outcome)
+	case StatusStored:
+		return Public(ErrConflict, "event %s is stored, not failed: it is being processed, or waits for the sweep; only a failed event can be discarded", id)
+	case StatusDiscarded:
+		return Public(ErrConflict, "event %s is discarded already", id)
+	}
+	return Public(ErrConflict, "event %s is being processed by a sweep or a replay; try again shortly", id)
+}
 
 // Outcome says what processing an event did to its object (user,
 // organization or membership).
@@ -88,6 +133,9 @@ type Event struct {
 	// ErasedAt is when the body of this event of a deleted user was
 	// erased; RawBody is then empty. nil: not erased.
 	ErasedAt *time.Time
+	// Discarded says when, why and by whom a discarded event was
+	// discarded; nil for any other.
+	Discarded *Discard
 }
 
 // Kind returns the kind of object the event changes ("" for a type
@@ -113,7 +161,8 @@ type EventPage struct {
 	NextCursor string // "" on the last page
 }
 
-// EventStats counts events per status and per outcome.
+// EventStats counts events per status and per outcome. Discarded events
+// are counted apart (ByStatus[StatusDiscarded]), in no kind and no backlog.
 type EventStats struct {
 	ByStatus  map[EventStatus]int64
 	ByOutcome map[Outcome]int64
@@ -134,7 +183,7 @@ type KindStats struct {
 // NewEventStats returns stats with no event, with the stored and failed
 // statuses and every kind present.
 func NewEventStats() EventStats {
-	st := EventStats{ByStatus: map[EventStatus]int64{StatusStored: 0, StatusFailed: 0},
+	st := EventStats{ByStatus: map[EventStatus]int64{StatusStored: 0, StatusFailed: 0, StatusDiscarded: 0},
 		ByOutcome: map[Outcome]int64{}, ByKind: map[Kind]KindStats{}}
 	for _, k := range Kinds {
 		st.ByKind[k] = KindStats{}

@@ -19,19 +19,20 @@ func TestProfile_FromClerkFixtures(t *testing.T) {
 	}{
 		{"user.created.json", models.Profile{
 			FirstName: "Example", LastName: "Example", ImageURL: "https://img.clerk.com/xxxxxx", ExternalID: "567772",
-			LastSignInAt: ptime(time.UnixMilli(1654012591514)),
+			LastSignInAt: ptime(time.UnixMilli(1654012591514)), SourceCreatedAt: ptime(time.UnixMilli(1654012591514)),
 		}},
 		{"user.updated.json", models.Profile{
 			FirstName: "Jordan", LastName: "Rivera", ImageURL: "https://img.clerk.com/xxxxxx", ExternalID: "567772",
-			LastSignInAt: ptime(time.UnixMilli(1654098800000)),
+			LastSignInAt: ptime(time.UnixMilli(1654098800000)), SourceCreatedAt: ptime(time.UnixMilli(1654012591514)),
 		}},
 		{"user.created.phone-only.json", models.Profile{
 			ImageURL:    "https://img.clerk.com/eyJ0eXBlIjoiZGVmYXVsdCIsImlpZCI6Imluc18yelNCTnRydXJIT2hXRmptZWRkbFVFUm1xSlUiLCJyaWQiOiJ1c2VyXzIzMVJzNG05OTZ5QUpBc0htVDNCRkxrRzhNdyJ9",
-			PhoneNumber: "+12025550143",
+			PhoneNumber: "+12025550143", SourceCreatedAt: ptime(time.UnixMilli(1760531402117)),
 		}},
 		{"user.created.multi-email.json", models.Profile{
 			FirstName: "Alex", LastName: "Example", Username: "alex_example", ExternalID: "crm-000123",
-			ImageURL: "https://img.clerk.com/eyJ0eXBlIjoiZGVmYXVsdCIsImlpZCI6Imluc18yelNCTnRydXJIT2hXRmptZWRkbFVFUm1xSlUiLCJyaWQiOiJ1c2VyXzJTUzNHTnNWRUhpYkljRk5ZNk9BNGo5bGVmMiJ9",
+			SourceCreatedAt: ptime(time.UnixMilli(1760618003251)),
+			ImageURL:        "https://img.clerk.com/eyJ0eXBlIjoiZGVmYXVsdCIsImlpZCI6Imluc18yelNCTnRydXJIT2hXRmptZWRkbFVFUm1xSlUiLCJyaWQiOiJ1c2VyXzJTUzNHTnNWRUhpYkljRk5ZNk9BNGo5bGVmMiJ9",
 		}},
 		// Three numbers; the primary is the second, never simply the first.
 		{"user.updated.multi-phone.json", models.Profile{
@@ -39,7 +40,7 @@ func TestProfile_FromClerkFixtures(t *testing.T) {
 			ImageURL:     "https://img.clerk.com/eyJ0eXBlIjoiZGVmYXVsdCIsImlpZCI6Imluc18yelNCTnRydXJIT2hXRmptZWRkbFVFUm1xSlUiLCJyaWQiOiJ1c2VyXzIzMVJzNG05OTZ5QUpBc0htVDNCRkxrRzhNdyJ9",
 			PhoneNumber:  "+442079460958",
 			LastSignInAt: ptime(time.UnixMilli(1760617790000)),
-			Banned:       true, Locked: true,
+			Banned:       true, Locked: true, SourceCreatedAt: ptime(time.UnixMilli(1760531402117)),
 		}},
 		{"user.deleted.json", models.Profile{}},
 	}
@@ -61,12 +62,10 @@ func TestProfile_FromClerkFixtures(t *testing.T) {
 }
 
 func profileEqual(a, b models.Profile) bool {
-	at, bt := a.LastSignInAt, b.LastSignInAt
-	a.LastSignInAt, b.LastSignInAt = nil, nil
-	if a != b || (at == nil) != (bt == nil) {
-		return false
-	}
-	return at == nil || at.Equal(*bt)
+	same := func(x, y *time.Time) bool { return (x == nil) == (y == nil) && (x == nil || x.Equal(*y)) }
+	at, bt, ac, bc := a.LastSignInAt, b.LastSignInAt, a.SourceCreatedAt, b.SourceCreatedAt
+	a.LastSignInAt, b.LastSignInAt, a.SourceCreatedAt, b.SourceCreatedAt = nil, nil, nil, nil
+	return a == b && same(at, bt) && same(ac, bc)
 }
 
 // TestProfile_StringsAreBounded: names are cut, over-long identifiers left

@@ -85,6 +85,10 @@ type Profile struct {
 	Banned        bool
 	Locked        bool
 	Deprovisioned bool
+	// SourceCreatedAt is Clerk's created_at of the user: when it signed
+	// up (User.CreatedAt is usersync's first write of it). nil when the
+	// state carried none, and on a tombstone.
+	SourceCreatedAt *time.Time
 }
 
 // Bounds of the profile's strings, in characters (runes). Clerk allows

@@ -155,6 +155,14 @@ type Events interface {
 	// DeleteProcessedBefore deletes up to limit events processed before
 	// cutoff, never stored or failed ones, and says how many.
 	DeleteProcessedBefore(ctx context.Context, cutoff time.Time, limit int) (int, error)
+	// Discard marks the failed event whose id or eventId is id discarded,
+	// as d says, and returns it as it is then: finished, with processedAt
+	// d.At (retention deletes it as a processed event), never processed,
+	// claimed or replayed again. An event that is not failed, or that a
+	// sweep or replay holds (claimed until after d.At), is left as it is,
+	// with an error wrapping models.ErrConflict (models.DiscardConflict);
+	// an unknown id wraps models.ErrNotFound.
+	Discard(ctx context.Context, id string, d models.Discard) (models.Event, error)
 	// FailureGroups reads at most scan (1 to models.MaxFailureScan) failed
 	// events, newest first, through the status index, and groups them by
 	// models.FailureReason (see models.GroupFailures).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/usersync/usersync/models"
@@ -197,6 +198,24 @@ func (r ReconcileReport) Counts(k models.Kind) *models.ReconcileCounts {
 		}
 	}
 	return nil
+}
+
+// Failures says how many objects of each kind the run could not apply, or
+// could not check for deletion ("200 users", "200 users and 1
+// membership"); "" when there were none. Such a run is partial: it did
+// not do all it was to do, whatever else it did.
+func (r ReconcileReport) Failures() string {
+	var parts []string
+	for _, kr := range r.Kinds {
+		if n := kr.Listed.Failed; n > 0 {
+			noun := Plural(kr.Kind)
+			if n == 1 {
+				noun = string(kr.Kind)
+			}
+			parts = append(parts, fmt.Sprintf("%d %s", n, noun))
+		}
+	}
+	return strings.Join(parts, " and ")
 }
 
 // Refused reports whether a kind had more objects to delete than allowed.

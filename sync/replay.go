@@ -18,6 +18,7 @@ const (
 	SkipProcessed Skip = "processed" // processed meanwhile (a delivery, a sweep)
 	SkipErased    Skip = "erased"    // its body was erased: nothing to process
 	SkipClaimed   Skip = "claimed"   // another sweep or replay holds it now
+	SkipDiscarded Skip = "discarded" // an admin discarded it
 )
 
 // Replayed is what Replay did with one event.
@@ -69,6 +70,8 @@ func (s *Service) replayOne(ctx context.Context, ev models.Event, lease time.Dur
 	switch {
 	case ev.Status == models.StatusProcessed:
 		return Replayed{Event: ev, Skip: SkipProcessed}, nil
+	case ev.Status == models.StatusDiscarded:
+		return Replayed{Event: ev, Skip: SkipDiscarded}, nil
 	case ev.ErasedAt != nil:
 		return Replayed{Event: ev, Skip: SkipErased}, nil
 	}

@@ -139,7 +139,8 @@ type Result struct {
 const markTimeout = 5 * time.Second
 
 // Ingest stores d in the inbox and processes it. A delivery of an event
-// already processed changes nothing and reports the first outcome.
+// already processed changes nothing and reports the first outcome; one of
+// an event an admin discarded changes nothing either (status discarded).
 //
 // Errors wrap models.ErrInvalid when the payload can never be applied (the
 // event is stored as failed), models.ErrRetryLater when a later delivery may
@@ -180,7 +181,8 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 		s.activity.Note(models.ActivityReceived)
 	}
 	res := Result{EventID: d.EventID, UserID: userID, ObjectID: objectID, Status: stored.Status, Outcome: stored.Outcome, Duplicate: !created}
-	if stored.Status == models.StatusProcessed {
+	if stored.Status.Finished() {
+		// Processed, or discarded by an admin: a duplicate, never applied.
 		return res, nil
 	}
 	return s.process(ctx, stored, res, ch)

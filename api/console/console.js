@@ -94,12 +94,14 @@
   function key() { try { return sessionStorage.getItem(KEY) || ""; } catch (e) { return ""; } }
 
   // api calls the /v1 API with the key; params go to the query string.
-  async function api(method, path, params, withKey) {
+  async function api(method, path, params, withKey, send) {
     const q = new URLSearchParams();
     for (const [k, v] of Object.entries(params || {})) if (v !== "" && v !== undefined && v !== null && v !== false) q.set(k, String(v));
     const url = path + (q.toString() ? "?" + q : "");
+    const headers = { Authorization: "Bearer " + (withKey || key()), Accept: "application/json" };
+    if (send !== undefined) headers["Content-Type"] = "application/json";
     const res = await fetch(url, {
-      method, headers: { Authorization: "Bearer " + (withKey || key()), Accept: "application/json" },
+      method, headers, body: send === undefined ? undefined : JSON.stringify(send),
       cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer",
     });
     let body = null;
@@ -176,6 +178,20 @@
       d.addEventListener("close", () => resolve(d.returnValue === "ok"), { once: true });
       d.showModal();
       $("confirm-cancel").focus();
+    });
+  }
+
+  // discardDialog asks why an event is discarded: the reason, or null.
+  function discardDialog(title) {
+    const d = $("discard");
+    $("discard-title").textContent = title;
+    const reason = $("discard-reason");
+    reason.value = "";
+    return new Promise((resolve) => {
+      d.returnValue = "cancel";
+      d.addEventListener("close", () => resolve(d.returnValue === "ok" && reason.value.trim() ? reason.value.trim() : null), { once: true });
+      d.showModal();
+      reason.focus();
     });
   }
 
@@ -501,7 +517,7 @@
     h("button", { type: "submit" }, "Open"), lookErr);
 
     const filters = h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); apply(); } },
-      sel("status", "Status", ["", "stored", "processed", "failed"]),
+      sel("status", "Status", ["", "stored", "processed", "failed", "discarded"]),
       sel("kind", "Kind", ["", "user", "organization", "membership"]),
       sel("eventType", "Type", ["", "created", "updated", "deleted"]),
       inp("userId", "User id", "text", "user_…"),
@@ -600,7 +616,7 @@
   function eventDetail(ev, reload, note) {
     const f = (label, v) => [h("dt", {}, label), h("dd", {}, v === null || v === undefined || v === "" ? h("span", { class: "muted" }, "—") : v)];
     const out = h("p", { role: "status", class: "replay-result" + (note ? " " + note.tone : "") }, note ? note.text : "");
-    const canReplay = ev.status !== "processed" && !ev.erased;
+    const canReplay = ev.status !== "processed" && ev.status !== "discarded" && !ev.erased;
     const replay = h("button", { type: "button", class: "replay", disabled: !canReplay, onclick: async () => {
       if (!(await confirmDialog("Replay " + (ev.eventId || ev.id), "Process this " + ev.status + " event again, as a new delivery of it would be?", "Replay"))) return;
       try {
@@ -611,6 +627,17 @@
         else { out.className = "replay-result " + n.tone; out.textContent = n.text; }
       } catch (e) { out.className = "replay-result error"; out.textContent = e.message; }
     } }, "Replay");
+    // Only a failed event can be discarded: given up on, with a reason.
+    const discard = ev.status === "failed" ? h("button", { type: "button", class: "danger discard", onclick: async () => {
+      const reason = await discardDialog("Discard " + (ev.eventId || ev.id));
+      if (reason === null) return;
+      try {
+        await api("POST", "/v1/events/" + encodeURIComponent(ev.id) + "/discard", {}, undefined, { reason });
+        const n = { tone: "ok", text: "Discarded: it is kept, never applied." };
+        if (reload) reload(n);
+        else { out.className = "replay-result ok"; out.textContent = n.text; }
+      } catch (e) { out.className = "replay-result error"; out.textContent = e.message; }
+    } }, "Discard…") : null;
     return h("div", { class: "split event-detail" },
       h("div", {},
         h("h3", {}, "History"),
@@ -624,8 +651,9 @@
           f("Type", h("span", { class: "mono" }, ev.type)),
           f("User", ev.userId ? h("a", { class: "mono", href: "#/users/" + encodeURIComponent(ev.userId) }, ev.userId) : null),
           f("Signature", ev.signatureValid === null ? "not checked (not signed: backfill or reconcile)" : ev.signatureValid ? "valid" : "invalid"),
-          f("Erased", ev.erased ? when(ev.erasedAt) : null)),
-        h("div", { class: "actions" }, replay), out),
+          f("Erased", ev.erased ? when(ev.erasedAt) : null),
+          ev.status === "discarded" ? [f("Discarded", when(ev.discardedAt)), f("Why", ev.discardReason), f("By", h("span", { class: "mono" }, ev.discardedBy))] : null),
+        h("div", { class: "actions" }, replay, discard), out),
       h("div", {}, h("h3", {}, "Payload"),
         ev.erased ? h("p", { class: "muted" }, "Erased: the user is deleted and the body is gone.")
           : h("pre", { class: "payload" }, JSON.stringify(ev.payload, null, 2))));
@@ -667,7 +695,8 @@
         const r = await api("GET", "/v1/reconcile/runs", { limit: 50 });
         put(clear(runs), table(["Started", "Run", "Result", "Objects", "Clerk#", "Local#", "Applied#", "Stale#", "Unchanged#", "Deleted#", "Failed#", "Took#"],
           r.data.map(runRows),
-        "No run recorded yet: runs of `usersync reconcile`, `usersync backfill` and of USERSYNC_RECONCILE_INTERVAL appear here."));
+        ["No run recorded yet: runs of ", h("code", {}, "usersync reconcile"), ", ", h("code", {}, "usersync backfill"),
+          " and of ", h("code", {}, "USERSYNC_RECONCILE_INTERVAL"), " appear here."]));
       } catch (e) { put(clear(runs), h("p", { class: "error" }, e.message)); }
     })();
   }

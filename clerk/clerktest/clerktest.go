@@ -1,18 +1,25 @@
-// Package clerktest is a fake of Clerk's Backend API for tests, on a
-// loopback httptest server: the paged lists (limit and offset, as Clerk
-// pages them) of users (GET /v1/users, a JSON array), organizations (GET
-// /v1/organizations) and every membership of the instance (GET
-// /v1/organization_memberships), a user's memberships (GET
-// /v1/users/{id}/organization_memberships), the last three as {"data",
-// "total_count"}; and single users and organizations (GET /v1/users/{id},
-// GET /v1/organizations/{id}).
+// Package clerktest is a stand-in for Clerk's Backend API: the paged
+// lists (limit and offset, as Clerk pages them) of users (GET /v1/users, a
+// JSON array), organizations (GET /v1/organizations) and every membership
+// of the instance (GET /v1/organization_memberships), a user's memberships
+// (GET /v1/users/{id}/organization_memberships), the last three as
+// {"data", "total_count"}; single users and organizations (GET
+// /v1/users/{id}, GET /v1/organizations/{id}); and, if asked, a 429 every
+// Nth request. Tests serve it on a loopback httptest server (New);
+// cmd/clerk-standin serves it from fixture files (LoadFixtures), so that
+// backfill, reconcile and the sync routes can be tried without a Clerk.
 package clerktest
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	stdsync "sync"
@@ -39,7 +46,7 @@ type Answer func(w http.ResponseWriter, r Request, before int) int
 // Server is a fake Clerk. Its users, organizations and memberships are
 // each kept in creation order.
 type Server struct {
-	URL string // CLERK_API_URL
+	URL string // CLERK_API_URL, once served by New
 
 	mu      stdsync.Mutex
 	users   []json.RawMessage
@@ -48,17 +55,87 @@ type Server struct {
 	reqs    []Request
 	answer  Answer
 	orgsOff bool
+	// forget keeps no requests (a stand-in that serves for long).
+	forget bool
+	// throttleEvery answers every throttleEvery-th request 429, with
+	// Retry-After retryAfter seconds; 0: never. served counts requests.
+	throttleEvery, retryAfter, served int
 }
 
-// New serves users until the test ends; it has no organizations until
-// some are added.
+// New serves users until the test ends, on a loopback server; it has no
+// organizations until some are added.
 func New(t testing.TB, users []json.RawMessage) *Server {
 	t.Helper()
-	c := &Server{users: users}
-	srv := httptest.NewServer(http.HandlerFunc(c.serve))
+	c := NewServer(users, nil, nil)
+	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
 	c.URL = srv.URL + "/v1"
 	return c
+}
+
+// NewServer is a stand-in Clerk with these users, organizations and
+// memberships, each in creation order; serve it as an http.Handler.
+func NewServer(users, orgs, members []json.RawMessage) *Server {
+	return &Server{users: users, orgs: orgs, members: members}
+}
+
+// ServeHTTP answers one request as Clerk's Backend API would.
+func (c *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.serve(w, r) }
+
+// Throttle answers every nth request (counting all, from the next one)
+// 429 with Retry-After retryAfter seconds, as Clerk does past its rate
+// limit: deterministically, so that a test or a walkthrough sees the
+// client wait and go on. n 0 turns it off.
+func (c *Server) Throttle(n, retryAfter int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.throttleEvery, c.retryAfter, c.served = max(n, 0), max(retryAfter, 0), 0
+}
+
+// KeepNoRequests makes the server forget the requests it serves (Requests
+// is then empty): for a stand-in that serves for long.
+func (c *Server) KeepNoRequests() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forget, c.reqs = true, nil
+}
+
+// Counts says how many users, organizations and memberships the server
+// has.
+func (c *Server) Counts() (users, orgs, members int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.users), len(c.orgs), len(c.members)
+}
+
+// FixtureFiles are the files LoadFixtures reads from a directory, each a
+// JSON array of Clerk's objects as its Backend API serves them, in
+// creation order.
+var FixtureFiles = [3]string{"users.json", "organizations.json", "memberships.json"}
+
+// LoadFixtures reads the users, organizations and memberships of a
+// stand-in Clerk from dir's FixtureFiles; a missing file is none of them.
+// Each object must be a JSON object with a string "id".
+func LoadFixtures(dir string) (users, orgs, members []json.RawMessage, err error) {
+	lists := [3][]json.RawMessage{}
+	for i, name := range FixtureFiles {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if err := json.Unmarshal(b, &lists[i]); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: not a JSON array of objects: %w", filepath.Join(dir, name), err)
+		}
+		for j, o := range lists[i] {
+			if id, _, _ := ids(o); id == "" {
+				return nil, nil, nil, fmt.Errorf("%s: item %d has no string \"id\"", filepath.Join(dir, name), j)
+			}
+		}
+	}
+	return lists[0], lists[1], lists[2], nil
 }
 
 // ids reads the id of an object, and of a membership its organization's
@@ -105,10 +182,22 @@ func (c *Server) serve(w http.ResponseWriter, r *http.Request) {
 			before++
 		}
 	}
-	c.reqs = append(c.reqs, req)
+	if !c.forget {
+		c.reqs = append(c.reqs, req)
+	}
 	answer := c.answer
+	c.served++
+	throttled := c.throttleEvery > 0 && c.served%c.throttleEvery == 0
+	retryAfter := c.retryAfter
 	c.mu.Unlock()
 
+	if throttled {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"errors":[{"message":"Too many requests","long_message":"Too many requests, retry later","code":"too_many_requests"}]}`))
+		return
+	}
 	if answer != nil && answer(w, req, before) != 0 {
 		return
 	}

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	svix "github.com/svix/svix-webhooks/go"
+
+	"github.com/usersync/usersync/models"
 )
 
 // Limits keep every run bounded in count as well as in time.
@@ -101,8 +103,8 @@ func (c *Config) normalize() error {
 		return fmt.Errorf("%w: no webhook secret", errUsage)
 	case c.APIKey == "":
 		return fmt.Errorf("%w: no API key", errUsage)
-	case strings.ContainsAny(c.RunID, "_/?#%@ ") || len(c.RunID) > 32:
-		return fmt.Errorf("%w: run id %q must be a short word", errUsage, c.RunID)
+	case !models.IsClerkUserID("user_"+c.RunID) || len(c.RunID) > 32:
+		return fmt.Errorf("%w: run id %q must be a short word of letters and digits", errUsage, c.RunID)
 	}
 	return nil
 }
@@ -279,7 +281,7 @@ func (r *runner) parseTemplate(b []byte) error {
 // with prefix(), so the check can tell the run's users from others.
 func (r *runner) userID(n int) string { return fmt.Sprintf("%s%d", r.prefix(), n) }
 
-func (r *runner) prefix() string { return "user_load" + r.cfg.RunID + "_" }
+func (r *runner) prefix() string { return "user_load" + r.cfg.RunID + "x" }
 
 // messageID is the svix-id of an event; its duplicates share it.
 func (r *runner) messageID(e event) string {

@@ -202,3 +202,23 @@ func TestHelp_FitsIn100ColumnsAndListsEachVariableAndFlagOnce(t *testing.T) {
 		}
 	}
 }
+
+// The help says what usersync keeps today (every kind, in either store),
+// as the README does, and what backfill and reconcile read.
+func TestHelp_SaysItKeepsEveryKindInEitherStore(t *testing.T) {
+	out := runOut(t, "-h")
+	intro, _, _ := strings.Cut(out, "\nUsage:")
+	for _, want := range []string{"users", "organizations", "memberships", "embedded store", "MongoDB"} {
+		if !strings.Contains(intro, want) {
+			t.Errorf("the help's opening does not say %q:\n%s", want, intro)
+		}
+	}
+	if strings.Contains(intro, "MongoDB copy") || strings.Contains(intro, "user webhooks") {
+		t.Errorf("the help's opening still says usersync keeps users only, in MongoDB:\n%s", intro)
+	}
+	for _, name := range []string{"backfill", "reconcile"} {
+		if !strings.Contains(summaries[name], "organization") || !strings.Contains(summaries[name], "membership") {
+			t.Errorf("%s's summary is of users only: %q", name, summaries[name])
+		}
+	}
+}

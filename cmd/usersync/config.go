@@ -57,6 +57,9 @@ type config struct {
 	// logTo is where log lines go: standard output for serve, standard
 	// error for the commands whose results go to standard output.
 	logTo io.Writer
+	// operand is the argument a command takes before its flags (discard's
+	// event id); "" for the others.
+	operand string
 }
 
 // maxClerkAPIRate bounds CLERK_API_RATE: ten times what Clerk allows a

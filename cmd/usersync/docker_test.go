@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -24,5 +25,33 @@ func TestDockerfile_BuildsWithGoModsGoVersion(t *testing.T) {
 	}
 	if string(image[1]) != string(goVersion[1]) {
 		t.Errorf("the Dockerfile builds with golang:%s, go.mod says go %s: pin the image to it", image[1], goVersion[1])
+	}
+}
+
+// TestDockerignore_KeepsEveryLocalOutputOutOfTheImage: what git ignores as
+// local state (data dirs, binaries, the scale program's kept data dirs) and
+// the backups the docs make (usersync-backup.db) never go into the build
+// context.
+func TestDockerignore_KeepsEveryLocalOutputOutOfTheImage(t *testing.T) {
+	read := func(name string) map[string]bool {
+		t.Helper()
+		b, err := os.ReadFile("../../" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, l := range strings.Split(string(b), "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+				out[strings.TrimSuffix(strings.TrimPrefix(l, "/"), "/")] = true
+			}
+		}
+		return out
+	}
+	git, docker := read(".gitignore"), read(".dockerignore")
+	git["usersync-backup.db"] = true // docs/operations.md's backup
+	for p := range git {
+		if !docker[p] {
+			t.Errorf(".dockerignore lacks %q, which .gitignore (or the docs' backup) has", p)
+		}
 	}
 }

@@ -348,6 +348,7 @@ func checkCommand(args []string, env map[string]string) error {
 	fs := flag.NewFlagSet("usersync "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cmd(fs)
+	_, args = splitOperand(name, args)
 	_, err := loadConfig(fs, name, args, func(k string) string { return env[k] })
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -422,5 +423,63 @@ func TestDocs_CommandLinesParse(t *testing.T) {
 	t.Logf("%d usersync command lines checked", found)
 	if found < 10 {
 		t.Errorf("found only %d usersync command lines in the docs", found)
+	}
+}
+
+// TestDocs_PointOnlyAtFilesOfTheRepository: a cloner has the repository and
+// nothing beside it, so no page, source file or script names a relative
+// path that climbs out of the repository's root.
+func TestDocs_PointOnlyAtFilesOfTheRepository(t *testing.T) {
+	climb := regexp.MustCompile(`(?:\.\./)+[A-Za-z0-9_.-]+`)
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "data") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".md", ".go", ".sh", ".yml", ".yaml", ".js", ".html", ".sql":
+		default:
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, rel := range climb.FindAllString(line, -1) {
+				// Go files run from their package's directory too.
+				if to := filepath.Join(filepath.Dir(path), rel); !strings.HasPrefix(to, root+string(filepath.Separator)) && to != root {
+					name, _ := filepath.Rel(root, path)
+					t.Errorf("%s:%d names %s, outside the repository", name, i+1, rel)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestREADME_SaysCheckShInstallsChromiumThroughApt: the test command may
+// install a package on the machine; the README says so where it gives it.
+func TestREADME_SaysCheckShInstallsChromiumThroughApt(t *testing.T) {
+	readme := readDoc(t, "README.md")
+	i := strings.Index(readme, "./scripts/check.sh")
+	j := strings.Index(readme, "## What it costs")
+	if i < 0 || j < i {
+		t.Fatal("the README's first section does not give ./scripts/check.sh")
+	}
+	if part := readme[i:j]; !strings.Contains(part, "Chromium") || !strings.Contains(part, "apt-get") {
+		t.Errorf("the README's first section does not say that check.sh installs Chromium with apt-get:\n%s", part)
 	}
 }

@@ -1,6 +1,7 @@
-// Command usersync keeps an application's MongoDB copy of its Clerk users:
-// it receives Clerk's signed user webhooks, applies them in order, and
-// serves the users over a small REST API.
+// Command usersync keeps an application's copy of its Clerk users,
+// organizations and memberships, in its embedded store or in MongoDB: it
+// receives Clerk's signed webhooks, applies them in order, and serves the
+// copy over a small REST API.
 //
 // Usage:
 //
@@ -82,6 +83,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	fs := flag.NewFlagSet("usersync "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // help is printed below, errors are returned
 	runCmd := cmd(fs)
+	operand, args := splitOperand(name, args)
 	cfg, err := loadConfig(fs, name, args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		printCommandUsage(stdout, name, fs)
@@ -90,7 +92,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	cfg.logTo = stderr
+	cfg.logTo, cfg.operand = stderr, operand
 	if name == "serve" {
 		cfg.logTo = stdout
 	}
@@ -104,6 +106,7 @@ type command func(fs *flag.FlagSet) func(ctx context.Context, cfg config, out io
 var commands = map[string]command{
 	"serve":     func(*flag.FlagSet) func(context.Context, config, io.Writer) error { return runServe },
 	"replay":    replayCommand,
+	"discard":   discardCommand,
 	"backfill":  backfillCommand,
 	"reconcile": reconcileCommand,
 	"migrate":   migrateCommand,

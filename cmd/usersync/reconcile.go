@@ -144,6 +144,9 @@ func runReconcile(ctx context.Context, cfg config, opts reconcileOptions, out io
 		return fmt.Errorf("reconcile refused to delete %s (-max-deletes %d): check the ones listed above (is CLERK_SECRET_KEY the right instance's?), then rerun with -max-deletes %d",
 			what, opts.maxDeletes, most)
 	}
+	if rep.Failures() != "" {
+		return fmt.Errorf("reconcile: %w; rerun once they can be", partial(rep))
+	}
 	return nil
 }
 
@@ -265,6 +268,10 @@ func scheduleReconcile(ctx context.Context, cfg config, store repository.Store, 
 				what, verb, _ := refusedCounts(rep)
 				err = fmt.Errorf("%s %s absent from Clerk, more than %d: nothing deleted; run usersync reconcile to check them",
 					what, verb, defaultMaxDeletes)
+			}
+			if err == nil && rep.Failures() != "" {
+				// Not a success: what it could not do is left undone.
+				err = partial(rep)
 			}
 			sum := newRunSummary(kindReconcile, triggerSchedule, rep, err)
 			if rerr := recordRun(ctx, store.Runs(), sum); rerr != nil {

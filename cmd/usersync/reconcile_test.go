@@ -471,3 +471,53 @@ func TestServe_AScheduledRunRefusedByTheLimitDeletesNothingAndSaysSo(t *testing.
 		t.Errorf("metrics do not show the failed run")
 	}
 }
+
+// A scheduled run that could not check users absent from Clerk's list
+// (Clerk's answer about them failed) did not do its job: it is a failure,
+// in the log, the metrics and the console's runs, not a success.
+func TestServe_AScheduledRunThatCouldNotCheckUsersReportsAPartialRun(t *testing.T) {
+	e := newBackfillEnv(t, someUsers(t, 1))
+	for _, i := range []int{0, 5, 6} {
+		e.created(t, i)
+	}
+	e.clerk.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, _ int) int {
+		if r.Path == "/v1/users/"+userID(5) || r.Path == "/v1/users/"+userID(6) {
+			http.Error(w, `{"errors":[{"code":"bad_request"}]}`, http.StatusBadRequest)
+			return 1
+		}
+		return 0
+	})
+	env := map[string]string{
+		"USERSYNC_ADDR": "127.0.0.1:0", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		"USERSYNC_API_KEYS": "usk_serve_api_0123456789", "USERSYNC_RECONCILE_INTERVAL": "1h",
+	}
+	for k, v := range e.env {
+		env[k] = v
+	}
+	base, out, _ := start(t, env)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), `"msg":"reconcile failed"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed reconcile logged:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), "partial: 2 users could not be applied or checked") {
+		t.Errorf("the log does not say the run is partial:\n%s", out)
+	}
+	if !e.active(t, 5) || !e.active(t, 6) {
+		t.Errorf("users Clerk's answer failed for were deleted")
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	if _, metrics := send(t, req); !strings.Contains(metrics, "usersync_reconcile_last_run_success 0\n") ||
+		!strings.Contains(metrics, `usersync_reconcile_runs_total{result="failure"} 1`+"\n") {
+		t.Errorf("metrics do not show the partial run as failed")
+	}
+	runs, err := e.store.Runs().Last(context.Background(), 1)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("recorded runs = %+v, %v", runs, err)
+	}
+	if r := runs[0]; r.Success || !strings.Contains(r.Error, "partial") || r.Users == nil || r.Users.Failed != 2 {
+		t.Errorf("recorded run = %+v (users %+v); want failed, partial, 2 users failed", r, r.Users)
+	}
+}

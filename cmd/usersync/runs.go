@@ -30,11 +30,12 @@ const recordTimeout = 5 * time.Second
 // newRunSummary is what a run did as the store keeps it: each kind's counts
 // (none of a kind the run did not read), and success and the error of
 // the run, every kind's. A refused run counts as failed, as it does for
-// the scheduler.
+// the scheduler, and so does a partial one (objects it could not apply
+// or check).
 func newRunSummary(kind, trigger string, rep sync.ReconcileReport, runErr error) models.ReconcileSummary {
 	s := models.ReconcileSummary{
 		Kind: kind, Trigger: trigger, StartedAt: rep.Started, Duration: rep.Duration,
-		Success: runErr == nil && !rep.Refused(),
+		Success: runErr == nil && !rep.Refused() && rep.Failures() == "",
 	}
 	for _, k := range sync.Kinds {
 		s.Set(k, rep.Counts(k))
@@ -45,6 +46,8 @@ func newRunSummary(kind, trigger string, rep sync.ReconcileReport, runErr error)
 	case rep.Refused():
 		what, verb, _ := refusedCounts(rep)
 		s.Error = fmt.Sprintf("%s %s absent from Clerk, more than allowed: nothing deleted", what, verb)
+	case rep.Failures() != "":
+		s.Error = partial(rep).Error()
 	}
 	if s.StartedAt.IsZero() {
 		s.StartedAt = time.Now()
@@ -60,4 +63,10 @@ func recordRun(ctx context.Context, runs runRecorder, s models.ReconcileSummary)
 		return fmt.Errorf("record the %s run: %w", s.Kind, err)
 	}
 	return nil
+}
+
+// partial is the error of a run that could not apply, or check, some
+// objects: it did the rest, but not all it was to do.
+func partial(rep sync.ReconcileReport) error {
+	return fmt.Errorf("partial: %s could not be applied or checked (see the failed events, and the lines that say why)", rep.Failures())
 }

@@ -23,68 +23,107 @@ type devSecrets struct {
 const secretsFile = "secrets.json"
 
 // fillDevSecrets sets every secret c lacks from the data dir's secrets
-// file, and logs them (one log line each, so that standard output stays
-// log lines only). These are development secrets, made for this data dir:
-// logging them is their purpose; secrets the operator sets are never
-// logged.
+// file, generating the ones the file lacks too. With every secret set,
+// it reads and writes nothing: a data dir it cannot write (a read-only
+// mount) is no reason to refuse a start that needs no secret of it.
 //
-// The file is created once, with every secret, atomically: two first
-// starts at once (two terminals, a restart loop) must not each use
-// secrets of their own while the file keeps only one set. Each writes a
-// complete file under a temporary name and links it to secrets.json,
-// which fails if the name exists; the one that loses reads the winner's.
+// Only the secrets this start uses are generated and saved. The log says
+// so when it generates any: one warning naming the file and the variables
+// it stands in for, with the value of a generated webhook secret only
+// (sendevent, or whoever signs the test deliveries, needs it); the keys'
+// values are never logged (they are in the file, mode 0600). A start that
+// generates nothing says where its secrets come from, without values.
+//
+// The file is created atomically: two first starts at once (two
+// terminals, a restart loop) must not each use secrets of their own while
+// the file keeps only one set. Each writes a complete file under a
+// temporary name and links it to secrets.json, which fails if the name
+// exists; the one that loses reads the winner's.
 func fillDevSecrets(c *config, log *slog.Logger) error {
+	type need struct {
+		variable string
+		value    *string
+		prefix   string
+		enc      *base64.Encoding
+		set      func(string)
+	}
+	var s devSecrets
+	var needs []need
+	if len(c.WebhookSecrets) == 0 {
+		needs = append(needs, need{"CLERK_WEBHOOK_SECRET", &s.WebhookSecret, "whsec_", base64.StdEncoding,
+			func(v string) { c.WebhookSecrets = []secret{secret(v)} }})
+	}
+	if len(c.APIKeys) == 0 {
+		needs = append(needs, need{"USERSYNC_API_KEYS", &s.APIKey, "usk_", base64.RawURLEncoding,
+			func(v string) { c.APIKeys = []secret{secret(v)} }})
+	}
+	if len(c.AdminKeys) == 0 {
+		needs = append(needs, need{"USERSYNC_ADMIN_KEYS", &s.AdminKey, "usk_admin_", base64.RawURLEncoding,
+			func(v string) { c.AdminKeys = []secret{secret(v)} }})
+	}
+	if len(needs) == 0 {
+		return nil
+	}
 	path := filepath.Join(c.DataDir, secretsFile)
-	s, err := readDevSecrets(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		s, err = createDevSecrets(c.DataDir, path)
+	var err error
+	generated := map[string]bool{}
+	// fill generates what s lacks of the secrets needed.
+	fill := func() {
+		for _, n := range needs {
+			if *n.value == "" {
+				*n.value, generated[n.variable] = n.prefix+random(24, n.enc), true
+			}
+		}
+	}
+	s, err = readDevSecrets(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		fill()
+		var won bool
+		if s, won, err = createDevSecrets(c.DataDir, path, s); err != nil {
+			return err
+		}
+		if !won {
+			// Another start created the file first: use its secrets, and
+			// add what it lacks.
+			clear(generated)
+			fill()
+			if len(generated) > 0 {
+				err = replaceDevSecrets(c.DataDir, path, s)
+			}
+		}
+	case err == nil:
+		// A file written by another start, or an earlier usersync, may
+		// lack a secret needed now: add it.
+		fill()
+		if len(generated) > 0 {
+			err = replaceDevSecrets(c.DataDir, path, s)
+		}
 	}
 	if err != nil {
 		return err
 	}
-	// A file written by an earlier usersync holds only the secrets that
-	// were missing then: add the ones missing now.
-	changed := false
-	gen := func(v *string, prefix string, enc *base64.Encoding) {
-		if *v == "" {
-			*v, changed = prefix+random(24, enc), true
+	var made, kept []string
+	for _, n := range needs {
+		n.set(*n.value)
+		if generated[n.variable] {
+			made = append(made, n.variable)
+		} else {
+			kept = append(kept, n.variable)
 		}
 	}
-	var used [][2]string // variable, value
-	if len(c.WebhookSecrets) == 0 {
-		gen(&s.WebhookSecret, "whsec_", base64.StdEncoding)
-		c.WebhookSecrets = []secret{secret(s.WebhookSecret)}
-		used = append(used, [2]string{"CLERK_WEBHOOK_SECRET", s.WebhookSecret})
-	}
-	if len(c.APIKeys) == 0 {
-		gen(&s.APIKey, "usk_", base64.RawURLEncoding)
-		c.APIKeys = []secret{secret(s.APIKey)}
-		used = append(used, [2]string{"USERSYNC_API_KEYS", s.APIKey})
-	}
-	if len(c.AdminKeys) == 0 {
-		gen(&s.AdminKey, "usk_admin_", base64.RawURLEncoding)
-		c.AdminKeys = []secret{secret(s.AdminKey)}
-		used = append(used, [2]string{"USERSYNC_ADMIN_KEYS", s.AdminKey})
-	}
-	if changed {
-		if err := replaceDevSecrets(c.DataDir, path, s); err != nil {
-			return err
+	if len(made) > 0 {
+		attrs := []any{slog.String("file", path), slog.Any("variables", made)}
+		if generated["CLERK_WEBHOOK_SECRET"] {
+			attrs = append(attrs, slog.String("webhook_secret", s.WebhookSecret))
 		}
+		log.Warn("development secrets generated and saved in the file: set the variables to use your own", attrs...)
 	}
-	for _, u := range used {
-		log.Warn("development secret: set the variable to use your own",
-			slog.String("variable", u[0]), slog.String("value", u[1]), slog.String("file", path))
+	if len(kept) > 0 {
+		log.Info("development secrets read from the file: set the variables to use your own",
+			slog.String("file", path), slog.Any("variables", kept))
 	}
 	return nil
-}
-
-// newDevSecrets generates every development secret.
-func newDevSecrets() devSecrets {
-	return devSecrets{
-		WebhookSecret: "whsec_" + random(24, base64.StdEncoding),
-		APIKey:        "usk_" + random(24, base64.RawURLEncoding),
-		AdminKey:      "usk_admin_" + random(24, base64.RawURLEncoding),
-	}
 }
 
 // readDevSecrets reads the secrets file; its error wraps fs.ErrNotExist
@@ -104,24 +143,24 @@ func readDevSecrets(path string) (devSecrets, error) {
 	return s, nil
 }
 
-// createDevSecrets creates the secrets file with new secrets, unless
-// another process creates it first: then it returns that one's.
-func createDevSecrets(dir, path string) (devSecrets, error) {
-	s := newDevSecrets()
+// createDevSecrets creates the secrets file with s, unless another
+// process creates it first: then it returns that one's, and won false.
+func createDevSecrets(dir, path string, s devSecrets) (_ devSecrets, won bool, err error) {
 	tmp, err := writeTemp(dir, s)
 	if err != nil {
-		return devSecrets{}, err
+		return devSecrets{}, false, err
 	}
 	defer os.Remove(tmp)
 	err = os.Link(tmp, path) // never replaces: one creator wins
 	if errors.Is(err, fs.ErrExist) {
-		return readDevSecrets(path)
+		s, err = readDevSecrets(path)
+		return s, false, err
 	}
 	if err != nil {
-		return devSecrets{}, fmt.Errorf("save generated secrets as %s: %w", path, err)
+		return devSecrets{}, false, fmt.Errorf("save generated secrets as %s: %w", path, err)
 	}
 	syncDir(dir)
-	return s, nil
+	return s, true, nil
 }
 
 // replaceDevSecrets replaces the secrets file with s, atomically.

@@ -54,7 +54,7 @@ const (
 // attempts attempts, from the event read back (nil: no such event).
 func decideClaim(st *claimState, token bson.ObjectID, attempts int, now time.Time) claimVerdict {
 	switch {
-	case st == nil, st.Status == string(models.StatusProcessed), st.Attempts != attempts:
+	case st == nil, models.EventStatus(st.Status).Finished(), st.Attempts != attempts:
 		return claimLost
 	case st.ClaimedUntil == nil || !st.ClaimedUntil.After(now):
 		return claimRetry

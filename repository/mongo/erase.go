@@ -166,10 +166,10 @@ func (s *Store) EraseUser(ctx context.Context, userID string, now time.Time) (mo
 }
 
 // erasable is the rule an event must meet to be erased: not erased yet,
-// and processed or failed with no retry to come; the condition of the
+// and processed, discarded, or failed with no retry to come; the condition of the
 // write that erases it.
 var erasable = bson.D{{Key: "erasedAt", Value: nil}, {Key: "$or", Value: bson.A{
-	bson.D{{Key: "status", Value: models.StatusProcessed}},
+	bson.D{{Key: "status", Value: bson.D{{Key: "$in", Value: bson.A{models.StatusProcessed, models.StatusDiscarded}}}}},
 	bson.D{{Key: "status", Value: models.StatusFailed}, {Key: "retryAt", Value: nil}},
 }}}
 

@@ -54,6 +54,10 @@ type eventDoc struct {
 	RetryAt         *time.Time    `bson:"retryAt,omitempty"` // only while retries remain
 	ClaimedUntil    *time.Time    `bson:"claimedUntil,omitempty"`
 	ErasedAt        *time.Time    `bson:"erasedAt,omitempty"`
+	// A discarded event's when, why and by whom.
+	DiscardedAt   *time.Time `bson:"discardedAt,omitempty"`
+	DiscardReason string     `bson:"discardReason,omitempty"`
+	DiscardedBy   string     `bson:"discardedBy,omitempty"`
 }
 
 func (d eventDoc) model() models.Event {
@@ -64,7 +68,12 @@ func (d eventDoc) model() models.Event {
 		u := t.UTC()
 		return &u
 	}
+	var discarded *models.Discard
+	if d.DiscardedAt != nil {
+		discarded = &models.Discard{At: d.DiscardedAt.UTC(), Reason: d.DiscardReason, By: d.DiscardedBy}
+	}
 	return models.Event{
+		Discarded:       discarded,
 		ID:              d.ID.Hex(),
 		EventID:         d.EventID,
 		Type:            d.Type,
@@ -294,18 +303,24 @@ func (e *Events) find(ctx context.Context, coll *mongo.Collection, filter, proje
 // Get returns the event whose document id or eventId is id, body
 // included, or an error wrapping models.ErrNotFound.
 func (e *Events) Get(ctx context.Context, id string) (models.Event, error) {
-	filter := bson.D{{Key: "_id", Value: docID(id)}}
-	if oid, err := bson.ObjectIDFromHex(id); err == nil {
-		filter = bson.D{{Key: "_id", Value: oid}}
-	}
-	ev, err := e.find(ctx, e.coll, filter, nil)
-	if errors.Is(err, models.ErrNotFound) && len(filter) == 1 && id != "" {
-		ev, err = e.find(ctx, e.coll, bson.D{{Key: "eventId", Value: id}}, nil)
-	}
+	ev, err := e.getFrom(ctx, e.coll, id, nil)
 	if err != nil {
 		return models.Event{}, fmt.Errorf("event %s: %w", id, err)
 	}
 	return ev, nil
+}
+
+// getFrom reads the event whose document id or eventId is id from coll.
+func (e *Events) getFrom(ctx context.Context, coll *mongo.Collection, id string, projection bson.D) (models.Event, error) {
+	filter := bson.D{{Key: "_id", Value: docID(id)}}
+	if oid, err := bson.ObjectIDFromHex(id); err == nil {
+		filter = bson.D{{Key: "_id", Value: oid}}
+	}
+	ev, err := e.find(ctx, coll, filter, projection)
+	if errors.Is(err, models.ErrNotFound) && len(filter) == 1 && id != "" {
+		ev, err = e.find(ctx, coll, bson.D{{Key: "eventId", Value: id}}, projection)
+	}
+	return ev, err
 }
 
 // List returns one page of the event log, newest first (by receivedAt,
@@ -525,7 +540,7 @@ func parseEventCursor(c string) (time.Time, bson.ObjectID, error) {
 	n, err := strconv.ParseInt(ms, 10, 64)
 	id, herr := bson.ObjectIDFromHex(hex)
 	if !ok || err != nil || herr != nil {
-		return time.Time{}, bson.ObjectID{}, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+		return time.Time{}, bson.ObjectID{}, models.ErrBadCursor()
 	}
 	return time.UnixMilli(n).UTC(), id, nil
 }
@@ -553,6 +568,12 @@ func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 	if err != nil {
 		return models.EventStats{}, fmt.Errorf("count events: %w", err)
 	}
+	// Discarded events, apart: through the status index.
+	discarded, err := e.coll.CountDocuments(ctx, discardedFilter)
+	if err != nil {
+		return models.EventStats{}, fmt.Errorf("count discarded events: %w", translate(err))
+	}
+	st.ByStatus[models.StatusDiscarded] = discarded
 	if err := e.fold(ctx); err != nil {
 		return models.EventStats{}, err
 	}
@@ -580,6 +601,9 @@ func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 	}
 	return st, nil
 }
+
+// discardedFilter selects the discarded events, through the status index.
+var discardedFilter = bson.D{{Key: "status", Value: models.StatusDiscarded}}
 
 // Due returns up to limit events that the recovery sweep should process:
 // stored ones received before stuckBefore (their delivery died between
@@ -615,8 +639,9 @@ func dueFailedFilter(now time.Time) bson.D {
 
 // DeleteProcessedBefore deletes up to limit processed events that were
 // processed before cutoff, through the processedAt index (only processed
-// events have that field), and returns how many it deleted. Stored and
-// failed events are never deleted. The outcome counters lose what it
+// and discarded events have that field; a discarded one's is when it was
+// discarded), and returns how many it deleted. Stored and failed events
+// are never deleted. The outcome counters lose what it
 // deletes.
 func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	// Only counted events are deleted, and subtracted from the counters.
@@ -634,10 +659,15 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 	deleted := 0
 	// One delete per outcome: its count is exact even when another
 	// instance deletes some of the same events at the same time.
+	// Discarded events (no outcome) are deleted alike, off no counter.
 	for outcome, ids := range byOutcome {
+		status := models.StatusProcessed
+		if outcome == "" {
+			status = models.StatusDiscarded
+		}
 		res, err := e.coll.DeleteMany(ctx, bson.D{
 			{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}},
-			{Key: "status", Value: models.StatusProcessed},
+			{Key: "status", Value: status},
 			{Key: "uncounted", Value: nil},
 		})
 		if err != nil {
@@ -645,6 +675,9 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 		}
 		n := res.DeletedCount
 		deleted += int(n)
+		if outcome == "" {
+			continue
+		}
 		if err := e.counters.add(ctx, outcome, ids[0], -n); err != nil {
 			return deleted, err
 		}
@@ -658,9 +691,58 @@ func retentionFilter(cutoff time.Time) bson.D {
 	return bson.D{{Key: "processedAt", Value: bson.D{{Key: "$lt", Value: cutoff}}}, {Key: "uncounted", Value: nil}}
 }
 
-// notProcessed is the condition of every change to an event: processed is
-// final, and an event keeps its first outcome.
-var notProcessed = bson.E{Key: "status", Value: bson.D{{Key: "$ne", Value: models.StatusProcessed}}}
+// notProcessed is the condition of every change to an event: processed
+// and discarded are final, and an event keeps its first outcome.
+var notProcessed = bson.E{Key: "status", Value: bson.D{{Key: "$nin", Value: bson.A{models.StatusProcessed, models.StatusDiscarded}}}}
+
+// Discard marks the failed event whose document id or eventId is id
+// discarded, in one conditional write by _id: failed, and claimed by no
+// sweep or replay until after d.At (see repository.Events.Discard). It
+// takes processedAt d.At, so that retention deletes it as a processed
+// event, and loses its retry time and claim. A discarded event whose user
+// or membership was erased is erased at once, as a given-up one is.
+func (e *Events) Discard(ctx context.Context, id string, d models.Discard) (models.Event, error) {
+	cur, err := e.getFrom(ctx, e.primary, id, summary)
+	if err != nil {
+		return models.Event{}, fmt.Errorf("discard event %s: %w", id, err)
+	}
+	oid, err := bson.ObjectIDFromHex(cur.ID)
+	if err != nil {
+		return models.Event{}, fmt.Errorf("discard event %s: %w", id, models.ErrNotFound)
+	}
+	var after eventDoc
+	err = e.primary.FindOneAndUpdate(ctx, bson.D{
+		{Key: "_id", Value: oid},
+		{Key: "status", Value: models.StatusFailed},
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: "claimedUntil", Value: nil}},
+			bson.D{{Key: "claimedUntil", Value: bson.D{{Key: "$lte", Value: d.At}}}},
+		}},
+	}, bson.D{
+		{Key: "$set", Value: bson.D{
+			{Key: "status", Value: models.StatusDiscarded},
+			{Key: "processedAt", Value: d.At},
+			{Key: "discardedAt", Value: d.At},
+			{Key: "discardReason", Value: d.Reason},
+			{Key: "discardedBy", Value: d.By},
+		}},
+		{Key: "$unset", Value: bson.D{{Key: "retryAt", Value: ""}, {Key: "claimedUntil", Value: ""}, {Key: "claimedBy", Value: ""}}},
+	}, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&after)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		// Not failed, or held: say which, as it is now.
+		if cur, err = e.find(ctx, e.primary, bson.D{{Key: "_id", Value: oid}}, summary); err != nil {
+			return models.Event{}, fmt.Errorf("discard event %s: %w", id, err)
+		}
+		return models.Event{}, fmt.Errorf("discard event %s: %w", id, models.DiscardConflict(cur, d.At))
+	}
+	if err != nil {
+		return models.Event{}, fmt.Errorf("discard event %s: %w", id, translate(err))
+	}
+	if err := e.eraseIfErased(ctx, oid, d.At); err != nil {
+		return models.Event{}, fmt.Errorf("discard event %s: %w", id, err)
+	}
+	return after.model(), nil
+}
 
 // MarkProcessed records a successful attempt, unless the event has been
 // processed already (by a concurrent delivery or sweep): the first outcome

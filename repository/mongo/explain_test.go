@@ -146,6 +146,7 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	qs = append(qs,
 		// The $match that the stats aggregation begins with.
 		query{"stats: stored and failed events", find(events, repository.UnprocessedFilter, nil)},
+		query{"stats: discarded events", find(events, repository.DiscardedFilter, nil)},
 		query{"stats: outcome counters", find(counters, repository.CountersFilter, nil)},
 		query{"sweep: stuck stored events", find(events, repository.DueStoredFilter(now),
 			bson.D{{Key: "receivedAt", Value: 1}, {Key: "_id", Value: 1}})},

@@ -28,6 +28,7 @@ var (
 	EventsToErase           = userEventsToErase
 	MembershipEventsToErase = membershipEventsToErase
 	UnprocessedFilter       = unprocessedFilter
+	DiscardedFilter         = discardedFilter
 	WalkFilter              = walkFilter
 	DocIDForTest            = docID
 	OrgListQuery            = orgListQuery

@@ -232,7 +232,7 @@ func foreignShape(base string, doc bson.Raw) string {
 			return "a document has no sourceUpdatedAt date"
 		}
 	case EventsCollection:
-		if st, _ := str("status"); !slices.Contains([]string{string(models.StatusStored), string(models.StatusProcessed), string(models.StatusFailed)}, st) {
+		if st, _ := str("status"); !slices.Contains([]string{string(models.StatusStored), string(models.StatusProcessed), string(models.StatusFailed), string(models.StatusDiscarded)}, st) {
 			return "a document has no status usersync sets"
 		}
 		if v, err := doc.LookupErr("eventId"); err == nil && v.Type != bson.TypeString {

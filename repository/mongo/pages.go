@@ -86,7 +86,7 @@ func withIDRange(filter bson.D, after string, w window) (bson.D, error) {
 	if after != "" {
 		oid, err := bson.ObjectIDFromHex(after)
 		if err != nil {
-			return nil, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+			return nil, models.ErrBadCursor()
 		}
 		id = append(bson.D{{Key: "$gt", Value: oid}}, id...)
 	}
@@ -110,7 +110,7 @@ func walkIDs[T pageDoc](ctx context.Context, src source[T], d *densities, kind, 
 	if after != "" {
 		oid, err := bson.ObjectIDFromHex(after)
 		if err != nil {
-			return nil, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+			return nil, models.ErrBadCursor()
 		}
 		plan.start = idKey(oid)
 	}

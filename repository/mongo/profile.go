@@ -23,6 +23,9 @@ type profileDoc struct {
 	Locked       bool       `bson:"locked"`
 	// Deprovisioned is absent on users written before it existed: false.
 	Deprovisioned bool `bson:"deprovisioned"`
+	// SourceCreatedAt is Clerk's created_at; absent on users written
+	// before it existed until a state of theirs is applied again.
+	SourceCreatedAt *time.Time `bson:"sourceCreatedAt"`
 }
 
 func newProfileDoc(p models.Profile) profileDoc {
@@ -41,6 +44,10 @@ func newProfileDoc(p models.Profile) profileDoc {
 		t := p.LastSignInAt.UTC()
 		d.LastSignInAt = &t
 	}
+	if p.SourceCreatedAt != nil {
+		t := p.SourceCreatedAt.UTC()
+		d.SourceCreatedAt = &t
+	}
 	return d
 }
 
@@ -58,6 +65,7 @@ func (d profileDoc) set() bson.D {
 		{Key: "banned", Value: d.Banned},
 		{Key: "locked", Value: d.Locked},
 		{Key: "deprovisioned", Value: d.Deprovisioned},
+		{Key: "sourceCreatedAt", Value: d.SourceCreatedAt},
 	}
 }
 
@@ -70,6 +78,10 @@ func (d profileDoc) model() models.Profile {
 	if d.LastSignInAt != nil {
 		t := d.LastSignInAt.UTC()
 		p.LastSignInAt = &t
+	}
+	if d.SourceCreatedAt != nil {
+		t := d.SourceCreatedAt.UTC()
+		p.SourceCreatedAt = &t
 	}
 	return p
 }

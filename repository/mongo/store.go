@@ -3,7 +3,7 @@
 // sentinel errors of package models.
 //
 // Everything here stays inside what MongoDB and the DocumentDB-based
-// engines do the same way (../shared/ENGINES.md, docs/mongodb.md): no
+// engines do the same way (docs/mongodb.md): no
 // transactions, no partial indexes, no collations; every write whose
 // result depends on a document's state is one conditional write, which
 // the server applies atomically.

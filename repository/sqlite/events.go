@@ -19,7 +19,8 @@ type Events struct{ s *Store }
 // eventColumns are the columns of an event without its body, in
 // scanEvent's order; bodyColumn follows them when the body is read.
 const eventColumns = `id, event_id, type, event_type, user_id, object_id, source, signature, signature_valid,
-	source_timestamp, received_at, processed_at, status, outcome, attempts, error, retry_at, erased_at`
+	source_timestamp, received_at, processed_at, status, outcome, attempts, error, retry_at, erased_at,
+	discarded_at, discard_reason, discarded_by`
 
 const bodyColumn = `, raw_body`
 
@@ -31,11 +32,14 @@ func scanEvent(r scanner, withBody bool) (models.Event, error) {
 		objectID                          sql.NullString
 		valid                             sql.NullBool
 		source, processed, retry, erased  sql.NullInt64
+		discarded                         sql.NullInt64
+		discardReason, discardedBy        sql.NullString
 		status, eventType                 string
 		body                              []byte
 	)
 	dest := []any{&id, &eventID, &ev.Type, &eventType, &userID, &objectID, &ev.Source, &ev.Signature, &valid,
-		&source, &received, &processed, &status, &outcome, &ev.Attempts, &errText, &retry, &erased}
+		&source, &received, &processed, &status, &outcome, &ev.Attempts, &errText, &retry, &erased,
+		&discarded, &discardReason, &discardedBy}
 	if withBody {
 		dest = append(dest, &body)
 	}
@@ -50,6 +54,9 @@ func scanEvent(r scanner, withBody bool) (models.Event, error) {
 	ev.SourceTimestamp, ev.ReceivedAt, ev.ProcessedAt = timePtr(source), fromMS(received), timePtr(processed)
 	ev.Status, ev.Outcome, ev.Error = models.EventStatus(status), models.Outcome(outcome.String), errText.String
 	ev.RetryAt, ev.ErasedAt, ev.RawBody = timePtr(retry), timePtr(erased), body
+	if discarded.Valid {
+		ev.Discarded = &models.Discard{At: fromMS(discarded.Int64), Reason: discardReason.String, By: discardedBy.String}
+	}
 	return ev, nil
 }
 
@@ -85,6 +92,54 @@ func recordTx(t *wtx, ev models.Event) (stored models.Event, created bool, err e
 	}
 	stored, err = scanEvent(t.row(`SELECT `+eventColumns+` FROM events WHERE event_id = ?`, ev.EventID), false)
 	return stored, false, err
+}
+
+// Discard marks the failed event whose id or eventId is id discarded, in
+// one transaction that reads it and writes it, unless it is not failed or
+// a sweep or replay holds it (see repository.Events.Discard). A discarded
+// event of a user or membership whose events were all erased is erased at
+// once, as a given-up one is.
+func (e *Events) Discard(ctx context.Context, id string, d models.Discard) (models.Event, error) {
+	var ev models.Event
+	err := e.s.write(ctx, func(t *wtx) error {
+		var err error
+		if ev, err = eventTx(t, id); err != nil {
+			return err
+		}
+		n, _ := strconv.ParseInt(ev.ID, 10, 64)
+		changed, err := t.execN(`UPDATE events SET status = 'discarded', processed_at = ?, discarded_at = ?,
+			discard_reason = ?, discarded_by = ?, retry_at = NULL, claimed_until = NULL
+			WHERE id = ? AND status = 'failed' AND (claimed_until IS NULL OR claimed_until <= ?)`,
+			ms(d.At), ms(d.At), d.Reason, d.By, n, ms(d.At))
+		if err != nil {
+			return err
+		}
+		if changed == 0 {
+			return models.DiscardConflict(ev, d.At)
+		}
+		if err := e.s.eraseIfErased(t, n, d.At); err != nil {
+			return err
+		}
+		ev, err = eventTx(t, ev.ID)
+		return err
+	})
+	if err != nil {
+		return models.Event{}, fmt.Errorf("discard event %q: %w", id, err)
+	}
+	return ev, nil
+}
+
+// eventTx reads the event whose id or eventId is id in the transaction t,
+// body included.
+func eventTx(t *wtx, id string) (models.Event, error) {
+	ev, err := models.Event{}, error(models.ErrNotFound)
+	if n, perr := strconv.ParseInt(id, 10, 64); perr == nil {
+		ev, err = scanEvent(t.row(qEventByID, n), true)
+	}
+	if err == models.ErrNotFound {
+		ev, err = scanEvent(t.row(qEventByEventID, id), true)
+	}
+	return ev, err
 }
 
 // Get returns the event whose id or eventId is id, body included, or an
@@ -245,7 +300,7 @@ func parseEventCursor(c string) (int64, int64, error) {
 	at, err1 := strconv.ParseInt(a, 10, 64)
 	id, err2 := strconv.ParseInt(b, 10, 64)
 	if !ok || err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+		return 0, 0, models.ErrBadCursor()
 	}
 	return at, id, nil
 }
@@ -261,6 +316,7 @@ func (e *Events) query(ctx context.Context, q string, withBody bool, args ...any
 // with a retry time (the retry index).
 func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 	st := models.NewEventStats()
+	var c0 int64
 	type count struct {
 		status models.EventStatus
 		kind   models.Kind
@@ -291,6 +347,10 @@ func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 		}
 		st.AddUnprocessed(c.status, c.kind, false, c.n)
 	}
+	if err := e.s.r.QueryRowContext(ctx, qStatsDiscarded).Scan(&c0); err != nil {
+		return models.EventStats{}, fmt.Errorf("count discarded events: %w", translate(err))
+	}
+	st.ByStatus[models.StatusDiscarded] = c0
 	rows, err := e.s.r.QueryContext(ctx, `SELECT name, n FROM counters WHERE name >= 'outcome:' AND name < 'outcome;'`)
 	if err != nil {
 		return models.EventStats{}, fmt.Errorf("read counters: %w", translate(err))
@@ -342,8 +402,10 @@ func (e *Events) Due(ctx context.Context, stuckBefore, now time.Time, limit int)
 
 // DeleteProcessedBefore deletes up to limit events processed before
 // cutoff (the processed index, oldest first) and takes them off the
-// outcome counters, in one transaction. Stored and failed events have no
-// processed_at: they are never deleted.
+// outcome counters, in one transaction. Discarded events are finished
+// too, since processed_at (when they were discarded), and are deleted
+// alike, off no counter. Stored and failed events have no processed_at:
+// they are never deleted.
 func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	deleted := 0
 	err := e.s.write(ctx, func(t *wtx) error {
@@ -352,17 +414,17 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 		if err != nil {
 			return err
 		}
-		byOutcome := map[string][]int64{}
+		byOutcome := map[string][]int64{} // "": discarded events, which no counter counts
 		for rows.Next() {
 			var (
 				id      int64
-				outcome string
+				outcome sql.NullString
 			)
 			if err := rows.Scan(&id, &outcome); err != nil {
 				rows.Close()
 				return translate(err)
 			}
-			byOutcome[outcome] = append(byOutcome[outcome], id)
+			byOutcome[outcome.String] = append(byOutcome[outcome.String], id)
 		}
 		rows.Close()
 		for outcome, ids := range byOutcome {
@@ -372,6 +434,9 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 				}
 			}
 			deleted += len(ids)
+			if outcome == "" {
+				continue
+			}
 			if err := addCounter(t, outcomeCounter(models.Outcome(outcome)), -int64(len(ids))); err != nil {
 				return err
 			}
@@ -416,7 +481,7 @@ func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Ou
 func markProcessedTx(s *Store, t *wtx, id int64, outcome models.Outcome, now time.Time) (changed bool, err error) {
 	n, err := t.execN(`UPDATE events SET status = 'processed', outcome = ?, processed_at = ?,
 		error = NULL, retry_at = NULL, claimed_until = NULL, attempts = attempts + 1
-		WHERE id = ? AND status != 'processed'`, string(outcome), ms(now), id)
+		WHERE id = ? AND status NOT IN ('processed', 'discarded')`, string(outcome), ms(now), id)
 	if err != nil || n == 0 {
 		return false, err
 	}
@@ -440,7 +505,7 @@ func (e *Events) MarkFailed(ctx context.Context, id string, cause string, retryA
 	}
 	err = e.s.write(ctx, func(t *wtx) error {
 		changed, err := t.execN(`UPDATE events SET status = 'failed', error = ?, retry_at = ?, claimed_until = NULL,
-			attempts = attempts + 1 WHERE id = ? AND status != 'processed'`, cause, msPtr(retryAt), n)
+			attempts = attempts + 1 WHERE id = ? AND status NOT IN ('processed', 'discarded')`, cause, msPtr(retryAt), n)
 		if err != nil || changed == 0 || retryAt != nil {
 			return err
 		}
@@ -463,7 +528,7 @@ func (e *Events) Claim(ctx context.Context, id string, attempts int, now time.Ti
 	}
 	var ok bool
 	err = e.s.write(ctx, func(t *wtx) error {
-		changed, err := t.execN(`UPDATE events SET claimed_until = ? WHERE id = ? AND status != 'processed'
+		changed, err := t.execN(`UPDATE events SET claimed_until = ? WHERE id = ? AND status NOT IN ('processed', 'discarded')
 			AND attempts = ? AND (claimed_until IS NULL OR claimed_until <= ?)`, ms(now.Add(lease)), n, attempts, ms(now))
 		ok = changed == 1
 		return err

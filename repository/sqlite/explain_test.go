@@ -48,6 +48,7 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 		{"retention", "events_processed", qRetention, []any{now, 20}},
 		{"stats", "events_status_type", qStats, nil},
 		{"stats: failed events to retry", "events_status_type", qStatsRetrying, nil},
+		{"stats: discarded events", "events_status", qStatsDiscarded, nil},
 		{"event by id", "", qEventByID, []any{1}},
 		{"event by svix-id", "sqlite_autoindex_events_1", qEventByEventID, []any{"msg_1"}},
 		{"failed events, newest first", "events_status", qFailed, []any{5001}},

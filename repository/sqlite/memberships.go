@@ -262,7 +262,7 @@ func (mb *Memberships) WalkActive(ctx context.Context, writtenBefore time.Time, 
 func (mb *Memberships) List(ctx context.Context, f models.MembershipFilter) (models.MembershipPage, error) {
 	start, err := hex.DecodeString(f.After)
 	if err != nil {
-		return models.MembershipPage{}, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+		return models.MembershipPage{}, models.ErrBadCursor()
 	}
 	q, key := qOrgMemberships, f.OrgID
 	if f.OrgID == "" {

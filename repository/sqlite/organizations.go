@@ -186,7 +186,7 @@ func (o *Organizations) WalkActive(ctx context.Context, writtenBefore time.Time,
 func (o *Organizations) List(ctx context.Context, f models.OrganizationFilter) (models.OrganizationPage, error) {
 	after, err := hex.DecodeString(f.After)
 	if err != nil {
-		return models.OrganizationPage{}, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+		return models.OrganizationPage{}, models.ErrBadCursor()
 	}
 	q, args := qOrgsActive, []any{string(after), f.Limit + 1}
 	switch {
@@ -237,7 +237,7 @@ func feedWindow(f models.ChangeFilter) (from, at int64, after, next string, err 
 		n, id, ok := strings.Cut(f.After, "_")
 		c, err := cursorInt(n)
 		if err != nil || !ok {
-			return 0, 0, "", "", fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+			return 0, 0, "", "", models.ErrBadCursor()
 		}
 		next = f.After
 		if c > at || (c == at && id > after) {

@@ -33,7 +33,7 @@ const (
 	// qEraseEvents: events_user.
 	qEraseEvents = `UPDATE events INDEXED BY events_user SET raw_body = NULL, erased_at = ?
 		WHERE user_id = ? AND erased_at IS NULL
-		AND (status = 'processed' OR (status = 'failed' AND retry_at IS NULL))`
+		AND (status IN ('processed', 'discarded') OR (status = 'failed' AND retry_at IS NULL))`
 	// qErasePending: events_user.
 	qErasePending = `SELECT count(*) FROM events INDEXED BY events_user WHERE user_id = ? AND erased_at IS NULL`
 	// qMembershipsEraseDue: memberships_erase.
@@ -42,7 +42,7 @@ const (
 	// qEraseMembershipEvents: events_object.
 	qEraseMembershipEvents = `UPDATE events INDEXED BY events_object SET raw_body = NULL, erased_at = ?
 		WHERE object_id = ? AND erased_at IS NULL
-		AND (status = 'processed' OR (status = 'failed' AND retry_at IS NULL))`
+		AND (status IN ('processed', 'discarded') OR (status = 'failed' AND retry_at IS NULL))`
 	// qMembershipErasePending: events_object.
 	qMembershipErasePending = `SELECT count(*) FROM events INDEXED BY events_object WHERE object_id = ? AND erased_at IS NULL`
 	// qDueStored: events_status.
@@ -53,7 +53,7 @@ const (
 		WHERE retry_at <= ? ORDER BY retry_at LIMIT ?`
 	// qRetention: events_processed.
 	qRetention = `SELECT id, outcome FROM events INDEXED BY events_processed
-		WHERE processed_at < ? AND status = 'processed' ORDER BY processed_at LIMIT ?`
+		WHERE processed_at < ? AND status IN ('processed', 'discarded') ORDER BY processed_at LIMIT ?`
 	// qStats: events_status_type, whose leading (status, kind) the counts
 	// are grouped by: the stored and failed events are counted in the index;
 	// qStatsRetrying reads the rows of the failed ones.
@@ -61,6 +61,8 @@ const (
 		WHERE status IN ('stored', 'failed') GROUP BY status, kind`
 	qStatsRetrying = `SELECT status, kind, count(*) FROM events INDEXED BY events_status_type
 		WHERE status = 'failed' AND retry_at IS NOT NULL GROUP BY status, kind`
+	// qStatsDiscarded: events_status, one range.
+	qStatsDiscarded = `SELECT count(*) FROM events INDEXED BY events_status WHERE status = 'discarded'`
 	// qEventByID, qEventByEventID: the primary key, the unique event_id index.
 	qEventByID      = `SELECT ` + eventColumns + bodyColumn + ` FROM events WHERE id = ?`
 	qEventByEventID = `SELECT ` + eventColumns + bodyColumn + ` FROM events WHERE event_id = ?`

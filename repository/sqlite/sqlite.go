@@ -757,7 +757,7 @@ func nullBool(b *bool) any {
 func cursorInt(s string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+		return 0, models.ErrBadCursor()
 	}
 	return n, nil
 }

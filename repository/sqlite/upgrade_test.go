@@ -173,3 +173,82 @@ func TestUpgrade_ASchema5FileRecomputesEmailsFromTheLastPayloads(t *testing.T) {
 		}
 	}
 }
+
+// TestUpgrade_StoredUsersGetClerksCreationTimeFromTheirLastAppliedPayload
+// opens a file of schema 5 whose users were written before usersync kept
+// Clerk's created_at, and checks that the upgrade fills it from the
+// payload of the event that produced each user's state, as applying that
+// payload again would: milliseconds or seconds; nothing for a payload
+// without one, an erased or unreadable body, or a tombstone.
+func TestUpgrade_StoredUsersGetClerksCreationTimeFromTheirLastAppliedPayload(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := fs.Glob(migrations, "migrations/*.sql")
+	slices.Sort(names)
+	for i, name := range names[:5] {
+		body, _ := migrations.ReadFile(name)
+		if err := migrate(ctx, db, string(body), i+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	users := []struct{ id, event, body string }{
+		{"user_ms", "msg_ms", `{"type":"user.updated","data":{"id":"user_ms","created_at":1654012591514,"updated_at":1654012591835}}`},
+		{"user_s", "msg_s", `{"type":"user.updated","data":{"id":"user_s","created_at":1654012591,"updated_at":1654012591835}}`},
+		{"user_none", "msg_none", `{"type":"user.updated","data":{"id":"user_none","updated_at":1654012591835}}`},
+		{"user_str", "msg_str", `{"type":"user.updated","data":{"id":"user_str","created_at":"yesterday","updated_at":1654012591835}}`},
+		{"user_erased", "msg_erased", ""},
+		{"user_binary", "msg_binary", "\xff\xfe not json"},
+		{"user_backfill", "backfill_user_backfill_1654012591835", `{"object":"event","type":"user.updated","timestamp":1654012591835,"data":{"id":"user_backfill","created_at":1600000000000}}`},
+		{"user_gone", "msg_gone", `{"type":"user.updated","data":{"id":"user_gone","created_at":1654012591514}}`},
+		{"user_no_event", "msg_missing", ""},
+	}
+	for i, u := range users {
+		deleted := any(nil)
+		if u.id == "user_gone" {
+			deleted = 2000
+		}
+		if _, err := db.Exec(`INSERT INTO users (user_id, display_name, metadata, created_at, updated_at, deleted_at,
+			source_updated_at, last_event_id) VALUES (?, ?, '{}', 1, 1, ?, 1, ?)`, u.id, u.id, deleted, u.event); err != nil {
+			t.Fatal(err)
+		}
+		if u.id == "user_no_event" {
+			continue
+		}
+		body := any([]byte(u.body))
+		if u.body == "" {
+			body = nil
+		}
+		if _, err := db.Exec(`INSERT INTO events (event_id, type, event_type, user_id, raw_body, source, signature,
+			received_at, processed_at, status, outcome) VALUES (?, 'user.updated', 'updated', ?, ?, 'clerk', '', ?, ?, 'processed', 'applied')`,
+			u.event, u.id, body, i, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	want := map[string]int64{"user_ms": 1654012591514, "user_s": 1654012591000, "user_backfill": 1600000000000}
+	for _, u := range users {
+		got, err := s.Users().Get(ctx, u.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ms, ok := want[u.id]; {
+		case ok && (got.SourceCreatedAt == nil || got.SourceCreatedAt.UnixMilli() != ms):
+			t.Errorf("%s after the upgrade: sourceCreatedAt %v, want %v", u.id, got.SourceCreatedAt, time.UnixMilli(ms).UTC())
+		case !ok && got.SourceCreatedAt != nil:
+			t.Errorf("%s after the upgrade: sourceCreatedAt %v, want none", u.id, got.SourceCreatedAt)
+		}
+		if !got.CreatedAt.Equal(time.UnixMilli(1)) {
+			t.Errorf("%s after the upgrade: createdAt %v, want usersync's as it was", u.id, got.CreatedAt)
+		}
+	}
+}

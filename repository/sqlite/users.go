@@ -18,7 +18,7 @@ type Users struct{ s *Store }
 // userColumns are the columns a user is read from, in scanUser's order.
 const userColumns = `user_id, email, display_name, metadata, created_at, updated_at, deleted_at,
 	source_updated_at, last_event_id, first_name, last_name, username, image_url, phone_number,
-	external_id, last_sign_in_at, banned, locked, deprovisioned`
+	external_id, last_sign_in_at, banned, locked, deprovisioned, source_created_at`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -29,12 +29,12 @@ func scanUser(r scanner) (models.User, error) {
 		external                                   sql.NullString
 		meta                                       string
 		created, updated, source                   int64
-		deleted, lastSignIn                        sql.NullInt64
+		deleted, lastSignIn, sourceCreated         sql.NullInt64
 		banned, locked, deprovisioned              bool
 	)
 	err := r.Scan(&u.UserID, &email, &u.DisplayName, &meta, &created, &updated, &deleted,
 		&source, &u.LastEventID, &first, &last, &username, &image, &phone, &external, &lastSignIn, &banned, &locked,
-		&deprovisioned)
+		&deprovisioned, &sourceCreated)
 	if err != nil {
 		return models.User{}, translate(err)
 	}
@@ -47,7 +47,7 @@ func scanUser(r scanner) (models.User, error) {
 	u.Profile = models.Profile{
 		FirstName: first.String, LastName: last.String, Username: username.String, ImageURL: image.String,
 		PhoneNumber: phone.String, ExternalID: external.String, LastSignInAt: timePtr(lastSignIn),
-		Banned: banned, Locked: locked, Deprovisioned: deprovisioned,
+		Banned: banned, Locked: locked, Deprovisioned: deprovisioned, SourceCreatedAt: timePtr(sourceCreated),
 	}
 	return u, nil
 }
@@ -166,7 +166,7 @@ func (u *Users) Deliver(ctx context.Context, ev models.Event, ch models.Change, 
 	err = u.s.write(ctx, func(t *wtx) error {
 		var err error
 		applyErr, outcome = nil, ""
-		if stored, created, err = recordTx(t, ev); err != nil || stored.Status == models.StatusProcessed {
+		if stored, created, err = recordTx(t, ev); err != nil || stored.Status.Finished() {
 			return err
 		}
 		if _, err := t.exec("SAVEPOINT apply"); err != nil {
@@ -228,18 +228,18 @@ func writeState(t *wtx, ch models.Change, email string, meta []byte, now time.Ti
 	p := ch.Profile
 	args := []any{text(email), ch.DisplayName, string(meta), ms(now), ms(ch.SourceTime), ch.EventID,
 		text(p.FirstName), text(p.LastName), text(p.Username), text(p.ImageURL), text(p.PhoneNumber),
-		text(p.ExternalID), msPtr(p.LastSignInAt), p.Banned, p.Locked, p.Deprovisioned, ch.UserID}
+		text(p.ExternalID), msPtr(p.LastSignInAt), p.Banned, p.Locked, p.Deprovisioned, msPtr(p.SourceCreatedAt), ch.UserID}
 	if create {
 		_, err := t.exec(`INSERT INTO users (email, display_name, metadata, updated_at, source_updated_at,
 			last_event_id, first_name, last_name, username, image_url, phone_number, external_id,
-			last_sign_in_at, banned, locked, deprovisioned, user_id, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(args, ms(now))...)
+			last_sign_in_at, banned, locked, deprovisioned, source_created_at, user_id, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(args, ms(now))...)
 		return err
 	}
 	_, err := t.exec(`UPDATE users SET email = ?, display_name = ?, metadata = ?, updated_at = ?,
 		source_updated_at = ?, last_event_id = ?, first_name = ?, last_name = ?, username = ?,
 		image_url = ?, phone_number = ?, external_id = ?, last_sign_in_at = ?, banned = ?, locked = ?,
-		deprovisioned = ? WHERE user_id = ?`, args...)
+		deprovisioned = ?, source_created_at = ? WHERE user_id = ?`, args...)
 	return err
 }
 
@@ -256,7 +256,7 @@ func writeTombstone(t *wtx, ch models.Change, now time.Time, create bool) error 
 	_, err := t.exec(`UPDATE users SET email = NULL, display_name = user_id, metadata = '{}', updated_at = ?,
 		deleted_at = ?, source_updated_at = ?, last_event_id = ?, first_name = NULL, last_name = NULL,
 		username = NULL, image_url = NULL, phone_number = NULL, external_id = NULL, last_sign_in_at = NULL,
-		banned = 0, locked = 0, deprovisioned = 0, erase_after = ? WHERE user_id = ?`, ms(now), ts, ts, ch.EventID, ts, ch.UserID)
+		banned = 0, locked = 0, deprovisioned = 0, source_created_at = NULL, erase_after = ? WHERE user_id = ?`, ms(now), ts, ts, ch.EventID, ts, ch.UserID)
 	return err
 }
 
@@ -283,7 +283,7 @@ func (u *Users) List(ctx context.Context, f models.UserFilter) (models.UserPage,
 	)
 	after, err := hex.DecodeString(f.After)
 	if err != nil {
-		return models.UserPage{}, fmt.Errorf("%w: cursor is not one this API returned", models.ErrInvalid)
+		return models.UserPage{}, models.ErrBadCursor()
 	}
 	f.After = string(after)
 	switch {

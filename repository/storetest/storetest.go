@@ -1,5 +1,5 @@
 // Package storetest is the behaviour suite every usersync store passes:
-// each promise of ../shared/DESIGN.md that a store keeps, written once.
+// each promise a store keeps (docs/guarantees.md, docs/design.md), written once.
 // A store's test calls Run with a function that opens a fresh, empty store:
 //
 //	func TestBehaviour(t *testing.T) { storetest.Run(t, openFresh) }
@@ -67,6 +67,7 @@ func Run(t *testing.T, open Opener) {
 		{"Events_DueFindsStuckAndRetryableEventsInClerkOrder", testDue},
 		{"Events_AClaimHasOneWinner", testClaim},
 		{"Events_RetentionDeletesOnlyOldProcessedEvents", testRetention},
+		{"Events_OnlyAFailedEventIsDiscardedAndItIsFinished", testDiscard},
 		{"Erasure_ErasesADeletedUsersEventsOnly", testErasure},
 		{"Erasure_AnEventAfterTheUserIsErasedIsErasedAtOnce", testEraseLateEvent},
 		{"Erasure_PendingEventsAreErasedOnceDone", testErasePending},

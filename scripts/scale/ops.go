@@ -218,7 +218,7 @@ func (b *bench) ops(s size, cursor string) []op {
 	return []op{
 		{name: "webhook: new user", call: webhook(applied, func(int) (string, []byte) {
 			b.seq++
-			uid := fmt.Sprintf("user_scale_%s_%d", b.run, b.seq)
+			uid := fmt.Sprintf("user_scale%sx%d", b.run, b.seq) // letters and digits: a Clerk id
 			return fmt.Sprintf("msg_scale_%s_%d", b.run, b.seq), b.body.make("user.created", uid, time.Now())
 		})},
 		{name: "webhook: update of a known user", call: webhook(applied, func(i int) (string, []byte) {
@@ -252,7 +252,7 @@ func (b *bench) ops(s size, cursor string) []op {
 		{name: "GET /v1/events?kind=membership (a rare kind)", call: get(adminKey, fixed(events+"&kind=membership"), nil)},
 		{name: "GET /v1/events?eventType=organization.deleted", call: get(adminKey, fixed(events+"&eventType=organization.deleted"), nil)},
 		{name: "GET /v1/events?objectId=", call: get(adminKey, func(i int) string {
-			return events + "&objectId=orgmem_seed_" + strconv.Itoa(b.pick(i, max(s.memberships, 1)))
+			return events + "&objectId=orgmem_seed" + strconv.Itoa(b.pick(i, max(s.memberships, 1)))
 		}, nil)},
 		{name: "GET /v1/events/stats", call: get(adminKey, fixed("/v1/events/stats"), nil)},
 		{name: "GET /v1/organizations/{id}", skip: s.orgs == 0, call: get(apiKey, func(i int) string {

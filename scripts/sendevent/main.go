@@ -3,7 +3,9 @@
 //
 //	go run ./scripts/sendevent [-url URL] [-secret whsec_...] [-id msg_...] FILE
 //
-// The secret defaults to $CLERK_WEBHOOK_SECRET, then to the one usersync
+// The secret defaults to $CLERK_WEBHOOK_SECRET, else
+// $CLERK_WEBHOOK_SIGNING_SECRET (Clerk's name, which usersync reads too),
+// each the first of several separated by spaces, else the one usersync
 // generated in ./data/secrets.json. Send the same -id twice to see a
 // duplicate delivery.
 package main
@@ -20,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	svix "github.com/svix/svix-webhooks/go"
@@ -27,7 +30,7 @@ import (
 
 func main() {
 	url := flag.String("url", "http://localhost:8080/webhooks/clerk", "webhook endpoint")
-	secret := flag.String("secret", os.Getenv("CLERK_WEBHOOK_SECRET"), "signing secret (whsec_...)")
+	secret := flag.String("secret", envSecret(os.Getenv), "signing secret (whsec_...)")
 	dataDir := flag.String("data-dir", "./data", "where usersync keeps generated secrets")
 	id := flag.String("id", "", "svix-id (default: a new one)")
 	flag.Parse()
@@ -41,6 +44,18 @@ func main() {
 	}
 }
 
+// envSecret is the secret the environment gives usersync, as usersync
+// reads it: CLERK_WEBHOOK_SECRET, else CLERK_WEBHOOK_SIGNING_SECRET; of
+// several (a rotation), the first.
+func envSecret(getenv func(string) string) string {
+	for _, name := range []string{"CLERK_WEBHOOK_SECRET", "CLERK_WEBHOOK_SIGNING_SECRET"} {
+		if f := strings.Fields(getenv(name)); len(f) > 0 {
+			return f[0]
+		}
+	}
+	return ""
+}
+
 func send(url, secret, dataDir, id, file string) error {
 	body, err := os.ReadFile(file)
 	if err != nil {
@@ -49,13 +64,16 @@ func send(url, secret, dataDir, id, file string) error {
 	if secret == "" {
 		b, err := os.ReadFile(filepath.Join(dataDir, "secrets.json"))
 		if err != nil {
-			return fmt.Errorf("no -secret or CLERK_WEBHOOK_SECRET, and %w", err)
+			return fmt.Errorf("no -secret, CLERK_WEBHOOK_SECRET or CLERK_WEBHOOK_SIGNING_SECRET, and %w", err)
 		}
 		var s struct{ WebhookSecret string }
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		secret = s.WebhookSecret
+		if secret = s.WebhookSecret; secret == "" {
+			return fmt.Errorf("no -secret, CLERK_WEBHOOK_SECRET or CLERK_WEBHOOK_SIGNING_SECRET, and %s holds no generated webhook secret",
+				filepath.Join(dataDir, "secrets.json"))
+		}
 	}
 	if id == "" {
 		b := make([]byte, 12)

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+)
+
+// TestStandin_ServesTheFixturesInOffsetPagesAndA429EveryNthRequest runs
+// the program on the walkthrough's fixtures.
+func TestStandin_ServesTheFixturesInOffsetPagesAndA429EveryNthRequest(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	urls := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-fixtures", "../../testdata/clerk-standin", "-throttle-every", "3", "-retry-after", "0"},
+			io.Discard, func(u string) { urls <- u })
+	}()
+	var base string
+	select {
+	case base = <-urls:
+	case err := <-done:
+		t.Fatalf("the stand-in stopped: %v", err)
+	}
+	get := func(path string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	var ids []string
+	for i, path := range []string{"/users?limit=5&offset=0", "/users?limit=5&offset=5", "/users?limit=5&offset=5"} {
+		code, body := get(path)
+		if i == 2 {
+			if code != http.StatusTooManyRequests {
+				t.Errorf("request 3 = %d, want 429", code)
+			}
+			continue
+		}
+		var page []struct {
+			ID string `json:"id"`
+		}
+		if code != http.StatusOK || json.Unmarshal(body, &page) != nil {
+			t.Fatalf("GET %s = %d %s", path, code, body)
+		}
+		for _, u := range page {
+			ids = append(ids, u.ID)
+		}
+	}
+	if len(ids) != 8 || ids[0] != "user_standin00" || ids[7] != "user_standin07" {
+		t.Errorf("the users' pages = %v, want the 8 of the fixtures in order", ids)
+	}
+	if code, body := get("/organization_memberships?limit=10&offset=0"); code != http.StatusOK || !json.Valid(body) {
+		t.Errorf("memberships = %d %s", code, body)
+	}
+	if code, _ := get("/users/user_standin03"); code != http.StatusOK {
+		t.Errorf("one user = %d", code)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("the stand-in stopped with %v", err)
+	}
+}
