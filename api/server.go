@@ -186,7 +186,7 @@ func newServer(cfg Config) (*server, error) {
 		now:      cfg.Now,
 		inflight: newInflight(cfg.Limits, cfg.Metrics.bodyBytes),
 		syncs:    newSyncGuard(cfg.Limits),
-		reads:    newReads(cfg.Limits),
+		reads:    newReads(cfg.Limits, cfg.Metrics.listReads),
 		health:   &health{},
 
 		clerkSync: cfg.ClerkSync,
