@@ -85,10 +85,12 @@ var kinds = []struct {
 const statusClientClosed = 499
 
 // answer is status, but for a request whose client has gone away: a
-// failure caused by its cancellation is not the server's.
+// failure caused by its cancellation is not the server's. An overload
+// refusal is the server's decision whatever the client did (a webhook
+// body dropped to make room ends its read, which cancels the request).
 func answer(c echo.Context, err error) (int, string, string) {
 	code, name, msg := status(err)
-	if c.Request().Context().Err() != nil && (code >= 500 || errors.Is(err, context.Canceled)) {
+	if c.Request().Context().Err() != nil && ((code >= 500 && !errors.Is(err, models.ErrOverloaded)) || errors.Is(err, context.Canceled)) {
 		return statusClientClosed, "client_closed_request", "the client closed the request"
 	}
 	return code, name, msg

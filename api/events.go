@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -145,23 +146,20 @@ func (s *server) listEvents(c echo.Context) error {
 		return err
 	}
 	f.After, f.Limit = req.Cursor, req.Limit
-	release, err := s.reads.acquire(c.Request().Context())
-	if err != nil {
-		return err
-	}
-	defer release()
-	page, err := s.events.List(c.Request().Context(), f)
-	if err != nil {
-		return err
-	}
-	resp := listEventsResponse{Data: make([]eventJSON, 0, len(page.Events))}
-	for _, ev := range page.Events {
-		resp.Data = append(resp.Data, newEventJSON(ev, false))
-	}
-	if page.NextCursor != "" {
-		resp.NextCursor = &page.NextCursor
-	}
-	return c.JSON(http.StatusOK, resp)
+	return s.listRead(c, func(ctx context.Context) (any, error) {
+		page, err := s.events.List(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		resp := listEventsResponse{Data: make([]eventJSON, 0, len(page.Events))}
+		for _, ev := range page.Events {
+			resp.Data = append(resp.Data, newEventJSON(ev, false))
+		}
+		if page.NextCursor != "" {
+			resp.NextCursor = &page.NextCursor
+		}
+		return resp, nil
+	})
 }
 
 type eventRequest struct {

@@ -1,7 +1,7 @@
 package api
 
 import (
-	"net/http"
+	"context"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -23,29 +23,25 @@ func (s *server) listChanges(c echo.Context, req listUsersRequest) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	release, err := s.reads.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer release()
-	until := s.now().Add(-s.settle).UTC().Truncate(time.Millisecond)
-	page, err := s.reads.readUsers(req.Limit, req.Cursor, func(after string, limit int) (models.UserPage, error) {
-		return s.users.Changes(ctx, models.ChangeFilter{Since: since, Until: until, After: after, Limit: limit})
-	})
-	if err != nil {
-		return err
-	}
-	resp := listUsersResponse{Data: make([]any, 0, len(page.Users)), NextCursor: &page.NextCursor}
-	for _, u := range page.Users {
-		if u.DeletedAt != nil {
-			resp.Data = append(resp.Data, deletedUserJSON{
-				UserID: u.UserID, CreatedAt: formatTime(u.CreatedAt),
-				UpdatedAt: formatTime(u.UpdatedAt), DeletedAt: formatTime(*u.DeletedAt),
-			})
-			continue
+	return s.listRead(c, func(ctx context.Context) (any, error) {
+		until := s.now().Add(-s.settle).UTC().Truncate(time.Millisecond)
+		page, err := s.reads.readUsers(req.Limit, req.Cursor, func(after string, limit int) (models.UserPage, error) {
+			return s.users.Changes(ctx, models.ChangeFilter{Since: since, Until: until, After: after, Limit: limit})
+		})
+		if err != nil {
+			return nil, err
 		}
-		resp.Data = append(resp.Data, newUserJSON(u))
-	}
-	return c.JSON(http.StatusOK, resp)
+		resp := listUsersResponse{Data: make([]any, 0, len(page.Users)), NextCursor: &page.NextCursor}
+		for _, u := range page.Users {
+			if u.DeletedAt != nil {
+				resp.Data = append(resp.Data, deletedUserJSON{
+					UserID: u.UserID, CreatedAt: formatTime(u.CreatedAt),
+					UpdatedAt: formatTime(u.UpdatedAt), DeletedAt: formatTime(*u.DeletedAt),
+				})
+				continue
+			}
+			resp.Data = append(resp.Data, newUserJSON(u))
+		}
+		return resp, nil
+	})
 }

@@ -19,6 +19,7 @@ import (
 	svix "github.com/svix/svix-webhooks/go"
 
 	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/internal/peer"
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
@@ -49,6 +50,7 @@ type harnessOptions struct {
 	wrapReader func(api.UserReader) api.UserReader
 	limits     api.Limits
 	settle     time.Duration // of the change feed; 0: the default
+	proxies    peer.Proxies
 	metrics    *api.Metrics
 }
 
@@ -88,6 +90,7 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 		AdminKeys:      []string{testAdminKey},
 		Limits:         o.limits,
 		ChangeSettle:   o.settle,
+		TrustedProxies: o.proxies,
 		Metrics:        o.metrics,
 	})
 	if err != nil {

@@ -29,6 +29,7 @@ type Metrics struct {
 	webhooks  *prometheus.CounterVec
 	kinds     *prometheus.CounterVec
 	bodyBytes *prometheus.GaugeVec
+	listReads *prometheus.GaugeVec
 	refused   *prometheus.CounterVec
 	ignored   *prometheus.CounterVec
 	process   prometheus.Histogram
@@ -70,6 +71,10 @@ func NewMetrics(stats StatsSource) *Metrics {
 			Name: "usersync_webhook_body_bytes",
 			Help: "Bytes of webhook bodies held now (arrived, being read or processed), by budget: small (Content-Length up to 64 KiB) or large.",
 		}, []string{"budget"}),
+		listReads: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "usersync_list_reads",
+			Help: "List reads now, by state: reading (holding a read slot), waiting (for one), writing (the answer, its slot given back).",
+		}, []string{"state"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "usersync_webhook_refused_total",
 			Help: "Webhook deliveries refused, by reason (each also logged as \"webhook refused\" with its reason).",
@@ -95,7 +100,7 @@ func NewMetrics(stats StatsSource) *Metrics {
 			Name: "usersync_engine_errors_total", Help: "Operations that failed because the database did not answer.",
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.webhooks, m.kinds, m.bodyBytes, m.refused, m.ignored, m.process, m.swept, m.replayed, m.retention, m.engine,
+	m.reg.MustRegister(m.requests, m.webhooks, m.kinds, m.bodyBytes, m.listReads, m.refused, m.ignored, m.process, m.swept, m.replayed, m.retention, m.engine,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, k := range []models.Kind{models.KindUser, models.KindOrganization, models.KindMembership} {
 		for _, r := range kindResults {
@@ -116,6 +121,9 @@ func NewMetrics(stats StatsSource) *Metrics {
 	m.ignored.WithLabelValues(otherType)
 	m.bodyBytes.WithLabelValues("small")
 	m.bodyBytes.WithLabelValues("large")
+	for _, state := range []string{"reading", "waiting", "writing"} {
+		m.listReads.WithLabelValues(state)
+	}
 	m.reconcile = newReconcileMetrics(m.reg)
 	m.registerOperations(stats)
 	return m

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	stdsync "sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/usersync/usersync/internal/peer"
 	"github.com/usersync/usersync/models"
 )
 
@@ -26,9 +25,12 @@ import (
 // Unauthenticated clients can send bodies before anything is verified, so
 // the budgets are shaped to keep genuine deliveries flowing whatever such
 // clients do: every Clerk user event is a few KB, so small bodies have a
-// budget of their own that large ones cannot use; one remote address may
-// hold only a share of each budget; and a body must arrive within BodyWait
-// of its headers.
+// budget of their own that large ones cannot use; one client (its address,
+// or behind a trusted proxy the address the proxy forwarded) may hold only
+// a share of each budget, and when a budget is full a client under its fair
+// share makes room by dropping bodies still arriving from the client
+// holding the most; a body must arrive within BodyWait of its headers, and
+// keep arriving at BodyRate after BodyGrace.
 type Limits struct {
 	// BodyBytes bounds the bytes of large webhook bodies (a Content-Length
 	// over SmallBody, or none) held at once; default 16 MiB (64 bodies of
@@ -37,14 +39,18 @@ type Limits struct {
 	// SmallBodyBytes bounds the bytes of small webhook bodies (a
 	// Content-Length of at most SmallBody) held at once; default 4 MiB.
 	SmallBodyBytes int64
-	// PeerBodyBytes bounds the bytes one remote address (an IPv6 /64)
-	// holds in each of the two budgets; default 1 MiB. Behind a reverse
-	// proxy every delivery comes from the proxy's address: raise it to
-	// BodyBytes there (the proxy buffers bodies anyway).
+	// PeerBodyBytes bounds the bytes one client (a remote address, an
+	// IPv6 /64; behind a trusted proxy, the address it forwarded) holds in
+	// each of the two budgets; default 1 MiB.
 	PeerBodyBytes int64
 	// BodyWait bounds the time from the end of a delivery's headers to
 	// the end of its body; default 5 s.
 	BodyWait time.Duration
+	// BodyRate is how fast, in bytes per second, a body must keep arriving
+	// once BodyGrace has passed since its headers (with one second's
+	// slack); default 8 KiB/s. BodyGrace defaults to 1 s.
+	BodyRate  int64
+	BodyGrace time.Duration
 	// Ingests bounds the deliveries being stored and applied at once;
 	// default 64.
 	Ingests int
@@ -80,6 +86,8 @@ const (
 	DefaultSmallBodyBytes = 64 * SmallBody
 	DefaultPeerBodyBytes  = 4 * MaxWebhookBody
 	DefaultBodyWait       = 5 * time.Second
+	DefaultBodyRate       = 8 << 10
+	DefaultBodyGrace      = time.Second
 	DefaultIngests        = 64
 	DefaultIngestWait     = time.Second
 )
@@ -93,9 +101,12 @@ type inflight struct {
 	slots        chan struct{}
 	wait         time.Duration
 	bodyWait     time.Duration
+	bodyRate     int64
+	grace        time.Duration // before a body must arrive at bodyRate
+	proxies      peer.Proxies
 }
 
-func newInflight(l Limits, gauge *prometheus.GaugeVec) *inflight {
+func newInflight(l Limits, gauge *prometheus.GaugeVec, proxies peer.Proxies) *inflight {
 	if l.BodyBytes <= 0 {
 		l.BodyBytes = DefaultBodyBytes
 	}
@@ -107,6 +118,12 @@ func newInflight(l Limits, gauge *prometheus.GaugeVec) *inflight {
 	}
 	if l.BodyWait <= 0 {
 		l.BodyWait = DefaultBodyWait
+	}
+	if l.BodyRate <= 0 {
+		l.BodyRate = DefaultBodyRate
+	}
+	if l.BodyGrace <= 0 {
+		l.BodyGrace = DefaultBodyGrace
 	}
 	if l.Ingests <= 0 {
 		l.Ingests = DefaultIngests
@@ -120,70 +137,174 @@ func newInflight(l Limits, gauge *prometheus.GaugeVec) *inflight {
 		slots:    make(chan struct{}, l.Ingests),
 		wait:     l.IngestWait,
 		bodyWait: l.BodyWait,
+		bodyRate: l.BodyRate,
+		grace:    l.BodyGrace,
+		proxies:  proxies,
 	}
 }
 
-// budget counts the bytes held in one budget, in all and per remote
-// address.
+// budget counts the bytes held in one budget, in all and per client.
+//
+// A client may hold at most peerMax bytes. When the budget is full, a
+// client that holds less than its fair share (⌈max ÷ the clients holding
+// bytes⌉, itself included) makes room by dropping bodies still arriving
+// from the client that holds the most above its share: bodies that have
+// arrived (being verified or processed) are never dropped, and a genuine
+// delivery, a few KB that arrive at once, is not kept out by clients that
+// each keep their share of the budget full with bodies they never finish.
 type budget struct {
 	max, peerMax int64
-	bytes        atomic.Int64
 	gauge        prometheus.Gauge
 
 	mu    stdsync.Mutex
-	peers map[string]int64 // only addresses holding bytes: bounded by the connections
+	bytes int64
+	peers map[string]*peerBodies // only clients holding bytes or reading a body: bounded by the connections
+}
+
+// peerBodies is what one client holds in a budget.
+type peerBodies struct {
+	bytes    int64
+	arriving map[*bodyHold]struct{}
+}
+
+// bodyHold is one body counted in a budget.
+type bodyHold struct {
+	b       *budget
+	peer    string
+	held    int64
+	dropped bool         // dropped to make room: its bytes are no longer counted
+	arrived bool         // read whole: no longer droppable
+	cut     func() error // ends the read in progress (sets the read deadline to now)
 }
 
 func newBudget(max, peerMax int64, gauge prometheus.Gauge) *budget {
-	return &budget{max: max, peerMax: min(peerMax, max), gauge: gauge, peers: map[string]int64{}}
+	return &budget{max: max, peerMax: min(peerMax, max), gauge: gauge, peers: map[string]*peerBodies{}}
 }
 
-// take counts n more bytes of peer, or reports false (and counts nothing)
-// when that would pass the budget or the peer's share of it.
-func (b *budget) take(peer string, n int64) bool {
+// errDropped is the refusal of a body dropped to make room for others.
+var errDropped = models.Public(models.ErrOverloaded, "this body arrived while the webhook bodies in flight filled their budget, and its address held more than its share; retry shortly")
+
+// open starts counting a body of peer; cut ends its read in progress.
+func (b *budget) open(peer string, cut func() error) *bodyHold {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.bytes.Load()+n > b.max || b.peers[peer]+n > b.peerMax {
-		return false
+	p := b.peers[peer]
+	if p == nil {
+		p = &peerBodies{arriving: map[*bodyHold]struct{}{}}
+		b.peers[peer] = p
 	}
-	b.bytes.Add(n)
-	b.gauge.Add(float64(n))
-	b.peers[peer] += n
-	return true
+	h := &bodyHold{b: b, peer: peer, cut: cut}
+	p.arriving[h] = struct{}{}
+	return h
 }
 
-// give returns n bytes of peer.
-func (b *budget) give(peer string, n int64) {
-	if n == 0 {
+// take counts n more bytes of h. It fails with errDropped if h was
+// dropped, and with models.ErrOverloaded when the bytes would pass the
+// client's share or the budget and no room can be made.
+func (h *bodyHold) take(n int64) error {
+	b := h.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h.dropped {
+		return errDropped
+	}
+	p := b.peers[h.peer]
+	if p.bytes+n > b.peerMax {
+		return models.Public(models.ErrOverloaded, "this address holds its share of the webhook bodies in flight; retry shortly")
+	}
+	for b.bytes+n > b.max {
+		fair := (b.max + int64(len(b.peers)) - 1) / int64(len(b.peers))
+		victim := b.victim(h.peer, fair)
+		if p.bytes+n > fair || victim == nil {
+			return models.Public(models.ErrOverloaded, "too many webhook bodies in flight; retry shortly")
+		}
+		b.drop(victim)
+	}
+	b.bytes += n
+	b.gauge.Add(float64(n))
+	p.bytes += n
+	h.held += n
+	return nil
+}
+
+// victim is the body to drop to make room for a client other than peer
+// under its fair share: of the clients above that share, the one holding
+// the most; of its bodies still arriving, the largest. nil when none.
+func (b *budget) victim(peer string, fair int64) *bodyHold {
+	var top *peerBodies
+	for name, p := range b.peers {
+		if name != peer && p.bytes > fair && len(p.arriving) > 0 && (top == nil || p.bytes > top.bytes) {
+			top = p
+		}
+	}
+	if top == nil {
+		return nil
+	}
+	var v *bodyHold
+	for h := range top.arriving {
+		if v == nil || h.held > v.held {
+			v = h
+		}
+	}
+	return v
+}
+
+// drop stops counting v and ends its read; its reader answers 503.
+func (b *budget) drop(v *bodyHold) {
+	v.dropped = true
+	b.forget(v)
+	_ = v.cut()
+}
+
+// forget stops counting h's bytes and body. Under b.mu.
+func (b *budget) forget(h *bodyHold) {
+	p := b.peers[h.peer]
+	if p == nil {
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.bytes.Add(-n)
-	b.gauge.Sub(float64(n))
-	if left := b.peers[peer] - n; left > 0 {
-		b.peers[peer] = left
-	} else {
-		delete(b.peers, peer)
+	delete(p.arriving, h)
+	b.bytes -= h.held
+	b.gauge.Sub(float64(h.held))
+	p.bytes -= h.held
+	h.held = 0
+	if p.bytes <= 0 && len(p.arriving) == 0 {
+		delete(b.peers, h.peer)
 	}
 }
 
-// peerOf is the remote address a request's bytes are counted under: the
-// TCP peer (never a header a client writes), an IPv6 address by its /64,
-// the block one subscriber usually gets.
-func peerOf(remoteAddr string) string {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
+// setDeadline sets the read deadline of h's connection, unless h was
+// dropped (then it fails with errDropped): under the budget's lock, so
+// that a drop's deadline is never overwritten by a later one.
+func (h *bodyHold) setDeadline(set func() error) (bool, error) {
+	h.b.mu.Lock()
+	defer h.b.mu.Unlock()
+	if h.dropped {
+		return false, errDropped
 	}
-	ip := net.ParseIP(host)
-	if ip == nil {
-		return host
+	return set() == nil, nil
+}
+
+// arrive marks h as read whole: it is no longer dropped to make room. It
+// fails with errDropped if it was dropped first.
+func (h *bodyHold) arrive() error {
+	h.b.mu.Lock()
+	defer h.b.mu.Unlock()
+	if h.dropped {
+		return errDropped
 	}
-	if ip.To4() == nil {
-		return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	h.arrived = true
+	delete(h.b.peers[h.peer].arriving, h)
+	return nil
+}
+
+// release stops counting h.
+func (h *bodyHold) release() {
+	h.b.mu.Lock()
+	defer h.b.mu.Unlock()
+	if !h.dropped {
+		h.b.forget(h)
+		h.dropped = true // released once
 	}
-	return ip.String()
 }
 
 // initialBody is the largest buffer a body gets before its bytes arrive:
@@ -191,22 +312,21 @@ func peerOf(remoteAddr string) string {
 const initialBody = 16 << 10
 
 // readBody reads the webhook body of req, of at most MaxWebhookBody
-// bytes, within the body wait. Bytes are counted as they arrive (a client
-// that trickles its body holds only what it sent) and stay counted until
-// release is called. It fails with models.ErrOverloaded when the body
-// would pass its budget or its address's share of it, with
-// models.ErrTimeout when it does not arrive in time, and with a 413 when it
-// is too large.
+// bytes, within the body wait, and after its first second at the body
+// rate or faster (with one second's slack: by 1 s + k s after its headers,
+// (k − 1) × the rate more than it had at 1 s). Bytes are counted as they
+// arrive (a client that trickles its body holds only what it sent) and
+// stay counted until release is called. It fails with
+// models.ErrOverloaded when the body would pass its budget or its
+// client's share of it, or was dropped to make room for others, with
+// models.ErrTimeout when it does not arrive in time or fast enough, and
+// with a 413 when it is too large.
 func (f *inflight) readBody(w http.ResponseWriter, req *http.Request) (body []byte, release func(), err error) {
 	sizeHint := req.ContentLength
 	b := f.large
 	if sizeHint >= 0 && sizeHint <= SmallBody {
 		b = f.small
 	}
-	peer := peerOf(req.RemoteAddr)
-	var held int64
-	release = func() { b.give(peer, held); held = 0 }
-
 	// A deadline on the connection, not a timer: the read in progress
 	// ends with it. It is lifted once the whole body is in, so that a slow
 	// database does not end the request (net/http cancels a request's
@@ -215,11 +335,31 @@ func (f *inflight) readBody(w http.ResponseWriter, req *http.Request) (body []by
 	// what is left of a body before it closes, and a client that stalls
 	// must not hold the connection past the deadline.
 	rc := http.NewResponseController(w)
-	deadline := rc.SetReadDeadline(time.Now().Add(f.bodyWait)) == nil
+	h := b.open(f.proxies.Of(req.RemoteAddr, req.Header.Values("X-Forwarded-For")),
+		func() error { return rc.SetReadDeadline(time.Now()) })
+	release = h.release
 	fail := func(err error) ([]byte, func(), error) {
 		release()
 		w.Header().Set("Connection", "close")
 		return nil, nil, err
+	}
+	start := time.Now()
+	end := start.Add(f.bodyWait)
+	var late int64 // bytes that arrived after the grace
+	slow := false  // the deadline set is the rate's, not the body wait's
+	deadline := false
+	setDeadline := func() error {
+		d := start.Add(f.grace + time.Duration(float64(late+f.bodyRate)/float64(f.bodyRate)*float64(time.Second)))
+		slow = d.Before(end)
+		if !slow {
+			d = end
+		}
+		ok, err := h.setDeadline(func() error { return rc.SetReadDeadline(d) })
+		deadline = ok
+		return err
+	}
+	if err := setDeadline(); err != nil {
+		return fail(err)
 	}
 
 	// Read straight into the body's own buffer, sized from Content-Length
@@ -238,21 +378,38 @@ func (f *inflight) readBody(w http.ResponseWriter, req *http.Request) (body []by
 		}
 		n, err := lr.Read(buf[len(buf):cap(buf)])
 		if n > 0 {
-			if !b.take(peer, int64(n)) {
-				return fail(models.Public(models.ErrOverloaded, "too many webhook bodies in flight; retry shortly"))
+			if err := h.take(int64(n)); err != nil {
+				return fail(err)
 			}
-			held += int64(n)
 			buf = buf[:len(buf)+n]
+			if time.Since(start) > f.grace {
+				late += int64(n)
+				if err := setDeadline(); err != nil {
+					return fail(err)
+				}
+			}
 		}
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if err := h.arrive(); err != nil { // dropped: the deadline was the drop's
+				return fail(err)
+			}
+			if slow {
+				return fail(models.Public(models.ErrTimeout, "after its first %s, the body must arrive at %d bytes/s or faster", f.grace, f.bodyRate))
+			}
 			return fail(models.Public(models.ErrTimeout, "the whole body must arrive within %s of the headers", f.bodyWait))
 		}
 		if err != nil {
+			if err := h.arrive(); err != nil {
+				return fail(err)
+			}
 			return fail(&refusal{reason: reasonBodyRead, err: models.Public(models.ErrInvalid, "the body could not be read").Because(err)})
 		}
+	}
+	if err := h.arrive(); err != nil {
+		return fail(err)
 	}
 	if len(buf) > MaxWebhookBody {
 		return fail(tooLarge())

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/internal/peer"
 )
 
 // slowSender is a client that sends a webhook's headers announcing
@@ -25,6 +26,13 @@ type slowSender struct {
 // startSlowSender connects from local (an address of 127/8; "" for any)
 // and sends the headers and the first sent bytes of a body.
 func startSlowSender(t *testing.T, h *harness, local string, announce, sent int) *slowSender {
+	t.Helper()
+	return startSlowSenderWith(t, h, local, "", announce, sent)
+}
+
+// startSlowSenderWith is startSlowSender with more header lines, each
+// ending in \r\n.
+func startSlowSenderWith(t *testing.T, h *harness, local, header string, announce, sent int) *slowSender {
 	t.Helper()
 	u, err := url.Parse(h.url)
 	if err != nil {
@@ -40,8 +48,8 @@ func startSlowSender(t *testing.T, h *harness, local string, announce, sent int)
 	}
 	t.Cleanup(func() { conn.Close() }) // before the server closes: it waits for active requests
 	fmt.Fprintf(conn, "POST /webhooks/clerk HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
-		"svix-id: msg_slow\r\nsvix-timestamp: %d\r\nsvix-signature: v1,AAAA\r\nContent-Length: %d\r\n\r\n",
-		u.Host, time.Now().Unix(), announce)
+		"svix-id: msg_slow\r\nsvix-timestamp: %d\r\nsvix-signature: v1,AAAA\r\nContent-Length: %d\r\n%s\r\n",
+		u.Host, time.Now().Unix(), announce, header)
 	if _, err := conn.Write(bytes.Repeat([]byte("x"), sent)); err != nil {
 		t.Fatal(err)
 	}
@@ -140,4 +148,80 @@ func TestWebhook_ABodyThatDoesNotArriveInTimeIsCutOff(t *testing.T) {
 	}
 	waitForMetric(t, h, `usersync_webhook_body_bytes{budget="small"}`, 0)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_after", UpdatedAt: t0}))
+}
+
+func TestWebhook_ABodySlowerThanTheRateAfterItsFirstSecondIsDropped(t *testing.T) {
+	h := newHarness(t, func(o *harnessOptions) {
+		o.limits = api.Limits{BodyWait: time.Minute} // only the rate can end it in time
+	})
+	// 1 KiB at once, then nothing: within the first second that is fine,
+	// after it the body must keep arriving at 8 KiB/s.
+	s := startSlowSender(t, h, "127.0.0.2", 4<<10, 1<<10)
+	if code := s.answer(t); code != http.StatusRequestTimeout {
+		t.Errorf("a body stalled after its first second = %d, want 408", code)
+	}
+	waitForMetric(t, h, `usersync_webhook_body_bytes{budget="small"}`, 0)
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_after", UpdatedAt: t0}))
+}
+
+func TestWebhook_ClientsAboveTheirShareOfAFullBudgetMakeRoomForAGenuineDelivery(t *testing.T) {
+	const sent = 32 << 10
+	h := newHarness(t, func(o *harnessOptions) {
+		o.limits = api.Limits{
+			SmallBodyBytes: 8 * sent, PeerBodyBytes: 2 * sent,
+			BodyWait: time.Minute, BodyGrace: time.Minute, // the hogs stall for the whole test
+		}
+	})
+	// Four addresses, each holding its whole 64 KiB, fill the 256 KiB.
+	var hogs []*slowSender
+	for i := range 8 {
+		hogs = append(hogs, startSlowSender(t, h, fmt.Sprintf("127.0.0.%d", 2+i/2), 60<<10, sent))
+		waitForMetric(t, h, `usersync_webhook_body_bytes{budget="small"}`, float64((i+1)*sent))
+	}
+	// A genuine delivery from another address holds less than its share
+	// (256 KiB ÷ 5): one of the hogs' bodies is dropped to make room.
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_genuine", UpdatedAt: t0}))
+	dropped := 0
+	for _, s := range hogs {
+		_ = s.conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := s.r.Peek(1); err == nil {
+			if code := s.answer(t); code != http.StatusServiceUnavailable {
+				t.Errorf("a dropped hog's answer = %d, want 503", code)
+			}
+			dropped++
+		}
+	}
+	if dropped != 1 {
+		t.Errorf("%d hogs' bodies were dropped, want 1 (the room one delivery needs)", dropped)
+	}
+}
+
+func TestWebhook_BehindATrustedProxyBodiesCountUnderTheForwardedAddress(t *testing.T) {
+	const sent = 32 << 10
+	proxies, err := peer.ParseProxies("127.0.0.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(o *harnessOptions) {
+		o.limits = api.Limits{PeerBodyBytes: 2 * sent, BodyWait: time.Minute, BodyGrace: time.Minute}
+		o.proxies = proxies
+	})
+	for range 2 {
+		startSlowSenderWith(t, h, "127.0.0.2", "X-Forwarded-For: 198.51.100.1\r\n", 60<<10, sent)
+	}
+	waitForMetric(t, h, `usersync_webhook_body_bytes{budget="small"}`, 2*sent)
+	// That client holds its share; another one behind the same proxy does not.
+	if code := startSlowSenderWith(t, h, "127.0.0.2", "X-Forwarded-For: 198.51.100.1\r\n", 60<<10, sent).answer(t); code != http.StatusServiceUnavailable {
+		t.Errorf("a third body of one client behind the proxy = %d, want 503", code)
+	}
+	startSlowSenderWith(t, h, "127.0.0.2", "X-Forwarded-For: 6.6.6.6, 198.51.100.2\r\n", 60<<10, sent)
+	waitForMetric(t, h, `usersync_webhook_body_bytes{budget="small"}`, 3*sent)
+	// An address that is not a trusted proxy is its own client, whatever it forwards.
+	for range 2 {
+		startSlowSenderWith(t, h, "127.0.0.3", "X-Forwarded-For: 198.51.100.3\r\n", 60<<10, sent)
+	}
+	waitForMetric(t, h, `usersync_webhook_body_bytes{budget="small"}`, 5*sent)
+	if code := startSlowSenderWith(t, h, "127.0.0.3", "X-Forwarded-For: 198.51.100.4\r\n", 60<<10, sent).answer(t); code != http.StatusServiceUnavailable {
+		t.Errorf("a third body from an untrusted address = %d, want 503", code)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/usersync/usersync/internal/peer"
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/sync"
 )
@@ -101,6 +102,11 @@ type Config struct {
 	// Limits bound the work and memory of webhook deliveries in flight;
 	// zero values take the defaults (see Limits).
 	Limits Limits
+
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client a webhook body is counted under (see Limits); nil: every
+	// body is counted under its TCP peer.
+	TrustedProxies peer.Proxies
 
 	// ChangeSettle is how old a change must be before the change feed
 	// serves it; 0 means models.ChangeSettle.
@@ -198,9 +204,9 @@ func newServer(cfg Config) (*server, error) {
 		keys:     newKeyring(cfg.APIKeys, cfg.AdminKeys),
 		metrics:  cfg.Metrics,
 		now:      cfg.Now,
-		inflight: newInflight(cfg.Limits, cfg.Metrics.bodyBytes),
+		inflight: newInflight(cfg.Limits, cfg.Metrics.bodyBytes, cfg.TrustedProxies),
 		syncs:    newSyncGuard(cfg.Limits),
-		reads:    newReads(cfg.Limits),
+		reads:    newReads(cfg.Limits, cfg.Metrics.listReads),
 		health:   &health{},
 
 		clerkSync: cfg.ClerkSync,

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -110,26 +111,22 @@ func (s *server) listUsers(c echo.Context) error {
 	if req.IncludeDeleted && !isAdmin(c) {
 		return models.Public(models.ErrForbidden, "includeDeleted needs an admin key").In("includeDeleted")
 	}
-	ctx := c.Request().Context()
-	release, err := s.reads.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer release()
-	page, err := s.reads.readUsers(req.Limit, req.Cursor, func(after string, limit int) (models.UserPage, error) {
-		return s.users.List(ctx, models.UserFilter{Email: req.Email, IncludeDeleted: req.IncludeDeleted, After: after, Limit: limit})
+	return s.listRead(c, func(ctx context.Context) (any, error) {
+		page, err := s.reads.readUsers(req.Limit, req.Cursor, func(after string, limit int) (models.UserPage, error) {
+			return s.users.List(ctx, models.UserFilter{Email: req.Email, IncludeDeleted: req.IncludeDeleted, After: after, Limit: limit})
+		})
+		if err != nil {
+			return nil, err
+		}
+		resp := listUsersResponse{Data: make([]any, 0, len(page.Users))}
+		for _, u := range page.Users {
+			resp.Data = append(resp.Data, newUserJSON(u))
+		}
+		if page.NextCursor != "" {
+			resp.NextCursor = &page.NextCursor
+		}
+		return resp, nil
 	})
-	if err != nil {
-		return err
-	}
-	resp := listUsersResponse{Data: make([]any, 0, len(page.Users))}
-	for _, u := range page.Users {
-		resp.Data = append(resp.Data, newUserJSON(u))
-	}
-	if page.NextCursor != "" {
-		resp.NextCursor = &page.NextCursor
-	}
-	return c.JSON(http.StatusOK, resp)
 }
 
 type getUserRequest struct {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/usersync/usersync/internal/peer"
 )
 
 // secret is a configuration value that must never reach a log.
@@ -24,9 +26,14 @@ func (secret) LogValue() slog.Value { return slog.StringValue("REDACTED") }
 type config struct {
 	Addr        string
 	WebhookAddr string // "": the webhook is served on Addr
-	MetricsKey  secret // "": /metrics is open
-	MongoURI    secret
-	Database    string
+	// ConnsPerAddr bounds the connections one client address keeps open
+	// on each listener; TrustedProxies are exempt, and the webhook bodies
+	// they pass on count under the address they forward.
+	ConnsPerAddr   int
+	TrustedProxies peer.Proxies
+	MetricsKey     secret // "": /metrics is open
+	MongoURI       secret
+	Database       string
 	// CollectionPrefix is put before usersync's collection names (MongoDB).
 	CollectionPrefix string
 	DataDir          string
@@ -106,6 +113,8 @@ var (
 var settings = []setting{
 	{Env: "USERSYNC_ADDR", Flag: "addr", Default: ":8080", Usage: "listen address, host:port (\":8080\" is every interface)", Commands: serveOnly},
 	{Env: "USERSYNC_WEBHOOK_ADDR", Flag: "webhook-addr", Shown: "off", Usage: "serve the webhook (and /healthz) only here, host:port, and no longer on USERSYNC_ADDR", Commands: serveOnly},
+	{Env: "USERSYNC_CONNS_PER_ADDR", Flag: "conns-per-addr", Default: strconv.Itoa(defaultConnsPerAddr), Usage: "connections one client address (an IPv6 address by its /64) keeps open on each listener, of 1,024; a trusted proxy's are not bounded", Commands: serveOnly},
+	{Env: "USERSYNC_TRUSTED_PROXIES", Flag: "trusted-proxies", Shown: "none", Usage: "addresses or CIDR prefixes of your reverse proxies, comma-separated: their connections are not bounded per address, and webhook bodies they pass on count under the address they put in X-Forwarded-For", Commands: serveOnly},
 	{Env: "USERSYNC_METRICS_KEY", Shown: "none", Usage: "if set, GET /metrics needs \"Authorization: Bearer <key>\" (16 characters or more)", Commands: serveOnly},
 	{Env: "MONGODB_URI", Shown: "empty", Usage: "a MongoDB URI; empty: the embedded store"},
 	{Env: "MONGODB_DATABASE", Flag: "database", Default: "usersync", Usage: "database name (a database of usersync's own)"},
@@ -219,6 +228,12 @@ func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(str
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		return config{}, fmt.Errorf("USERSYNC_LOG_FORMAT: %q is not json or text", c.LogFormat)
+	}
+	if c.ConnsPerAddr, err = strconv.Atoi(get("USERSYNC_CONNS_PER_ADDR")); err != nil || c.ConnsPerAddr < 1 || c.ConnsPerAddr > defaultMaxConns {
+		return config{}, fmt.Errorf("USERSYNC_CONNS_PER_ADDR: %q is not a whole number of connections from 1 to %d", get("USERSYNC_CONNS_PER_ADDR"), defaultMaxConns)
+	}
+	if c.TrustedProxies, err = peer.ParseProxies(get("USERSYNC_TRUSTED_PROXIES")); err != nil {
+		return config{}, fmt.Errorf("USERSYNC_TRUSTED_PROXIES: %w", err)
 	}
 	if err := checkAddr("USERSYNC_ADDR", c.Addr); err != nil {
 		return config{}, err

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/internal/peer"
 	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/sync"
 )
@@ -162,7 +163,7 @@ func listenAll(cfg config, log *slog.Logger) ([]*listener, error) {
 		servers = append(servers, &listener{variable: "USERSYNC_WEBHOOK_ADDR", addr: cfg.WebhookAddr})
 	}
 	for _, l := range servers {
-		if err := l.listen(log); err != nil {
+		if err := l.listen(log, cfg.ConnsPerAddr, cfg.TrustedProxies); err != nil {
 			closeAll(servers)
 			return nil, err
 		}
@@ -223,6 +224,7 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 		Events: store.Events(), Eraser: store, DB: store, Logger: log, Metrics: metrics,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
 		ClerkSync: fetcher, Console: consoleConfig(ctx, svc, store, cl), MetricsKey: string(cfg.MetricsKey),
+		TrustedProxies: cfg.TrustedProxies,
 	}
 	if b, ok := store.(api.Backuper); ok { // the embedded store
 		apiCfg.Backup = b
@@ -258,9 +260,9 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 		}()
 		defer func() { stopRecovery(); <-done }()
 	}
-	servers[0].srv.Handler = handler
+	servers[0].setHandler(handler)
 	if len(servers) > 1 {
-		servers[1].srv.Handler = webhookHandler
+		servers[1].setHandler(webhookHandler)
 	}
 	errc := make(chan error, len(servers))
 	for _, l := range servers {
@@ -324,17 +326,20 @@ type listener struct {
 	variable string // the variable that set addr, for errors
 	addr     string
 	ln       net.Listener
+	limiter  *connLimiter
 	srv      *http.Server // its handler is set by serve
 }
 
-// listen opens l's address and makes its server, without a handler.
-func (l *listener) listen(log *slog.Logger) error {
+// listen opens l's address and makes its server, without a handler; one
+// client address keeps at most perAddr of its connections, unless it is
+// one of the trusted proxies.
+func (l *listener) listen(log *slog.Logger, perAddr int, proxies peer.Proxies) error {
 	ln, err := net.Listen("tcp", l.addr)
 	if err != nil {
 		return fmt.Errorf("%s: %w", l.variable, err)
 	}
-	limited := newConnLimiter(ln, maxConns)
-	l.ln = limited
+	limited := newConnLimiter(ln, maxConns, perAddr, proxies)
+	l.ln, l.limiter = limited, limited
 	l.srv = &http.Server{
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       readTimeout,
@@ -342,9 +347,15 @@ func (l *listener) listen(log *slog.Logger) error {
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ConnState:         limited.connState,
+		ConnContext:       limited.connContext,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	return nil
+}
+
+// setHandler sets the server's handler, seen by the connection limiter.
+func (l *listener) setHandler(h http.Handler) {
+	l.srv.Handler = l.limiter.track(h)
 }
 
 // closeAll closes the listeners opened so far.
