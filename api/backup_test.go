@@ -30,7 +30,7 @@ func TestBackup_TheRouteWritesACopyOfTheEmbeddedStore(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = store.Close(ctx) })
 	h := newHarness(t, func(o *harnessOptions) { o.store = store })
-	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_backed_up", UpdatedAt: t0, Email: "b@example.org"}))
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_backedup", UpdatedAt: t0, Email: "b@example.org"}))
 	if r := h.postAs("/v1/admin/backup", testAdminKey); r.Code != http.StatusNotImplemented {
 		t.Errorf("POST /v1/admin/backup without a store that backs up = %s, want 501", r)
 	}
@@ -76,7 +76,7 @@ func TestBackup_TheRouteWritesACopyOfTheEmbeddedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer restored.Close(ctx)
-	if u, err := restored.Users().Get(ctx, "user_backed_up"); err != nil || u.Email != "b@example.org" {
+	if u, err := restored.Users().Get(ctx, "user_backedup"); err != nil || u.Email != "b@example.org" {
 		t.Errorf("the user in the backup = %+v, %v", u, err)
 	}
 }

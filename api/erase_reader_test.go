@@ -26,7 +26,7 @@ func TestErase_CompletesOnceAnOutsideReaderGoesAndDoesNotStallTheWriter(t *testi
 		t.Skip("a reader of the embedded store's file")
 	}
 	h := newHarness(t)
-	const id = "user_erase_reader"
+	const id = "user_erasereader"
 	h.mustDeliver(newID(), personBody(t, "user.created", id, t0))
 	h.mustDeliver(newID(), personBody(t, "user.updated", id, t0+1000))
 	h.mustDeliver(newID(), deleteBody(t, id, t0+2000))
@@ -55,7 +55,7 @@ func TestErase_CompletesOnceAnOutsideReaderGoesAndDoesNotStallTheWriter(t *testi
 		t.Errorf("the erase behind an outside reader took %v: the writer waited for the reader", took)
 	}
 	for i := range 50 {
-		h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: fmt.Sprintf("user_after_%02d", i), UpdatedAt: t0}))
+		h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: fmt.Sprintf("user_after%02d", i), UpdatedAt: t0}))
 	}
 	_ = reader.Rollback()
 	_ = outside.Close()
