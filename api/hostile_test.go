@@ -390,7 +390,7 @@ func TestAPI_PathParametersAreDecoded(t *testing.T) {
 	// Clerk's ids are letters and digits, and the webhook takes no other;
 	// a user stored with another id (by an earlier usersync) is read by it.
 	if _, err := h.store.Users().Apply(context.Background(), models.Change{UserID: "user_a/b{c}", EventID: "msg_slash",
-		SourceTime: time.UnixMilli(t0).UTC(), DisplayName: "user_a/b{c}", New: true}, time.Now()); err != nil {
+		SourceTime: time.UnixMilli(t0).UTC(), DisplayName: "user_a/b{c}", Metadata: json.RawMessage(`{}`), New: true}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []string{"/v1/users/user_a%2Fb%7Bc%7D", "/v1/users/user_a%2fb%7bc%7d"} {
