@@ -130,3 +130,30 @@ func TestConfig_ClerkAPIRateIsTheLimiterOfEveryReadFromClerk(t *testing.T) {
 		})
 	}
 }
+
+func TestConfig_ConnectionsPerAddressAndTrustedProxiesAreCheckedAndNamed(t *testing.T) {
+	load := func(env map[string]string) (config, error) {
+		fs := flag.NewFlagSet("usersync", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		return loadConfig(fs, "serve", nil, func(k string) string { return env[k] })
+	}
+	cfg, err := load(nil)
+	if err != nil || cfg.ConnsPerAddr != 64 || len(cfg.TrustedProxies) != 0 {
+		t.Fatalf("defaults: %d per address, proxies %v, %v; want 64 and none", cfg.ConnsPerAddr, cfg.TrustedProxies, err)
+	}
+	cfg, err = load(map[string]string{"USERSYNC_CONNS_PER_ADDR": "200", "USERSYNC_TRUSTED_PROXIES": "10.0.0.0/8, 192.168.1.7"})
+	if err != nil || cfg.ConnsPerAddr != 200 || len(cfg.TrustedProxies) != 2 {
+		t.Fatalf("set: %d per address, proxies %v, %v; want 200 and two", cfg.ConnsPerAddr, cfg.TrustedProxies, err)
+	}
+	for variable, value := range map[string]string{
+		"USERSYNC_CONNS_PER_ADDR":  "0",
+		"USERSYNC_TRUSTED_PROXIES": "proxy.internal",
+	} {
+		if _, err := load(map[string]string{variable: value}); err == nil || !strings.HasPrefix(err.Error(), variable+":") {
+			t.Errorf("%s=%q: error %v, want one naming it", variable, value, err)
+		}
+	}
+	if _, err := load(map[string]string{"USERSYNC_CONNS_PER_ADDR": "1025"}); err == nil {
+		t.Error("more connections per address than a listener keeps was accepted")
+	}
+}
