@@ -99,6 +99,7 @@ func TestWebhook_SlowLargeBodiesLeaveRoomForGenuineDeliveries(t *testing.T) {
 			BodyBytes:     senders * sent,
 			PeerBodyBytes: senders * sent, // all from one address here; see the next test
 			BodyWait:      time.Minute,    // they stall for the whole test
+			BodyGrace:     time.Minute,
 		}
 	})
 	for range senders {
@@ -119,7 +120,7 @@ func TestWebhook_SlowLargeBodiesLeaveRoomForGenuineDeliveries(t *testing.T) {
 func TestWebhook_OneAddressHoldsOnlyItsShareOfTheBodyBudget(t *testing.T) {
 	const sent = 64 << 10
 	h := newHarness(t, func(o *harnessOptions) {
-		o.limits = api.Limits{BodyBytes: 16 * sent, PeerBodyBytes: 4 * sent, BodyWait: time.Minute}
+		o.limits = api.Limits{BodyBytes: 16 * sent, PeerBodyBytes: 4 * sent, BodyWait: time.Minute, BodyGrace: time.Minute}
 	})
 	for range 4 {
 		startSlowSender(t, h, "127.0.0.2", api.MaxWebhookBody, sent)
