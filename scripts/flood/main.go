@@ -194,7 +194,7 @@ func run(o options) (bool, error) {
 			}
 			for i := range n {
 				pace(attack, span, n)
-				genuine.add(deliver(o, fmt.Sprintf("user_flood_%d_%d", s, i)))
+				genuine.add(deliver(o, fmt.Sprintf("user_flood%dx%d", s, i)))
 			}
 		})
 	}
@@ -338,7 +338,7 @@ func seed(ctx context.Context, o options) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if res := deliverBody(o, fmt.Sprintf("user_seed_%d", i), 30_000); res != "2xx" {
+		if res := deliverBody(o, fmt.Sprintf("user_seed%d", i), 30_000); res != "2xx" {
 			return fmt.Errorf("seeding user %d: %s", i, res)
 		}
 	}
