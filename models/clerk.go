@@ -303,6 +303,23 @@ func PayloadEmail(body []byte) (email string, ok bool) {
 	return ClerkUser{PrimaryEmailAddressID: env.Data.PrimaryEmailAddressID, EmailAddresses: env.Data.EmailAddresses}.PrimaryEmail(), true
 }
 
+// PayloadCreatedAt returns Clerk's created_at of the object in the body of
+// an event, as applying it would read it; ok is false when the body holds
+// none that is a Clerk time. Upgrades fill stored users' sourceCreatedAt
+// with it.
+func PayloadCreatedAt(body []byte) (at time.Time, ok bool) {
+	var env struct {
+		Data struct {
+			CreatedAt json.RawMessage `json:"created_at"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || len(env.Data.CreatedAt) == 0 {
+		return time.Time{}, false
+	}
+	at, err := clerkTime(env.Data.CreatedAt)
+	return at, err == nil
+}
+
 // DisplayName returns the first of: first and last name, username, email,
 // primary phone, user id, cut to MaxDisplayName characters.
 func (u ClerkUser) DisplayName(email string) string {

@@ -13,7 +13,9 @@ import (
 	"github.com/usersync/usersync/models"
 )
 
-// Schema 3: emails as models.NormalizeEmail makes them.
+// Schema 3: emails as models.NormalizeEmail makes them, and users' Clerk
+// creation time (sourceCreatedAt) filled from their last applied payload,
+// as the embedded store's schema upgrade fills it.
 //
 // Earlier versions folded an email's case the Unicode way, so an address
 // written with a look-alike letter (the Kelvin sign for K) was stored as
@@ -35,31 +37,43 @@ type emailFix struct {
 	version       models.Version
 }
 
-// emailFixes reads every active user (by the users' primary, with only
-// its version and email) and its last applied event, and returns those
-// whose email the rule recomputes differently, newest state first.
-func (s *Store) emailFixes(ctx context.Context) ([]emailFix, error) {
+// createdFill is one active user written before usersync kept Clerk's
+// created_at, whose last applied payload holds it.
+type createdFill struct {
+	userID, lastEventID string
+	at                  time.Time
+}
+
+// payloadFixes reads every active user (by the users' primary, with only
+// its version, email and Clerk creation time) and its last applied event,
+// and returns those whose email the rule recomputes differently, newest
+// state first, and those whose sourceCreatedAt that payload fills.
+func (s *Store) payloadFixes(ctx context.Context) ([]emailFix, []createdFill, error) {
 	cur, err := s.users.primary.Find(ctx, bson.D{{Key: "deletedAt", Value: nil}},
 		options.Find().SetProjection(bson.D{{Key: "userId", Value: 1}, {Key: "email", Value: 1},
-			{Key: "sourceUpdatedAt", Value: 1}, {Key: "lastEventId", Value: 1}}))
+			{Key: "sourceUpdatedAt", Value: 1}, {Key: "lastEventId", Value: 1}, {Key: "sourceCreatedAt", Value: 1}}))
 	if err != nil {
-		return nil, fmt.Errorf("read users: %w", translate(err))
+		return nil, nil, fmt.Errorf("read users: %w", translate(err))
 	}
 	defer cur.Close(context.WithoutCancel(ctx))
 	var fixes []emailFix
+	var fills []createdFill
 	for cur.Next(ctx) {
 		var d userDoc
 		if err := cur.Decode(&d); err != nil {
-			return nil, fmt.Errorf("read users: %w", err)
+			return nil, nil, fmt.Errorf("read users: %w", err)
 		}
 		ev, err := s.events.Get(ctx, d.LastEventID)
 		switch {
 		case errors.Is(err, models.ErrNotFound):
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("read the last event of user %s: %w", d.UserID, err)
+			return nil, nil, fmt.Errorf("read the last event of user %s: %w", d.UserID, err)
 		case len(ev.RawBody) == 0:
 			continue // erased
+		}
+		if at, ok := models.PayloadCreatedAt(ev.RawBody); ok && d.Profile.SourceCreatedAt == nil {
+			fills = append(fills, createdFill{userID: d.UserID, lastEventID: d.LastEventID, at: at})
 		}
 		email, ok := models.PayloadEmail(ev.RawBody)
 		if !ok || email == d.Email {
@@ -69,7 +83,7 @@ func (s *Store) emailFixes(ctx context.Context) ([]emailFix, error) {
 			version: models.Version{SourceTime: d.SourceUpdatedAt, EventID: d.LastEventID}})
 	}
 	if err := cur.Err(); err != nil {
-		return nil, fmt.Errorf("read users: %w", translate(err))
+		return nil, nil, fmt.Errorf("read users: %w", translate(err))
 	}
 	slices.SortFunc(fixes, func(a, b emailFix) int {
 		switch {
@@ -80,7 +94,26 @@ func (s *Store) emailFixes(ctx context.Context) ([]emailFix, error) {
 		}
 		return 0
 	})
-	return fixes, nil
+	return fixes, fills, nil
+}
+
+// fillCreated sets the sourceCreatedAt of each fill, on the user whose
+// state is still that of its last event then (a newer state carries its
+// own). It does not move updatedAt: the user's REST shape gains a field
+// it always had in Clerk, and the change feed need not serve every user
+// again. It returns how many users it filled.
+func (s *Store) fillCreated(ctx context.Context, fills []createdFill) (int, error) {
+	n := 0
+	for _, f := range fills {
+		res, err := updateOne(ctx, s.users.primary, bson.D{{Key: "_id", Value: docID(f.userID)}, {Key: "deletedAt", Value: nil},
+			{Key: "lastEventId", Value: f.lastEventID}, {Key: "sourceCreatedAt", Value: nil}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "sourceCreatedAt", Value: f.at}}}})
+		if err != nil {
+			return n, fmt.Errorf("fill the creation time of user %s: %w", f.userID, translate(err))
+		}
+		n += int(res.ModifiedCount)
+	}
+	return n, nil
 }
 
 // recomputeEmails writes the fixes: each user gives up the email it

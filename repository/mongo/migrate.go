@@ -91,12 +91,15 @@ func (s *Store) Migrate(ctx context.Context, dryRun bool) (repository.MigrateRep
 				return m.report(false), err
 			}
 		}
-		fixes, err := s.emailFixes(ctx)
+		fixes, fills, err := s.payloadFixes(ctx)
 		if err != nil {
 			return m.report(false), err
 		}
 		m.emails, err = s.recomputeEmails(ctx, fixes, time.Now())
 		if err != nil {
+			return m.report(false), err
+		}
+		if m.created, err = s.fillCreated(ctx, fills); err != nil {
 			return m.report(false), err
 		}
 		m.recomputed = true
@@ -122,6 +125,7 @@ type migration struct {
 	processed   int64
 	recounted   bool
 	emails      int // users whose email was recomputed (or would be)
+	created     int // users whose sourceCreatedAt was filled (or would be)
 	recomputed  bool
 	indexes     bool
 }
@@ -145,7 +149,8 @@ func (m migration) report(dryRun bool) repository.MigrateReport {
 		}
 	}
 	if m.older && (m.recomputed || dryRun) {
-		done = append(done, fmt.Sprintf("%s the email of %d users from their last events", verb("recomputed", "would recompute"), m.emails))
+		done = append(done, fmt.Sprintf("%s the email of %d users from their last events", verb("recomputed", "would recompute"), m.emails),
+			fmt.Sprintf("%s Clerk's creation time of %d users from their last events", verb("filled", "would fill"), m.created))
 	}
 	if m.mark && (m.indexes || dryRun) {
 		done = append(done, verb("marked the database as usersync's", "would mark the database as usersync's"))
@@ -158,7 +163,7 @@ func (m migration) report(dryRun bool) repository.MigrateReport {
 	if len(done) == 0 {
 		summary = "nothing done"
 	}
-	return repository.MigrateReport{Changed: m.rekeyed + m.emails, Summary: summary}
+	return repository.MigrateReport{Changed: m.rekeyed + m.emails + m.created, Summary: summary}
 }
 
 // planMigration is Migrate's dry run: it reads what the migration would
@@ -167,11 +172,11 @@ func (s *Store) planMigration(ctx context.Context, m *migration) error {
 	if !m.older {
 		return nil
 	}
-	fixes, err := s.emailFixes(ctx)
+	fixes, fills, err := s.payloadFixes(ctx)
 	if err != nil {
 		return err
 	}
-	m.emails = len(fixes)
+	m.emails, m.created = len(fixes), len(fills)
 	if !m.rekey {
 		return nil
 	}

@@ -298,3 +298,60 @@ func TestMigrate_RecomputesTheEmailsOfASchema2Database(t *testing.T) {
 		t.Errorf("Migrate again = %+v, %v; want nothing to do", rep, err)
 	}
 }
+
+// TestMigrate_FillsClerksCreationTimeOfUsersWrittenBefore: on a schema 2
+// database, whose users have no sourceCreatedAt, migrate fills it from
+// the payload of each user's last applied event, as the embedded store's
+// upgrade does (milliseconds or seconds), and leaves a user whose payload
+// has none, or whose body was erased, without; updatedAt does not move.
+func TestMigrate_FillsClerksCreationTimeOfUsersWrittenBefore(t *testing.T) {
+	ctx := context.Background()
+	s := mongotest.Open(t)
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	users := s.Database().Collection(repository.UsersCollection)
+	for _, u := range []struct{ id, created string }{
+		{"user_ms", `,"created_at":1654012591514`},
+		{"user_s", `,"created_at":1654012591`},
+		{"user_none", ``},
+		{"user_text", `,"created_at":"yesterday"`},
+	} {
+		event := "msg_" + u.id
+		body := []byte(`{"type":"user.updated","data":{"id":"` + u.id + `","updated_at":1654012591835` + u.created + `}}`)
+		if _, _, err := s.Events().Record(ctx, models.Event{EventID: event, Type: "user.updated", EventType: models.EventUpdated,
+			UserID: u.id, RawBody: body, Source: models.SourceClerk, ReceivedAt: at, Status: models.StatusStored}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Users().Apply(ctx, models.Change{UserID: u.id, EventID: event, SourceTime: at, DisplayName: u.id,
+			Metadata: []byte(`{}`)}, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As schema 2 left them: no sourceCreatedAt.
+	if _, err := users.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: bson.D{{Key: "sourceCreatedAt", Value: ""}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Database().Collection(repository.MetaCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: "usersync"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "schema", Value: 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := s.Migrate(ctx, true); err != nil || !strings.Contains(rep.Summary, "would fill Clerk's creation time of 2 users") {
+		t.Errorf("dry run = %+v, %v; want 2 creation times to fill", rep, err)
+	}
+	if rep, err := s.Migrate(ctx, false); err != nil || !strings.Contains(rep.Summary, "filled Clerk's creation time of 2 users") {
+		t.Fatalf("Migrate = %+v, %v; want 2 creation times filled", rep, err)
+	}
+	ms, sec := time.UnixMilli(1654012591514).UTC(), time.Unix(1654012591, 0).UTC()
+	for id, want := range map[string]*time.Time{"user_ms": &ms, "user_s": &sec, "user_none": nil, "user_text": nil} {
+		u, err := s.Users().Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := u.Profile.SourceCreatedAt
+		if (got == nil) != (want == nil) || got != nil && !got.Equal(*want) {
+			t.Errorf("%s: sourceCreatedAt %v, want %v", id, got, want)
+		}
+		if !u.UpdatedAt.Equal(at) {
+			t.Errorf("%s: updatedAt moved to %v", id, u.UpdatedAt)
+		}
+	}
+}
