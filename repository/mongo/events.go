@@ -391,6 +391,12 @@ func (e *Events) walkLog(ctx context.Context, f models.EventFilter, want int, qu
 	if !f.Since.IsZero() {
 		plan.end = timeKey(f.Since)
 	}
+	// A first page (from now) crosses what arrived since the last one in
+	// one window, then walks down from where that one's events began.
+	fromNow := f.After == "" && f.Until.IsZero()
+	if fromNow {
+		plan = plan.withEdge(e.density.edge(kind))
+	}
 	floor := func() error {
 		if !f.Since.IsZero() {
 			return nil
@@ -413,7 +419,10 @@ func (e *Events) walkLog(ctx context.Context, f models.EventFilter, want int, qu
 	if len(docs) >= want {
 		reach = timeKey(docs[len(docs)-1].ReceivedAt)
 	}
-	e.density.note(kind, len(docs), covered(plan.start, reach, true))
+	e.density.note(kind, len(docs), covered(plan.from(), reach, true))
+	if fromNow && len(docs) > 0 {
+		e.density.noteEdge(kind, timeKey(docs[0].ReceivedAt))
+	}
 	return docs, nil
 }
 

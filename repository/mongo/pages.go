@@ -163,6 +163,9 @@ func changesPage[T pageDoc](ctx context.Context, src source[T], d *densities, wh
 	if density, ok := d.get(kind); ok {
 		plan.width = firstWidth(f.Limit+1, density, math.MaxUint64)
 	}
+	// A client catching up from long ago crosses the time before the
+	// first change in one window, then walks up from where it was.
+	plan = plan.withEdge(d.edge(kind))
 	docs, _, err := walkWindows(&plan, f.Limit+1, nil, func(w window, limit int) ([]T, error) {
 		return src.find(ctx, changesWindowFilter(filter, w), changesOrder, limit)
 	})
@@ -173,7 +176,10 @@ func changesPage[T pageDoc](ctx context.Context, src source[T], d *densities, wh
 	if len(docs) > f.Limit {
 		reach = timeKey(docs[len(docs)-1].changedAt())
 	}
-	d.note(kind, len(docs), max(covered(plan.start, reach, false), 1))
+	d.note(kind, len(docs), max(covered(plan.from(), reach, false), 1))
+	if len(docs) > 0 && f.After == "" {
+		d.noteEdge(kind, timeKey(docs[0].changedAt()))
+	}
 	if len(docs) > f.Limit {
 		docs = docs[:f.Limit]
 	}

@@ -44,6 +44,34 @@ type windowPlan struct {
 	// ascending walk from a start that is only a hint (the oldest key
 	// seen) uses it, so that nothing before the hint is missed.
 	openStart bool
+	// edge, when hasEdge, is where the matches begin, as the last walk of
+	// the kind found them (densities.edge): window 0 reaches from start to edge
+	// in one, whatever it holds (usually little: what arrived since), and
+	// the walk goes on from edge in windows of width. A walk from a far
+	// start (the log from now, the change feed from long ago) so crosses a
+	// gap in one window, instead of windows growing across it until one
+	// holds every match beyond it, which an engine without index-ordered
+	// sorts sorts whole. It is a hint: it moves window
+	// bounds, never what the walk reads in all.
+	edge    uint64
+	hasEdge bool
+}
+
+// withEdge is p with the hint edge (see windowPlan.edge), when edge lies
+// strictly between p's start and end; else p as it is.
+func (p windowPlan) withEdge(edge uint64, ok bool) windowPlan {
+	if ok && (p.desc && edge < p.start && edge > p.end || !p.desc && edge > p.start && edge < p.end) {
+		p.edge, p.hasEdge = edge, true
+	}
+	return p
+}
+
+// from is where p's windows of width begin: its edge, or its start.
+func (p windowPlan) from() uint64 {
+	if p.hasEdge {
+		return p.edge
+	}
+	return p.start
 }
 
 // window is the keys [lo, hi) of one window; noLo and noHi say that a
@@ -58,6 +86,21 @@ type window struct {
 // window i-1 ended plus width×growth^i: the walk covers 1, 5, 21, 85…
 // widths. Its far side is unbounded once it would reach past end.
 func (p windowPlan) window(i int) window {
+	if p.hasEdge {
+		if i == 0 { // [start, edge), or [edge, start) going down
+			if p.desc {
+				return window{lo: p.edge, noHi: true}
+			}
+			return window{lo: p.start, noLo: p.openStart, hi: p.edge}
+		}
+		rest := p
+		rest.hasEdge, rest.start, rest.openStart = false, p.edge, false
+		w := rest.window(i - 1)
+		if p.desc && i == 1 {
+			w.hi, w.noHi = p.edge, false
+		}
+		return w
+	}
 	width := max(p.width, 1)
 	near, far := span(width, i-1), span(width, i)
 	var w window
@@ -169,8 +212,9 @@ func (w window) idRange() bson.D {
 // last time (an exponential average): what sizes the next first window.
 // It is a hint: a wrong one costs windows, never a missed match.
 type densities struct {
-	mu stdsync.Mutex
-	m  map[string]float64
+	mu    stdsync.Mutex
+	m     map[string]float64
+	edges map[string]uint64 // see edge
 }
 
 // get returns the density of kind, or ok=false if no walk measured it.
@@ -196,6 +240,25 @@ func (d *densities) note(kind string, n int, covered uint64) {
 		measured = (old + measured) / 2
 	}
 	d.m[kind] = measured
+}
+
+// edge returns where the matches of kind began the last time
+// (windowPlan.edge), if a walk noted it. Like a density, a hint.
+func (d *densities) edge(kind string) (uint64, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k, ok := d.edges[kind]
+	return k, ok
+}
+
+// noteEdge records that the matches of a walk of kind began at key k.
+func (d *densities) noteEdge(kind string, k uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.edges == nil {
+		d.edges = map[string]uint64{}
+	}
+	d.edges[kind] = k
 }
 
 // firstWidth is the width of a first window that should hold want

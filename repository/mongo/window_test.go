@@ -24,6 +24,12 @@ func TestWindowPlan_CoversTheRangeOnceInOrder(t *testing.T) {
 		{start: 100, end: 1000, width: 3, openStart: true},
 		{start: math.MaxUint64 - 10, end: math.MaxUint64, width: 4},
 		{start: 7, end: 9, width: math.MaxUint64, openStart: true},
+		// with an edge: a gap crossed in one window, then windows from it
+		windowPlan{start: 1_000_000, end: 0, desc: true, width: 10}.withEdge(400_000, true),
+		windowPlan{start: 100, end: 1_000_000, width: 3, openStart: true}.withEdge(900_000, true),
+		windowPlan{start: 0, end: math.MaxUint64, width: 1 << 10}.withEdge(1<<62, true),
+		// an edge outside the range is no edge
+		windowPlan{start: 1_000_000, end: 500, desc: true, width: 10}.withEdge(100, true),
 	}
 	for _, p := range tests {
 		var ws []window
@@ -47,11 +53,17 @@ func TestWindowPlan_CoversTheRangeOnceInOrder(t *testing.T) {
 				t.Errorf("%+v: window %d %+v does not continue %+v", p, i, w, prev)
 			}
 		}
-		dist := float64(p.start) - float64(p.end)
+		if p.hasEdge && (p.desc && ws[0].lo != p.edge || !p.desc && ws[0].hi != p.edge) {
+			t.Errorf("%+v: the first window %+v does not reach the edge", p, ws[0])
+		}
+		dist := float64(p.from()) - float64(p.end)
 		if !p.desc {
 			dist = -dist
 		}
 		bound := math.Max(math.Log(max(dist, 1)/float64(max(p.width, 1)))/math.Log(windowGrowth), 0) + 2
+		if p.hasEdge {
+			bound++
+		}
 		if float64(len(ws)) > bound {
 			t.Errorf("%+v: %d windows, want at most %.0f", p, len(ws), bound)
 		}

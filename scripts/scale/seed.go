@@ -226,8 +226,24 @@ func (b *bench) seedUsers(ctx context.Context, lo, hi int, now time.Time) error 
 		}
 		changes = append(changes, ch)
 	}
-	return b.seedChanges(ctx, changes, now)
+	// As a backfill leaves them: written over time, seedUsersPerMs users a
+	// millisecond (user i at now less (maxSeedUsers-i)/seedUsersPerMs ms),
+	// not all in one millisecond, which no window of time could split.
+	for len(changes) > 0 {
+		i := hi - len(changes)
+		n := min(len(changes), seedUsersPerMs-i%seedUsersPerMs)
+		at := now.Add(-time.Duration((maxSeedUsers-i)/seedUsersPerMs) * time.Millisecond)
+		if err := b.seedChanges(ctx, changes[:n], at); err != nil {
+			return err
+		}
+		changes = changes[n:]
+	}
+	return nil
 }
+
+// seedUsersPerMs and maxSeedUsers place the seeded users' updatedAt (see
+// seedUsers): 10M users span 100 s before the seed time.
+const seedUsersPerMs, maxSeedUsers = 100, 10_000_000
 
 // seedEvents seeds events [lo, hi) for users [0, users).
 func (b *bench) seedEvents(ctx context.Context, lo, hi, users int) error {
