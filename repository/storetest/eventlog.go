@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -15,23 +14,61 @@ import (
 // The promises about reading the event log: newest first, in full pages,
 // with every filter, by kind of object and by object.
 
-func testEventLog(t *testing.T, s repository.Store) {
+// logRow is one event of an event log fixture: its eventId, kind, type,
+// object (none for a user event), user, status, and when it was received
+// after t0.
+type logRow struct {
+	id     string
+	kind   models.Kind
+	typ    models.EventType
+	object string
+	user   string
+	status models.EventStatus
+	at     time.Duration
+}
+
+// recordLog records the events of rows in order, marks the processed ones
+// applied and the failed ones given up, and returns them as stored,
+// oldest first.
+func recordLog(t *testing.T, s repository.Store, rows []logRow) []models.Event {
+	t.Helper()
 	ctx := context.Background()
-	types := []models.EventType{models.EventCreated, models.EventUpdated, models.EventDeleted}
 	var all []models.Event
-	for i := range 12 {
-		user := fmt.Sprintf("user_%d", i%3)
-		ev := kindEvent(fmt.Sprintf("msg_log%02d", i), models.KindUser, types[i%3], user, user, time.Duration(i/2)*time.Second) // pairs share a time
-		ev.RawBody = []byte(`{}`)
-		ev = record(t, s, ev)
-		if i%4 == 0 {
+	for _, r := range rows {
+		ev := record(t, s, kindEvent(r.id, r.kind, r.typ, r.object, r.user, r.at))
+		switch r.status {
+		case models.StatusProcessed:
 			if err := s.Events().MarkProcessed(ctx, ev.ID, models.OutcomeApplied, t0); err != nil {
 				t.Fatal(err)
 			}
-			ev.Status = models.StatusProcessed
+		case models.StatusFailed:
+			if err := s.Events().MarkFailed(ctx, ev.ID, "boom", nil); err != nil {
+				t.Fatal(err)
+			}
 		}
+		ev.Status = r.status
 		all = append(all, ev)
 	}
+	return all
+}
+
+func testEventLog(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	// Pairs of events share a time.
+	all := recordLog(t, s, []logRow{
+		{"msg_log00", models.KindUser, models.EventCreated, "", "user_0", models.StatusProcessed, 0},
+		{"msg_log01", models.KindUser, models.EventUpdated, "", "user_1", models.StatusStored, 0},
+		{"msg_log02", models.KindUser, models.EventDeleted, "", "user_2", models.StatusStored, 1 * time.Second},
+		{"msg_log03", models.KindUser, models.EventCreated, "", "user_0", models.StatusStored, 1 * time.Second},
+		{"msg_log04", models.KindUser, models.EventUpdated, "", "user_1", models.StatusProcessed, 2 * time.Second},
+		{"msg_log05", models.KindUser, models.EventDeleted, "", "user_2", models.StatusStored, 2 * time.Second},
+		{"msg_log06", models.KindUser, models.EventCreated, "", "user_0", models.StatusStored, 3 * time.Second},
+		{"msg_log07", models.KindUser, models.EventUpdated, "", "user_1", models.StatusStored, 3 * time.Second},
+		{"msg_log08", models.KindUser, models.EventDeleted, "", "user_2", models.StatusProcessed, 4 * time.Second},
+		{"msg_log09", models.KindUser, models.EventCreated, "", "user_0", models.StatusStored, 4 * time.Second},
+		{"msg_log10", models.KindUser, models.EventUpdated, "", "user_1", models.StatusStored, 5 * time.Second},
+		{"msg_log11", models.KindUser, models.EventDeleted, "", "user_2", models.StatusStored, 5 * time.Second},
+	})
 	for _, f := range []models.EventFilter{
 		{},
 		{Status: models.StatusProcessed},
@@ -51,25 +88,28 @@ func testEventLog(t *testing.T, s repository.Store) {
 }
 
 func testEventLogByKindAndObject(t *testing.T, s repository.Store) {
-	ctx := context.Background()
-	ets := []models.EventType{models.EventCreated, models.EventUpdated, models.EventDeleted}
-	var all []models.Event
-	for i := range 18 {
-		k := models.Kinds[i%3]
-		object := fmt.Sprintf("%s_%d", map[models.Kind]string{models.KindUser: "user", models.KindOrganization: "org", models.KindMembership: "orgmem"}[k], i%2)
-		user := "user_k"
-		if k == models.KindOrganization {
-			user = ""
-		}
-		ev := record(t, s, kindEvent(fmt.Sprintf("msg_k%02d", i), k, ets[(i/3)%3], object, user, time.Duration(i/2)*time.Second))
-		if i%5 == 0 {
-			if err := s.Events().MarkFailed(ctx, ev.ID, "boom", nil); err != nil {
-				t.Fatal(err)
-			}
-			ev.Status = models.StatusFailed
-		}
-		all = append(all, ev)
-	}
+	// Every kind, type and status; two objects of each kind but users, a
+	// user of every event but an organization's; pairs share a time.
+	all := recordLog(t, s, []logRow{
+		{"msg_k00", models.KindUser, models.EventCreated, "", "user_k", models.StatusFailed, 0},
+		{"msg_k01", models.KindOrganization, models.EventCreated, "org_1", "", models.StatusStored, 0},
+		{"msg_k02", models.KindMembership, models.EventCreated, "orgmem_0", "user_k", models.StatusStored, 1 * time.Second},
+		{"msg_k03", models.KindUser, models.EventUpdated, "", "user_k", models.StatusStored, 1 * time.Second},
+		{"msg_k04", models.KindOrganization, models.EventUpdated, "org_0", "", models.StatusStored, 2 * time.Second},
+		{"msg_k05", models.KindMembership, models.EventUpdated, "orgmem_1", "user_k", models.StatusFailed, 2 * time.Second},
+		{"msg_k06", models.KindUser, models.EventDeleted, "", "user_k", models.StatusStored, 3 * time.Second},
+		{"msg_k07", models.KindOrganization, models.EventDeleted, "org_1", "", models.StatusStored, 3 * time.Second},
+		{"msg_k08", models.KindMembership, models.EventDeleted, "orgmem_0", "user_k", models.StatusStored, 4 * time.Second},
+		{"msg_k09", models.KindUser, models.EventCreated, "", "user_k", models.StatusStored, 4 * time.Second},
+		{"msg_k10", models.KindOrganization, models.EventCreated, "org_0", "", models.StatusFailed, 5 * time.Second},
+		{"msg_k11", models.KindMembership, models.EventCreated, "orgmem_1", "user_k", models.StatusStored, 5 * time.Second},
+		{"msg_k12", models.KindUser, models.EventUpdated, "", "user_k", models.StatusStored, 6 * time.Second},
+		{"msg_k13", models.KindOrganization, models.EventUpdated, "org_1", "", models.StatusStored, 6 * time.Second},
+		{"msg_k14", models.KindMembership, models.EventUpdated, "orgmem_0", "user_k", models.StatusStored, 7 * time.Second},
+		{"msg_k15", models.KindUser, models.EventDeleted, "", "user_k", models.StatusFailed, 7 * time.Second},
+		{"msg_k16", models.KindOrganization, models.EventDeleted, "org_0", "", models.StatusStored, 8 * time.Second},
+		{"msg_k17", models.KindMembership, models.EventDeleted, "orgmem_1", "user_k", models.StatusStored, 8 * time.Second},
+	})
 	for _, f := range []models.EventFilter{
 		{Kind: models.KindMembership},
 		{Kind: models.KindUser, EventType: models.EventUpdated},

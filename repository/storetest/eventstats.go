@@ -22,11 +22,7 @@ func testStats(t *testing.T, s repository.Store) {
 		t.Skip("the store seeds nothing")
 	}
 	var seeded []models.Event
-	for i := range 4 {
-		outcome := models.OutcomeApplied
-		if i == 3 {
-			outcome = models.OutcomeStale
-		}
+	for i, outcome := range []models.Outcome{models.OutcomeApplied, models.OutcomeApplied, models.OutcomeApplied, models.OutcomeStale} {
 		ev := newEvent(fmt.Sprintf("msg_seed_%d", i), "user_1", `{}`)
 		ev.Status, ev.Outcome, ev.ProcessedAt, ev.Attempts = models.StatusProcessed, outcome, &old, 1
 		seeded = append(seeded, ev)

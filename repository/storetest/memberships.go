@@ -394,21 +394,31 @@ func testMemberFromUser(t *testing.T, s repository.Store) {
 func testMemberList(t *testing.T, s repository.Store) {
 	ctx := context.Background()
 	applyOrg(t, s, orgChange("org_l", "msg_o", 0, "Listed"))
-	var want []string
-	for i := range 7 {
-		id := fmt.Sprintf("orgmem_l%d", i)
-		applyMember(t, s, memberChange(id, "org_l", fmt.Sprintf("user_l%d", i), "msg_"+id, time.Second, "member"))
-		switch i {
-		case 2:
-			applyMember(t, s, memberDeletion(id, "org_l", fmt.Sprintf("user_l%d", i), "msg_del_"+id, 2*time.Second))
-		case 4, 5: // deprovisioned users, one after the other: a page is still full
-			u := change(fmt.Sprintf("user_l%d", i), "msg_u"+id, time.Second, "")
+	for _, m := range []struct {
+		id, user      string
+		deleted       bool // by its own deletion
+		deprovisioned bool // its user is
+	}{
+		{id: "orgmem_l0", user: "user_l0"},
+		{id: "orgmem_l1", user: "user_l1"},
+		{id: "orgmem_l2", user: "user_l2", deleted: true},
+		{id: "orgmem_l3", user: "user_l3"},
+		// Deprovisioned users, one after the other: a page is still full.
+		{id: "orgmem_l4", user: "user_l4", deprovisioned: true},
+		{id: "orgmem_l5", user: "user_l5", deprovisioned: true},
+		{id: "orgmem_l6", user: "user_l6"},
+	} {
+		applyMember(t, s, memberChange(m.id, "org_l", m.user, "msg_"+m.id, time.Second, "member"))
+		if m.deleted {
+			applyMember(t, s, memberDeletion(m.id, "org_l", m.user, "msg_del_"+m.id, 2*time.Second))
+		}
+		if m.deprovisioned {
+			u := change(m.user, "msg_u"+m.id, time.Second, "")
 			u.Deprovisioned = true
 			apply(t, s, u)
-		default:
-			want = append(want, id)
 		}
 	}
+	want := []string{"orgmem_l0", "orgmem_l1", "orgmem_l3", "orgmem_l6"}
 	if got := ids(memberships(t, s, models.MembershipFilter{OrgID: "org_l"})); !eachOnce(got, want) {
 		t.Errorf("active memberships = %v, want %v", got, want)
 	}

@@ -114,20 +114,23 @@ func testOrgEveryOrder(t *testing.T, s repository.Store) {
 
 func testOrgList(t *testing.T, s repository.Store) {
 	ctx := context.Background()
-	var want []string
-	for i := range 6 {
-		id := fmt.Sprintf("org_list%d", i)
-		name := "Name" + id
-		if i == 4 {
-			name = "Shared"
+	for _, o := range []struct {
+		id, name string // the slug is the name in lower case
+		deleted  bool
+	}{
+		{"org_list0", "Nameorg_list0", false},
+		{"org_list1", "Nameorg_list1", true},
+		{"org_list2", "Nameorg_list2", false},
+		{"org_list3", "Nameorg_list3", false},
+		{"org_list4", "Shared", false},
+		{"org_list5", "Nameorg_list5", false},
+	} {
+		applyOrg(t, s, orgChange(o.id, "msg_"+o.id, time.Second, o.name))
+		if o.deleted {
+			applyOrg(t, s, orgDeletion(o.id, "msg_del_"+o.id, 2*time.Second))
 		}
-		applyOrg(t, s, orgChange(id, "msg_"+id, time.Second, name))
-		if i == 1 {
-			applyOrg(t, s, orgDeletion(id, "msg_del_"+id, 2*time.Second))
-			continue
-		}
-		want = append(want, id)
 	}
+	want := []string{"org_list0", "org_list2", "org_list3", "org_list4", "org_list5"}
 	walk := func(f models.OrganizationFilter) []string {
 		f.Limit = 2
 		var out []string
@@ -216,26 +219,29 @@ func testOrgAndMemberWalk(t *testing.T, s repository.Store) {
 			t.Fatal(err)
 		}
 	}
-	var wantOrgs, wantMembers []string
-	for i := range 6 {
-		org, mem := fmt.Sprintf("org_walk%d", i), fmt.Sprintf("orgmem_walk%d", i)
-		at := written
-		if i == 4 {
-			at = written.Add(time.Minute) // first written after the cut
-		}
-		apply(at, orgChange(org, "msg_o"+org, time.Second, "Walk"))
-		apply(at, memberChange(mem, org, fmt.Sprintf("user_walk%d", i), "msg_m"+mem, time.Second, "member"))
-		switch i {
-		case 2: // the organization is deleted, and its membership with it
-			apply(at, orgDeletion(org, "msg_d"+org, 2*time.Second))
-		case 3: // the membership alone is deleted
-			apply(at, memberDeletion(mem, org, fmt.Sprintf("user_walk%d", i), "msg_d"+mem, 2*time.Second))
-			wantOrgs = append(wantOrgs, org)
-		case 4:
-		default:
-			wantOrgs, wantMembers = append(wantOrgs, org), append(wantMembers, mem)
+	for _, w := range []struct {
+		org, mem, user string    // an organization with one membership, of user
+		at             time.Time // when both were first written
+		deleted        string    // "organization" (its membership with it), "membership" (alone) or ""
+	}{
+		{"org_walk0", "orgmem_walk0", "user_walk0", written, ""},
+		{"org_walk1", "orgmem_walk1", "user_walk1", written, ""},
+		{"org_walk2", "orgmem_walk2", "user_walk2", written, "organization"},
+		{"org_walk3", "orgmem_walk3", "user_walk3", written, "membership"},
+		{"org_walk4", "orgmem_walk4", "user_walk4", written.Add(time.Minute), ""}, // after the cut
+		{"org_walk5", "orgmem_walk5", "user_walk5", written, ""},
+	} {
+		apply(w.at, orgChange(w.org, "msg_o"+w.org, time.Second, "Walk"))
+		apply(w.at, memberChange(w.mem, w.org, w.user, "msg_m"+w.mem, time.Second, "member"))
+		switch w.deleted {
+		case "organization":
+			apply(w.at, orgDeletion(w.org, "msg_d"+w.org, 2*time.Second))
+		case "membership":
+			apply(w.at, memberDeletion(w.mem, w.org, w.user, "msg_d"+w.mem, 2*time.Second))
 		}
 	}
+	wantOrgs := []string{"org_walk0", "org_walk1", "org_walk3", "org_walk5"}
+	wantMembers := []string{"orgmem_walk0", "orgmem_walk1", "orgmem_walk5"}
 	cut := written.Add(time.Second)
 	var orgs, members []string
 	if err := s.Organizations().WalkActive(ctx, cut, func(id string) error { orgs = append(orgs, id); return nil }); err != nil {

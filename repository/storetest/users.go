@@ -118,16 +118,27 @@ func testEveryOrderEndsTheSame(t *testing.T, s repository.Store) {
 
 func testConcurrentStates(t *testing.T, s repository.Store) {
 	ctx := context.Background()
-	const users, versions = 20, 4
-	for u := range users {
-		apply(t, s, change(fmt.Sprintf("user_%d", u), "msg_0", 0, ""))
+	const versions = 4
+	// Each user's last version, msg_4, deletes it or updates it.
+	users := []struct {
+		id      string
+		deleted bool
+	}{
+		{"user_0", true}, {"user_1", false}, {"user_2", false}, {"user_3", true},
+		{"user_4", false}, {"user_5", false}, {"user_6", true}, {"user_7", false},
+		{"user_8", false}, {"user_9", true}, {"user_10", false}, {"user_11", false},
+		{"user_12", true}, {"user_13", false}, {"user_14", false}, {"user_15", true},
+		{"user_16", false}, {"user_17", false}, {"user_18", true}, {"user_19", false},
+	}
+	for _, u := range users {
+		apply(t, s, change(u.id, "msg_0", 0, ""))
 	}
 	var wg stdsync.WaitGroup
-	for u := range users {
+	for _, u := range users {
 		for v := 1; v <= versions; v++ {
 			wg.Go(func() {
-				ch := change(fmt.Sprintf("user_%d", u), fmt.Sprintf("msg_%d", v), time.Duration(v)*time.Second, "")
-				if v == versions && u%3 == 0 {
+				ch := change(u.id, fmt.Sprintf("msg_%d", v), time.Duration(v)*time.Second, "")
+				if v == versions && u.deleted {
 					ch = deletion(ch.UserID, ch.EventID, time.Duration(v)*time.Second)
 				}
 				if _, err := s.Users().Apply(ctx, ch, time.Now()); err != nil {
@@ -137,11 +148,10 @@ func testConcurrentStates(t *testing.T, s repository.Store) {
 		}
 	}
 	wg.Wait()
-	for u := range users {
-		got := get(t, s, fmt.Sprintf("user_%d", u))
-		want := fmt.Sprintf("msg_%d", versions)
-		if got.LastEventID != want || (u%3 == 0) != got.Deleted() {
-			t.Errorf("user_%d ended on %s (deleted %v), want %s (deleted %v)", u, got.LastEventID, got.Deleted(), want, u%3 == 0)
+	for _, u := range users {
+		got := get(t, s, u.id)
+		if got.LastEventID != "msg_4" || u.deleted != got.Deleted() {
+			t.Errorf("%s ended on %s (deleted %v), want msg_4 (deleted %v)", u.id, got.LastEventID, got.Deleted(), u.deleted)
 		}
 	}
 }
@@ -270,16 +280,24 @@ func testEmailSwaps(t *testing.T, s repository.Store) {
 
 func testUserList(t *testing.T, s repository.Store) {
 	ctx := context.Background()
-	var want []string
-	for i := range 7 {
-		id := fmt.Sprintf("user_list%d", i)
-		apply(t, s, change(id, "msg_"+id, time.Second, fmt.Sprintf("l%d@example.com", i)))
-		if i == 2 || i == 5 {
-			apply(t, s, deletion(id, "msg_del_"+id, 2*time.Second))
-			continue
+	for _, u := range []struct {
+		id, email string
+		deleted   bool
+	}{
+		{"user_list0", "l0@example.com", false},
+		{"user_list1", "l1@example.com", false},
+		{"user_list2", "l2@example.com", true},
+		{"user_list3", "l3@example.com", false},
+		{"user_list4", "l4@example.com", false},
+		{"user_list5", "l5@example.com", true},
+		{"user_list6", "l6@example.com", false},
+	} {
+		apply(t, s, change(u.id, "msg_"+u.id, time.Second, u.email))
+		if u.deleted {
+			apply(t, s, deletion(u.id, "msg_del_"+u.id, 2*time.Second))
 		}
-		want = append(want, id)
 	}
+	want := []string{"user_list0", "user_list1", "user_list3", "user_list4", "user_list6"}
 	walk := func(f models.UserFilter) []string {
 		var ids []string
 		for range 20 {
@@ -381,25 +399,29 @@ func testWalkActive(t *testing.T, s repository.Store) {
 		return models.Change{UserID: id, EventID: eventID, SourceTime: written.Add(-time.Hour), Deleted: deleted,
 			DisplayName: id, Metadata: json.RawMessage(`{}`)}
 	}
-	var want []string
-	for i := range 7 {
-		id := fmt.Sprintf("user_walk%d", i)
-		at := written
-		if i == 5 {
-			at = written.Add(time.Minute) // first written after the cut
-		}
-		if _, err := s.Users().Apply(ctx, state(id, "msg_"+id, false), at); err != nil {
+	for _, u := range []struct {
+		id      string
+		at      time.Time // when it was first written
+		deleted bool
+	}{
+		{"user_walk0", written, false},
+		{"user_walk1", written, false},
+		{"user_walk2", written, false},
+		{"user_walk3", written, true},
+		{"user_walk4", written, false},
+		{"user_walk5", written.Add(time.Minute), false}, // after the cut
+		{"user_walk6", written, false},
+	} {
+		if _, err := s.Users().Apply(ctx, state(u.id, "msg_"+u.id, false), u.at); err != nil {
 			t.Fatal(err)
 		}
-		if i == 3 {
-			if _, err := s.Users().Apply(ctx, state(id, "msg_z_"+id, true), at); err != nil {
+		if u.deleted {
+			if _, err := s.Users().Apply(ctx, state(u.id, "msg_z_"+u.id, true), u.at); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if i != 3 && i != 5 {
-			want = append(want, id)
-		}
 	}
+	want := []string{"user_walk0", "user_walk1", "user_walk2", "user_walk4", "user_walk6"}
 	var got []string
 	if err := s.Users().WalkActive(ctx, written.Add(time.Second), func(id string) error {
 		got = append(got, id)
