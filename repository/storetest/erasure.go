@@ -2,8 +2,7 @@ package storetest
 
 import (
 	"context"
-	"fmt"
-	"slices"
+	"errors"
 	"testing"
 	"time"
 
@@ -11,111 +10,94 @@ import (
 	"github.com/usersync/usersync/repository"
 )
 
-// The promises about the event log by kind of object and by object, the
-// stats per kind, and the erasure of a deleted membership's member data.
+// The promises about erasure: the events of a deleted user or membership
+// lose their bodies once due, late and pending ones included, and no other
+// event does.
 
-// kindEvent is a stored event of kind k changing object (a user id for a
-// user event, an organization or membership id else), of user userID.
-func kindEvent(eventID string, k models.Kind, et models.EventType, object, userID string, at time.Duration) models.Event {
-	typ := models.TypesOf(k)[slices.Index([]models.EventType{models.EventCreated, models.EventUpdated, models.EventDeleted}, et)]
-	ev := models.Event{EventID: eventID, Type: typ, EventType: et, UserID: userID, ObjectID: object,
-		RawBody: []byte(`{"public_user_data":{"first_name":"Ada"}}`), Source: models.SourceClerk,
-		ReceivedAt: t0.Add(at), Status: models.StatusStored}
-	if k == models.KindUser {
-		ev.ObjectID = ""
+// eraseSetup makes user_er deleted with two processed events.
+func eraseSetup(t *testing.T, s repository.Store, user string) []string {
+	ctx := context.Background()
+	var ids []string
+	for i, ch := range []models.Change{change(user, "msg_er1"+user, time.Second, user+"@example.com"), deletion(user, "msg_er2"+user, 2*time.Second)} {
+		ev := record(t, s, newEvent(ch.EventID, user, `{"email":"`+user+`@example.com"}`))
+		o := apply(t, s, ch)
+		if err := s.Events().MarkProcessed(ctx, ev.ID, o, t0.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ev.ID)
 	}
-	return ev
+	return ids
 }
 
-func testEventLogByKindAndObject(t *testing.T, s repository.Store) {
+func testErasure(t *testing.T, s repository.Store) {
 	ctx := context.Background()
-	ets := []models.EventType{models.EventCreated, models.EventUpdated, models.EventDeleted}
-	var all []models.Event
-	for i := range 18 {
-		k := models.Kinds[i%3]
-		object := fmt.Sprintf("%s_%d", map[models.Kind]string{models.KindUser: "user", models.KindOrganization: "org", models.KindMembership: "orgmem"}[k], i%2)
-		user := "user_k"
-		if k == models.KindOrganization {
-			user = ""
-		}
-		ev := record(t, s, kindEvent(fmt.Sprintf("msg_k%02d", i), k, ets[(i/3)%3], object, user, time.Duration(i/2)*time.Second))
-		if i%5 == 0 {
-			if err := s.Events().MarkFailed(ctx, ev.ID, "boom", nil); err != nil {
-				t.Fatal(err)
-			}
-			ev.Status = models.StatusFailed
-		}
-		all = append(all, ev)
+	ids := eraseSetup(t, s, "user_er")
+	apply(t, s, change("user_active", "msg_act", time.Second, ""))
+	if _, err := s.EraseUser(ctx, "user_active", t0); !errors.Is(err, models.ErrConflict) {
+		t.Errorf("EraseUser of an active user: %v, want ErrConflict", err)
 	}
-	for _, f := range []models.EventFilter{
-		{Kind: models.KindMembership},
-		{Kind: models.KindUser, EventType: models.EventUpdated},
-		{EventType: models.EventDeleted},
-		{Status: models.StatusFailed, Kind: models.KindOrganization},
-		{Status: models.StatusStored, EventType: models.EventCreated},
-		{Status: models.StatusStored, Kind: models.KindMembership, EventType: models.EventUpdated},
-		{ObjectID: "orgmem_1"},
-		{ObjectID: "org_0", Status: models.StatusStored},
-		{UserID: "user_k", Kind: models.KindMembership},
-		{Kind: models.KindOrganization, Since: t0.Add(2 * time.Second), Until: t0.Add(7 * time.Second)},
-	} {
-		want := selected(all, f)
-		if len(want) == 0 {
-			t.Fatalf("filter %+v selects nothing: the test is wrong", f)
+	if _, err := s.EraseUser(ctx, "user_unknown", t0); !errors.Is(err, models.ErrNotFound) {
+		t.Errorf("EraseUser of an unknown user: %v, want ErrNotFound", err)
+	}
+	// Not due yet: deleted after the cutoff.
+	if res, err := s.EraseDeletedBefore(ctx, t0, t0); err != nil || res.Events != 0 {
+		t.Errorf("erasure before the cutoff = %+v, %v; want nothing erased", res, err)
+	}
+	res, err := s.EraseDeletedBefore(ctx, t0.Add(time.Hour), t0.Add(time.Hour))
+	if err != nil || res.Users != 1 || res.Events != 2 || res.Pending != 0 {
+		t.Errorf("erasure = %+v, %v; want 1 user, 2 events", res, err)
+	}
+	for _, id := range ids {
+		if ev := getEvent(t, s, id); len(ev.RawBody) != 0 || ev.ErasedAt == nil {
+			t.Errorf("event %s after erasure: body %q, erasedAt %v", id, ev.RawBody, ev.ErasedAt)
 		}
-		if got := logIDs(t, s, f); !inLogOrder(all, got, want) {
-			t.Errorf("List(%+v) = %v, want %v (newest first, every page full)", f, got, want)
-		}
+	}
+	if res, err := s.EraseDeletedBefore(ctx, t0.Add(time.Hour), t0.Add(time.Hour)); err != nil || res != (models.Erasure{}) {
+		t.Errorf("a second pass = %+v, %v; want nothing to do", res, err)
 	}
 }
 
-func testStatsPerKind(t *testing.T, s repository.Store) {
+func testEraseLateEvent(t *testing.T, s repository.Store) {
 	ctx := context.Background()
+	eraseSetup(t, s, "user_late")
+	if res, err := s.EraseUser(ctx, "user_late", t0); err != nil || res.Users != 1 {
+		t.Fatalf("EraseUser = %+v, %v", res, err)
+	}
+	late := change("user_late", "msg_late", time.Hour, "user_late@example.com")
+	ev := record(t, s, newEvent(late.EventID, "user_late", `{"email":"user_late@example.com"}`))
+	o := apply(t, s, late)
+	if o != models.OutcomeDeletedUser {
+		t.Fatalf("late event outcome %q, want deleted_user", o)
+	}
+	if err := s.Events().MarkProcessed(ctx, ev.ID, o, t0); err != nil {
+		t.Fatal(err)
+	}
+	if got := getEvent(t, s, ev.ID); len(got.RawBody) != 0 || got.ErasedAt == nil {
+		t.Errorf("an event of an erased user kept its body: %q", got.RawBody)
+	}
+}
+
+func testErasePending(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	eraseSetup(t, s, "user_pend")
 	retry := t0.Add(time.Hour)
-	for i, c := range []struct {
-		k     models.Kind
-		retry *time.Time // failed with a retry; nil with fail: given up
-		fail  bool
-	}{
-		{k: models.KindUser},
-		{k: models.KindUser, fail: true, retry: &retry},
-		{k: models.KindOrganization, fail: true},
-		{k: models.KindMembership},
-		{k: models.KindMembership},
-		{k: models.KindMembership, fail: true},
-		{k: models.KindMembership, fail: true, retry: &retry},
-	} {
-		ev := record(t, s, kindEvent(fmt.Sprintf("msg_sk%d", i), c.k, models.EventUpdated, "org_sk", "user_sk", time.Duration(i)*time.Second))
-		if c.fail {
-			if err := s.Events().MarkFailed(ctx, ev.ID, "boom", c.retry); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	done := record(t, s, kindEvent("msg_sk_done", models.KindMembership, models.EventUpdated, "orgmem_sk", "user_sk", 0))
-	if err := s.Events().MarkProcessed(ctx, done.ID, models.OutcomeApplied, t0); err != nil {
+	pending := record(t, s, newEvent("msg_pending", "user_pend", `{"email":"p@example.com"}`))
+	if err := s.Events().MarkFailed(ctx, pending.ID, "boom", &retry); err != nil {
 		t.Fatal(err)
 	}
-	st, err := s.Events().Stats(ctx)
-	if err != nil {
+	res, err := s.EraseUser(ctx, "user_pend", t0)
+	if err != nil || res.Pending != 1 || res.Events != 2 || res.Users != 0 {
+		t.Fatalf("EraseUser with a pending event = %+v, %v", res, err)
+	}
+	if err := s.Events().MarkProcessed(ctx, pending.ID, models.OutcomeDeletedUser, t0); err != nil {
 		t.Fatal(err)
 	}
-	want := map[models.Kind]models.KindStats{
-		models.KindUser:         {Stored: 1, Failed: 1, GaveUp: 0},
-		models.KindOrganization: {Stored: 0, Failed: 1, GaveUp: 1},
-		models.KindMembership:   {Stored: 2, Failed: 2, GaveUp: 1},
+	res, err = s.EraseDeletedBefore(ctx, t0, t0)
+	if err != nil || res.Events != 1 || res.Users != 1 {
+		t.Errorf("the next pass = %+v, %v; want the pending event erased", res, err)
 	}
-	if len(st.ByKind) != len(want) {
-		t.Errorf("ByKind = %+v, want every kind: %+v", st.ByKind, want)
-	}
-	for k, w := range want {
-		if st.ByKind[k] != w {
-			t.Errorf("ByKind[%s] = %+v, want %+v", k, st.ByKind[k], w)
-		}
-	}
-	if st.ByStatus[models.StatusStored] != 3 || st.ByStatus[models.StatusFailed] != 4 || st.GaveUp != 2 ||
-		st.ByStatus[models.StatusProcessed] != 1 {
-		t.Errorf("totals = %+v (gave up %d), want 3 stored, 4 failed (2 given up), 1 processed", st.ByStatus, st.GaveUp)
+	if got := getEvent(t, s, pending.ID); len(got.RawBody) != 0 {
+		t.Errorf("pending event kept its body: %q", got.RawBody)
 	}
 }
 
