@@ -694,10 +694,11 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 	return deleted, nil
 }
 
-// retentionFilter selects the events processed before cutoff that the
-// counters count, through the processedAt index.
+// retentionFilter selects the events processed before cutoff, through
+// the processedAt index (processedBefore leaves out those not counted
+// yet).
 func retentionFilter(cutoff time.Time) bson.D {
-	return bson.D{{Key: "processedAt", Value: bson.D{{Key: "$lt", Value: cutoff}}}, {Key: "uncounted", Value: nil}}
+	return bson.D{{Key: "processedAt", Value: bson.D{{Key: "$lt", Value: cutoff}}}}
 }
 
 // notProcessed is the condition of every change to an event: processed

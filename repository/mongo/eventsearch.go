@@ -140,8 +140,31 @@ func dueFailedWindow(now time.Time, w window) bson.D {
 }
 
 // processedBefore returns the _id and outcome of up to limit events
-// processed before cutoff.
+// processed before cutoff that the counters count. The ones not counted
+// yet (fold has just counted all but those processed meanwhile) are left
+// out here, not by the filter: a condition {uncounted: null} leads the
+// DocumentDB engines to read the sparse uncounted_1 index for every event
+// without the field (2 s at 270k events, against 7 ms through
+// processedAt_1).
 func (e *Events) processedBefore(ctx context.Context, cutoff time.Time, limit int) ([]eventDoc, error) {
-	return e.findAll(ctx, retentionFilter(cutoff), options.Find().SetLimit(int64(limit)).
-		SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "outcome", Value: 1}}))
+	cur, err := e.coll.Find(ctx, retentionFilter(cutoff), options.Find().SetLimit(int64(limit)).
+		SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "outcome", Value: 1}, {Key: "uncounted", Value: 1}}))
+	if err != nil {
+		return nil, translate(err)
+	}
+	var docs []struct {
+		ID        bson.ObjectID `bson:"_id"`
+		Outcome   string        `bson:"outcome"`
+		Uncounted *string       `bson:"uncounted"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, translate(err)
+	}
+	out := make([]eventDoc, 0, len(docs))
+	for _, d := range docs {
+		if d.Uncounted == nil {
+			out = append(out, eventDoc{ID: d.ID, Outcome: d.Outcome})
+		}
+	}
+	return out, nil
 }
