@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/usersync/usersync/clerk"
 	"github.com/usersync/usersync/clerk/clerktest"
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository/repotest"
@@ -78,6 +79,7 @@ type backfillEnv struct {
 	clerk *clerktest.Server
 	store repotest.Store
 	env   map[string]string
+	seams seams // of every command run in e
 }
 
 func newBackfillEnv(t *testing.T, users []json.RawMessage) *backfillEnv {
@@ -94,7 +96,7 @@ func (e *backfillEnv) command(t *testing.T, command string, args ...string) (str
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	err := run(ctx, append([]string{command}, args...), func(k string) string { return e.env[k] }, &out)
+	err := runSeams(ctx, append([]string{command}, args...), func(k string) string { return e.env[k] }, &out, os.Stderr, e.seams)
 	return out.String(), err
 }
 
@@ -194,12 +196,11 @@ func webhook(t testing.TB, typ string, timestamp int64, data any) []byte {
 	return b
 }
 
-// shortRetries makes server-error retries quick for one test.
-func shortRetries(t *testing.T) {
-	t.Helper()
-	old := clerkRetry
-	clerkRetry.Backoff = time.Millisecond
-	t.Cleanup(func() { clerkRetry = old })
+// shortRetries makes server-error retries of e's commands quick.
+func (e *backfillEnv) shortRetries() {
+	r := clerk.DefaultRetry
+	r.Backoff = time.Millisecond
+	e.seams.clerkRetry = &r
 }
 
 func wantLine(t *testing.T, out, line string) {
@@ -296,9 +297,9 @@ func TestBackfill_WaitsOutA429(t *testing.T) {
 }
 
 func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
-	shortRetries(t)
 	// Four users: the last page is empty, which ends the run too.
 	e := newBackfillEnv(t, someUsers(t, 4))
+	e.shortRetries()
 	e.clerk.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, _ int) int {
 		if r.Offset == "2" {
 			http.Error(w, `{"errors":[{"code":"internal_error"}]}`, http.StatusInternalServerError)
@@ -311,7 +312,7 @@ func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
 		!strings.Contains(err.Error(), "500") {
 		t.Fatalf("interrupted backfill = %v, want an error naming the status, offset 2 and how to resume\n%s", err, out)
 	}
-	if got, want := clerktest.Offsets(e.clerk.Requests()), "0"+strings.Repeat(",2", clerkRetry.Tries); got != want {
+	if got, want := clerktest.Offsets(e.clerk.Requests()), "0"+strings.Repeat(",2", clerk.DefaultRetry.Tries); got != want {
 		t.Errorf("offsets read = %s, want %s (a few tries of the failing page)", got, want)
 	}
 	for i := range 4 {

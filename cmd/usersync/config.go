@@ -67,6 +67,8 @@ type config struct {
 	// operand is the argument a command takes before its flags (discard's
 	// event id); "" for the others.
 	operand string
+	// seams are what tests replace of the run.
+	seams
 }
 
 // maxClerkAPIRate bounds CLERK_API_RATE: ten times what Clerk allows a

@@ -53,10 +53,16 @@ var listening = regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
 // and a function that stops it and returns run's error.
 func start(t *testing.T, env map[string]string) (string, *syncBuffer, func() error) {
 	t.Helper()
+	return startSeams(t, env, seams{})
+}
+
+// startSeams is start with seams.
+func startSeams(t *testing.T, env map[string]string, seams seams) (string, *syncBuffer, func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	errc := make(chan error, 1)
-	go func() { errc <- run(ctx, nil, func(k string) string { return env[k] }, out) }()
+	go func() { errc <- runSeams(ctx, nil, func(k string) string { return env[k] }, out, os.Stderr, seams) }()
 	stop := stdsync.OnceValue(func() error {
 		cancel()
 		select {

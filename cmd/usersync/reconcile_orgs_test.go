@@ -274,8 +274,8 @@ func TestReconcile_NeverDeletesAnOrganizationOrMembershipWrittenAfterTheListingB
 }
 
 func TestReconcile_AnOrganizationListingThatFailsMidwayDeletesNothingOfAnyKind(t *testing.T) {
-	shortRetries(t)
 	e := newBackfillEnv(t, someUsers(t, 1))
+	e.shortRetries()
 	e.clerkHas(t, []int{0, 1, 2}, []membership{{0, 0, 0}})
 	e.created(t, 0)
 	e.created(t, 1) // not in Clerk
@@ -469,8 +469,8 @@ func TestBackfill_AppliesOrganizationsAndMembershipsAPageOfEachListInTurn(t *tes
 }
 
 func TestBackfill_ResumesOneKindsListAtAnOffset(t *testing.T) {
-	shortRetries(t)
 	e := newBackfillEnv(t, someUsers(t, 1))
+	e.shortRetries()
 	e.clerkHas(t, []int{0, 1, 2, 3}, nil)
 	e.clerk.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, _ int) int {
 		if r.Path == "/v1/organizations" && r.Offset == "2" {

@@ -154,8 +154,8 @@ func TestReconcile_NeverDeletesAUserWrittenAfterTheListingBegan(t *testing.T) {
 }
 
 func TestReconcile_AListingThatFailsMidwayDeletesNothing(t *testing.T) {
-	shortRetries(t)
 	e := newBackfillEnv(t, someUsers(t, 4))
+	e.shortRetries()
 	for i := range 5 {
 		e.created(t, i) // user 4 is not in Clerk
 	}
