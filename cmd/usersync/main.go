@@ -259,19 +259,7 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 	if err := setHandlers(servers, apiCfg); err != nil {
 		return fmt.Errorf("%s: %w", cfg.webhookSecretVar(), err)
 	}
-	if cfg.ReconcileInterval > 0 {
-		background.Go(scheduleReconcile(cfg, store, svc, cl, metrics, log))
-	}
-	background.Go(func(ctx context.Context) { metrics.RunStatsRefresh(ctx, statsInterval, log) })
-	if cfg.SweepInterval > 0 {
-		rec := &sync.Recovery{
-			Service: svc, Store: store.Events(), Log: log,
-			Grace: cfg.SweepGrace, Retention: cfg.Retention,
-			Eraser: store, EraseAfter: cfg.EraseAfter,
-			Observe: func(r sync.Report) { metrics.ObserveRecovery(r); logPass(log, r, cfg.Retention) },
-		}
-		background.Go(func(ctx context.Context) { rec.Run(ctx, cfg.SweepInterval) })
-	}
+	startSchedules(background, cfg, store, svc, cl, metrics, log)
 	defer background.Stop() // once the servers have shut down
 
 	errc := make(chan error, len(servers))
@@ -297,6 +285,27 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// startSchedules starts serve's work on a schedule as tasks of
+// background: the scheduled reconcile, when configured, the refresh of
+// /metrics' event counts, and the recovery sweep with retention and
+// erasure, unless it is turned off.
+func startSchedules(background *tasks, cfg config, store repository.Store, svc *sync.Service,
+	cl *clerk.Client, metrics *api.Metrics, log *slog.Logger) {
+	if cfg.ReconcileInterval > 0 {
+		background.Go(scheduleReconcile(cfg, store, svc, cl, metrics, log))
+	}
+	background.Go(func(ctx context.Context) { metrics.RunStatsRefresh(ctx, statsInterval, log) })
+	if cfg.SweepInterval > 0 {
+		rec := &sync.Recovery{
+			Service: svc, Store: store.Events(), Log: log,
+			Grace: cfg.SweepGrace, Retention: cfg.Retention,
+			Eraser: store, EraseAfter: cfg.EraseAfter,
+			Observe: func(r sync.Report) { metrics.ObserveRecovery(r); logPass(log, r, cfg.Retention) },
+		}
+		background.Go(func(ctx context.Context) { rec.Run(ctx, cfg.SweepInterval) })
+	}
 }
 
 // setHandlers sets the API of cfg on the servers: all of it on the first,
