@@ -211,6 +211,7 @@ func wantLine(t *testing.T, out, line string) {
 }
 
 func TestBackfill_AppliesEveryUserOfEveryPage(t *testing.T) {
+	t.Parallel()
 	users := someUsers(t, 5)
 	e := newBackfillEnv(t, users)
 	out := e.mustBackfill(t, "-limit", "2")
@@ -265,6 +266,7 @@ func TestBackfill_AppliesEveryUserOfEveryPage(t *testing.T) {
 }
 
 func TestBackfill_WaitsOutA429(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 3))
 	e.clerk.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, before int) int {
 		if r.Offset == "2" && before == 0 {
@@ -297,6 +299,7 @@ func TestBackfill_WaitsOutA429(t *testing.T) {
 }
 
 func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
+	t.Parallel()
 	// Four users: the last page is empty, which ends the run too.
 	e := newBackfillEnv(t, someUsers(t, 4))
 	e.shortRetries()
@@ -348,6 +351,7 @@ func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
 }
 
 func TestBackfill_NeverOverwritesNewerStateOrRevivesDeletedUsers(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 3))
 	// User 0 changed after Clerk's list was read; user 1 was deleted, the
 	// delete even stamped before the state the backfill reads.
@@ -384,6 +388,7 @@ func TestBackfill_NeverOverwritesNewerStateOrRevivesDeletedUsers(t *testing.T) {
 }
 
 func TestBackfill_CountsUsersItCannotApplyAndGoesOn(t *testing.T) {
+	t.Parallel()
 	users := someUsers(t, 4)
 	// User 1 has no updated_at; user 2's public metadata is not an object.
 	users[1] = bytes.Replace(users[1], []byte(`"updated_at"`), []byte(`"updated"`), 1)
@@ -413,6 +418,7 @@ func TestBackfill_CountsUsersItCannotApplyAndGoesOn(t *testing.T) {
 }
 
 func TestBackfill_StopsAtOnceWhenClerkRefuses(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 2))
 	e.clerk.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, _ int) int {
 		w.Header().Set("Content-Type", "application/json")
@@ -434,6 +440,7 @@ func TestBackfill_StopsAtOnceWhenClerkRefuses(t *testing.T) {
 }
 
 func TestBackfill_RequiresTheSecretKey(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 1))
 	delete(e.env, "CLERK_SECRET_KEY")
 	if _, err := e.backfill(t); err == nil || !strings.Contains(err.Error(), "CLERK_SECRET_KEY") {
@@ -445,6 +452,7 @@ func TestBackfill_RequiresTheSecretKey(t *testing.T) {
 }
 
 func TestBackfill_RefusesBadFlagsAndURLs(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 1))
 	tests := []struct {
 		name string
@@ -482,6 +490,7 @@ func TestBackfill_RefusesBadFlagsAndURLs(t *testing.T) {
 }
 
 func TestBackfill_RefusesAnEmbeddedStoreInUse(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 1))
 	if _, ok := e.env["MONGODB_URI"]; ok {
 		t.Skip("the embedded store's lock")

@@ -124,6 +124,7 @@ const (
 )
 
 func TestRun_AKilledProcessLosesNoStoredEvent(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine in child processes")
 	}

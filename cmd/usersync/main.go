@@ -77,6 +77,8 @@ type seams struct {
 	wrapUsers func(sync.UserStore) sync.UserStore
 	// shutdownTimeout, if set, replaces shutdownTimeout.
 	shutdownTimeout time.Duration
+	// maxConns, if set, replaces defaultMaxConns.
+	maxConns int
 	// clerkRetry, if set, replaces clerk.DefaultRetry, the retry policy of
 	// every read from Clerk.
 	clerkRetry *clerk.RetryPolicy
@@ -88,6 +90,14 @@ func (s seams) shutdownBudget() time.Duration {
 		return s.shutdownTimeout
 	}
 	return shutdownTimeout
+}
+
+// connCap is how many connections one listener of serve keeps open.
+func (s seams) connCap() int {
+	if s.maxConns > 0 {
+		return s.maxConns
+	}
+	return defaultMaxConns
 }
 
 // retry is the retry policy of every read from Clerk.
@@ -201,7 +211,7 @@ func listenAll(cfg config, log *slog.Logger) ([]*listener, error) {
 		servers = append(servers, &listener{variable: "USERSYNC_WEBHOOK_ADDR", addr: cfg.WebhookAddr})
 	}
 	for _, l := range servers {
-		if err := l.listen(log, cfg.ConnsPerAddr, cfg.TrustedProxies); err != nil {
+		if err := l.listen(log, cfg.connCap(), cfg.ConnsPerAddr, cfg.TrustedProxies); err != nil {
 			closeAll(servers)
 			return nil, err
 		}
@@ -370,15 +380,15 @@ type listener struct {
 	srv      *http.Server // its handler is set by serve
 }
 
-// listen opens l's address and makes its server, without a handler; one
-// client address keeps at most perAddr of its connections, unless it is
-// one of the trusted proxies.
-func (l *listener) listen(log *slog.Logger, perAddr int, proxies peer.Proxies) error {
+// listen opens l's address and makes its server, without a handler; it
+// keeps at most max connections, and one client address at most perAddr
+// of them, unless it is one of the trusted proxies.
+func (l *listener) listen(log *slog.Logger, max, perAddr int, proxies peer.Proxies) error {
 	ln, err := net.Listen("tcp", l.addr)
 	if err != nil {
 		return fmt.Errorf("%s: %w", l.variable, err)
 	}
-	limited := newConnLimiter(ln, maxConns, perAddr, proxies)
+	limited := newConnLimiter(ln, max, perAddr, proxies)
 	l.ln, l.limiter = limited, limited
 	l.srv = &http.Server{
 		ReadHeaderTimeout: 10 * time.Second,

@@ -90,6 +90,7 @@ func startSeams(t *testing.T, env map[string]string, seams seams) (string, *sync
 }
 
 func TestRun_ServesWithNothingConfigured(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine")
 	}
@@ -161,6 +162,7 @@ func send(t *testing.T, req *http.Request) (int, string) {
 }
 
 func TestRun_RefusesToStartWithoutWhatItNeeds(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -202,6 +204,7 @@ func TestRun_RefusesToStartWithoutWhatItNeeds(t *testing.T) {
 }
 
 func TestRun_NeverLogsSecrets(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine")
 	}
@@ -222,6 +225,7 @@ func TestRun_NeverLogsSecrets(t *testing.T) {
 }
 
 func TestLockDir_OneProcessPerEmbeddedEngine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	unlock, err := lockDir(dir)
 	if err != nil {

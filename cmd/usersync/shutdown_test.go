@@ -11,6 +11,7 @@ import (
 )
 
 func TestServe_ShutdownEndsInTimeAndExits0WithASlowClient(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine")
 	}
