@@ -20,6 +20,7 @@ import (
 
 	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/internal/peer"
+	"github.com/usersync/usersync/internal/service"
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
@@ -66,24 +67,12 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	if o.logger == nil {
 		o.logger = repotest.Discard()
 	}
-	var users sync.UserStore = o.store.Users()
-	if o.wrapUsers != nil {
-		users = o.wrapUsers(users)
-	}
 	var reader api.UserReader = o.store.Users()
 	if o.wrapReader != nil {
 		reader = o.wrapReader(reader)
 	}
-	svc := sync.New(o.store.Events(), users, nil)
-	svc.SetOrganizations(o.store.Organizations(), o.store.Memberships())
-	e, err := api.New(api.Config{
-		Sync:           svc,
+	e, _, err := service.New(o.store, service.Options{WrapUsers: o.wrapUsers}, api.Config{
 		Users:          reader,
-		Organizations:  o.store.Organizations(),
-		Memberships:    o.store.Memberships(),
-		Events:         o.store.Events(),
-		Eraser:         o.store,
-		DB:             o.store,
 		Logger:         o.logger,
 		WebhookSecrets: o.secrets,
 		APIKeys:        []string{testAPIKey},

@@ -54,10 +54,10 @@ func TestLogs_ExpectedConditionsAreNotErrors(t *testing.T) {
 
 func TestLogs_ARequestTheClientAbandonedIsNotA500(t *testing.T) {
 	var logs logBuffer
-	blocked := newBlockingUsers()
+	abandoned := &applyUntilCancelled{entered: make(chan struct{}, 1)}
 	h := newHarness(t, func(o *harnessOptions) {
 		o.logger = slog.New(slog.NewJSONHandler(&logs, nil))
-		o.wrapUsers = blocked.wrap
+		o.wrapUsers = abandoned.wrap
 	})
 	body := userBody(t, "user.created", clerkUser{ID: "user_gone", UpdatedAt: t0})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -70,10 +70,9 @@ func TestLogs_ARequestTheClientAbandonedIsNotA500(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	<-blocked.entered
+	<-abandoned.entered
 	cancel() // Svix's 15 s
 	<-done
-	close(blocked.release)
 	waitForMetric(t, h, `usersync_http_request_duration_seconds_count{code="499",method="POST",route="/webhooks/clerk"}`, 1)
 	var status float64
 	for _, l := range logs.lines(t) {
@@ -84,4 +83,23 @@ func TestLogs_ARequestTheClientAbandonedIsNotA500(t *testing.T) {
 	if n := levels(t, &logs); status != 499 || n["ERROR"] != 0 {
 		t.Errorf("request logged with status %v, levels %v; want 499 and no error:\n%s", status, n, logs.buf.String())
 	}
+}
+
+// applyUntilCancelled holds each apply until its request's context ends,
+// however long the server takes to see that its client went away, and
+// then applies with that context.
+type applyUntilCancelled struct {
+	sync.UserStore
+	entered chan struct{}
+}
+
+func (a *applyUntilCancelled) wrap(u sync.UserStore) sync.UserStore { a.UserStore = u; return a }
+
+func (a *applyUntilCancelled) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+	select {
+	case a.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return a.UserStore.Apply(ctx, ch, now)
 }

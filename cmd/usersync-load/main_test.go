@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/internal/service"
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
@@ -29,15 +30,7 @@ const (
 func newServer(t *testing.T, wrap func(sync.UserStore) sync.UserStore) string {
 	t.Helper()
 	store := repotest.NewStore(t)
-	var users sync.UserStore = store.Users()
-	if wrap != nil {
-		users = wrap(users)
-	}
-	e, err := api.New(api.Config{
-		Sync:           sync.New(store.Events(), users, nil),
-		Users:          store.Users(),
-		Events:         store.Events(),
-		DB:             store,
+	e, _, err := service.New(store, service.Options{WrapUsers: wrap}, api.Config{
 		Logger:         repotest.Discard(),
 		WebhookSecrets: []string{testSecret},
 		APIKeys:        []string{testAPIKey},

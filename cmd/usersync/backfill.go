@@ -29,9 +29,6 @@ func backfillCommand(fs *flag.FlagSet) func(context.Context, config, io.Writer) 
 	return func(ctx context.Context, cfg config, out io.Writer) error { return runBackfill(ctx, cfg, opts, out) }
 }
 
-// clerkRetry is the retry policy of every read from Clerk; tests shorten it.
-var clerkRetry = clerk.DefaultRetry
-
 // newClerk returns a client of Clerk's Backend API, within CLERK_API_RATE,
 // that reports its waits to out, as "<prefix>: offset N: ..." lines.
 func newClerk(cfg config, out io.Writer, prefix string) (*clerk.Client, error) {
@@ -39,7 +36,7 @@ func newClerk(cfg config, out io.Writer, prefix string) (*clerk.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Retry = clerkRetry
+	c.Retry = cfg.retry()
 	if cfg.ClerkAPIRate > 0 {
 		// One limiter for every read of the process: the lists of every
 		// kind, their re-checks and the sync routes wait their turn in it.

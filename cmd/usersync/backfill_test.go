@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/usersync/usersync/clerk"
 	"github.com/usersync/usersync/clerk/clerktest"
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository/repotest"
@@ -78,6 +79,7 @@ type backfillEnv struct {
 	clerk *clerktest.Server
 	store repotest.Store
 	env   map[string]string
+	seams seams // of every command run in e
 }
 
 func newBackfillEnv(t *testing.T, users []json.RawMessage) *backfillEnv {
@@ -94,7 +96,7 @@ func (e *backfillEnv) command(t *testing.T, command string, args ...string) (str
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	err := run(ctx, append([]string{command}, args...), func(k string) string { return e.env[k] }, &out)
+	err := runSeams(ctx, append([]string{command}, args...), func(k string) string { return e.env[k] }, &out, os.Stderr, e.seams)
 	return out.String(), err
 }
 
@@ -194,12 +196,11 @@ func webhook(t testing.TB, typ string, timestamp int64, data any) []byte {
 	return b
 }
 
-// shortRetries makes server-error retries quick for one test.
-func shortRetries(t *testing.T) {
-	t.Helper()
-	old := clerkRetry
-	clerkRetry.Backoff = time.Millisecond
-	t.Cleanup(func() { clerkRetry = old })
+// shortRetries makes server-error retries of e's commands quick.
+func (e *backfillEnv) shortRetries() {
+	r := clerk.DefaultRetry
+	r.Backoff = time.Millisecond
+	e.seams.clerkRetry = &r
 }
 
 func wantLine(t *testing.T, out, line string) {
@@ -210,6 +211,7 @@ func wantLine(t *testing.T, out, line string) {
 }
 
 func TestBackfill_AppliesEveryUserOfEveryPage(t *testing.T) {
+	t.Parallel()
 	users := someUsers(t, 5)
 	e := newBackfillEnv(t, users)
 	out := e.mustBackfill(t, "-limit", "2")
@@ -264,6 +266,7 @@ func TestBackfill_AppliesEveryUserOfEveryPage(t *testing.T) {
 }
 
 func TestBackfill_WaitsOutA429(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 3))
 	e.clerk.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, before int) int {
 		if r.Offset == "2" && before == 0 {
@@ -296,9 +299,10 @@ func TestBackfill_WaitsOutA429(t *testing.T) {
 }
 
 func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
-	shortRetries(t)
+	t.Parallel()
 	// Four users: the last page is empty, which ends the run too.
 	e := newBackfillEnv(t, someUsers(t, 4))
+	e.shortRetries()
 	e.clerk.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, _ int) int {
 		if r.Offset == "2" {
 			http.Error(w, `{"errors":[{"code":"internal_error"}]}`, http.StatusInternalServerError)
@@ -311,7 +315,7 @@ func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
 		!strings.Contains(err.Error(), "500") {
 		t.Fatalf("interrupted backfill = %v, want an error naming the status, offset 2 and how to resume\n%s", err, out)
 	}
-	if got, want := clerktest.Offsets(e.clerk.Requests()), "0"+strings.Repeat(",2", clerkRetry.Tries); got != want {
+	if got, want := clerktest.Offsets(e.clerk.Requests()), "0"+strings.Repeat(",2", clerk.DefaultRetry.Tries); got != want {
 		t.Errorf("offsets read = %s, want %s (a few tries of the failing page)", got, want)
 	}
 	for i := range 4 {
@@ -347,6 +351,7 @@ func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
 }
 
 func TestBackfill_NeverOverwritesNewerStateOrRevivesDeletedUsers(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 3))
 	// User 0 changed after Clerk's list was read; user 1 was deleted, the
 	// delete even stamped before the state the backfill reads.
@@ -383,6 +388,7 @@ func TestBackfill_NeverOverwritesNewerStateOrRevivesDeletedUsers(t *testing.T) {
 }
 
 func TestBackfill_CountsUsersItCannotApplyAndGoesOn(t *testing.T) {
+	t.Parallel()
 	users := someUsers(t, 4)
 	// User 1 has no updated_at; user 2's public metadata is not an object.
 	users[1] = bytes.Replace(users[1], []byte(`"updated_at"`), []byte(`"updated"`), 1)
@@ -412,6 +418,7 @@ func TestBackfill_CountsUsersItCannotApplyAndGoesOn(t *testing.T) {
 }
 
 func TestBackfill_StopsAtOnceWhenClerkRefuses(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 2))
 	e.clerk.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, _ int) int {
 		w.Header().Set("Content-Type", "application/json")
@@ -433,6 +440,7 @@ func TestBackfill_StopsAtOnceWhenClerkRefuses(t *testing.T) {
 }
 
 func TestBackfill_RequiresTheSecretKey(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 1))
 	delete(e.env, "CLERK_SECRET_KEY")
 	if _, err := e.backfill(t); err == nil || !strings.Contains(err.Error(), "CLERK_SECRET_KEY") {
@@ -444,6 +452,7 @@ func TestBackfill_RequiresTheSecretKey(t *testing.T) {
 }
 
 func TestBackfill_RefusesBadFlagsAndURLs(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 1))
 	tests := []struct {
 		name string
@@ -481,6 +490,7 @@ func TestBackfill_RefusesBadFlagsAndURLs(t *testing.T) {
 }
 
 func TestBackfill_RefusesAnEmbeddedStoreInUse(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 1))
 	if _, ok := e.env["MONGODB_URI"]; ok {
 		t.Skip("the embedded store's lock")

@@ -78,6 +78,7 @@ func jsonLines(t *testing.T, what string, ls []string) []map[string]any {
 }
 
 func TestBinary_StandardOutputIsJSONLinesAndResultsAreApartFromLogs(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine")
 	}
@@ -209,6 +210,7 @@ func TestBinary_StandardOutputIsJSONLinesAndResultsAreApartFromLogs(t *testing.T
 }
 
 func TestBinary_VersionComesFromTheBuildInfo(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	info, err := buildinfo.ReadFile(bin)
 	if err != nil {

@@ -23,6 +23,7 @@ func runOut(t *testing.T, args ...string) string {
 }
 
 func TestHelp_ListsEveryCommandAndEveryVariableWithItsDefault(t *testing.T) {
+	t.Parallel()
 	for _, arg := range []string{"-h", "--help", "help"} {
 		out := runOut(t, arg)
 		for name := range commands {
@@ -46,6 +47,7 @@ func TestHelp_ListsEveryCommandAndEveryVariableWithItsDefault(t *testing.T) {
 }
 
 func TestHelp_ACommandShowsOnlyItsOwnFlagsAndTheVariablesItReads(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		command       string
 		want, wantNot []string
@@ -99,6 +101,7 @@ func TestHelp_ACommandShowsOnlyItsOwnFlagsAndTheVariablesItReads(t *testing.T) {
 }
 
 func TestHelp_EveryCommandIsInTheTable(t *testing.T) {
+	t.Parallel()
 	for _, s := range settings {
 		for _, c := range s.Commands {
 			if _, ok := commands[c]; !ok {
@@ -109,6 +112,7 @@ func TestHelp_EveryCommandIsInTheTable(t *testing.T) {
 }
 
 func TestRun_AnUnknownFlagOrCommandSaysWhereHelpIs(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"-nope"}, {"replay", "-addr", ":1"}, {"frobnicate"}} {
 		err := runWith(context.Background(), args, func(string) string { return "" }, &bytes.Buffer{}, &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), "-h") {
@@ -120,6 +124,7 @@ func TestRun_AnUnknownFlagOrCommandSaysWhereHelpIs(t *testing.T) {
 // TestDocs_ConfigurationTableIsTheSettingsTable keeps the configuration
 // table of docs/configuration.md equal to the variables usersync reads.
 func TestDocs_ConfigurationTableIsTheSettingsTable(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +165,7 @@ func TestDocs_ConfigurationTableIsTheSettingsTable(t *testing.T) {
 }
 
 func TestLogs_DurationsAreGoDurationStringsInBothFormats(t *testing.T) {
+	t.Parallel()
 	for _, format := range []string{"json", "text"} {
 		var out bytes.Buffer
 		log := newLogger(config{LogFormat: format, logTo: &out})
@@ -181,6 +187,7 @@ func TestLogs_DurationsAreGoDurationStringsInBothFormats(t *testing.T) {
 }
 
 func TestHelp_FitsIn100ColumnsAndListsEachVariableAndFlagOnce(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"-h"}, {"serve", "-h"}, {"replay", "-h"}, {"backfill", "-h"}, {"reconcile", "-h"}, {"migrate", "-h"}} {
 		out := runOut(t, args...)
 		for i, line := range strings.Split(out, "\n") {
@@ -206,6 +213,7 @@ func TestHelp_FitsIn100ColumnsAndListsEachVariableAndFlagOnce(t *testing.T) {
 // The help says what usersync keeps today (every kind, in either store),
 // as the README does, and what backfill and reconcile read.
 func TestHelp_SaysItKeepsEveryKindInEitherStore(t *testing.T) {
+	t.Parallel()
 	out := runOut(t, "-h")
 	intro, _, _ := strings.Cut(out, "\nUsage:")
 	for _, want := range []string{"users", "organizations", "memberships", "embedded store", "MongoDB"} {

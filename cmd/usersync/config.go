@@ -67,6 +67,8 @@ type config struct {
 	// operand is the argument a command takes before its flags (discard's
 	// event id); "" for the others.
 	operand string
+	// seams are what tests replace of the run.
+	seams
 }
 
 // maxClerkAPIRate bounds CLERK_API_RATE: ten times what Clerk allows a
@@ -153,51 +155,77 @@ func (s setting) shownDefault() string {
 // a config; fs may hold the command's own flags already. Its error names the
 // variable at fault; flag.ErrHelp means -h was asked for.
 func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(string) string) (config, error) {
-	raw := map[string]*string{}
-	from := map[string]string{} // the name each variable was read under
+	v, err := readSettings(fs, command, args, getenv)
+	if err != nil {
+		return config{}, err
+	}
+	var c config
+	// In this order: the store decides processing's default retention,
+	// and the keys are checked against each other together.
+	for _, part := range []func(*config, values) error{
+		configureStore, configureProcessing, configureClerk, configureLogs, configureListeners, configureKeys,
+	} {
+		if err := part(&c, v); err != nil {
+			return config{}, err
+		}
+	}
+	return c, nil
+}
+
+// values are the settings as read: each variable's value (its flag's when
+// given, its default when unset) and the name it was read under.
+type values struct {
+	raw  map[string]*string
+	from map[string]string
+}
+
+func (v values) get(name string) string { return *v.raw[name] }
+
+// readSettings reads the variables command reads and parses the flags in
+// args, which override them.
+func readSettings(fs *flag.FlagSet, command string, args []string, getenv func(string) string) (values, error) {
+	v := values{raw: map[string]*string{}, from: map[string]string{}}
 	for _, s := range settings {
-		v := s.Default
-		from[s.Env] = s.Env
+		val := s.Default
+		v.from[s.Env] = s.Env
 		if s.readBy(command) {
 			e, name, err := readEnv(s, getenv)
 			if err != nil {
-				return config{}, err
+				return values{}, err
 			}
 			if e != "" {
-				v, from[s.Env] = e, name
+				val, v.from[s.Env] = e, name
 			}
 		}
-		raw[s.Env] = &v
+		v.raw[s.Env] = &val
 		if s.Flag != "" && s.readBy(command) {
-			fs.StringVar(raw[s.Env], s.Flag, v, s.Usage+" ("+s.Env+")")
+			fs.StringVar(v.raw[s.Env], s.Flag, val, s.Usage+" ("+s.Env+")")
 		}
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return config{}, err
+			return values{}, err
 		}
-		return config{}, fmt.Errorf("%w ('usersync %s -h' lists its flags)", err, command)
+		return values{}, fmt.Errorf("%w ('usersync %s -h' lists its flags)", err, command)
 	}
 	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected argument %q ('usersync %s -h' lists its flags)", fs.Arg(0), command)
+		return values{}, fmt.Errorf("unexpected argument %q ('usersync %s -h' lists its flags)", fs.Arg(0), command)
 	}
-	get := func(name string) string { return *raw[name] }
-	c := config{
-		Addr:             get("USERSYNC_ADDR"),
-		WebhookAddr:      get("USERSYNC_WEBHOOK_ADDR"),
-		MetricsKey:       secret(get("USERSYNC_METRICS_KEY")),
-		MongoURI:         secret(get("MONGODB_URI")),
-		Database:         get("MONGODB_DATABASE"),
-		CollectionPrefix: get("USERSYNC_COLLECTION_PREFIX"),
-		DataDir:          get("USERSYNC_DATA_DIR"),
-		LogFormat:        get("USERSYNC_LOG_FORMAT"),
-		WebhookSecrets:   split(get("CLERK_WEBHOOK_SECRET"), " "),
-		WebhookSecretVar: from["CLERK_WEBHOOK_SECRET"],
-		APIKeys:          split(get("USERSYNC_API_KEYS"), ","),
-		AdminKeys:        split(get("USERSYNC_ADMIN_KEYS"), ","),
-		ClerkSecretKey:   secret(get("CLERK_SECRET_KEY")),
-		ClerkAPIURL:      get("CLERK_API_URL"),
-	}
+	return v, nil
+}
+
+// configureStore sets which store is used and where.
+func configureStore(c *config, v values) error {
+	c.MongoURI = secret(v.get("MONGODB_URI"))
+	c.Database = v.get("MONGODB_DATABASE")
+	c.CollectionPrefix = v.get("USERSYNC_COLLECTION_PREFIX")
+	c.DataDir = v.get("USERSYNC_DATA_DIR")
+	return nil
+}
+
+// configureProcessing sets the sweep, retention, erasure and reconcile
+// schedules and the attempts of a failed event.
+func configureProcessing(c *config, v values) error {
 	for name, dst := range map[string]*time.Duration{
 		"USERSYNC_SWEEP_INTERVAL":     &c.SweepInterval,
 		"USERSYNC_SWEEP_GRACE":        &c.SweepGrace,
@@ -205,59 +233,92 @@ func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(str
 		"USERSYNC_ERASE_AFTER":        &c.EraseAfter,
 		"USERSYNC_RECONCILE_INTERVAL": &c.ReconcileInterval,
 	} {
-		v, err := parseDuration(get(name))
+		d, err := parseDuration(v.get(name))
 		if err != nil {
-			return config{}, fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
-		*dst = v
+		*dst = d
 	}
-	if get("USERSYNC_RETENTION") == "" && c.Embedded() {
+	if v.get("USERSYNC_RETENTION") == "" && c.Embedded() {
 		c.Retention = embeddedRetention
 	}
-	n, err := strconv.Atoi(get("USERSYNC_MAX_ATTEMPTS"))
+	n, err := strconv.Atoi(v.get("USERSYNC_MAX_ATTEMPTS"))
 	if err != nil || n < 1 {
-		return config{}, fmt.Errorf("USERSYNC_MAX_ATTEMPTS: %q is not a whole number of at least 1", get("USERSYNC_MAX_ATTEMPTS"))
+		return fmt.Errorf("USERSYNC_MAX_ATTEMPTS: %q is not a whole number of at least 1", v.get("USERSYNC_MAX_ATTEMPTS"))
 	}
 	c.MaxAttempts = n
-	if c.ClerkAPIRate, err = strconv.Atoi(get("CLERK_API_RATE")); err != nil || c.ClerkAPIRate < 1 || c.ClerkAPIRate > maxClerkAPIRate {
-		return config{}, fmt.Errorf("CLERK_API_RATE: %q is not a whole number of requests per 10 s from 1 to %d (Clerk allows 1000 on production instances, 100 on development ones)",
-			get("CLERK_API_RATE"), maxClerkAPIRate)
+	return nil
+}
+
+// configureClerk sets the reads from Clerk's Backend API.
+func configureClerk(c *config, v values) error {
+	c.ClerkSecretKey = secret(v.get("CLERK_SECRET_KEY"))
+	c.ClerkAPIURL = v.get("CLERK_API_URL")
+	var err error
+	if c.ClerkAPIRate, err = strconv.Atoi(v.get("CLERK_API_RATE")); err != nil || c.ClerkAPIRate < 1 || c.ClerkAPIRate > maxClerkAPIRate {
+		return fmt.Errorf("CLERK_API_RATE: %q is not a whole number of requests per 10 s from 1 to %d (Clerk allows 1000 on production instances, 100 on development ones)",
+			v.get("CLERK_API_RATE"), maxClerkAPIRate)
 	}
-	if err := c.LogLevel.UnmarshalText([]byte(get("USERSYNC_LOG_LEVEL"))); err != nil {
-		return config{}, fmt.Errorf("USERSYNC_LOG_LEVEL: %q is not debug, info, warn or error", get("USERSYNC_LOG_LEVEL"))
+	return nil
+}
+
+// configureLogs sets the logs' level and format.
+func configureLogs(c *config, v values) error {
+	if err := c.LogLevel.UnmarshalText([]byte(v.get("USERSYNC_LOG_LEVEL"))); err != nil {
+		return fmt.Errorf("USERSYNC_LOG_LEVEL: %q is not debug, info, warn or error", v.get("USERSYNC_LOG_LEVEL"))
 	}
+	c.LogFormat = v.get("USERSYNC_LOG_FORMAT")
 	if c.LogFormat != "json" && c.LogFormat != "text" {
-		return config{}, fmt.Errorf("USERSYNC_LOG_FORMAT: %q is not json or text", c.LogFormat)
+		return fmt.Errorf("USERSYNC_LOG_FORMAT: %q is not json or text", c.LogFormat)
 	}
-	if c.ConnsPerAddr, err = strconv.Atoi(get("USERSYNC_CONNS_PER_ADDR")); err != nil || c.ConnsPerAddr < 1 || c.ConnsPerAddr > defaultMaxConns {
-		return config{}, fmt.Errorf("USERSYNC_CONNS_PER_ADDR: %q is not a whole number of connections from 1 to %d", get("USERSYNC_CONNS_PER_ADDR"), defaultMaxConns)
+	return nil
+}
+
+// configureListeners sets serve's addresses and what a client address may
+// hold of them.
+func configureListeners(c *config, v values) error {
+	c.Addr, c.WebhookAddr = v.get("USERSYNC_ADDR"), v.get("USERSYNC_WEBHOOK_ADDR")
+	var err error
+	if c.ConnsPerAddr, err = strconv.Atoi(v.get("USERSYNC_CONNS_PER_ADDR")); err != nil || c.ConnsPerAddr < 1 || c.ConnsPerAddr > defaultMaxConns {
+		return fmt.Errorf("USERSYNC_CONNS_PER_ADDR: %q is not a whole number of connections from 1 to %d", v.get("USERSYNC_CONNS_PER_ADDR"), defaultMaxConns)
 	}
-	if c.TrustedProxies, err = peer.ParseProxies(get("USERSYNC_TRUSTED_PROXIES")); err != nil {
-		return config{}, fmt.Errorf("USERSYNC_TRUSTED_PROXIES: %w", err)
+	if c.TrustedProxies, err = peer.ParseProxies(v.get("USERSYNC_TRUSTED_PROXIES")); err != nil {
+		return fmt.Errorf("USERSYNC_TRUSTED_PROXIES: %w", err)
 	}
 	if err := checkAddr("USERSYNC_ADDR", c.Addr); err != nil {
-		return config{}, err
+		return err
 	}
 	if c.WebhookAddr != "" {
 		if err := checkAddr("USERSYNC_WEBHOOK_ADDR", c.WebhookAddr); err != nil {
-			return config{}, err
+			return err
 		}
 		if _, port, _ := net.SplitHostPort(c.Addr); c.WebhookAddr == c.Addr && port != "0" { // :0 picks a free port each time
-			return config{}, fmt.Errorf("USERSYNC_WEBHOOK_ADDR: %q is USERSYNC_ADDR too: give the webhook another address, or unset it to serve the webhook on USERSYNC_ADDR", c.WebhookAddr)
+			return fmt.Errorf("USERSYNC_WEBHOOK_ADDR: %q is USERSYNC_ADDR too: give the webhook another address, or unset it to serve the webhook on USERSYNC_ADDR", c.WebhookAddr)
 		}
 	}
-	if err := checkMetricsKey(c); err != nil {
-		return config{}, err
+	return nil
+}
+
+// configureKeys sets the webhook's secrets and the keys of the API and
+// of /metrics, checked against each other.
+func configureKeys(c *config, v values) error {
+	c.WebhookSecrets = split(v.get("CLERK_WEBHOOK_SECRET"), " ")
+	c.WebhookSecretVar = v.from["CLERK_WEBHOOK_SECRET"]
+	c.APIKeys = split(v.get("USERSYNC_API_KEYS"), ",")
+	c.AdminKeys = split(v.get("USERSYNC_ADMIN_KEYS"), ",")
+	c.MetricsKey = secret(v.get("USERSYNC_METRICS_KEY"))
+	if err := checkMetricsKey(*c); err != nil {
+		return err
 	}
 	if err := checkKeys(c.APIKeys, c.AdminKeys); err != nil {
-		return config{}, err
+		return err
 	}
 	for _, s := range c.WebhookSecrets {
 		if !strings.HasPrefix(string(s), "whsec_") {
-			return config{}, fmt.Errorf("%s: each secret must start with whsec_ (copy it from the Clerk dashboard)", c.webhookSecretVar())
+			return fmt.Errorf("%s: each secret must start with whsec_ (copy it from the Clerk dashboard)", c.webhookSecretVar())
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // readEnv reads the variable of s, trimmed, and the name it was read

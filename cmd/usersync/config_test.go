@@ -10,6 +10,7 @@ import (
 )
 
 func TestConfig_DefaultsAndDurations(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name          string
 		env           map[string]string
@@ -48,6 +49,7 @@ func TestConfig_DefaultsAndDurations(t *testing.T) {
 }
 
 func TestConfig_ClerksNameOfTheWebhookSecretIsTheSameSetting(t *testing.T) {
+	t.Parallel()
 	const a, b = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
 	tests := []struct {
 		name    string
@@ -94,6 +96,7 @@ func newFlagSet() *flag.FlagSet {
 }
 
 func TestConfig_ClerkAPIRateIsTheLimiterOfEveryReadFromClerk(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, value string
 		want        int
@@ -132,6 +135,7 @@ func TestConfig_ClerkAPIRateIsTheLimiterOfEveryReadFromClerk(t *testing.T) {
 }
 
 func TestConfig_ConnectionsPerAddressAndTrustedProxiesAreCheckedAndNamed(t *testing.T) {
+	t.Parallel()
 	load := func(env map[string]string) (config, error) {
 		fs := flag.NewFlagSet("usersync", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)

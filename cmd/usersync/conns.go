@@ -10,11 +10,8 @@ import (
 	"github.com/usersync/usersync/internal/peer"
 )
 
-// maxConns bounds the connections one listener of serve keeps open; a
-// variable so that tests can lower it.
-var maxConns = defaultMaxConns
-
-// defaultMaxConns is maxConns outside tests.
+// defaultMaxConns bounds the connections one listener of serve keeps
+// open (tests lower it with seams.maxConns).
 const defaultMaxConns = 1024
 
 // defaultConnsPerAddr is USERSYNC_CONNS_PER_ADDR's default: a sixteenth of

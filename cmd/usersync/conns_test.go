@@ -47,17 +47,17 @@ func idleConn(t *testing.T, addr string) net.Conn {
 }
 
 func TestRun_IdleConnectionsBeyondTheCapDoNotKeepAWebhookOut(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine")
 	}
-	defer func(n int) { maxConns = n }(maxConns)
-	maxConns = 4
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	env := map[string]string{
 		"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": t.TempDir(),
 		"CLERK_WEBHOOK_SECRET": secret, "USERSYNC_API_KEYS": "usk_conns_api_0123456789",
 	}
-	base, _, _ := start(t, env)
+	const maxConns = 4
+	base, _, _ := startSeams(t, env, seams{maxConns: maxConns})
 	addr := strings.TrimPrefix(base, "http://")
 	for range 2 * maxConns {
 		idleConn(t, addr)
@@ -134,6 +134,7 @@ func closed(c net.Conn) bool {
 }
 
 func TestConnLimiter_MakesRoomByClosingTheLongestIdleElseRefuses(t *testing.T) {
+	t.Parallel()
 	p := &pipeListener{conns: make(chan net.Conn, 10)}
 	l := newConnLimiter(p, 2, 2, nil)
 	accept := func() net.Conn {
@@ -199,6 +200,7 @@ func open(c net.Conn) bool {
 }
 
 func TestConnLimiter_AConnectionWithoutItsHeadersGoesFirst(t *testing.T) {
+	t.Parallel()
 	p := &pipeListener{conns: make(chan net.Conn, 10)}
 	l := newConnLimiter(p, 3, 3, nil)
 	idleC, idleS := acceptFrom(t, p, l, "192.0.2.1")
@@ -220,6 +222,7 @@ func TestConnLimiter_AConnectionWithoutItsHeadersGoesFirst(t *testing.T) {
 }
 
 func TestConnLimiter_OneAddressKeepsOnlyItsShare(t *testing.T) {
+	t.Parallel()
 	p := &pipeListener{conns: make(chan net.Conn, 10)}
 	proxies, err := peer.ParseProxies("198.51.100.0/24")
 	if err != nil {
@@ -289,17 +292,17 @@ func halfRequests(t *testing.T, local, addr string, n int) {
 }
 
 func TestRun_ConnectionsThatNeverSendTheirHeadersDoNotKeepDeliveriesOut(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine")
 	}
-	defer func(n int) { maxConns = n }(maxConns)
-	maxConns = 16
 	const secret, apiKey = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "usk_conns_api_0123456789"
 	env := map[string]string{
 		"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_WEBHOOK_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": t.TempDir(),
 		"CLERK_WEBHOOK_SECRET": secret, "USERSYNC_API_KEYS": apiKey, "USERSYNC_CONNS_PER_ADDR": "4",
 	}
-	base, out, _ := start(t, env)
+	const maxConns = 16
+	base, out, _ := startSeams(t, env, seams{maxConns: maxConns})
 	m := regexp.MustCompile(`"webhook_addr":"([^"]+)"`).FindStringSubmatch(out.String())
 	if m == nil {
 		t.Fatalf("no webhook_addr in the listening line:\n%s", out)

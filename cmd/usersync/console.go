@@ -14,14 +14,14 @@ import (
 // countActivity makes svc count events and outcomes per minute into the
 // store's activity buckets, for the console's charts, flushing them every
 // sync.ActivityFlushInterval until stop; stop flushes what is left.
-func countActivity(ctx context.Context, svc *sync.Service, store repository.Store, log *slog.Logger) (stop func()) {
+func countActivity(svc *sync.Service, store repository.Store, log *slog.Logger) (task func(context.Context)) {
 	a := sync.NewActivity(store.Activity(), nil)
 	svc.SetActivity(a)
-	return background(ctx, func(ctx context.Context) {
+	return func(ctx context.Context) {
 		a.Run(ctx, sync.ActivityFlushInterval, func(err error) {
 			log.LogAttrs(ctx, slog.LevelWarn, "activity counts not written yet", slog.String("err", err.Error()))
 		})
-	})
+	}
 }
 
 // consoleConfig is what the console at /admin reads: the store's counts,

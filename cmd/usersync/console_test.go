@@ -22,6 +22,7 @@ import (
 // the console answers at /admin, and the counts serve kept in memory are
 // in the store's activity buckets once it has stopped.
 func TestServe_CountsWebhooksForTheConsoleAndFlushesThemAtShutdown(t *testing.T) {
+	t.Parallel()
 	const secret, adminKey = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "usk_console_admin"
 	store, env := repotest.NewStoreEnv(t)
 	env["USERSYNC_ADDR"] = "127.0.0.1:0"
@@ -84,6 +85,7 @@ func TestServe_CountsWebhooksForTheConsoleAndFlushesThemAtShutdown(t *testing.T)
 // memberships, reports each kind's counts and lists the organization and
 // membership a run would delete, and deletes nothing.
 func TestServe_TheConsolesDryRunCoversEveryKind(t *testing.T) {
+	t.Parallel()
 	const adminKey = "usk_console_admin"
 	e := newBackfillEnv(t, someUsers(t, 1))
 	e.clerkHas(t, []int{0}, []membership{{0, 0, 0}})

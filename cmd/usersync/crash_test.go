@@ -33,11 +33,12 @@ const childEnv = "USERSYNC_TEST_CHILD"
 func child(mode string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var s seams
 	switch mode {
 	case "crash-before-apply":
-		wrapUsers = func(u sync.UserStore) sync.UserStore { return killBeforeApply{u} }
+		s.wrapUsers = func(u sync.UserStore) sync.UserStore { return killBeforeApply{u} }
 	}
-	if err := run(ctx, nil, os.Getenv, os.Stdout); err != nil {
+	if err := runSeams(ctx, nil, os.Getenv, os.Stdout, os.Stderr, s); err != nil {
 		fmt.Fprintln(os.Stderr, "usersync:", err)
 		return 1
 	}
@@ -123,6 +124,7 @@ const (
 )
 
 func TestRun_AKilledProcessLosesNoStoredEvent(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine in child processes")
 	}

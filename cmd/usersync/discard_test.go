@@ -15,6 +15,7 @@ import (
 // reason and the command line's user; a later replay leaves it, a second
 // discard and one of a processed event fail, naming why.
 func TestDiscard_TheCommandDiscardsOneFailedEventWithItsReason(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	getenv, store := replayEnv(t)
 	refused := sync.New(store.Events(), refusingUsers{}, nil)

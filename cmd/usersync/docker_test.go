@@ -10,6 +10,7 @@ import (
 // TestDockerfile_BuildsWithGoModsGoVersion keeps the image's Go equal to
 // the go directive, so that the container runs the Go the tests ran.
 func TestDockerfile_BuildsWithGoModsGoVersion(t *testing.T) {
+	t.Parallel()
 	mod, err := os.ReadFile("../../go.mod")
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +34,7 @@ func TestDockerfile_BuildsWithGoModsGoVersion(t *testing.T) {
 // the backups the docs make (usersync-backup.db) never go into the build
 // context.
 func TestDockerignore_KeepsEveryLocalOutputOutOfTheImage(t *testing.T) {
+	t.Parallel()
 	read := func(name string) map[string]bool {
 		t.Helper()
 		b, err := os.ReadFile("../../" + name)

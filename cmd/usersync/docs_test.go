@@ -133,6 +133,7 @@ func anchors(md string) map[string]bool {
 }
 
 func TestDocs_SlugIsGitHubs(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"Query → index": "query--index",
 		"One user, now: `POST /v1/users/{userId}/sync`": "one-user-now-post-v1usersuseridsync",
@@ -154,6 +155,7 @@ func TestDocs_SlugIsGitHubs(t *testing.T) {
 // docs/*.md: the file exists inside the repository, and its #anchor (or
 // the page's own, for "#anchor") is one of that page's headings.
 func TestDocs_LinksResolve(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
 		t.Fatal(err)
@@ -357,6 +359,7 @@ func checkCommand(args []string, env map[string]string) error {
 }
 
 func TestDocs_CommandLineParserFindsUsersync(t *testing.T) {
+	t.Parallel()
 	for line, want := range map[string]string{
 		"go run ./cmd/usersync replay -status failed -dry-run            # list them": "[replay -status failed -dry-run]",
 		"CLERK_SECRET_KEY=sk_live_... go run ./cmd/usersync backfill":                 "[backfill]",
@@ -391,6 +394,7 @@ func TestDocs_CommandLineParserFindsUsersync(t *testing.T) {
 // blocks of README.md and docs/*.md: the command exists, and so do its
 // flags, with values usersync accepts.
 func TestDocs_CommandLinesParse(t *testing.T) {
+	t.Parallel()
 	found := 0
 	for _, page := range docFiles(t) {
 		_, blocks := splitFences(readDoc(t, page))
@@ -430,6 +434,7 @@ func TestDocs_CommandLinesParse(t *testing.T) {
 // nothing beside it, so no page, source file or script names a relative
 // path that climbs out of the repository's root.
 func TestDocs_PointOnlyAtFilesOfTheRepository(t *testing.T) {
+	t.Parallel()
 	climb := regexp.MustCompile(`(?:\.\./)+[A-Za-z0-9_.-]+`)
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
@@ -473,6 +478,7 @@ func TestDocs_PointOnlyAtFilesOfTheRepository(t *testing.T) {
 // TestREADME_SaysCheckShInstallsChromiumThroughApt: the test command may
 // install a package on the machine; the README says so where it gives it.
 func TestREADME_SaysCheckShInstallsChromiumThroughApt(t *testing.T) {
+	t.Parallel()
 	readme := readDoc(t, "README.md")
 	i := strings.Index(readme, "./scripts/check.sh")
 	j := strings.Index(readme, "## What it costs")

@@ -9,6 +9,7 @@ import (
 )
 
 func TestConfig_EraseAfter(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		env     map[string]string

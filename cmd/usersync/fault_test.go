@@ -224,6 +224,7 @@ func faultSize() (users, versions, kills int) {
 }
 
 func TestFault_KilledServerLosesNoAcknowledgedEvent(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine in child processes")
 	}

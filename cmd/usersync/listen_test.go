@@ -20,6 +20,7 @@ import (
 )
 
 func TestRun_TheWebhookApartAndTheMetricsBehindAKey(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine")
 	}
@@ -87,6 +88,7 @@ func TestRun_TheWebhookApartAndTheMetricsBehindAKey(t *testing.T) {
 }
 
 func TestConfig_TheWebhookAddressAndTheMetricsKeyAreChecked(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -108,6 +110,7 @@ func TestConfig_TheWebhookAddressAndTheMetricsKeyAreChecked(t *testing.T) {
 }
 
 func TestRun_ConfigurationErrorsComeBeforeTheDatabaseIsOpened(t *testing.T) {
+	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -28,7 +28,9 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/clerk"
 	"github.com/usersync/usersync/internal/peer"
+	"github.com/usersync/usersync/internal/service"
 	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/sync"
 )
@@ -43,9 +45,8 @@ func main() {
 }
 
 // shutdownTimeout bounds how long in-flight requests may finish on stop;
-// then the connections left are closed. A variable so that tests can
-// shorten it.
-var shutdownTimeout = 15 * time.Second
+// then the connections left are closed.
+const shutdownTimeout = 15 * time.Second
 
 // readTimeout bounds the reading of one request, body included. It is
 // shorter than shutdownTimeout, so that a client trickling a body cannot
@@ -63,6 +64,52 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 // results of commands go to stdout; serve logs to stdout too (it has no
 // other output), the other commands log to stderr.
 func runWith(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return runSeams(ctx, args, getenv, stdout, stderr, seams{})
+}
+
+// seams are the parts of a run that tests replace, passed in so that
+// tests that replace them still run in parallel; the zero value is
+// production's.
+type seams struct {
+	// wrapUsers, if set, stands between the service and the users store;
+	// tests use it to stop the process between storing an event and
+	// applying it.
+	wrapUsers func(sync.UserStore) sync.UserStore
+	// shutdownTimeout, if set, replaces shutdownTimeout.
+	shutdownTimeout time.Duration
+	// maxConns, if set, replaces defaultMaxConns.
+	maxConns int
+	// clerkRetry, if set, replaces clerk.DefaultRetry, the retry policy of
+	// every read from Clerk.
+	clerkRetry *clerk.RetryPolicy
+}
+
+// shutdownBudget is how long in-flight requests may finish on stop.
+func (s seams) shutdownBudget() time.Duration {
+	if s.shutdownTimeout > 0 {
+		return s.shutdownTimeout
+	}
+	return shutdownTimeout
+}
+
+// connCap is how many connections one listener of serve keeps open.
+func (s seams) connCap() int {
+	if s.maxConns > 0 {
+		return s.maxConns
+	}
+	return defaultMaxConns
+}
+
+// retry is the retry policy of every read from Clerk.
+func (s seams) retry() clerk.RetryPolicy {
+	if s.clerkRetry != nil {
+		return *s.clerkRetry
+	}
+	return clerk.DefaultRetry
+}
+
+// runSeams is runWith with seams.
+func runSeams(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, seams seams) error {
 	name := "serve"
 	if len(args) > 0 {
 		switch args[0] {
@@ -93,7 +140,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	cfg.logTo, cfg.operand = stderr, operand
+	cfg.logTo, cfg.operand, cfg.seams = stderr, operand, seams
 	if name == "serve" {
 		cfg.logTo = stdout
 	}
@@ -140,9 +187,10 @@ func runServe(ctx context.Context, cfg config, _ io.Writer) error {
 		return err
 	}
 	defer closeStore()
-	indexesBuilt := buildIndexes(ctx, store, log)
-	defer func() { <-indexesBuilt }() // before closeStore
-	return serve(ctx, cfg, store, log, servers)
+	background := newTasks(ctx)
+	defer background.Stop() // before closeStore
+	background.Go(buildIndexes(store, log))
+	return serve(ctx, cfg, store, log, servers, background)
 }
 
 // checkServe checks what serve would find wrong in cfg only once it runs:
@@ -163,7 +211,7 @@ func listenAll(cfg config, log *slog.Logger) ([]*listener, error) {
 		servers = append(servers, &listener{variable: "USERSYNC_WEBHOOK_ADDR", addr: cfg.WebhookAddr})
 	}
 	for _, l := range servers {
-		if err := l.listen(log, cfg.ConnsPerAddr, cfg.TrustedProxies); err != nil {
+		if err := l.listen(log, cfg.connCap(), cfg.ConnsPerAddr, cfg.TrustedProxies); err != nil {
 			closeAll(servers)
 			return nil, err
 		}
@@ -194,89 +242,41 @@ func durationStrings(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// wrapUsers stands between the service and the users store; tests use it
-// to stop the process between storing an event and applying it.
-var wrapUsers = func(u sync.UserStore) sync.UserStore { return u }
-
 // newService is the sync service with the configured retry policy.
 func newService(cfg config, store repository.Store) *sync.Service {
-	svc := sync.New(store.Events(), wrapUsers(store.Users()), nil)
-	svc.SetOrganizations(store.Organizations(), store.Memberships())
-	b := sync.DefaultBackoff
-	b.MaxAttempts = cfg.MaxAttempts
-	svc.SetBackoff(b)
-	return svc
+	return service.Sync(store, service.Options{MaxAttempts: cfg.MaxAttempts, WrapUsers: cfg.wrapUsers})
 }
 
-// serve runs the HTTP servers on the bound listeners and the recovery
-// sweep until ctx is cancelled, then lets in-flight requests finish.
-func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Logger, servers []*listener) error {
+// serve runs the HTTP servers on the bound listeners until ctx is
+// cancelled, with the recovery sweep and the rest of the background work
+// as tasks of background, then lets in-flight requests finish.
+func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Logger, servers []*listener, background *tasks) error {
 	svc := newService(cfg, store)
 	metrics := api.NewMetrics(store.Events())
 	cl, fetcher, err := clerkForServe(cfg, svc)
 	if err != nil {
 		return err
 	}
-	stopActivity := countActivity(ctx, svc, store, log)
-	defer stopActivity()
-	apiCfg := api.Config{
-		Sync: svc, Users: store.Users(), Organizations: store.Organizations(), Memberships: store.Memberships(),
-		Events: store.Events(), Eraser: store, DB: store, Logger: log, Metrics: metrics,
+	background.Go(countActivity(svc, store, log))
+	apiCfg := service.API(store, svc, api.Config{
+		Logger: log, Metrics: metrics, MetricsKey: string(cfg.MetricsKey), TrustedProxies: cfg.TrustedProxies,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
-		ClerkSync: fetcher, Console: consoleConfig(ctx, svc, store, cl), MetricsKey: string(cfg.MetricsKey),
-		TrustedProxies: cfg.TrustedProxies,
-	}
+		ClerkSync: fetcher, Console: consoleConfig(ctx, svc, store, cl),
+	})
 	if b, ok := store.(api.Backuper); ok { // the embedded store
 		apiCfg.Backup = b
 	}
-	var handler, webhookHandler http.Handler
-	if cfg.WebhookAddr == "" {
-		handler, err = api.New(apiCfg)
-	} else {
-		handler, webhookHandler, err = newApart(apiCfg)
-	}
-	if err != nil {
+	if err := setHandlers(servers, apiCfg); err != nil {
 		return fmt.Errorf("%s: %w", cfg.webhookSecretVar(), err)
 	}
-	if cfg.ReconcileInterval > 0 {
-		rctx, stopReconcile := context.WithCancel(ctx)
-		wait := scheduleReconcile(rctx, cfg, store, svc, cl, metrics, log)
-		defer func() { stopReconcile(); wait() }()
-	}
-	stopStats := background(ctx, func(ctx context.Context) { metrics.RunStatsRefresh(ctx, statsInterval, log) })
-	defer stopStats()
-	if cfg.SweepInterval > 0 {
-		rec := &sync.Recovery{
-			Service: svc, Store: store.Events(), Log: log,
-			Grace: cfg.SweepGrace, Retention: cfg.Retention,
-			Eraser: store, EraseAfter: cfg.EraseAfter,
-			Observe: func(r sync.Report) { metrics.ObserveRecovery(r); logPass(log, r, cfg.Retention) },
-		}
-		done := make(chan struct{})
-		rctx, stopRecovery := context.WithCancel(ctx)
-		go func() {
-			defer close(done)
-			rec.Run(rctx, cfg.SweepInterval)
-		}()
-		defer func() { stopRecovery(); <-done }()
-	}
-	servers[0].setHandler(handler)
-	if len(servers) > 1 {
-		servers[1].setHandler(webhookHandler)
-	}
+	startSchedules(background, cfg, store, svc, cl, metrics, log)
+	defer background.Stop() // once the servers have shut down
+
 	errc := make(chan error, len(servers))
 	for _, l := range servers {
 		go func() { errc <- l.srv.Serve(l.ln) }()
 	}
-	attrs := []any{slog.String("addr", servers[0].ln.Addr().String())}
-	if len(servers) > 1 {
-		attrs = append(attrs, slog.String("webhook_addr", servers[1].ln.Addr().String()))
-	}
-	log.Info("listening", append(attrs,
-		slog.Bool("embedded", cfg.Embedded()), slog.String("database", cfg.Database),
-		slog.Duration("sweep_interval", cfg.SweepInterval), slog.Duration("retention", cfg.Retention),
-		slog.Duration("erase_after", cfg.EraseAfter))...)
-
+	logListening(cfg, log, servers)
 	var serveErr error
 	select {
 	case err := <-errc:
@@ -284,22 +284,7 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	var wg stdsync.WaitGroup
-	for _, l := range servers {
-		wg.Go(func() {
-			if err := l.srv.Shutdown(sctx); err != nil {
-				// Requests that did not finish in time are cut: an event
-				// they stored is finished by Svix's retry or the sweep.
-				log.Warn("shutdown budget spent; closing the remaining connections",
-					slog.String("addr", l.ln.Addr().String()),
-					slog.Duration("budget", shutdownTimeout), slog.String("err", err.Error()))
-				_ = l.srv.Close()
-			}
-		})
-	}
-	wg.Wait()
+	shutdown(servers, log, cfg.shutdownBudget())
 	if serveErr != nil {
 		return serveErr
 	}
@@ -312,13 +297,78 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 	return nil
 }
 
-// newApart is api.NewApart as two http.Handlers.
-func newApart(cfg api.Config) (main, webhook http.Handler, err error) {
-	m, w, err := api.NewApart(cfg)
-	if err != nil {
-		return nil, nil, err
+// startSchedules starts serve's work on a schedule as tasks of
+// background: the scheduled reconcile, when configured, the refresh of
+// /metrics' event counts, and the recovery sweep with retention and
+// erasure, unless it is turned off.
+func startSchedules(background *tasks, cfg config, store repository.Store, svc *sync.Service,
+	cl *clerk.Client, metrics *api.Metrics, log *slog.Logger) {
+	if cfg.ReconcileInterval > 0 {
+		background.Go(scheduleReconcile(cfg, store, svc, cl, metrics, log))
 	}
-	return m, w, nil
+	background.Go(func(ctx context.Context) { metrics.RunStatsRefresh(ctx, statsInterval, log) })
+	if cfg.SweepInterval > 0 {
+		rec := &sync.Recovery{
+			Service: svc, Store: store.Events(), Log: log,
+			Grace: cfg.SweepGrace, Retention: cfg.Retention,
+			Eraser: store, EraseAfter: cfg.EraseAfter,
+			Observe: func(r sync.Report) { metrics.ObserveRecovery(r); logPass(log, r, cfg.Retention) },
+		}
+		background.Go(func(ctx context.Context) { rec.Run(ctx, cfg.SweepInterval) })
+	}
+}
+
+// setHandlers sets the API of cfg on the servers: all of it on the first,
+// or, with a webhook address, the webhook apart on the second.
+func setHandlers(servers []*listener, cfg api.Config) error {
+	if len(servers) == 1 {
+		h, err := api.New(cfg)
+		if err != nil {
+			return err
+		}
+		servers[0].setHandler(h)
+		return nil
+	}
+	h, webhook, err := api.NewApart(cfg)
+	if err != nil {
+		return err
+	}
+	servers[0].setHandler(h)
+	servers[1].setHandler(webhook)
+	return nil
+}
+
+// logListening logs the addresses serve listens on and its settings.
+func logListening(cfg config, log *slog.Logger, servers []*listener) {
+	attrs := []any{slog.String("addr", servers[0].ln.Addr().String())}
+	if len(servers) > 1 {
+		attrs = append(attrs, slog.String("webhook_addr", servers[1].ln.Addr().String()))
+	}
+	log.Info("listening", append(attrs,
+		slog.Bool("embedded", cfg.Embedded()), slog.String("database", cfg.Database),
+		slog.Duration("sweep_interval", cfg.SweepInterval), slog.Duration("retention", cfg.Retention),
+		slog.Duration("erase_after", cfg.EraseAfter))...)
+}
+
+// shutdown lets the servers' in-flight requests finish within budget, then
+// closes the connections left.
+func shutdown(servers []*listener, log *slog.Logger, budget time.Duration) {
+	sctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	var wg stdsync.WaitGroup
+	for _, l := range servers {
+		wg.Go(func() {
+			if err := l.srv.Shutdown(sctx); err != nil {
+				// Requests that did not finish in time are cut: an event
+				// they stored is finished by Svix's retry or the sweep.
+				log.Warn("shutdown budget spent; closing the remaining connections",
+					slog.String("addr", l.ln.Addr().String()),
+					slog.Duration("budget", budget), slog.String("err", err.Error()))
+				_ = l.srv.Close()
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // listener is one HTTP server of serve and its address.
@@ -330,15 +380,15 @@ type listener struct {
 	srv      *http.Server // its handler is set by serve
 }
 
-// listen opens l's address and makes its server, without a handler; one
-// client address keeps at most perAddr of its connections, unless it is
-// one of the trusted proxies.
-func (l *listener) listen(log *slog.Logger, perAddr int, proxies peer.Proxies) error {
+// listen opens l's address and makes its server, without a handler; it
+// keeps at most max connections, and one client address at most perAddr
+// of them, unless it is one of the trusted proxies.
+func (l *listener) listen(log *slog.Logger, max, perAddr int, proxies peer.Proxies) error {
 	ln, err := net.Listen("tcp", l.addr)
 	if err != nil {
 		return fmt.Errorf("%s: %w", l.variable, err)
 	}
-	limited := newConnLimiter(ln, maxConns, perAddr, proxies)
+	limited := newConnLimiter(ln, max, perAddr, proxies)
 	l.ln, l.limiter = limited, limited
 	l.srv = &http.Server{
 		ReadHeaderTimeout: 10 * time.Second,

@@ -53,10 +53,16 @@ var listening = regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
 // and a function that stops it and returns run's error.
 func start(t *testing.T, env map[string]string) (string, *syncBuffer, func() error) {
 	t.Helper()
+	return startSeams(t, env, seams{})
+}
+
+// startSeams is start with seams.
+func startSeams(t *testing.T, env map[string]string, seams seams) (string, *syncBuffer, func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	errc := make(chan error, 1)
-	go func() { errc <- run(ctx, nil, func(k string) string { return env[k] }, out) }()
+	go func() { errc <- runSeams(ctx, nil, func(k string) string { return env[k] }, out, os.Stderr, seams) }()
 	stop := stdsync.OnceValue(func() error {
 		cancel()
 		select {
@@ -84,6 +90,7 @@ func start(t *testing.T, env map[string]string) (string, *syncBuffer, func() err
 }
 
 func TestRun_ServesWithNothingConfigured(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine")
 	}
@@ -155,6 +162,7 @@ func send(t *testing.T, req *http.Request) (int, string) {
 }
 
 func TestRun_RefusesToStartWithoutWhatItNeeds(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -196,6 +204,7 @@ func TestRun_RefusesToStartWithoutWhatItNeeds(t *testing.T) {
 }
 
 func TestRun_NeverLogsSecrets(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine")
 	}
@@ -216,6 +225,7 @@ func TestRun_NeverLogsSecrets(t *testing.T) {
 }
 
 func TestLockDir_OneProcessPerEmbeddedEngine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	unlock, err := lockDir(dir)
 	if err != nil {

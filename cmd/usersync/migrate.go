@@ -46,13 +46,10 @@ func runMigrate(ctx context.Context, cfg config, dryRun bool, out io.Writer) err
 }
 
 // buildIndexes builds the indexes Prepare leaves out (see
-// repository.Store.EnsureIndexes) in the background, with no deadline
-// but ctx's, and logs the result. The returned channel closes when it is
-// done.
-func buildIndexes(ctx context.Context, store repository.Store, log *slog.Logger) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+// repository.Store.EnsureIndexes), with no deadline but ctx's, and logs
+// the result; serve runs it as a background task.
+func buildIndexes(store repository.Store, log *slog.Logger) (task func(context.Context)) {
+	return func(ctx context.Context) {
 		start := time.Now()
 		if err := store.BuildIndexes(ctx); err != nil {
 			if ctx.Err() == nil {
@@ -61,6 +58,5 @@ func buildIndexes(ctx context.Context, store repository.Store, log *slog.Logger)
 			return
 		}
 		log.Info("indexes ready", slog.Duration("took", time.Since(start)))
-	}()
-	return done
+	}
 }

@@ -67,6 +67,7 @@ func olderDatabase(t *testing.T, store *repository.Store, users int) {
 }
 
 func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	getenv, anyStore := replayEnv(t)
 	store, ok := anyStore.(*repository.Store)
@@ -150,6 +151,7 @@ func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) 
 var schemaLine = regexp.MustCompile(`usersync\.db is at schema [1-9][0-9]*\b`)
 
 func TestMigrate_TheEmbeddedStoreSaysItsSchema(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var out bytes.Buffer
 	env := map[string]string{"USERSYNC_DATA_DIR": dir}

@@ -251,11 +251,10 @@ func noteLine(n sync.Note) string {
 	return at + ": " + n.Action
 }
 
-// scheduleReconcile runs reconcile of every kind every
-// cfg.ReconcileInterval, on one instance at a time, until ctx ends; it
-// returns when the loop has stopped.
-func scheduleReconcile(ctx context.Context, cfg config, store repository.Store, svc *sync.Service,
-	cl *clerk.Client, metrics *api.Metrics, log *slog.Logger) (wait func()) {
+// scheduleReconcile is the task that runs reconcile of every kind every
+// cfg.ReconcileInterval, on one instance at a time, until its context ends.
+func scheduleReconcile(cfg config, store repository.Store, svc *sync.Service,
+	cl *clerk.Client, metrics *api.Metrics, log *slog.Logger) (task func(context.Context)) {
 	rec := newReconciler(svc, store, cl)
 	host, _ := os.Hostname()
 	sched := &sync.Scheduler{
@@ -301,12 +300,7 @@ func scheduleReconcile(ctx context.Context, cfg config, store repository.Store, 
 			return err
 		},
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sched.Run(ctx)
-	}()
-	return func() { <-done }
+	return sched.Run
 }
 
 // clerkForServe returns the Clerk client of serve and the fetcher of POST

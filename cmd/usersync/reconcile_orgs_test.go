@@ -156,6 +156,7 @@ func recheckRequests(reqs []clerktest.Request) []string {
 }
 
 func TestReconcile_DeletesOrganizationsAndMembershipsDeletedInClerkDuringAWebhookOutage(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 2))
 	members := []membership{{0, 0, 0}, {1, 1, 1}, {2, 2, 0}, {3, 0, 1}}
 	e.clerkHas(t, []int{0, 1, 2}, members)
@@ -239,6 +240,7 @@ func TestReconcile_DeletesOrganizationsAndMembershipsDeletedInClerkDuringAWebhoo
 }
 
 func TestReconcile_NeverDeletesAnOrganizationOrMembershipWrittenAfterTheListingBegan(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 1))
 	e.clerkHas(t, []int{0}, []membership{{0, 0, 0}})
 	e.orgCreated(t, 0)
@@ -274,8 +276,9 @@ func TestReconcile_NeverDeletesAnOrganizationOrMembershipWrittenAfterTheListingB
 }
 
 func TestReconcile_AnOrganizationListingThatFailsMidwayDeletesNothingOfAnyKind(t *testing.T) {
-	shortRetries(t)
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 1))
+	e.shortRetries()
 	e.clerkHas(t, []int{0, 1, 2}, []membership{{0, 0, 0}})
 	e.created(t, 0)
 	e.created(t, 1) // not in Clerk
@@ -313,6 +316,7 @@ func TestReconcile_AnOrganizationListingThatFailsMidwayDeletesNothingOfAnyKind(t
 }
 
 func TestReconcile_MaxDeletesAndTheDryRunCountEachKind(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 2))
 	e.clerkHas(t, []int{0}, []membership{{0, 0, 0}})
 	e.created(t, 0)
@@ -377,6 +381,7 @@ func TestReconcile_MaxDeletesAndTheDryRunCountEachKind(t *testing.T) {
 }
 
 func TestReconcile_AMembershipHiddenByAShiftingListIsNotDeleted(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 2))
 	members := []membership{{0, 0, 0}, {1, 0, 1}, {2, 1, 0}, {3, 1, 1}}
 	e.clerkHas(t, []int{0, 1}, members)
@@ -412,6 +417,7 @@ func TestReconcile_AMembershipHiddenByAShiftingListIsNotDeleted(t *testing.T) {
 }
 
 func TestBackfill_AppliesOrganizationsAndMembershipsAPageOfEachListInTurn(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 3))
 	members := []membership{{0, 0, 0}, {1, 1, 1}, {2, 2, 2}}
 	e.clerkHas(t, []int{0, 1, 2}, members)
@@ -469,8 +475,9 @@ func TestBackfill_AppliesOrganizationsAndMembershipsAPageOfEachListInTurn(t *tes
 }
 
 func TestBackfill_ResumesOneKindsListAtAnOffset(t *testing.T) {
-	shortRetries(t)
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 1))
+	e.shortRetries()
 	e.clerkHas(t, []int{0, 1, 2, 3}, nil)
 	e.clerk.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, _ int) int {
 		if r.Path == "/v1/organizations" && r.Offset == "2" {
@@ -501,6 +508,7 @@ func TestBackfill_ResumesOneKindsListAtAnOffset(t *testing.T) {
 }
 
 func TestReconcile_AnInstanceWithOrganizationsTurnedOffStillReconcilesUsers(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 1))
 	e.created(t, 0)
 	e.created(t, 1) // deleted in Clerk

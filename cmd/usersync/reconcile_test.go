@@ -67,6 +67,7 @@ func runSummary(t *testing.T, out string) string {
 }
 
 func TestReconcile_DeletesAUserDeletedInClerkDuringAWebhookOutage(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 3))
 	for i := range 3 {
 		e.created(t, i)
@@ -126,6 +127,7 @@ func TestReconcile_DeletesAUserDeletedInClerkDuringAWebhookOutage(t *testing.T) 
 }
 
 func TestReconcile_NeverDeletesAUserWrittenAfterTheListingBegan(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 2))
 	e.created(t, 0)
 	e.created(t, 1)
@@ -154,8 +156,9 @@ func TestReconcile_NeverDeletesAUserWrittenAfterTheListingBegan(t *testing.T) {
 }
 
 func TestReconcile_AListingThatFailsMidwayDeletesNothing(t *testing.T) {
-	shortRetries(t)
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 4))
+	e.shortRetries()
 	for i := range 5 {
 		e.created(t, i) // user 4 is not in Clerk
 	}
@@ -189,6 +192,7 @@ func TestReconcile_AListingThatFailsMidwayDeletesNothing(t *testing.T) {
 }
 
 func TestReconcile_RefusesMoreDeletionsThanMaxDeletes(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 1))
 	for i := range 5 {
 		e.created(t, i)
@@ -218,6 +222,7 @@ func TestReconcile_RefusesMoreDeletionsThanMaxDeletes(t *testing.T) {
 }
 
 func TestReconcile_DryRunWritesNothingAndSaysWhatWouldChange(t *testing.T) {
+	t.Parallel()
 	users := someUsers(t, 3)
 	users[1] = clerkUser(t, 1, updatedAt(1)+60_000) // changed while webhooks were down
 	e := newBackfillEnv(t, users)
@@ -254,6 +259,7 @@ func TestReconcile_DryRunWritesNothingAndSaysWhatWouldChange(t *testing.T) {
 }
 
 func TestReconcile_UpdatesStaleStatesAndNeverOverwritesNewerOnes(t *testing.T) {
+	t.Parallel()
 	users := someUsers(t, 2)
 	users[0] = clerkUser(t, 0, updatedAt(0)+60_000) // newer in Clerk than here
 	e := newBackfillEnv(t, users)
@@ -279,6 +285,7 @@ func TestReconcile_UpdatesStaleStatesAndNeverOverwritesNewerOnes(t *testing.T) {
 }
 
 func TestReconcile_ADeleteFollowedByALateUpdateKeepsTheUserDeleted(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 1))
 	e.created(t, 0)
 	e.created(t, 1)
@@ -301,6 +308,7 @@ func TestReconcile_ADeleteFollowedByALateUpdateKeepsTheUserDeleted(t *testing.T)
 }
 
 func TestReconcile_AUserHiddenByAShiftingListIsNotDeleted(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 4))
 	for i := range 4 {
 		e.created(t, i)
@@ -331,6 +339,7 @@ func TestReconcile_AUserHiddenByAShiftingListIsNotDeleted(t *testing.T) {
 }
 
 func TestReconcile_RequiresTheSecretKey(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 1))
 	delete(e.env, "CLERK_SECRET_KEY")
 	if _, err := e.reconcile(t); err == nil || !strings.Contains(err.Error(), "CLERK_SECRET_KEY") {
@@ -339,6 +348,7 @@ func TestReconcile_RequiresTheSecretKey(t *testing.T) {
 }
 
 func TestServe_ReconcilesOnAScheduleAndSyncsOneUser(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 3))
 	e.created(t, 0)
 	e.created(t, 9) // deleted in Clerk while webhooks were down
@@ -425,6 +435,7 @@ func TestServe_ReconcilesOnAScheduleAndSyncsOneUser(t *testing.T) {
 }
 
 func TestServe_AReconcileIntervalNeedsTheSecretKey(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, nil)
 	env := map[string]string{
 		"USERSYNC_ADDR": "127.0.0.1:0", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
@@ -438,6 +449,7 @@ func TestServe_AReconcileIntervalNeedsTheSecretKey(t *testing.T) {
 }
 
 func TestServe_AScheduledRunRefusedByTheLimitDeletesNothingAndSaysSo(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, nil) // a Clerk with no users: a wrong key, say
 	for i := range defaultMaxDeletes + 1 {
 		e.created(t, i)
@@ -476,6 +488,7 @@ func TestServe_AScheduledRunRefusedByTheLimitDeletesNothingAndSaysSo(t *testing.
 // (Clerk's answer about them failed) did not do its job: it is a failure,
 // in the log, the metrics and the console's runs, not a success.
 func TestServe_AScheduledRunThatCouldNotCheckUsersReportsAPartialRun(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 1))
 	for _, i := range []int{0, 5, 6} {
 		e.created(t, i)

@@ -36,6 +36,7 @@ func userJSON(id string, updatedAt int, email string) string {
 }
 
 func TestReplay_ReprocessesFailedEventsInBulk(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	getenv, store := replayEnv(t)
 	svc := sync.New(store.Events(), store.Users(), nil)
@@ -86,6 +87,7 @@ func TestReplay_ReprocessesFailedEventsInBulk(t *testing.T) {
 }
 
 func TestReplay_RefusesProcessedEvents(t *testing.T) {
+	t.Parallel()
 	getenv, _ := replayEnv(t)
 	err := run(context.Background(), []string{"replay", "-status", "processed"}, getenv, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "processed ones are final") {
@@ -101,6 +103,7 @@ func (refusingUsers) Apply(context.Context, models.Change, time.Time) (models.Ou
 }
 
 func TestReplayTally_NamesDeletedOnlyWhenThereAreSome(t *testing.T) {
+	t.Parallel()
 	var tally replayTally
 	tally.add(sync.Replayed{Result: sync.Result{Status: models.StatusProcessed, Outcome: models.OutcomeApplied}})
 	if got := tally.line(); strings.Contains(got, "deleted ") {

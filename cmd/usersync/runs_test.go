@@ -13,6 +13,7 @@ import (
 // backfill is recorded with its counts, a refused one as failed, a dry run
 // not at all.
 func TestRuns_ReconcileAndBackfillRecordWhatTheyDidButNotDryRuns(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 2))
 	for i := 2; i < 4; i++ {
 		e.created(t, i) // local users Clerk does not have
@@ -59,6 +60,7 @@ func TestRuns_ReconcileAndBackfillRecordWhatTheyDidButNotDryRuns(t *testing.T) {
 // as the run's summary line prints them; a kind not read has none, not
 // zeros.
 func TestRuns_ARunRecordsTheCountsOfEachKindItReadAndNoneOfTheOthers(t *testing.T) {
+	t.Parallel()
 	e := newBackfillEnv(t, someUsers(t, 2))
 	e.clerkHas(t, []int{0}, []membership{{0, 0, 0}})
 	e.created(t, 0)

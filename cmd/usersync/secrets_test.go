@@ -16,6 +16,7 @@ import (
 )
 
 func TestDevSecrets_FirstStartsAtOnceAllUseTheSecretsTheFileKeeps(t *testing.T) {
+	t.Parallel()
 	for round := range 20 {
 		dir := t.TempDir()
 		const starts = 8
@@ -61,6 +62,7 @@ func TestDevSecrets_FirstStartsAtOnceAllUseTheSecretsTheFileKeeps(t *testing.T) 
 }
 
 func TestDevSecrets_AFileOfAnEarlierVersionGetsWhatItLacks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, secretsFile)
 	if err := os.WriteFile(path, []byte(`{"apiKey":"usk_kept_0123456789abcdef"}`), 0o600); err != nil {
@@ -83,6 +85,7 @@ func TestDevSecrets_AFileOfAnEarlierVersionGetsWhatItLacks(t *testing.T) {
 func logTo(buf *bytes.Buffer) *slog.Logger { return slog.New(slog.NewJSONHandler(buf, nil)) }
 
 func TestDevSecrets_AFullyConfiguredStartReadsAndWritesNothing(t *testing.T) {
+	t.Parallel()
 	// A data dir that cannot be created or written (under a regular file):
 	// a start that needs none of its secrets still starts.
 	file := filepath.Join(t.TempDir(), "not-a-dir")
@@ -109,6 +112,7 @@ func TestDevSecrets_AFullyConfiguredStartReadsAndWritesNothing(t *testing.T) {
 }
 
 func TestDevSecrets_OnlyTheSecretsUsedAreSavedAndTheKeysAreNeverLogged(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var logs bytes.Buffer
 	// The webhook secret is set: only the two keys are generated.

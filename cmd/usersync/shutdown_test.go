@@ -11,16 +11,16 @@ import (
 )
 
 func TestServe_ShutdownEndsInTimeAndExits0WithASlowClient(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine")
 	}
 	if readTimeout > shutdownTimeout {
 		t.Fatalf("readTimeout %v exceeds the shutdown budget %v", readTimeout, shutdownTimeout)
 	}
-	defer func(d time.Duration) { shutdownTimeout = d }(shutdownTimeout)
-	shutdownTimeout = time.Second // well under readTimeout: only closing the connection ends it
-
-	base, out, stop := start(t, map[string]string{"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": t.TempDir()})
+	// A budget well under readTimeout: only closing the connection ends it.
+	base, out, stop := startSeams(t, map[string]string{"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": t.TempDir()},
+		seams{shutdownTimeout: time.Second})
 	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatal(err)

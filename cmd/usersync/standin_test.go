@@ -40,6 +40,7 @@ func newStandinEnv(t *testing.T, throttleEvery int) *backfillEnv {
 // reconcile after a user is deleted in the stand-in deletes it, and its
 // memberships, here.
 func TestStandin_TheWalkthroughBackfillsAndReconcilesItsFixture(t *testing.T) {
+	t.Parallel()
 	e := newStandinEnv(t, 4)
 	out := e.mustBackfill(t, "-limit", "3")
 	if !strings.Contains(out, "rate limited by Clerk") {

@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 
 	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/internal/service"
 	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/sqlite"
@@ -97,12 +98,9 @@ func newBench(ctx context.Context, o flags, dir string, quiet *slog.Logger, prog
 	if b.store, err = openStore(ctx, o, dir, b.db); err != nil {
 		return nil, err
 	}
-	svc := sync.New(b.store.Events(), b.store.Users(), nil)
-	svc.SetOrganizations(b.store.Organizations(), b.store.Memberships())
 	metrics := api.NewMetrics(b.store.Events())
-	handler, err := api.New(api.Config{
-		Sync: svc, Users: b.store.Users(), Organizations: b.store.Organizations(), Memberships: b.store.Memberships(),
-		Events: b.store.Events(), DB: b.store, Logger: quiet, Metrics: metrics,
+	handler, svc, err := service.New(b.store, service.Options{}, api.Config{
+		Logger: quiet, Metrics: metrics,
 		WebhookSecrets: []string{secret}, APIKeys: []string{apiKey}, AdminKeys: []string{adminKey},
 	})
 	if err != nil {

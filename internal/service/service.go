@@ -1,0 +1,81 @@
+// Package service wires usersync over a store: the sync service that
+// stores and applies Clerk's events, and the HTTP API in front of it.
+// serve, the scale benchmark, the load program's tests and the API tests
+// all build it here, so that what they run is wired as production is.
+package service
+
+import (
+	"github.com/labstack/echo/v4"
+
+	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/repository"
+	"github.com/usersync/usersync/sync"
+)
+
+// Options are how the sync service is built, beyond its store.
+type Options struct {
+	// MaxAttempts is the attempts after which the sweep stops retrying a
+	// failed event; 0 keeps sync.DefaultBackoff's.
+	MaxAttempts int
+	// WrapUsers, if set, stands between the sync service and the users
+	// store: tests use it to fail or stop an apply.
+	WrapUsers func(sync.UserStore) sync.UserStore
+}
+
+// Sync is the sync service over every kind of store, with o's retry
+// policy.
+func Sync(store repository.Store, o Options) *sync.Service {
+	var users sync.UserStore = store.Users()
+	if o.WrapUsers != nil {
+		users = o.WrapUsers(users)
+	}
+	svc := sync.New(store.Events(), users, nil)
+	svc.SetOrganizations(store.Organizations(), store.Memberships())
+	if o.MaxAttempts > 0 {
+		b := sync.DefaultBackoff
+		b.MaxAttempts = o.MaxAttempts
+		svc.SetBackoff(b)
+	}
+	return svc
+}
+
+// API is c with what the API reads and writes filled in where c leaves it
+// unset: svc ingests, and store serves every read, the erasures and the
+// health check. c brings the keys, the secrets and the rest of the
+// settings; backups stay the caller's choice (serve offers them with the
+// embedded store), since they write files beside the store.
+func API(store repository.Store, svc *sync.Service, c api.Config) api.Config {
+	if c.Sync == nil {
+		c.Sync = svc
+	}
+	if c.Users == nil {
+		c.Users = store.Users()
+	}
+	if c.Organizations == nil {
+		c.Organizations = store.Organizations()
+	}
+	if c.Memberships == nil {
+		c.Memberships = store.Memberships()
+	}
+	if c.Events == nil {
+		c.Events = store.Events()
+	}
+	if c.Eraser == nil {
+		c.Eraser = store
+	}
+	if c.DB == nil {
+		c.DB = store
+	}
+	return c
+}
+
+// New is usersync over store on one address: the sync service built with
+// o, and the API of c (see API) in front of it.
+func New(store repository.Store, o Options, c api.Config) (*echo.Echo, *sync.Service, error) {
+	svc := Sync(store, o)
+	e, err := api.New(API(store, svc, c))
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, svc, nil
+}
