@@ -3,7 +3,6 @@ package mongo
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -36,18 +35,19 @@ func (u *Users) Changes(ctx context.Context, f models.ChangeFilter) (models.User
 var changesOrder = bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}
 
 // changesWindowFilter is filter (of changesFilter) within window w of
-// updatedAt.
+// updatedAt, with one bound a side (two bounds on one side of a field
+// lead the DocumentDB engines to scan the index between the wider ones).
 func changesWindowFilter(filter bson.D, w window) bson.D {
 	r := filter[0].Value.(bson.D)
-	from := r[0].Value.(time.Time)
-	r = slices.Clone(r)
-	if !w.noLo && keyTime(w.lo).After(from) {
-		r[0].Value = keyTime(w.lo)
+	lo, until := r[0].Value.(time.Time), r[1].Value.(time.Time)
+	if !w.noLo && keyTime(w.lo).After(lo) {
+		lo = keyTime(w.lo)
 	}
-	if !w.noHi {
-		r = append(r, bson.E{Key: "$lt", Value: keyTime(w.hi)})
+	upper := bson.E{Key: "$lte", Value: until}
+	if !w.noHi && !keyTime(w.hi).After(until) {
+		upper = bson.E{Key: "$lt", Value: keyTime(w.hi)}
 	}
-	return append(bson.D{{Key: "updatedAt", Value: r}}, filter[1:]...)
+	return append(bson.D{{Key: "updatedAt", Value: bson.D{{Key: "$gte", Value: lo}, upper}}}, filter[1:]...)
 }
 
 // changesFilter is the filter of one page of the change feed, and the

@@ -91,12 +91,12 @@ func TestMigrationReport_SaysWhatItDidOrWouldDo(t *testing.T) {
 		{"older", migration{mark: true, older: true, rekey: true, users: 10, rekeyed: 4, finished: 1, processed: 42, recounted: true,
 			emails: 2, recomputed: true, indexes: true}, false,
 			"re-keyed 4 of 10 users (1 left aside by a stopped run), counted 42 processed events into the outcome counters, " +
-				"recomputed the email of 2 users from their last events, marked the database as usersync's, built the missing indexes", 6},
+				"recomputed the email of 2 users from their last events, filled Clerk's creation time of 0 users from their last events, marked the database as usersync's, built the missing indexes", 6},
 		{"older, dry run", migration{mark: true, older: true, rekey: true, users: 10, rekeyed: 3, processed: 42, emails: 1}, true,
 			"would re-key 3 of 10 users, would count 42 processed events into the outcome counters, " +
-				"would recompute the email of 1 users from their last events, would mark the database as usersync's, would build the missing indexes", 4},
+				"would recompute the email of 1 users from their last events, would fill Clerk's creation time of 0 users from their last events, would mark the database as usersync's, would build the missing indexes", 4},
 		{"schema 2", migration{mark: true, older: true, emails: 1, recomputed: true, indexes: true}, false,
-			"recomputed the email of 1 users from their last events, marked the database as usersync's, built the missing indexes", 1},
+			"recomputed the email of 1 users from their last events, filled Clerk's creation time of 0 users from their last events, marked the database as usersync's, built the missing indexes", 1},
 		{"stopped", migration{mark: true, older: true, rekey: true, users: 10, rekeyed: 2}, false, "re-keyed 2 of 10 users", 2},
 		{"refused", migration{}, false, "nothing done", 0},
 	} {

@@ -1,9 +1,11 @@
 package mongo
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -81,6 +83,10 @@ var allKeys = window{noLo: true, noHi: true, last: true}
 // withIDRange is filter of a page after the cursor after (an _id in hex;
 // "" for the first page), within window w of _id. A malformed cursor
 // wraps models.ErrInvalid.
+//
+// One bound a side: the cursor or the window's lower end, whichever is
+// higher. (Two lower bounds on one field, $gt and $gte, lead the
+// DocumentDB engines to scan the index from the lower of them.)
 func withIDRange(filter bson.D, after string, w window) (bson.D, error) {
 	id := w.idRange()
 	if after != "" {
@@ -88,7 +94,10 @@ func withIDRange(filter bson.D, after string, w window) (bson.D, error) {
 		if err != nil {
 			return nil, models.ErrBadCursor()
 		}
-		id = append(bson.D{{Key: "$gt", Value: oid}}, id...)
+		if lo := keyID(w.lo); w.noLo || bytes.Compare(lo[:], oid[:]) <= 0 {
+			id = slices.DeleteFunc(id, func(e bson.E) bool { return e.Key == "$gte" })
+			id = append(bson.D{{Key: "$gt", Value: oid}}, id...)
+		}
 	}
 	if len(id) > 0 {
 		filter = append(filter, bson.E{Key: "_id", Value: id})
@@ -176,7 +185,7 @@ func changesPage[T pageDoc](ctx context.Context, src source[T], d *densities, wh
 	if len(docs) > f.Limit {
 		reach = timeKey(docs[len(docs)-1].changedAt())
 	}
-	d.note(kind, len(docs), max(covered(plan.from(), reach, false), 1))
+	d.note(kind, len(docs), max(covered(spanStart(plan, len(docs) > 0, func() uint64 { return timeKey(docs[0].changedAt()) }), reach, false), 1))
 	if len(docs) > 0 && f.After == "" {
 		d.noteEdge(kind, timeKey(docs[0].changedAt()))
 	}

@@ -261,6 +261,17 @@ func (d *densities) noteEdge(kind string, k uint64) {
 	d.edges[kind] = k
 }
 
+// spanStart is where the matches a walk of plan found begin, for their
+// density: the first match's key (first, when found says there is one),
+// so that a gap the walk crossed before them does not thin it; else
+// where the walk's windows began.
+func spanStart(plan windowPlan, found bool, first func() uint64) uint64 {
+	if found {
+		return first()
+	}
+	return plan.from()
+}
+
 // firstWidth is the width of a first window that should hold want
 // matches (twice that, for the variance) at density; at most maxWidth, and
 // maxWidth when nothing matched last time (a walk of one window).
