@@ -6,6 +6,10 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/usersync/usersync/models"
 )
 
 // TestWindowPlan_CoversTheRangeOnceInOrder checks the windows of walks in
@@ -209,6 +213,46 @@ func TestWalkWindows_EachWindowHoldsAboutAPage(t *testing.T) {
 			if most > 2*want+1 || windows > 1 && start > 2*every*uint64(want) {
 				t.Errorf("want %d from %d: %d windows, the largest with %d matches; want 1 window of about 2 pages", want, start, windows, most)
 			}
+		}
+	}
+}
+
+// TestWindowFilters_OneBoundASide: the filter of a window of the change
+// feed, and of a page of _id after a cursor, has one bound on each side
+// of its field (the narrower), not the window's and the filter's both:
+// with two, the DocumentDB engines scanned the index between the wider
+// ones (33 ms for an empty window of 100k users, against 8 ms).
+func TestWindowFilters_OneBoundASide(t *testing.T) {
+	until := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	feed, _, err := changesFilter(models.ChangeFilter{Since: until.Add(-time.Hour), Until: until, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []window{
+		{lo: timeKey(until.Add(-time.Minute)), hi: timeKey(until.Add(-time.Second))},
+		{lo: timeKey(until.Add(-2 * time.Hour)), hi: timeKey(until.Add(time.Hour))},
+		{noLo: true, noHi: true},
+	} {
+		r := changesWindowFilter(feed, w)[0].Value.(bson.D)
+		if len(r) != 2 || r[0].Key != "$gte" || (r[1].Key != "$lt" && r[1].Key != "$lte") {
+			t.Errorf("feed window %+v: updatedAt %v, want one lower and one upper bound", w, r)
+		}
+	}
+	cursor := bson.NewObjectID().Hex()
+	for _, w := range []window{{lo: 0, hi: math.MaxUint64 / 2}, {lo: math.MaxUint64 - 5, hi: math.MaxUint64}, allKeys} {
+		f, err := withIDRange(bson.D{}, cursor, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := f[0].Value.(bson.D)
+		lower := 0
+		for _, e := range r {
+			if e.Key == "$gt" || e.Key == "$gte" {
+				lower++
+			}
+		}
+		if lower != 1 {
+			t.Errorf("_id window %+v after a cursor: %v, want one lower bound", w, r)
 		}
 	}
 }
