@@ -346,10 +346,19 @@ func (e *Events) List(ctx context.Context, f models.EventFilter) (models.EventPa
 	}
 	var docs []eventDoc
 	var err error
-	if logWindowed(f) {
+	kind := logKind(f)
+	if logWindowed(f) && !e.density.few(kind) {
 		docs, err = e.walkLog(ctx, f, want, query)
 	} else {
 		docs, err = query(window{noLo: true, noHi: true, last: true}, want)
+	}
+	if err == nil && logWindowed(f) && f.After == "" && f.Since.IsZero() && f.Until.IsZero() {
+		// A first page of the whole log that is not full: the filter's
+		// events are few, and its next pages are one query through its
+		// own index, as a user's are; windows would read every event
+		// their range holds to find none. Once a page is full, windows
+		// again.
+		e.density.noteFew(kind, len(docs) < want)
 	}
 	if err != nil {
 		return models.EventPage{}, fmt.Errorf("list events: %w", err)

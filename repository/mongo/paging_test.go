@@ -664,3 +664,32 @@ func TestMembershipsChanges_WindowedPagesServeEveryChangeOnceInOrder(t *testing.
 		return got, page.NextCursor, err
 	})
 }
+
+// TestEventsList_AFilterWithFewEventsIsOneQuery: once a first page of a
+// filter of the log found fewer events than it asked for in the whole
+// log, its next pages are one query through its own index (windows would
+// read every event of their range to find none), and list the same.
+func TestEventsList_AFilterWithFewEventsIsOneQuery(t *testing.T) {
+	ctx := context.Background()
+	var finds atomic.Int64
+	s := mongotest.OpenWith(t, repository.Options{Monitor: &event.CommandMonitor{
+		Started: func(_ context.Context, e *event.CommandStartedEvent) {
+			if e.CommandName == "find" {
+				finds.Add(1)
+			}
+		},
+	}})
+	pagingEvents(t, s, 150, time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour))
+	f := models.EventFilter{Kind: models.KindMembership, Limit: 50} // none: every event is a user's
+	first, err := s.Events().List(ctx, f)
+	if err != nil || len(first.Events) != 0 {
+		t.Fatalf("first page = %d events, %v; want none", len(first.Events), err)
+	}
+	finds.Store(0)
+	if page, err := s.Events().List(ctx, f); err != nil || len(page.Events) != 0 {
+		t.Fatalf("next page = %d events, %v; want none", len(page.Events), err)
+	}
+	if n := finds.Load(); n != 1 {
+		t.Errorf("a page of a filter with few events took %d finds, want 1", n)
+	}
+}

@@ -212,9 +212,10 @@ func (w window) idRange() bson.D {
 // last time (an exponential average): what sizes the next first window.
 // It is a hint: a wrong one costs windows, never a missed match.
 type densities struct {
-	mu    stdsync.Mutex
-	m     map[string]float64
-	edges map[string]uint64 // see edge
+	mu       stdsync.Mutex
+	m        map[string]float64
+	edges    map[string]uint64 // see edge
+	fewKinds map[string]bool   // see few
 }
 
 // get returns the density of kind, or ok=false if no walk measured it.
@@ -259,6 +260,25 @@ func (d *densities) noteEdge(kind string, k uint64) {
 		d.edges = map[string]uint64{}
 	}
 	d.edges[kind] = k
+}
+
+// few reports whether the last first page of kind found fewer matches
+// than it asked for in its whole range (see Events.List).
+func (d *densities) few(kind string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fewKinds[kind]
+}
+
+// noteFew records whether a first page of kind found fewer matches than
+// it asked for in its whole range.
+func (d *densities) noteFew(kind string, few bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fewKinds == nil {
+		d.fewKinds = map[string]bool{}
+	}
+	d.fewKinds[kind] = few
 }
 
 // spanStart is where the matches a walk of plan found begin, for their
