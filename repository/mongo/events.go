@@ -729,10 +729,13 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 		if outcome == "" {
 			status = models.StatusDiscarded
 		}
+		// No {uncounted: null} here: processedBefore left out the uncounted
+		// ones, a processed event is never flagged again, and the
+		// condition leads the DocumentDB engines to read the sparse
+		// uncounted_1 index for every counted event (90 ms at 270k events).
 		res, err := e.coll.DeleteMany(ctx, bson.D{
 			{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}},
 			{Key: "status", Value: status},
-			{Key: "uncounted", Value: nil},
 		})
 		if err != nil {
 			return deleted, fmt.Errorf("delete old events: %w", translate(err))
