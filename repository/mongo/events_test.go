@@ -3,7 +3,10 @@ package mongo_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	stdsync "sync"
+	"sync/atomic"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -102,5 +105,33 @@ func TestEventsRecord_KeepsANonUTF8BodyAsBinary(t *testing.T) {
 	got, err := s.Events().Get(ctx, ev.ID)
 	if err != nil || string(got.RawBody) != body {
 		t.Errorf("raw body = %q, %v; want %q", got.RawBody, err, body)
+	}
+}
+
+// TestEventsRecord_OfConcurrentDeliveriesOneIsTheFirst records one new
+// event from eight deliveries at once, again and again: exactly one is
+// told it created the event (with findAndModify upserts, the DocumentDB
+// engines told several, in most tries).
+func TestEventsRecord_OfConcurrentDeliveriesOneIsTheFirst(t *testing.T) {
+	s := mongotest.Open(t)
+	for round := range 20 {
+		ev := newEvent(fmt.Sprintf("msg_first_%d", round), `{}`)
+		var created atomic.Int64
+		var wg stdsync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				_, c, err := s.Events().Record(context.Background(), ev)
+				if err != nil {
+					t.Error(err)
+				}
+				if c {
+					created.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := created.Load(); n != 1 {
+			t.Errorf("round %d: %d deliveries were told they stored the event first, want 1", round, n)
+		}
 	}
 }

@@ -42,8 +42,9 @@ func clerkBody(t *testing.T, typ, id string, updatedAt int64, email string) []by
 // TestRoundTrips_PerDeliveryKind counts the commands one delivery sends
 // through the store, on the path of a webhook (sync.Service.Ingest: store
 // the event, apply it, mark it), and prints them per kind of delivery.
-// The floor is the event's upsert, the user's conditional upsert and the
-// mark; a duplicate of a processed event is its upsert alone; a stale
+// The floor is the event's insert, the user's conditional upsert and the
+// mark; a duplicate of a processed event is its refused insert and the
+// read of the stored event; a stale
 // event reads the user's state to explain why the write did not go
 // through.
 func TestRoundTrips_PerDeliveryKind(t *testing.T) {
@@ -73,10 +74,10 @@ func TestRoundTrips_PerDeliveryKind(t *testing.T) {
 		body   string
 		want   []string
 	}{
-		{"new user", nil, "msg_a", "created", []string{"findAndModify", "update", "update"}},
-		{"update", [][2]string{{"msg_a", "created"}}, "msg_b", "updated", []string{"findAndModify", "update", "update"}},
-		{"duplicate", [][2]string{{"msg_a", "created"}}, "msg_a", "created", []string{"findAndModify"}},
-		{"stale", [][2]string{{"msg_a", "created"}, {"msg_b", "updated"}}, "msg_c", "old", []string{"findAndModify", "update", "find", "update"}},
+		{"new user", nil, "msg_a", "created", []string{"insert", "update", "update"}},
+		{"update", [][2]string{{"msg_a", "created"}}, "msg_b", "updated", []string{"insert", "update", "update"}},
+		{"duplicate", [][2]string{{"msg_a", "created"}}, "msg_a", "created", []string{"insert", "find"}},
+		{"stale", [][2]string{{"msg_a", "created"}, {"msg_b", "updated"}}, "msg_c", "old", []string{"insert", "update", "find", "update"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
