@@ -47,8 +47,8 @@ func TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline(t *testing.T) 
 			t.Fatal(err)
 		}
 		mu.Lock()
-		// Record stores an event with an upsert (findAndModify).
-		insert, find := cmds["findAndModify"], cmds["find"]
+		// Record stores an event with an insert.
+		insert, find := cmds["insert"], cmds["find"]
 		mu.Unlock()
 		wc, err := insert.LookupErr("writeConcern", "w")
 		var got any

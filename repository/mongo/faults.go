@@ -97,9 +97,11 @@ func (e *transientError) Error() string {
 func (e *transientError) Unwrap() []error { return []error{models.ErrRetryLater, e.driver} }
 
 // maxConflictTries bounds the tries of one write refused by transient
-// conflicts; the pauses between them add up to about 30 ms, far within
-// the write deadline the change feed's settle time relies on.
-const maxConflictTries = 5
+// conflicts; the pauses between them add up to about 250 ms, far within
+// the 10 s write deadline the change feed's settle time relies on. (Five
+// tries, 30 ms, were not enough for eight writers of one membership pair
+// at once on DocumentDB.)
+const maxConflictTries = 8
 
 // conflictPause is the pause before try try+1: 2 ms doubled each time,
 // with jitter, so that two writers that deadlocked do not meet again.
