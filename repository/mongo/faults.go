@@ -97,16 +97,18 @@ func (e *transientError) Error() string {
 func (e *transientError) Unwrap() []error { return []error{models.ErrRetryLater, e.driver} }
 
 // maxConflictTries bounds the tries of one write refused by transient
-// conflicts; the pauses between them add up to about 250 ms, far within
-// the 10 s write deadline the change feed's settle time relies on. (Five
-// tries, 30 ms, were not enough for eight writers of one membership pair
-// at once on DocumentDB.)
-const maxConflictTries = 8
+// conflicts; the pauses between them add up to about a second, within the
+// 10 s write deadline the change feed's settle time relies on (and each
+// try ends at the caller's deadline). Eight writers of one membership pair
+// at once on DocumentDB, whose deadlock detector waits a second, needed
+// more than five tries 30 ms apart.
+const maxConflictTries = 10
 
-// conflictPause is the pause before try try+1: 2 ms doubled each time,
-// with jitter, so that two writers that deadlocked do not meet again.
+// conflictPause is the pause before try try+1: 4 ms doubled each time up
+// to 256 ms, with jitter, so that writers that deadlocked do not meet
+// again.
 func conflictPause(try int) time.Duration {
-	d := 2 * time.Millisecond << (try - 1)
+	d := min(4*time.Millisecond<<(try-1), 256*time.Millisecond)
 	return d/2 + rand.N(d)
 }
 
