@@ -323,7 +323,7 @@ func testOnePerPair(t *testing.T, s repository.Store) {
 	}
 	// Memberships of one pair applied at once: the newest is the one left.
 	// A write answered "retry later" or "unavailable" (on a DocumentDB
-	// engine, eight writers of one pair wait on each other's locks and
+	// engine, writers of one pair wait on each other's locks and
 	// deadlocks: while other tests load the engine, an apply can run past
 	// its deadline) is made again, as the next delivery or the sweep
 	// would.
