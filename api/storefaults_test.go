@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	stdsync "sync"
 	"testing"
 
 	"github.com/usersync/usersync/repository/repotest"
@@ -87,35 +86,6 @@ func TestStore_DamagedPagesAre503AndNotReady(t *testing.T) {
 	}
 }
 
-// frozenDisk is a write gate that holds the store's writer while frozen,
-// as a filesystem that does not answer would.
-type frozenDisk struct {
-	mu     stdsync.Mutex
-	thawed chan struct{} // nil while not frozen
-}
-
-func (d *frozenDisk) gate() {
-	d.mu.Lock()
-	thawed := d.thawed
-	d.mu.Unlock()
-	if thawed != nil {
-		<-thawed
-	}
-}
-
-func (d *frozenDisk) freeze() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.thawed = make(chan struct{})
-}
-
-func (d *frozenDisk) thaw() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	close(d.thawed)
-	d.thawed = nil
-}
-
 // TestWebhook_AFrozenDiskAnswers503AndIsNotReady: with the store's writer
 // held (a frozen data dir), a delivery is answered 503 once its write
 // could not start within its 10 s deadline, rather than hanging until the
@@ -129,8 +99,8 @@ func TestWebhook_AFrozenDiskAnswers503AndIsNotReady(t *testing.T) {
 		t.Skip("holds the embedded store's writer")
 	}
 	ctx := context.Background()
-	disk := &frozenDisk{}
-	store, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{WriteGate: disk.gate})
+	disk := &repotest.FrozenDisk{}
+	store, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{WriteGate: disk.Gate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,10 +108,10 @@ func TestWebhook_AFrozenDiskAnswers503AndIsNotReady(t *testing.T) {
 	h := newHarness(t, func(o *harnessOptions) { o.store = store })
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_before", UpdatedAt: t0}))
 
-	disk.freeze()
+	disk.Freeze()
 	r := h.deliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_frozen", UpdatedAt: t0}))
 	ready := h.get("/readyz", "")
-	disk.thaw()
+	disk.Thaw()
 	if r.Code != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), "stalled") {
 		t.Errorf("delivery with the disk frozen = %s; want 503 saying the writes are stalled", r)
 	}

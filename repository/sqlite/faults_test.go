@@ -4,42 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	stdsync "sync"
 	"testing"
 	"time"
 
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/repository/sqlite"
 )
-
-// frozenDisk is a write gate that holds the store's writer while frozen,
-// as a filesystem that does not answer would.
-type frozenDisk struct {
-	mu     stdsync.Mutex
-	thawed chan struct{} // nil while not frozen
-}
-
-func (d *frozenDisk) gate() {
-	d.mu.Lock()
-	thawed := d.thawed
-	d.mu.Unlock()
-	if thawed != nil {
-		<-thawed
-	}
-}
-
-func (d *frozenDisk) freeze() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.thawed = make(chan struct{})
-}
-
-func (d *frozenDisk) thaw() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	close(d.thawed)
-	d.thawed = nil
-}
 
 // TestWrite_AWriteThatCannotStartInTimeIsUnavailableAndTheStoreStalled:
 // with the writer held (a frozen disk), a write whose deadline passes
@@ -48,8 +19,8 @@ func (d *frozenDisk) thaw() {
 // until the writer finishes a batch again.
 func TestWrite_AWriteThatCannotStartInTimeIsUnavailableAndTheStoreStalled(t *testing.T) {
 	ctx := context.Background()
-	disk := &frozenDisk{}
-	s, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{WriteGate: disk.gate})
+	disk := &repotest.FrozenDisk{}
+	s, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{WriteGate: disk.Gate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +36,11 @@ func TestWrite_AWriteThatCannotStartInTimeIsUnavailableAndTheStoreStalled(t *tes
 		t.Fatalf("Ping before the freeze = %v", err)
 	}
 
-	disk.freeze()
+	disk.Freeze()
 	thawed := false
 	defer func() {
 		if !thawed {
-			disk.thaw()
+			disk.Thaw()
 		}
 	}()
 	for _, user := range []string{"user_frozen_1", "user_frozen_2"} {
@@ -84,7 +55,7 @@ func TestWrite_AWriteThatCannotStartInTimeIsUnavailableAndTheStoreStalled(t *tes
 		t.Errorf("Ping with the disk frozen = %v; want the writes reported stalled", err)
 	}
 
-	disk.thaw()
+	disk.Thaw()
 	thawed = true
 	if _, err := s.Users().Apply(ctx, ch("user_after", "msg_2"), now); err != nil {
 		t.Fatalf("Apply after the thaw = %v", err)
