@@ -20,18 +20,7 @@ import (
 func TestUpgrade_ASchema3FileGainsKindsAndMembershipErasure(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, _ := fs.Glob(migrations, "migrations/*.sql")
-	slices.Sort(names)
-	for i, name := range names[:3] {
-		body, _ := migrations.ReadFile(name)
-		if err := migrate(ctx, db, string(body), i+1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := fileAtSchema(t, dir, 3)
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 	for _, q := range []string{
 		`INSERT INTO memberships (membership_id, org_id, user_id, permissions, metadata, created_at, updated_at,
@@ -101,18 +90,7 @@ func TestUpgrade_ASchema3FileGainsKindsAndMembershipErasure(t *testing.T) {
 func TestUpgrade_ASchema5FileRecomputesEmailsFromTheLastPayloads(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, _ := fs.Glob(migrations, "migrations/*.sql")
-	slices.Sort(names)
-	for i, name := range names[:5] {
-		body, _ := migrations.ReadFile(name)
-		if err := migrate(ctx, db, string(body), i+1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := fileAtSchema(t, dir, 5)
 	payload := func(user, email string) string {
 		return `{"type":"user.updated","data":{"id":"` + user + `","primary_email_address_id":"idn_2",` +
 			`"email_addresses":[{"id":"idn_1","email_address":"other@example.com"},{"id":"idn_2","email_address":"` + email + `"}]}}`
@@ -183,18 +161,7 @@ func TestUpgrade_ASchema5FileRecomputesEmailsFromTheLastPayloads(t *testing.T) {
 func TestUpgrade_StoredUsersGetClerksCreationTimeFromTheirLastAppliedPayload(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, _ := fs.Glob(migrations, "migrations/*.sql")
-	slices.Sort(names)
-	for i, name := range names[:5] {
-		body, _ := migrations.ReadFile(name)
-		if err := migrate(ctx, db, string(body), i+1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := fileAtSchema(t, dir, 5)
 	users := []struct{ id, event, body string }{
 		{"user_ms", "msg_ms", `{"type":"user.updated","data":{"id":"user_ms","created_at":1654012591514,"updated_at":1654012591835}}`},
 		{"user_s", "msg_s", `{"type":"user.updated","data":{"id":"user_s","created_at":1654012591,"updated_at":1654012591835}}`},
@@ -251,4 +218,23 @@ func TestUpgrade_StoredUsersGetClerksCreationTimeFromTheirLastAppliedPayload(t *
 			t.Errorf("%s after the upgrade: createdAt %v, want usersync's as it was", u.id, got.CreatedAt)
 		}
 	}
+}
+
+// fileAtSchema makes the store file in dir at schema n, as a version whose
+// last migration was the n-th left it, and returns it open.
+func fileAtSchema(t *testing.T, dir string, n int) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := fs.Glob(migrations, "migrations/*.sql")
+	slices.Sort(names)
+	for i, name := range names[:n] {
+		body, _ := migrations.ReadFile(name)
+		if err := migrate(context.Background(), db, string(body), i+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
 }
