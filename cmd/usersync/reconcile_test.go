@@ -454,21 +454,7 @@ func TestServe_AScheduledRunRefusedByTheLimitDeletesNothingAndSaysSo(t *testing.
 	for i := range defaultMaxDeletes + 1 {
 		e.created(t, i)
 	}
-	env := map[string]string{
-		"USERSYNC_ADDR": "127.0.0.1:0", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-		"USERSYNC_API_KEYS": "usk_serve_api_0123456789", "USERSYNC_RECONCILE_INTERVAL": "1h",
-	}
-	for k, v := range e.env {
-		env[k] = v
-	}
-	base, out, _ := start(t, env)
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), `"msg":"reconcile failed"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no failed reconcile logged:\n%s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	base, out := serveUntilReconcileFails(t, e)
 	if !strings.Contains(out.String(), "11 users are absent from Clerk, more than 10: nothing deleted") {
 		t.Errorf("the log does not say why:\n%s", out)
 	}
@@ -500,21 +486,7 @@ func TestServe_AScheduledRunThatCouldNotCheckUsersReportsAPartialRun(t *testing.
 		}
 		return 0
 	})
-	env := map[string]string{
-		"USERSYNC_ADDR": "127.0.0.1:0", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-		"USERSYNC_API_KEYS": "usk_serve_api_0123456789", "USERSYNC_RECONCILE_INTERVAL": "1h",
-	}
-	for k, v := range e.env {
-		env[k] = v
-	}
-	base, out, _ := start(t, env)
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), `"msg":"reconcile failed"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no failed reconcile logged:\n%s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	base, out := serveUntilReconcileFails(t, e)
 	if !strings.Contains(out.String(), "partial: 2 users could not be applied or checked") {
 		t.Errorf("the log does not say the run is partial:\n%s", out)
 	}
@@ -533,4 +505,27 @@ func TestServe_AScheduledRunThatCouldNotCheckUsersReportsAPartialRun(t *testing.
 	if r := runs[0]; r.Success || !strings.Contains(r.Error, "partial") || r.Users == nil || r.Users.Failed != 2 {
 		t.Errorf("recorded run = %+v (users %+v); want failed, partial, 2 users failed", r, r.Users)
 	}
+}
+
+// serveUntilReconcileFails serves with e's Clerk and a scheduled
+// reconcile, and waits until the first run is logged as failed; it
+// returns the service's base URL and its log.
+func serveUntilReconcileFails(t *testing.T, e *backfillEnv) (string, *syncBuffer) {
+	t.Helper()
+	env := map[string]string{
+		"USERSYNC_ADDR": "127.0.0.1:0", "CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		"USERSYNC_API_KEYS": "usk_serve_api_0123456789", "USERSYNC_RECONCILE_INTERVAL": "1h",
+	}
+	for k, v := range e.env {
+		env[k] = v
+	}
+	base, out, _ := start(t, env)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), `"msg":"reconcile failed"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed reconcile logged:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return base, out
 }
