@@ -20,42 +20,26 @@ const backupTimeout = 2 * time.Hour
 
 // backupJob is the last backup this instance started.
 type backupJob struct {
-	mu       stdsync.Mutex
-	state    string // "", running, done, failed
-	started  time.Time
-	finished time.Time
-	copied   int64
-	result   models.Backup
-	err      string
+	mu stdsync.Mutex
+	jobRun
+	copied int64
+	result models.Backup
 }
 
 type backupResponse struct {
-	// State is none (no backup since this instance started), running,
-	// done or failed.
-	State      string  `json:"state"`
-	StartedAt  *string `json:"startedAt"`
-	FinishedAt *string `json:"finishedAt"`
+	jobStatus // state none: no backup since this instance started
 	// Copied is how many bytes of the database have been copied so far.
 	Copied int64 `json:"copied"`
 	// File is the backup's name in the data dir's backups directory, and
 	// Bytes its size, once done.
 	File  string `json:"file,omitempty"`
 	Bytes int64  `json:"bytes,omitempty"`
-	Error string `json:"error,omitempty"`
 }
 
 func (j *backupJob) view() backupResponse {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	r := backupResponse{State: j.state, Error: j.err, Copied: j.copied}
-	if r.State == "" {
-		r.State = "none"
-		return r
-	}
-	r.StartedAt = optTime(&j.started)
-	if j.state != "running" {
-		r.FinishedAt = optTime(&j.finished)
-	}
+	r := backupResponse{jobStatus: j.status(), Copied: j.copied}
 	if j.state == "done" {
 		r.File, r.Bytes = filepath.Base(j.result.Path), j.result.Bytes
 	}
@@ -115,4 +99,36 @@ func (s *server) backupState(c echo.Context) error {
 			"backups are made by usersync for the embedded store only; on MongoDB, back up with the means of your deployment")
 	}
 	return c.JSON(http.StatusOK, s.backup.view())
+}
+
+// jobRun is the lifecycle of a job an admin starts in the background and
+// follows (a backup, a reconcile dry run), one at a time per instance.
+type jobRun struct {
+	state    string // "", running, done, failed
+	started  time.Time
+	finished time.Time
+	err      string // failed: what a client may read of why
+}
+
+// jobStatus is jobRun as the API answers it.
+type jobStatus struct {
+	// State is none (none since this instance started), running, done or
+	// failed.
+	State      string  `json:"state"`
+	StartedAt  *string `json:"startedAt"`
+	FinishedAt *string `json:"finishedAt"`
+	Error      string  `json:"error,omitempty"`
+}
+
+func (r jobRun) status() jobStatus {
+	st := jobStatus{State: r.state, Error: r.err}
+	if r.state == "" {
+		st.State = "none"
+		return st
+	}
+	st.StartedAt = optTime(&r.started)
+	if r.state != "running" {
+		st.FinishedAt = optTime(&r.finished)
+	}
+	return st
 }

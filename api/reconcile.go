@@ -133,15 +133,12 @@ const (
 
 // dryRunJob is the last dry run this instance started.
 type dryRunJob struct {
-	mu       stdsync.Mutex
-	state    string // "", "running", "done", "failed"
-	started  time.Time
-	finished time.Time
-	listed   int
-	notes    []dryRunNote
-	dropped  int
-	report   sync.ReconcileReport
-	err      string
+	mu stdsync.Mutex
+	jobRun
+	listed  int
+	notes   []dryRunNote
+	dropped int
+	report  sync.ReconcileReport
 }
 
 // dryRunNote is one object a run would change or could not apply.
@@ -202,15 +199,10 @@ func newDryRunReportJSON(rep sync.ReconcileReport) *dryRunReportJSON {
 }
 
 type dryRunResponse struct {
-	// State is none (no dry run since this instance started), running,
-	// done or failed.
-	State      string  `json:"state"`
-	StartedAt  *string `json:"startedAt"`
-	FinishedAt *string `json:"finishedAt"`
+	jobStatus // state none: no dry run since this instance started
 	// Listed counts the objects (of every kind) read from Clerk so far.
 	Listed int               `json:"listed"`
 	Report *dryRunReportJSON `json:"report"`
-	Error  string            `json:"error,omitempty"`
 	// Changes are the objects a run would create, update or delete, or
 	// could not apply: at most 1000; ChangesDropped counts the others.
 	Changes        []dryRunNote `json:"changes"`
@@ -220,15 +212,9 @@ type dryRunResponse struct {
 func (j *dryRunJob) view() dryRunResponse {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	r := dryRunResponse{State: j.state, Listed: j.listed, Error: j.err, ChangesDropped: j.dropped,
+	r := dryRunResponse{jobStatus: j.status(), Listed: j.listed, ChangesDropped: j.dropped,
 		Changes: append([]dryRunNote{}, j.notes...)}
-	if r.State == "" {
-		r.State = "none"
-		return r
-	}
-	r.StartedAt = optTime(&j.started)
-	if j.state != "running" {
-		r.FinishedAt = optTime(&j.finished)
+	if j.state != "" && j.state != "running" {
 		r.Report = newDryRunReportJSON(j.report)
 	}
 	return r
