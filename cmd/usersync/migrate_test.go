@@ -11,24 +11,24 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
+	driver "go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 )
 
 // olderDatabase makes the test database look as an older usersync left
 // it: users with random ids, its unused indexes, no migration mark.
-func olderDatabase(t *testing.T, store *repository.Store, users int) {
+func olderDatabase(t *testing.T, store *mongo.Store, users int) {
 	t.Helper()
 	ctx := context.Background()
 	db := store.Database()
 	// An older usersync left no mark: neither this version's nor the
 	// counters' of the versions before.
-	if err := db.Collection(repository.MetaCollection).Drop(ctx); err != nil {
+	if err := db.Collection(mongo.MetaCollection).Drop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Collection(repository.CountersCollection).DeleteMany(ctx, bson.D{}); err != nil {
+	if _, err := db.Collection(mongo.CountersCollection).DeleteMany(ctx, bson.D{}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
@@ -43,13 +43,13 @@ func olderDatabase(t *testing.T, store *repository.Store, users int) {
 			{Key: "sourceUpdatedAt", Value: now.Add(-time.Hour)}, {Key: "lastEventId", Value: "msg_" + uid},
 		})
 	}
-	usersColl := db.Collection(repository.UsersCollection)
+	usersColl := db.Collection(mongo.UsersCollection)
 	if _, err := usersColl.InsertMany(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
 	// Two processed events, which stats must count after the migration.
 	for i, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale} {
-		if _, err := db.Collection(repository.EventsCollection).InsertOne(ctx, bson.D{
+		if _, err := db.Collection(mongo.EventsCollection).InsertOne(ctx, bson.D{
 			{Key: "_id", Value: bson.NewObjectID()}, {Key: "eventId", Value: fmt.Sprintf("msg_old_%d", i)},
 			{Key: "type", Value: "user.updated"}, {Key: "eventType", Value: "updated"},
 			{Key: "status", Value: models.StatusProcessed}, {Key: "outcome", Value: o},
@@ -58,7 +58,7 @@ func olderDatabase(t *testing.T, store *repository.Store, users int) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := usersColl.Indexes().CreateMany(ctx, []mongo.IndexModel{
+	if _, err := usersColl.Indexes().CreateMany(ctx, []driver.IndexModel{
 		{Keys: bson.D{{Key: "updatedAt", Value: -1}}},
 		{Keys: bson.D{{Key: "deletedAt", Value: 1}, {Key: "updatedAt", Value: -1}}},
 	}); err != nil {
@@ -70,7 +70,7 @@ func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) 
 	t.Parallel()
 	ctx := context.Background()
 	getenv, anyStore := replayEnv(t)
-	store, ok := anyStore.(*repository.Store)
+	store, ok := anyStore.(*mongo.Store)
 	if !ok {
 		t.Skip("re-keying users is the MongoDB store's migration; it runs when MONGODB_URI is set")
 	}
@@ -122,11 +122,11 @@ func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) 
 	if o, err := store.Users().Apply(ctx, ch, time.Now()); err != nil || o != models.OutcomeStale {
 		t.Errorf("Apply of an older state after migrate = %q, %v; want stale", o, err)
 	}
-	users, err := store.Database().Collection(repository.UsersCollection).CountDocuments(ctx, bson.D{})
+	users, err := store.Database().Collection(mongo.UsersCollection).CountDocuments(ctx, bson.D{})
 	if err != nil || users != n {
 		t.Errorf("%d users after migrate, %v; want %d", users, err, n)
 	}
-	specs, err := store.Database().Collection(repository.UsersCollection).Indexes().ListSpecifications(ctx)
+	specs, err := store.Database().Collection(mongo.UsersCollection).Indexes().ListSpecifications(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
@@ -16,7 +16,7 @@ import (
 var benchSeeded = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // seedUsers inserts n active users, shaped as Apply writes them.
-func seedUsers(b *testing.B, s *repository.Store, n int) {
+func seedUsers(b *testing.B, s *mongo.Store, n int) {
 	b.Helper()
 	changes := make([]models.Change, n)
 	for i := range changes {
@@ -41,7 +41,7 @@ func BenchmarkUsersApply(b *testing.B) {
 	ctx := context.Background()
 	meta := json.RawMessage(`{"plan":"pro","roles":["editor"]}`)
 	for _, size := range []int{100, 1000} {
-		s := mongotest.OpenAt(b, uri, repository.Options{})
+		s := mongotest.OpenAt(b, uri, mongo.Options{})
 		seedUsers(b, s, size)
 		seq := 0 // every change gets a later Clerk time and its own event id
 		ops := []struct {

@@ -9,7 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
@@ -78,7 +78,7 @@ func TestStats_ProcessedEventsAreCountedByCountersNotByReadingThem(t *testing.T)
 	want("after retention", 2, 1, 0, 1)
 
 	// Events removed without the store: still counted, so nothing reads them.
-	if _, err := s.Database().Collection(repository.EventsCollection).DeleteMany(ctx,
+	if _, err := s.Database().Collection(mongo.EventsCollection).DeleteMany(ctx,
 		bson.D{{Key: "status", Value: models.StatusProcessed}}); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestStats_AFoldStoppedHalfWayCountsItsBatchOnce(t *testing.T) {
 		ids = append(ids, oid)
 	}
 	// Two of the three counted by a fold that stopped before unflagging them.
-	if _, err := s.Database().Collection(repository.CountersCollection).InsertOne(ctx, bson.D{
+	if _, err := s.Database().Collection(mongo.CountersCollection).InsertOne(ctx, bson.D{
 		{Key: "_id", Value: "outcome:applied:fold"}, {Key: "n", Value: int64(2)}, {Key: "pending", Value: ids[:2]},
 	}); err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func TestStats_AFoldStoppedHalfWayCountsItsBatchOnce(t *testing.T) {
 			t.Errorf("%s Stats = %+v; want 3 applied", step, st)
 		}
 	}
-	n, err := s.Database().Collection(repository.EventsCollection).CountDocuments(ctx, bson.D{{Key: "uncounted", Value: bson.D{{Key: "$exists", Value: true}}}})
+	n, err := s.Database().Collection(mongo.EventsCollection).CountDocuments(ctx, bson.D{{Key: "uncounted", Value: bson.D{{Key: "$exists", Value: true}}}})
 	if err != nil || n != 0 {
 		t.Errorf("%d events still flagged after Stats folded, %v; want 0", n, err)
 	}

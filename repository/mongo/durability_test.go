@@ -8,7 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
@@ -37,7 +37,7 @@ func TestOpen_WritesWaitForAMajorityAndEveryOperationHasADeadline(t *testing.T) 
 		} else if mongotest.HasOption(uri, "w") {
 			t.Skip("MONGODB_URI sets w: the default cannot be seen")
 		}
-		s := mongotest.OpenAt(t, uri, repository.Options{Monitor: mon})
+		s := mongotest.OpenAt(t, uri, mongo.Options{Monitor: mon})
 		ctx := context.Background() // no deadline of its own
 		ev, _, err := s.Events().Record(ctx, newEvent("msg_wc", `{}`))
 		if err != nil {

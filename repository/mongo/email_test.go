@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
@@ -190,7 +190,7 @@ func TestUsersApply_ClaimsRacingTheTakeAreRetriedAFewTimes(t *testing.T) {
 				t.Fatal(err)
 			}
 			races := 0
-			repository.SetAfterTakeForTest(s, func() {
+			mongo.SetAfterTakeForTest(s, func() {
 				if races == tc.races {
 					return
 				}

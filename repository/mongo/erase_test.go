@@ -9,7 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/mongo/mongotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -22,7 +22,7 @@ func TestErasure_AnEventStoredDuringAPassKeepsTheUserDue(t *testing.T) {
 	s := mongotest.Open(t)
 	marked := func(userID string) bool {
 		t.Helper()
-		n, err := s.Database().Collection(repository.UsersCollection).CountDocuments(ctx, bson.D{
+		n, err := s.Database().Collection(mongo.UsersCollection).CountDocuments(ctx, bson.D{
 			{Key: "userId", Value: userID}, {Key: "eraseAfter", Value: bson.D{{Key: "$exists", Value: true}}},
 		})
 		if err != nil {
@@ -50,7 +50,7 @@ func TestErasure_AnEventStoredDuringAPassKeepsTheUserDue(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := repository.UnmarkErasureForTest(ctx, s, tc.user, del.SourceTime); err != nil {
+		if err := mongo.UnmarkErasureForTest(ctx, s, tc.user, del.SourceTime); err != nil {
 			t.Fatal(err)
 		}
 		if got := marked(tc.user); got != tc.lateEvent {
@@ -104,7 +104,7 @@ func TestErasure_AnEventAfterTheUserWasErasedIsErasedAtOnce(t *testing.T) {
 			t.Errorf("%s = erased at %v, body %q; want it erased", id, ev.ErasedAt, ev.RawBody)
 		}
 	}
-	for _, coll := range []string{repository.UsersCollection, repository.EventsCollection, repository.CountersCollection} {
+	for _, coll := range []string{mongo.UsersCollection, mongo.EventsCollection, mongo.CountersCollection} {
 		cur, err := s.Database().Collection(coll).Find(ctx, bson.D{})
 		if err != nil {
 			t.Fatal(err)

@@ -8,11 +8,11 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
+	driver "go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 )
 
 // TestTranslate_FailoverIsUnavailableAndACancelledRequestIsNot classifies
@@ -23,7 +23,7 @@ import (
 // caller that went away is not.
 func TestTranslate_FailoverIsUnavailableAndACancelledRequestIsNot(t *testing.T) {
 	cmd := func(code int32, labels ...string) error {
-		return mongo.CommandError{Code: code, Message: "x", Labels: labels}
+		return driver.CommandError{Code: code, Message: "x", Labels: labels}
 	}
 	tests := []struct {
 		name string
@@ -42,27 +42,27 @@ func TestTranslate_FailoverIsUnavailableAndACancelledRequestIsNot(t *testing.T) 
 		{"NetworkTimeout", cmd(89), models.ErrUnavailable},
 		{"SocketException", cmd(9001), models.ErrUnavailable},
 		{"DocumentDB deadlock", cmd(16908292), models.ErrRetryLater},
-		{"deadlock in a write error", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 1, Message: "deadlock detected"}}}, models.ErrRetryLater},
+		{"deadlock in a write error", driver.WriteException{WriteErrors: []driver.WriteError{{Code: 1, Message: "deadlock detected"}}}, models.ErrRetryLater},
 		{"WriteConflict", cmd(112), models.ErrRetryLater},
 		{"TransientTransactionError label", cmd(251, "TransientTransactionError"), models.ErrRetryLater},
 		{"RetryableWriteError label", cmd(262, "RetryableWriteError"), models.ErrUnavailable},
 		{"NetworkError label", cmd(0, "NetworkError"), models.ErrUnavailable},
-		{"write concern error: primary stepped down", mongo.WriteException{
-			WriteConcernError: &mongo.WriteConcernError{Code: 189, Message: "stepped down"}}, models.ErrUnavailable},
+		{"write concern error: primary stepped down", driver.WriteException{
+			WriteConcernError: &driver.WriteConcernError{Code: 189, Message: "stepped down"}}, models.ErrUnavailable},
 		{"server selection", topology.ServerSelectionError{Wrapped: errors.New("no primary")}, models.ErrUnavailable},
 		{"deadline", fmt.Errorf("find: %w", context.DeadlineExceeded), models.ErrUnavailable},
-		{"client disconnected", mongo.ErrClientDisconnected, models.ErrUnavailable},
-		{"duplicate key", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
-			Message: "E11000 duplicate key error collection: db.users index: userId_1 dup key"}}}, repository.ErrDuplicateForTest},
-		{"duplicate email", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
+		{"client disconnected", driver.ErrClientDisconnected, models.ErrUnavailable},
+		{"duplicate key", driver.WriteException{WriteErrors: []driver.WriteError{{Code: 11000,
+			Message: "E11000 duplicate key error collection: db.users index: userId_1 dup key"}}}, mongo.ErrDuplicateForTest},
+		{"duplicate email", driver.WriteException{WriteErrors: []driver.WriteError{{Code: 11000,
 			Message: `E11000 duplicate key error collection: db.users index: email_1 dup key: { email: "a@example.com" }`}}}, models.ErrEmailTaken},
-		{"no documents", mongo.ErrNoDocuments, models.ErrNotFound},
+		{"no documents", driver.ErrNoDocuments, models.ErrNotFound},
 		{"unauthorized", cmd(13), nil},
 	}
-	sentinels := []error{models.ErrUnavailable, models.ErrRetryLater, repository.ErrDuplicateForTest, models.ErrEmailTaken, models.ErrNotFound}
+	sentinels := []error{models.ErrUnavailable, models.ErrRetryLater, mongo.ErrDuplicateForTest, models.ErrEmailTaken, models.ErrNotFound}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := repository.TranslateForTest(tc.err)
+			got := mongo.TranslateForTest(tc.err)
 			for _, s := range sentinels {
 				if errors.Is(got, s) != (s == tc.want) {
 					t.Errorf("translate(%v) = %v: is %v = %v, want %v", tc.err, got, s, errors.Is(got, s), s == tc.want)
@@ -71,8 +71,8 @@ func TestTranslate_FailoverIsUnavailableAndACancelledRequestIsNot(t *testing.T) 
 		})
 	}
 	for _, err := range []error{context.Canceled, fmt.Errorf("read: %w", context.Canceled),
-		mongo.CommandError{Code: 0, Labels: []string{"NetworkError"}, Wrapped: context.Canceled}} {
-		got := repository.TranslateForTest(err)
+		driver.CommandError{Code: 0, Labels: []string{"NetworkError"}, Wrapped: context.Canceled}} {
+		got := mongo.TranslateForTest(err)
 		if errors.Is(got, models.ErrUnavailable) || !errors.Is(got, context.Canceled) {
 			t.Errorf("translate(%v) = %v; want context.Canceled, not unavailable", err, got)
 		}
@@ -98,8 +98,8 @@ func TestTranslate_UniqueViolationsInEveryEngineWords(t *testing.T) {
 	const mongoEmail = `E11000 duplicate key error collection: usersync.users index: email_1 dup key: { email: "holder@example.com" }`
 	const mongoUserID = `E11000 duplicate key error collection: usersync.users index: userId_1 dup key: { userId: "user_1" }`
 	const docdbEmail = `Duplicate key violation on the requested collection: Index 'email_1'`
-	withRaw := func(code int, msg, raw string) mongo.WriteException {
-		return mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: code, Message: msg, Raw: rawDoc(t, raw)}}}
+	withRaw := func(code int, msg, raw string) driver.WriteException {
+		return driver.WriteException{WriteErrors: []driver.WriteError{{Code: code, Message: msg, Raw: rawDoc(t, raw)}}}
 	}
 	tests := []struct {
 		name      string
@@ -112,53 +112,53 @@ func TestTranslate_UniqueViolationsInEveryEngineWords(t *testing.T) {
 			models.ErrEmailTaken, "email_1"},
 		{"keyPattern wins over the message", withRaw(11000, mongoEmail,
 			`{"code": 11000, "keyPattern": {"userId": 1}, "keyValue": {"userId": "user_1"}}`),
-			repository.ErrDuplicateForTest, "userId_1"},
-		{"MongoDB insert, message only", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: mongoEmail}}},
+			mongo.ErrDuplicateForTest, "userId_1"},
+		{"MongoDB insert, message only", driver.WriteException{WriteErrors: []driver.WriteError{{Code: 11000, Message: mongoEmail}}},
 			models.ErrEmailTaken, "email_1"},
-		{"MongoDB insert, userId", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: mongoUserID}}},
-			repository.ErrDuplicateForTest, "userId_1"},
-		{"MongoDB, _id", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
+		{"MongoDB insert, userId", driver.WriteException{WriteErrors: []driver.WriteError{{Code: 11000, Message: mongoUserID}}},
+			mongo.ErrDuplicateForTest, "userId_1"},
+		{"MongoDB, _id", driver.WriteException{WriteErrors: []driver.WriteError{{Code: 11000,
 			Message: `E11000 duplicate key error collection: usersync.user_events index: _id_ dup key: { _id: ObjectId('116b88f173007be5e05df2a8') }`}}},
-			repository.ErrDuplicateForTest, "_id_"},
-		{"MongoDB update on an old server (11001)", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11001, Message: mongoEmail}}},
+			mongo.ErrDuplicateForTest, "_id_"},
+		{"MongoDB update on an old server (11001)", driver.WriteException{WriteErrors: []driver.WriteError{{Code: 11001, Message: mongoEmail}}},
 			models.ErrEmailTaken, "email_1"},
-		{"MongoDB bulk write", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{
+		{"MongoDB bulk write", driver.BulkWriteException{WriteErrors: []driver.BulkWriteError{{WriteError: driver.WriteError{
 			Index: 3, Code: 11000, Message: mongoEmail, Raw: rawDoc(t, `{"index": 3, "code": 11000, "keyPattern": {"email": 1}}`)}}}},
 			models.ErrEmailTaken, "email_1"},
-		{"MongoDB findAndModify (a command error)", mongo.CommandError{Code: 11000, Name: "DuplicateKey", Message: mongoEmail,
+		{"MongoDB findAndModify (a command error)", driver.CommandError{Code: 11000, Name: "DuplicateKey", Message: mongoEmail,
 			Raw: rawDoc(t, `{"ok": 0, "code": 11000, "errmsg": "x", "keyPattern": {"email": 1}, "keyValue": {"email": "holder@example.com"}}`)},
 			models.ErrEmailTaken, "email_1"},
-		{"mongos insert (16460)", mongo.CommandError{Code: 16460, Message: "write failed :: caused by :: " + mongoEmail},
+		{"mongos insert (16460)", driver.CommandError{Code: 16460, Message: "write failed :: caused by :: " + mongoEmail},
 			models.ErrEmailTaken, "email_1"},
-		{"DocumentDB insert", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: docdbEmail}}},
+		{"DocumentDB insert", driver.WriteException{WriteErrors: []driver.WriteError{{Code: 11000, Message: docdbEmail}}},
 			models.ErrEmailTaken, "email_1"},
-		{"DocumentDB eventId", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
+		{"DocumentDB eventId", driver.WriteException{WriteErrors: []driver.WriteError{{Code: 11000,
 			Message: `Duplicate key violation on the requested collection: Index 'eventId_1'`}}},
-			repository.ErrDuplicateForTest, "eventId_1"},
-		{"DocumentDB bulk write", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{Code: 11000, Message: docdbEmail}}}},
+			mongo.ErrDuplicateForTest, "eventId_1"},
+		{"DocumentDB bulk write", driver.BulkWriteException{WriteErrors: []driver.BulkWriteError{{WriteError: driver.WriteError{Code: 11000, Message: docdbEmail}}}},
 			models.ErrEmailTaken, "email_1"},
-		{"DocumentDB findOneAndUpdate onto a taken value (code 1)", mongo.CommandError{Code: 1, Name: "InternalError",
+		{"DocumentDB findOneAndUpdate onto a taken value (code 1)", driver.CommandError{Code: 1, Name: "InternalError",
 			Message: "conflicting key value violates exclusion constraint \"documents_rum_index_74\""},
-			repository.ErrDuplicateForTest, ""},
-		{"a server that names no index", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
+			mongo.ErrDuplicateForTest, ""},
+		{"a server that names no index", driver.WriteException{WriteErrors: []driver.WriteError{{Code: 11000,
 			Message: "E11000 duplicate key error collection: usersync.users. Failed _id or unique index constraint."}}},
-			repository.ErrDuplicateForTest, ""},
-		{"wrapped by the caller", fmt.Errorf("insert: %w", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: docdbEmail}}}),
+			mongo.ErrDuplicateForTest, ""},
+		{"wrapped by the caller", fmt.Errorf("insert: %w", driver.WriteException{WriteErrors: []driver.WriteError{{Code: 11000, Message: docdbEmail}}}),
 			models.ErrEmailTaken, "email_1"},
-		{"code 1 for something else", mongo.CommandError{Code: 1, Message: "internal error"}, nil, ""},
+		{"code 1 for something else", driver.CommandError{Code: 1, Message: "internal error"}, nil, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := repository.TranslateForTest(tc.err)
-			for _, s := range []error{models.ErrEmailTaken, repository.ErrDuplicateForTest} {
+			got := mongo.TranslateForTest(tc.err)
+			for _, s := range []error{models.ErrEmailTaken, mongo.ErrDuplicateForTest} {
 				if errors.Is(got, s) != (s == tc.want) {
 					t.Errorf("translate(%v) = %v: is %v = %v, want %v", tc.err, got, s, errors.Is(got, s), s == tc.want)
 				}
 			}
-			if index := repository.ConflictIndexForTest(got); index != tc.wantIndex {
+			if index := mongo.ConflictIndexForTest(got); index != tc.wantIndex {
 				t.Errorf("index of %v = %q, want %q", got, index, tc.wantIndex)
 			}
-			if again := repository.TranslateForTest(got); again.Error() != got.Error() {
+			if again := mongo.TranslateForTest(got); again.Error() != got.Error() {
 				t.Errorf("translate twice = %q, want %q", again, got)
 			}
 		})
@@ -174,16 +174,16 @@ func TestTranslate_UniqueViolationsInEveryEngineWords(t *testing.T) {
 func TestTranslate_AConflictNeverSaysTheServersMessage(t *testing.T) {
 	const email = "holder@example.com"
 	driverErrs := []error{
-		mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000,
+		driver.WriteException{WriteErrors: []driver.WriteError{{Code: 11000,
 			Message: `E11000 duplicate key error collection: usersync.users index: email_1 dup key: { email: "` + email + `" }`,
 			Raw:     rawDoc(t, `{"code": 11000, "keyPattern": {"email": 1}, "keyValue": {"email": "`+email+`"}}`)}}},
-		mongo.CommandError{Code: 11000, Message: `E11000 duplicate key error collection: usersync.users index: email_1 dup key: { email: "` + email + `" }`},
-		mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{Code: 11000,
+		driver.CommandError{Code: 11000, Message: `E11000 duplicate key error collection: usersync.users index: email_1 dup key: { email: "` + email + `" }`},
+		driver.BulkWriteException{WriteErrors: []driver.BulkWriteError{{WriteError: driver.WriteError{Code: 11000,
 			Message: `E11000 duplicate key error collection: usersync.users index: email_1 dup key: { email: "` + email + `" }`}}}},
-		mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: `Duplicate key violation on the requested collection: Index 'email_1'`}}},
+		driver.WriteException{WriteErrors: []driver.WriteError{{Code: 11000, Message: `Duplicate key violation on the requested collection: Index 'email_1'`}}},
 	}
 	for _, derr := range driverErrs {
-		got := repository.TranslateForTest(derr)
+		got := mongo.TranslateForTest(derr)
 		wrapped := fmt.Errorf("apply event msg_1 to user user_2: %w", fmt.Errorf("update: %w", got))
 		for _, e := range []error{got, wrapped} {
 			for _, leak := range []string{email, "E11000", "dup key", "Duplicate key violation", "keyValue"} {
@@ -195,8 +195,8 @@ func TestTranslate_AConflictNeverSaysTheServersMessage(t *testing.T) {
 				t.Errorf("error %q: want ErrEmailTaken naming the email index", e)
 			}
 		}
-		var se mongo.ServerError
-		if !errors.As(wrapped, &se) || !mongo.IsDuplicateKeyError(wrapped) {
+		var se driver.ServerError
+		if !errors.As(wrapped, &se) || !driver.IsDuplicateKeyError(wrapped) {
 			t.Errorf("%q: the driver's error is not reachable with errors.As", wrapped)
 		}
 	}
@@ -207,11 +207,11 @@ func TestTranslate_AConflictNeverSaysTheServersMessage(t *testing.T) {
 // models.ErrStorageFull and models.ErrUnavailable.
 func TestTranslate_StorageFull(t *testing.T) {
 	for _, err := range []error{
-		mongo.CommandError{Code: 14031, Name: "OutOfDiskSpace", Message: "out of disk space"},
-		mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 1,
+		driver.CommandError{Code: 14031, Name: "OutOfDiskSpace", Message: "out of disk space"},
+		driver.WriteException{WriteErrors: []driver.WriteError{{Code: 1,
 			Message: `could not extend file "base/16384/16403": No space left on device`}}},
 	} {
-		got := repository.TranslateForTest(err)
+		got := mongo.TranslateForTest(err)
 		if !errors.Is(got, models.ErrStorageFull) || !errors.Is(got, models.ErrUnavailable) {
 			t.Errorf("translate(%v) = %v, want ErrStorageFull and ErrUnavailable", err, got)
 		}
@@ -223,13 +223,13 @@ func TestTranslate_StorageFull(t *testing.T) {
 // error and may reach a client), with the driver's error still reachable
 // for logs.
 func TestTranslate_ATransientConflictNeverCarriesTheDriversText(t *testing.T) {
-	driver := mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 16908292,
+	werr := driver.WriteException{WriteErrors: []driver.WriteError{{Code: 16908292,
 		Message: `deadlock detected: Process 81 waits for ShareLock on transaction 1203; blocked by process 77 (user a@example.com)`}}}
-	got := repository.TranslateForTest(driver)
+	got := mongo.TranslateForTest(werr)
 	if strings.Contains(got.Error(), "Process") || strings.Contains(got.Error(), "example.com") {
 		t.Errorf("translate = %q: carries the driver's text", got)
 	}
-	var we mongo.WriteException
+	var we driver.WriteException
 	if !errors.As(got, &we) {
 		t.Errorf("translate = %v: the driver's error is not reachable", got)
 	}
@@ -239,7 +239,7 @@ func TestTranslate_ATransientConflictNeverCarriesTheDriversText(t *testing.T) {
 // refused by a transient conflict is made again, a bounded number of
 // times, and a write refused for another reason is not.
 func TestRetryConflicts_AWriteRefusedByADeadlockIsMadeAgain(t *testing.T) {
-	deadlock := mongo.CommandError{Code: 16908292, Message: "deadlock detected"}
+	deadlock := driver.CommandError{Code: 16908292, Message: "deadlock detected"}
 	for _, tc := range []struct {
 		name      string
 		failures  int   // tries refused before one succeeds
@@ -248,12 +248,12 @@ func TestRetryConflicts_AWriteRefusedByADeadlockIsMadeAgain(t *testing.T) {
 		wantErr   bool
 	}{
 		{"a deadlock, then through", 2, deadlock, 3, false},
-		{"deadlocks every time", 100, deadlock, repository.MaxConflictTriesForTest, true},
-		{"another error is not retried", 100, mongo.CommandError{Code: 13, Message: "unauthorized"}, 1, true},
+		{"deadlocks every time", 100, deadlock, mongo.MaxConflictTriesForTest, true},
+		{"another error is not retried", 100, driver.CommandError{Code: 13, Message: "unauthorized"}, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tries := 0
-			err := repository.RetryConflictsForTest(context.Background(), func() error {
+			err := mongo.RetryConflictsForTest(context.Background(), func() error {
 				tries++
 				if tries <= tc.failures {
 					return tc.err

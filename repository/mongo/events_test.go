@@ -12,7 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
@@ -83,7 +83,7 @@ func TestEventsRecord_StoresThePayloadAsADocumentAndTheBodyExactly(t *testing.T)
 	}
 	var raw bson.Raw
 	oid, _ := bson.ObjectIDFromHex(ev.ID)
-	if err := s.Database().Collection(repository.EventsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: oid}}).Decode(&raw); err != nil {
+	if err := s.Database().Collection(mongo.EventsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: oid}}).Decode(&raw); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := raw.Lookup("rawBody").StringValueOK(); got != body {

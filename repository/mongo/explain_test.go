@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
+	driver "go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
@@ -63,8 +63,8 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 			{Key: "q", Value: filter}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}},
 		}}}}
 	}
-	users, events, counters := repository.UsersCollection, repository.EventsCollection, repository.CountersCollection
-	activity, runs := s.CollectionName(repository.ActivityCollection), s.CollectionName(repository.RunsCollection)
+	users, events, counters := mongo.UsersCollection, mongo.EventsCollection, mongo.CountersCollection
+	activity, runs := s.CollectionName(mongo.ActivityCollection), s.CollectionName(mongo.RunsCollection)
 	byID := func(id any) bson.D { return bson.D{{Key: "_id", Value: id}} }
 	var qs []query
 	// A page of users without an email walks the _id space in windows
@@ -79,12 +79,12 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		{"users list: active, by email", models.UserFilter{Limit: 50, Email: "a@example.com"}},
 		{"users list: all, by email", models.UserFilter{Limit: 50, Email: "a@example.com", IncludeDeleted: true}},
 	} {
-		filter, sort, err := repository.UserListQuery(f.f)
+		filter, sort, err := mongo.UserListQuery(f.f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if f.f.Email == "" {
-			if filter, err = repository.UserWindowFilter(f.f); err != nil {
+			if filter, err = mongo.UserWindowFilter(f.f); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -97,16 +97,16 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		{"change feed: window", models.ChangeFilter{Since: now.Add(-time.Hour), Until: now, Limit: 50}},
 		{"change feed: window, after a cursor", models.ChangeFilter{Since: now.Add(-time.Hour), Until: now, Limit: 50, After: cursor}},
 	} {
-		filter, _, err := repository.ChangesFilter(f.f)
+		filter, _, err := mongo.ChangesFilter(f.f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		qs = append(qs, query{f.name, find(users, filter, repository.ChangesOrder)})
+		qs = append(qs, query{f.name, find(users, filter, mongo.ChangesOrder)})
 	}
-	userID := repository.DocIDForTest("user_1")
+	userID := mongo.DocIDForTest("user_1")
 	qs = append(qs,
 		query{"user by _id (Get, Apply's state)", find(users, byID(userID), nil)},
-		query{"Apply's conditional update", update(users, repository.UserWriteFilter(change("user_1", "msg_2", 2*time.Second, "a@example.com")))},
+		query{"Apply's conditional update", update(users, mongo.UserWriteFilter(change("user_1", "msg_2", 2*time.Second, "a@example.com")))},
 		query{"event by _id (Record's read, Get)", find(events, byID(oid), nil)},
 		query{"event by eventId (Get)", find(events, bson.D{{Key: "eventId", Value: "msg_1"}}, nil)},
 	)
@@ -131,47 +131,47 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		{"event log: objectId, status, after a cursor", models.EventFilter{ObjectID: "org_1", Status: models.StatusStored, After: cursor}},
 	} {
 		f.f.Limit = 50
-		filter, err := repository.EventListFilter(f.f)
+		filter, err := mongo.EventListFilter(f.f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if repository.LogWindowed(f.f) {
+		if mongo.LogWindowed(f.f) {
 			// Walked down from the cursor (or now) in windows of
 			// receivedAt (events.go): what is sent is a window's query.
 			f.name += ", a window of receivedAt"
-			filter = repository.EventWindowFilter(f.f, now)
+			filter = mongo.EventWindowFilter(f.f, now)
 		}
-		qs = append(qs, query{f.name, find(events, filter, repository.EventLogOrder)})
+		qs = append(qs, query{f.name, find(events, filter, mongo.EventLogOrder)})
 	}
 	qs = append(qs,
 		// The $match that the stats aggregation begins with.
-		query{"stats: stored and failed events", find(events, repository.UnprocessedFilter, nil)},
-		query{"stats: discarded events", find(events, repository.DiscardedFilter, nil)},
-		query{"stats: outcome counters", find(counters, repository.CountersFilter, nil)},
-		query{"sweep: stuck stored events", find(events, repository.DueStoredFilter(now),
+		query{"stats: stored and failed events", find(events, mongo.UnprocessedFilter, nil)},
+		query{"stats: discarded events", find(events, mongo.DiscardedFilter, nil)},
+		query{"stats: outcome counters", find(counters, mongo.CountersFilter, nil)},
+		query{"sweep: stuck stored events", find(events, mongo.DueStoredFilter(now),
 			bson.D{{Key: "receivedAt", Value: 1}, {Key: "_id", Value: 1}})},
-		query{"sweep: failed events due", find(events, repository.DueFailedFilter(now), bson.D{{Key: "retryAt", Value: 1}})},
-		query{"sweep: claim", update(events, append(byID(oid), repository.ClaimCond(0, now)...))},
-		query{"retention: old processed events", find(events, repository.RetentionFilter(now), nil)},
+		query{"sweep: failed events due", find(events, mongo.DueFailedFilter(now), bson.D{{Key: "retryAt", Value: 1}})},
+		query{"sweep: claim", update(events, append(byID(oid), mongo.ClaimCond(0, now)...))},
+		query{"retention: old processed events", find(events, mongo.RetentionFilter(now), nil)},
 		query{"retention: delete", bson.D{{Key: "delete", Value: events}, {Key: "deletes", Value: bson.A{bson.D{
 			{Key: "q", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{oid}}}}, {Key: "status", Value: models.StatusProcessed}}},
 			{Key: "limit", Value: 0},
 		}}}}},
-		query{"mark processed / failed", update(events, bson.D{{Key: "_id", Value: oid}, repository.NotProcessed})},
+		query{"mark processed / failed", update(events, bson.D{{Key: "_id", Value: oid}, mongo.NotProcessed})},
 		query{"count an outcome", update(counters, byID("outcome:applied:00"))},
-		query{"erasure: tombstones due", find(users, repository.EraseDueFilter(now), nil)},
-		query{"erasure: a deleted user's events", find(events, repository.EventsToErase("user_1"), nil)},
-		query{"erasure: a deleted membership's events", find(events, repository.MembershipEventsToErase("orgmem_1"), nil)},
-		query{"reconcile: walk of active users", find(users, repository.WalkFilter(now), bson.D{{Key: "_id", Value: 1}})},
-		query{"failures: the newest failed events", find(events, repository.FailedFilter, repository.EventLogOrder)},
+		query{"erasure: tombstones due", find(users, mongo.EraseDueFilter(now), nil)},
+		query{"erasure: a deleted user's events", find(events, mongo.EventsToErase("user_1"), nil)},
+		query{"erasure: a deleted membership's events", find(events, mongo.MembershipEventsToErase("orgmem_1"), nil)},
+		query{"reconcile: walk of active users", find(users, mongo.WalkFilter(now), bson.D{{Key: "_id", Value: 1}})},
+		query{"failures: the newest failed events", find(events, mongo.FailedFilter, mongo.EventLogOrder)},
 		query{"activity: add to a bucket", update(activity, byID("m:"+fmt.Sprintf("%012d", now.Unix()/60*60)))},
 		query{"activity: a range of buckets", find(activity,
-			repository.ActivityRange("m:", now.Add(-24*time.Hour), now), repository.ActivityOrder)},
-		query{"activity: old buckets", find(activity, repository.ActivityPrune("m:", now.Add(-48*time.Hour)), nil)},
-		query{"reconcile runs: latest first", find(runs, bson.D{}, repository.RunsOrder)},
-		query{"reconcile runs: older than the kept ones", find(runs, repository.RunsPrune(run.ID), nil)},
+			mongo.ActivityRange("m:", now.Add(-24*time.Hour), now), mongo.ActivityOrder)},
+		query{"activity: old buckets", find(activity, mongo.ActivityPrune("m:", now.Add(-48*time.Hour)), nil)},
+		query{"reconcile runs: latest first", find(runs, bson.D{}, mongo.RunsOrder)},
+		query{"reconcile runs: older than the kept ones", find(runs, mongo.RunsPrune(run.ID), nil)},
 	)
-	orgs, members := s.CollectionName(repository.OrganizationsCollection), s.CollectionName(repository.MembershipsCollection)
+	orgs, members := s.CollectionName(mongo.OrganizationsCollection), s.CollectionName(mongo.MembershipsCollection)
 	for _, f := range []struct {
 		name string
 		f    models.OrganizationFilter
@@ -180,13 +180,13 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		{"organizations list: all, after a cursor", models.OrganizationFilter{Limit: 50, IncludeDeleted: true, After: oid.Hex()}},
 		{"organizations list: by slug", models.OrganizationFilter{Limit: 50, Slug: "acme"}},
 	} {
-		filter, sort, err := repository.OrgListQuery(f.f)
+		filter, sort, err := mongo.OrgListQuery(f.f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if f.f.Slug == "" {
 			// walked in windows of _id, as users are
-			if filter, err = repository.OrgWindowFilter(f.f); err != nil {
+			if filter, err = mongo.OrgWindowFilter(f.f); err != nil {
 				t.Fatal(err)
 			}
 			f.name += ", a window of _id"
@@ -202,32 +202,32 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		{"memberships of a user: active", models.MembershipFilter{UserID: "user_1"}},
 	} {
 		// walked in windows of _id, as users are
-		window, err := repository.MemberWindowFilter(f.f, oid.Hex())
+		window, err := mongo.MemberWindowFilter(f.f, oid.Hex())
 		if err != nil {
 			t.Fatal(err)
 		}
 		qs = append(qs, query{f.name + ", a window of _id", find(members, window, bson.D{{Key: "_id", Value: 1}})})
 	}
-	feed, _, err := repository.ChangesFilter(models.ChangeFilter{Since: now.Add(-time.Hour), Until: now, Limit: 50})
+	feed, _, err := mongo.ChangesFilter(models.ChangeFilter{Since: now.Add(-time.Hour), Until: now, Limit: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
 	member := models.MembershipChange{MembershipID: "orgmem_1", OrgID: "org_1", UserID: "user_1", EventID: "msg_2", SourceTime: now}
 	org := models.OrganizationChange{OrgID: "org_1", EventID: "msg_2", SourceTime: now}
-	in := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{userID, repository.DocIDForTest("user_2")}}}}}
+	in := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{userID, mongo.DocIDForTest("user_2")}}}}}
 	qs = append(qs,
-		query{"organization change feed", find(orgs, feed, repository.ChangesOrder)},
-		query{"membership change feed", find(members, feed, repository.ChangesOrder)},
-		query{"reconcile: walk of active organizations", find(orgs, repository.WalkFilter(now), bson.D{{Key: "_id", Value: 1}})},
-		query{"reconcile: walk of active memberships", find(members, repository.WalkFilter(now), bson.D{{Key: "_id", Value: 1}})},
-		query{"erasure: membership tombstones due", find(members, repository.EraseDueFilter(now), nil)},
-		query{"organization by _id (Get, Apply's state)", find(orgs, byID(repository.DocIDForTest("org_1")), nil)},
-		query{"Organizations.Apply's conditional update", update(orgs, repository.OrgWriteFilter(org))},
-		query{"membership by _id (Get, Apply's state)", find(members, byID(repository.DocIDForTest("orgmem_1")), nil)},
-		query{"Memberships.Apply's conditional update", update(members, repository.MembershipWriteFilter(member))},
-		query{"the older holder of a pair", update(members, repository.TakePairFilter(member))},
-		query{"cascade: an organization's memberships", update(members, repository.CascadeFilter(bson.E{Key: "organizationId", Value: "org_1"}))},
-		query{"cascade: a user's memberships", update(members, repository.CascadeFilter(bson.E{Key: "userId", Value: "user_1"}))},
+		query{"organization change feed", find(orgs, feed, mongo.ChangesOrder)},
+		query{"membership change feed", find(members, feed, mongo.ChangesOrder)},
+		query{"reconcile: walk of active organizations", find(orgs, mongo.WalkFilter(now), bson.D{{Key: "_id", Value: 1}})},
+		query{"reconcile: walk of active memberships", find(members, mongo.WalkFilter(now), bson.D{{Key: "_id", Value: 1}})},
+		query{"erasure: membership tombstones due", find(members, mongo.EraseDueFilter(now), nil)},
+		query{"organization by _id (Get, Apply's state)", find(orgs, byID(mongo.DocIDForTest("org_1")), nil)},
+		query{"Organizations.Apply's conditional update", update(orgs, mongo.OrgWriteFilter(org))},
+		query{"membership by _id (Get, Apply's state)", find(members, byID(mongo.DocIDForTest("orgmem_1")), nil)},
+		query{"Memberships.Apply's conditional update", update(members, mongo.MembershipWriteFilter(member))},
+		query{"the older holder of a pair", update(members, mongo.TakePairFilter(member))},
+		query{"cascade: an organization's memberships", update(members, mongo.CascadeFilter(bson.E{Key: "organizationId", Value: "org_1"}))},
+		query{"cascade: a user's memberships", update(members, mongo.CascadeFilter(bson.E{Key: "userId", Value: "user_1"}))},
 		query{"members of a page (join)", find(users, in, nil)},
 		query{"organizations of a page (join)", find(orgs, in, nil)},
 	)
@@ -235,7 +235,7 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	for _, q := range qs {
 		var res bson.Raw
 		err := s.Database().RunCommand(ctx, bson.D{{Key: "explain", Value: q.cmd}, {Key: "verbosity", Value: "queryPlanner"}}).Decode(&res)
-		var ce mongo.CommandError
+		var ce driver.CommandError
 		if errors.As(err, &ce) && (ce.Code == codeNotImplemented || ce.Name == "NotImplemented") {
 			// DocumentDB explains no update or delete: its filter, as a
 			// find, is what picks the index.
@@ -282,7 +282,7 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 			if sp.Name == "_id_" || used[coll][sp.Name] {
 				continue
 			}
-			if rule := repository.UniqueRuleOf(coll, sp.Name); rule != "" {
+			if rule := mongo.UniqueRuleOf(coll, sp.Name); rule != "" {
 				t.Logf("%s.%s: read by no query; it keeps %s", coll, sp.Name, rule)
 				continue
 			}
@@ -297,9 +297,9 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 
 // documentDBEngine reports whether the server of s is a DocumentDB
 // engine: its explain answers in PostgreSQL's plan format.
-func documentDBEngine(ctx context.Context, s *repository.Store) (bson.Raw, bool) {
+func documentDBEngine(ctx context.Context, s *mongo.Store) (bson.Raw, bool) {
 	var res bson.Raw
-	err := s.Database().RunCommand(ctx, bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: repository.UsersCollection},
+	err := s.Database().RunCommand(ctx, bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: mongo.UsersCollection},
 		{Key: "filter", Value: bson.D{}}}}, {Key: "verbosity", Value: "queryPlanner"}}).Decode(&res)
 	if err != nil {
 		return nil, false

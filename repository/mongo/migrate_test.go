@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
+	driver "go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
@@ -31,20 +31,20 @@ func olderUser(uid string, at time.Time) bson.D {
 
 // olderDatabase gives a new database the data of an older usersync: n
 // users with random _ids, two processed events, no mark.
-func olderDatabase(t *testing.T, n int) *repository.Store {
+func olderDatabase(t *testing.T, n int) *mongo.Store {
 	t.Helper()
 	ctx := context.Background()
-	s := mongotest.Unprepared(t, mongotest.URI(t), mongotest.DatabaseName(), repository.Options{})
+	s := mongotest.Unprepared(t, mongotest.URI(t), mongotest.DatabaseName(), mongo.Options{})
 	at := time.Now().UTC().Truncate(time.Millisecond)
 	var docs []any
 	for i := range n {
 		docs = append(docs, olderUser(fmt.Sprintf("user_old_%02d", i), at))
 	}
-	if _, err := s.Database().Collection(repository.UsersCollection).InsertMany(ctx, docs); err != nil {
+	if _, err := s.Database().Collection(mongo.UsersCollection).InsertMany(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
 	for i, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale} {
-		if _, err := s.Database().Collection(repository.EventsCollection).InsertOne(ctx, bson.D{
+		if _, err := s.Database().Collection(mongo.EventsCollection).InsertOne(ctx, bson.D{
 			{Key: "_id", Value: bson.NewObjectID()}, {Key: "eventId", Value: fmt.Sprintf("msg_old_%d", i)},
 			{Key: "type", Value: "user.updated"}, {Key: "eventType", Value: "updated"},
 			{Key: "status", Value: models.StatusProcessed}, {Key: "outcome", Value: o},
@@ -57,9 +57,9 @@ func olderDatabase(t *testing.T, n int) *repository.Store {
 }
 
 // usersByUserID reads every user document, by userId.
-func usersByUserID(t *testing.T, db *mongo.Database) map[string]bson.Raw {
+func usersByUserID(t *testing.T, db *driver.Database) map[string]bson.Raw {
 	t.Helper()
-	cur, err := db.Collection(repository.UsersCollection).Find(context.Background(), bson.D{})
+	cur, err := db.Collection(mongo.UsersCollection).Find(context.Background(), bson.D{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestMigrate_ReKeysAnOlderDatabaseKeepingEveryField(t *testing.T) {
 			t.Errorf("user %s lost", uid)
 			continue
 		}
-		if id, _ := got.Lookup("_id").ObjectIDOK(); id != repository.DocIDForTest(uid) {
+		if id, _ := got.Lookup("_id").ObjectIDOK(); id != mongo.DocIDForTest(uid) {
 			t.Errorf("user %s has _id %s, want the derived one", uid, id.Hex())
 		}
 		if g, w := withoutID(t, got), withoutID(t, old); g != w {
@@ -169,7 +169,7 @@ func TestMigrate_ReKeysAnOlderDatabaseKeepingEveryField(t *testing.T) {
 func TestMigrate_FinishesWhatAStoppedRunLeftAside(t *testing.T) {
 	ctx := context.Background()
 	s := olderDatabase(t, 3)
-	users := s.Database().Collection(repository.UsersCollection)
+	users := s.Database().Collection(mongo.UsersCollection)
 	aside := s.Database().Collection("users_rekey")
 	before := usersByUserID(t, s.Database())
 	for _, uid := range []string{"user_old_00", "user_old_01"} {
@@ -205,7 +205,7 @@ func TestMigrate_StopsAtAUserDocumentWithoutUserID(t *testing.T) {
 	s := olderDatabase(t, 30)
 	odd := bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "email", Value: "odd@example.com"},
 		{Key: "sourceUpdatedAt", Value: time.Now().UTC().Truncate(time.Millisecond)}}
-	if _, err := s.Database().Collection(repository.UsersCollection).InsertOne(ctx, odd); err != nil {
+	if _, err := s.Database().Collection(mongo.UsersCollection).InsertOne(ctx, odd); err != nil {
 		t.Fatal(err)
 	}
 	oddID := odd[0].Value.(bson.ObjectID)
@@ -229,7 +229,7 @@ func TestMigrate_StopsAtAUserDocumentWithoutUserID(t *testing.T) {
 		}
 	}
 	var got bson.D
-	if err := s.Database().Collection(repository.UsersCollection).FindOne(ctx, bson.D{{Key: "_id", Value: oddID}}).Decode(&got); err != nil ||
+	if err := s.Database().Collection(mongo.UsersCollection).FindOne(ctx, bson.D{{Key: "_id", Value: oddID}}).Decode(&got); err != nil ||
 		fmt.Sprint(got) != fmt.Sprint(odd) {
 		t.Errorf("the document without userId = %v, %v; want it as it was, %v", got, err, odd)
 	}
@@ -266,13 +266,13 @@ func TestMigrate_RecomputesTheEmailsOfASchema2Database(t *testing.T) {
 		}
 		if u.stored != "" {
 			// As schema 2 stored it.
-			if _, err := s.Database().Collection(repository.UsersCollection).UpdateOne(ctx, bson.D{{Key: "userId", Value: u.id}},
+			if _, err := s.Database().Collection(mongo.UsersCollection).UpdateOne(ctx, bson.D{{Key: "userId", Value: u.id}},
 				bson.D{{Key: "$set", Value: bson.D{{Key: "email", Value: u.stored}}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if _, err := s.Database().Collection(repository.MetaCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: "usersync"}},
+	if _, err := s.Database().Collection(mongo.MetaCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: "usersync"}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "schema", Value: 2}}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func TestMigrate_FillsClerksCreationTimeOfUsersWrittenBefore(t *testing.T) {
 	ctx := context.Background()
 	s := mongotest.Open(t)
 	at := time.Now().UTC().Truncate(time.Millisecond)
-	users := s.Database().Collection(repository.UsersCollection)
+	users := s.Database().Collection(mongo.UsersCollection)
 	for _, u := range []struct{ id, created string }{
 		{"user_ms", `,"created_at":1654012591514`},
 		{"user_s", `,"created_at":1654012591`},
@@ -330,7 +330,7 @@ func TestMigrate_FillsClerksCreationTimeOfUsersWrittenBefore(t *testing.T) {
 	if _, err := users.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$unset", Value: bson.D{{Key: "sourceCreatedAt", Value: ""}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Database().Collection(repository.MetaCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: "usersync"}},
+	if _, err := s.Database().Collection(mongo.MetaCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: "usersync"}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "schema", Value: 2}}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 )
 
 // TestClientOptions_WhatTheURISetsWins builds the driver's options for
@@ -18,7 +18,7 @@ import (
 // leaves unset.
 func TestClientOptions_WhatTheURISetsWins(t *testing.T) {
 	const base = "mongodb://db.example.net:27017/"
-	o := repository.Options{ServerSelectionTimeout: 2 * time.Second, OperationTimeout: 10 * time.Second}
+	o := mongo.Options{ServerSelectionTimeout: 2 * time.Second, OperationTimeout: 10 * time.Second}
 	// opts is what a test compares: a bool pointer as "unset", "true" or
 	// "false"; a read preference nil is the driver's primary.
 	type opts struct {
@@ -50,7 +50,7 @@ func TestClientOptions_WhatTheURISetsWins(t *testing.T) {
 		})},
 	} {
 		t.Run(tc.query, func(t *testing.T) {
-			co, err := repository.ClientOptionsForTest(base+tc.query, o)
+			co, err := mongo.ClientOptionsForTest(base+tc.query, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestOpen_RefusesUnacknowledgedWritesAndNamesNoPassword(t *testing.T) {
 		"mongodb://app:s3cret@db.example.net/?timeoutMS=soon",
 		"postgres://app:s3cret@db.example.net/",
 	} {
-		_, err := repository.Open(context.Background(), uri, "usersync", repository.Options{})
+		_, err := mongo.Open(context.Background(), uri, "usersync", mongo.Options{})
 		if !errors.Is(err, models.ErrInvalid) {
 			t.Errorf("Open(%q) = %v, want ErrInvalid", uri, err)
 		}
@@ -99,7 +99,7 @@ func TestOpen_RefusesUnacknowledgedWritesAndNamesNoPassword(t *testing.T) {
 			t.Errorf("Open(%q): error %q shows the password", uri, err)
 		}
 	}
-	s, err := repository.Open(context.Background(), "mongodb://app:s3cret@127.0.0.1:1/?w=1", "usersync", repository.Options{})
+	s, err := mongo.Open(context.Background(), "mongodb://app:s3cret@127.0.0.1:1/?w=1", "usersync", mongo.Options{})
 	if err != nil {
 		t.Fatalf("Open with w=1: %v", err)
 	}

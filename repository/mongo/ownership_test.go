@@ -10,17 +10,17 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
+	driver "go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
 // snapshot is every document and index of every collection of db, in a
 // form that compares: extended JSON, sorted.
-func snapshot(t *testing.T, db *mongo.Database) map[string][]string {
+func snapshot(t *testing.T, db *driver.Database) map[string][]string {
 	t.Helper()
 	ctx := context.Background()
 	names, err := db.ListCollectionNames(ctx, bson.D{})
@@ -58,7 +58,7 @@ func sameSnapshot(t *testing.T, what string, got, want map[string][]string) {
 
 // seedApp gives db an application's own users collection, with its
 // unique email index, and another collection of its own.
-func seedApp(t *testing.T, db *mongo.Database) {
+func seedApp(t *testing.T, db *driver.Database) {
 	t.Helper()
 	ctx := context.Background()
 	t.Cleanup(func() { _ = db.Drop(context.Background()) }) // Store.Drop leaves what is not usersync's
@@ -70,7 +70,7 @@ func seedApp(t *testing.T, db *mongo.Database) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := users.Indexes().CreateOne(ctx, mongo.IndexModel{
+	if _, err := users.Indexes().CreateOne(ctx, driver.IndexModel{
 		Keys: bson.D{{Key: "email", Value: 1}}, Options: options.Index().SetUnique(true).SetSparse(true),
 	}); err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func seedApp(t *testing.T, db *mongo.Database) {
 // MONGODB_DATABASE, and every document and index is as it was.
 func TestPrepare_AnApplicationsDatabaseIsRefusedUnchanged(t *testing.T) {
 	ctx := context.Background()
-	s := mongotest.Unprepared(t, mongotest.URI(t), mongotest.DatabaseName(), repository.Options{})
+	s := mongotest.Unprepared(t, mongotest.URI(t), mongotest.DatabaseName(), mongo.Options{})
 	seedApp(t, s.Database())
 	before := snapshot(t, s.Database())
 
@@ -113,9 +113,9 @@ func TestPrepare_AnApplicationsCollectionsAreNeitherAdoptedNorMigrated(t *testin
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
-		seed func(t *testing.T, db *mongo.Database)
+		seed func(t *testing.T, db *driver.Database)
 	}{
-		{"an empty users collection with a validator", func(t *testing.T, db *mongo.Database) {
+		{"an empty users collection with a validator", func(t *testing.T, db *driver.Database) {
 			validator := bson.D{{Key: "$jsonSchema", Value: bson.D{{Key: "required", Value: bson.A{"email"}}}}}
 			if err := db.CreateCollection(ctx, "users", options.CreateCollection().SetValidator(validator)); err != nil {
 				t.Fatal(err)
@@ -130,7 +130,7 @@ func TestPrepare_AnApplicationsCollectionsAreNeitherAdoptedNorMigrated(t *testin
 				t.Skip("the engine keeps no validator:", specs[0].Options)
 			}
 		}},
-		{"users with a userId and a sourceUpdatedAt date", func(t *testing.T, db *mongo.Database) {
+		{"users with a userId and a sourceUpdatedAt date", func(t *testing.T, db *driver.Database) {
 			if _, err := db.Collection("users").InsertOne(ctx, bson.D{{Key: "userId", Value: "user_2abc"},
 				{Key: "sourceUpdatedAt", Value: time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)}, {Key: "plan", Value: "pro"}}); err != nil {
 				t.Fatal(err)
@@ -138,7 +138,7 @@ func TestPrepare_AnApplicationsCollectionsAreNeitherAdoptedNorMigrated(t *testin
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := mongotest.Unprepared(t, mongotest.URI(t), mongotest.DatabaseName(), repository.Options{})
+			s := mongotest.Unprepared(t, mongotest.URI(t), mongotest.DatabaseName(), mongo.Options{})
 			t.Cleanup(func() { _ = s.Database().Drop(context.Background()) })
 			tc.seed(t, s.Database())
 			before := snapshot(t, s.Database())
@@ -159,11 +159,11 @@ func TestPrepare_AnApplicationsCollectionsAreNeitherAdoptedNorMigrated(t *testin
 func TestPrepare_ACollectionPrefixSharesADatabase(t *testing.T) {
 	ctx := context.Background()
 	name := mongotest.DatabaseName()
-	app := mongotest.Unprepared(t, mongotest.URI(t), name, repository.Options{})
+	app := mongotest.Unprepared(t, mongotest.URI(t), name, mongo.Options{})
 	seedApp(t, app.Database())
 	before := snapshot(t, app.Database())
 
-	s := mongotest.Unprepared(t, mongotest.URI(t), name, repository.Options{CollectionPrefix: "usersync_"})
+	s := mongotest.Unprepared(t, mongotest.URI(t), name, mongo.Options{CollectionPrefix: "usersync_"})
 	if err := s.Prepare(ctx); err != nil {
 		t.Fatalf("Prepare with a prefix: %v", err)
 	}
@@ -194,14 +194,14 @@ func TestPrepare_MarksTheDatabaseItPrepares(t *testing.T) {
 		Schema    int       `bson:"schema"`
 		CreatedAt time.Time `bson:"createdAt"`
 	}
-	if err := s.Database().Collection(repository.MetaCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "usersync"}}).Decode(&mark); err != nil ||
+	if err := s.Database().Collection(mongo.MetaCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "usersync"}}).Decode(&mark); err != nil ||
 		mark.Schema == 0 || mark.CreatedAt.IsZero() {
 		t.Fatalf("mark = %+v, %v; want one", mark, err)
 	}
 	if _, err := s.Users().Apply(ctx, change("user_1", "msg_1", time.Second, "a@example.com"), time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	again := mongotest.Unprepared(t, mongotest.URI(t), s.Database().Name(), repository.Options{})
+	again := mongotest.Unprepared(t, mongotest.URI(t), s.Database().Name(), mongo.Options{})
 	if err := again.Prepare(ctx); err != nil {
 		t.Errorf("Prepare of a marked database: %v", err)
 	}
@@ -215,9 +215,9 @@ func TestPrepare_MarksTheDatabaseItPrepares(t *testing.T) {
 func TestPrepare_InstancesStartingAtOnceOnANewDatabaseConverge(t *testing.T) {
 	for round := range 5 {
 		name := mongotest.DatabaseName()
-		var stores []*repository.Store
+		var stores []*mongo.Store
 		for range 3 {
-			stores = append(stores, mongotest.Unprepared(t, mongotest.URI(t), name, repository.Options{}))
+			stores = append(stores, mongotest.Unprepared(t, mongotest.URI(t), name, mongo.Options{}))
 		}
 		errs := make(chan error, len(stores))
 		for i, s := range stores {

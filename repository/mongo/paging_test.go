@@ -16,7 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
@@ -24,7 +24,7 @@ import (
 // millisecond, minutes apart, and days apart), of every status and type,
 // and returns them newest first (receivedAt, then _id), as the log lists
 // them.
-func pagingEvents(t *testing.T, s *repository.Store, n int, base time.Time) []models.Event {
+func pagingEvents(t *testing.T, s *mongo.Store, n int, base time.Time) []models.Event {
 	t.Helper()
 	r := rand.New(rand.NewPCG(7, 8))
 	statuses := []models.EventStatus{models.StatusProcessed, models.StatusProcessed, models.StatusProcessed, models.StatusStored, models.StatusFailed}
@@ -76,7 +76,7 @@ func pagingEvents(t *testing.T, s *repository.Store, n int, base time.Time) []mo
 func TestEventsList_WindowedPagesListEveryEventOnceInOrder(t *testing.T) {
 	ctx := context.Background()
 	var finds atomic.Int64
-	s := mongotest.OpenWith(t, repository.Options{Monitor: &event.CommandMonitor{
+	s := mongotest.OpenWith(t, mongo.Options{Monitor: &event.CommandMonitor{
 		Started: func(_ context.Context, e *event.CommandStartedEvent) {
 			if e.CommandName == "find" {
 				finds.Add(1)
@@ -161,7 +161,7 @@ func TestUsersList_WindowedPagesListEveryUserOnce(t *testing.T) {
 			}
 		}
 		sort.Slice(want, func(i, j int) bool {
-			return repository.DocIDForTest(want[i]).Hex() < repository.DocIDForTest(want[j]).Hex()
+			return mongo.DocIDForTest(want[i]).Hex() < mongo.DocIDForTest(want[j]).Hex()
 		})
 		for _, limit := range []int{9, 200} {
 			for walk := range 2 {
@@ -302,7 +302,7 @@ func TestUsersChanges_WindowedPagesServeEveryChangeOnceInOrder(t *testing.T) {
 		if !all[i].at.Equal(all[j].at) {
 			return all[i].at.Before(all[j].at)
 		}
-		return repository.DocIDForTest(all[i].id).Hex() < repository.DocIDForTest(all[j].id).Hex()
+		return mongo.DocIDForTest(all[i].id).Hex() < mongo.DocIDForTest(all[j].id).Hex()
 	})
 	var want []string
 	for _, w := range all {
@@ -373,7 +373,7 @@ func (l *findLog) windows(coll, field string) int {
 }
 
 // orgAt is a state of organization id, written by Apply at now.
-func orgAt(t *testing.T, s *repository.Store, id string, deleted bool, now time.Time) {
+func orgAt(t *testing.T, s *mongo.Store, id string, deleted bool, now time.Time) {
 	t.Helper()
 	ch := models.OrganizationChange{OrgID: id, EventID: "msg_" + id, SourceTime: t0, Metadata: json.RawMessage(`{}`),
 		OrganizationProfile: models.OrganizationProfile{Name: id, Slug: id}}
@@ -392,8 +392,8 @@ func orgAt(t *testing.T, s *repository.Store, id string, deleted bool, now time.
 func TestOrganizationsList_WindowedPagesListEveryOrganizationOnce(t *testing.T) {
 	ctx := context.Background()
 	var log findLog
-	s := mongotest.OpenWith(t, repository.Options{Monitor: log.monitor()})
-	coll := repository.CollectionsForTest(s)["organizations"]
+	s := mongotest.OpenWith(t, mongo.Options{Monitor: log.monitor()})
+	coll := mongo.CollectionsForTest(s)["organizations"]
 	deleted := map[string]bool{}
 	var ids []string
 	for i := range 150 {
@@ -406,7 +406,7 @@ func TestOrganizationsList_WindowedPagesListEveryOrganizationOnce(t *testing.T) 
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool {
-		return repository.DocIDForTest(ids[i]).Hex() < repository.DocIDForTest(ids[j]).Hex()
+		return mongo.DocIDForTest(ids[i]).Hex() < mongo.DocIDForTest(ids[j]).Hex()
 	})
 	for _, includeDeleted := range []bool{false, true} {
 		var want []string
@@ -455,8 +455,8 @@ func TestOrganizationsList_WindowedPagesListEveryOrganizationOnce(t *testing.T) 
 func TestOrganizationsChanges_WindowedPagesServeEveryChangeOnceInOrder(t *testing.T) {
 	ctx := context.Background()
 	var log findLog
-	s := mongotest.OpenWith(t, repository.Options{Monitor: log.monitor()})
-	coll := repository.CollectionsForTest(s)["organizations"]
+	s := mongotest.OpenWith(t, mongo.Options{Monitor: log.monitor()})
+	coll := mongo.CollectionsForTest(s)["organizations"]
 	want, since, until := writeUnevenly(t, 80, func(i int, at time.Time) string {
 		id := fmt.Sprintf("org_feed_%02d", i)
 		orgAt(t, s, id, false, at)
@@ -502,7 +502,7 @@ func writeUnevenly(t *testing.T, n int, write func(i int, at time.Time) string) 
 		if !all[i].at.Equal(all[j].at) {
 			return all[i].at.Before(all[j].at)
 		}
-		return repository.DocIDForTest(all[i].id).Hex() < repository.DocIDForTest(all[j].id).Hex()
+		return mongo.DocIDForTest(all[i].id).Hex() < mongo.DocIDForTest(all[j].id).Hex()
 	})
 	for _, w := range all {
 		ids = append(ids, w.id)
@@ -545,7 +545,7 @@ func followFeed(t *testing.T, log *findLog, coll string, want []string, since, u
 
 // memberAt is a state of the membership of userID in orgID, written by
 // Apply at now; its id is returned.
-func memberAt(t *testing.T, s *repository.Store, orgID, userID string, deleted, deprovisioned bool, now time.Time) string {
+func memberAt(t *testing.T, s *mongo.Store, orgID, userID string, deleted, deprovisioned bool, now time.Time) string {
 	t.Helper()
 	id := "orgmem_" + orgID + "_" + userID
 	ch := models.MembershipChange{MembershipID: id, OrgID: orgID, UserID: userID, EventID: "msg_" + id, SourceTime: t0,
@@ -569,8 +569,8 @@ func memberAt(t *testing.T, s *repository.Store, orgID, userID string, deleted, 
 func TestMembershipsList_WindowedPagesListEveryMembershipOnce(t *testing.T) {
 	ctx := context.Background()
 	var log findLog
-	s := mongotest.OpenWith(t, repository.Options{Monitor: log.monitor()})
-	coll := repository.CollectionsForTest(s)["memberships"]
+	s := mongotest.OpenWith(t, mongo.Options{Monitor: log.monitor()})
+	coll := mongo.CollectionsForTest(s)["memberships"]
 	type mem struct {
 		id, org, user string
 		active        bool
@@ -594,7 +594,7 @@ func TestMembershipsList_WindowedPagesListEveryMembershipOnce(t *testing.T) {
 		all = append(all, mem{id, org, "user_support", i%4 != 0})
 	}
 	sort.Slice(all, func(i, j int) bool {
-		return repository.DocIDForTest(all[i].id).Hex() < repository.DocIDForTest(all[j].id).Hex()
+		return mongo.DocIDForTest(all[i].id).Hex() < mongo.DocIDForTest(all[j].id).Hex()
 	})
 	for _, f := range []models.MembershipFilter{
 		{OrgID: "org_wide"}, {OrgID: "org_wide", IncludeDeleted: true}, {UserID: "user_support"}, {UserID: "user_support", IncludeDeleted: true},
@@ -645,8 +645,8 @@ func TestMembershipsList_WindowedPagesListEveryMembershipOnce(t *testing.T) {
 func TestMembershipsChanges_WindowedPagesServeEveryChangeOnceInOrder(t *testing.T) {
 	ctx := context.Background()
 	var log findLog
-	s := mongotest.OpenWith(t, repository.Options{Monitor: log.monitor()})
-	coll := repository.CollectionsForTest(s)["memberships"]
+	s := mongotest.OpenWith(t, mongo.Options{Monitor: log.monitor()})
+	coll := mongo.CollectionsForTest(s)["memberships"]
 	want, since, until := writeUnevenly(t, 80, func(i int, at time.Time) string {
 		org, user := fmt.Sprintf("org_%d", i%3), fmt.Sprintf("user_feed_%02d", i)
 		id := memberAt(t, s, org, user, false, false, at)
@@ -672,7 +672,7 @@ func TestMembershipsChanges_WindowedPagesServeEveryChangeOnceInOrder(t *testing.
 func TestEventsList_AFilterWithFewEventsIsOneQuery(t *testing.T) {
 	ctx := context.Background()
 	var finds atomic.Int64
-	s := mongotest.OpenWith(t, repository.Options{Monitor: &event.CommandMonitor{
+	s := mongotest.OpenWith(t, mongo.Options{Monitor: &event.CommandMonitor{
 		Started: func(_ context.Context, e *event.CommandStartedEvent) {
 			if e.CommandName == "find" {
 				finds.Add(1)

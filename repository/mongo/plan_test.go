@@ -11,7 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 )
 
 // A query plan is judged by what it reads, in the two formats explain
@@ -541,7 +541,7 @@ func TestPlanStages_ReadsClassicAndSlotBasedPlans(t *testing.T) {
 // memberships is an exception, a window of it is bounded, and so is a
 // page by slug (a slug is one active organization's).
 func TestCheckPlan_JudgesPagesOfOrganizationsAndMemberships(t *testing.T) {
-	cursor, lo, hi := repository.DocIDForTest("orgmem_a"), repository.DocIDForTest("orgmem_b"), repository.DocIDForTest("orgmem_c")
+	cursor, lo, hi := mongo.DocIDForTest("orgmem_a"), mongo.DocIDForTest("orgmem_b"), mongo.DocIDForTest("orgmem_c")
 	doc := func(op, field string, v any) string {
 		b, err := bson.Marshal(bson.D{{Key: field, Value: v}})
 		if err != nil {

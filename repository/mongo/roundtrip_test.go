@@ -11,7 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/mongo/mongotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -81,7 +81,7 @@ func TestRoundTrips_PerDeliveryKind(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := mongotest.OpenWith(t, repository.Options{Monitor: mon})
+			s := mongotest.OpenWith(t, mongo.Options{Monitor: mon})
 			mu.Lock()
 			db = s.Database().Name()
 			mu.Unlock()

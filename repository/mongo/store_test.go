@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
+	driver "go.mongodb.org/mongo-driver/v2/mongo"
 
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
@@ -27,12 +27,12 @@ func TestStore_EnsureIndexesIsIdempotent(t *testing.T) {
 func TestStore_EnsureIndexesDropsIndexesNoQueryUses(t *testing.T) {
 	ctx := context.Background()
 	s := mongotest.Open(t)
-	old := map[string][]mongo.IndexModel{
-		repository.UsersCollection: {
+	old := map[string][]driver.IndexModel{
+		mongo.UsersCollection: {
 			{Keys: bson.D{{Key: "updatedAt", Value: -1}}},
 			{Keys: bson.D{{Key: "deletedAt", Value: 1}, {Key: "updatedAt", Value: -1}}},
 		},
-		repository.EventsCollection: {
+		mongo.EventsCollection: {
 			{Keys: bson.D{{Key: "receivedAt", Value: -1}}},
 			{Keys: bson.D{{Key: "status", Value: 1}, {Key: "receivedAt", Value: -1}}},
 		},
@@ -57,7 +57,7 @@ func TestStore_EnsureIndexesDropsIndexesNoQueryUses(t *testing.T) {
 }
 
 // indexNames lists the indexes of the collection coll of s, sorted.
-func indexNames(t *testing.T, s *repository.Store, coll string) []string {
+func indexNames(t *testing.T, s *mongo.Store, coll string) []string {
 	t.Helper()
 	specs, err := s.Database().Collection(coll).Indexes().ListSpecifications(context.Background())
 	if err != nil {

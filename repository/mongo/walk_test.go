@@ -11,7 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 
 	"github.com/usersync/usersync/models"
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 	"github.com/usersync/usersync/repository/mongo/mongotest"
 )
 
@@ -19,10 +19,10 @@ import (
 // batch after batch of one cursor. A query per batch would sort every
 // active user once per batch on an engine that reads no index in order.
 func TestUsersWalkActive_IsOneQuery(t *testing.T) {
-	defer repository.SetWalkBatchForTest(3)()
+	defer mongo.SetWalkBatchForTest(3)()
 	ctx := context.Background()
 	var finds atomic.Int32
-	s := mongotest.OpenWith(t, repository.Options{Monitor: &event.CommandMonitor{
+	s := mongotest.OpenWith(t, mongo.Options{Monitor: &event.CommandMonitor{
 		Started: func(_ context.Context, e *event.CommandStartedEvent) {
 			if e.CommandName == "find" {
 				finds.Add(1)

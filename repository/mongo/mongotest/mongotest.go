@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	repository "github.com/usersync/usersync/repository/mongo"
+	"github.com/usersync/usersync/repository/mongo"
 )
 
 // SkipMessage is why a test that needs a server is skipped.
@@ -47,21 +47,21 @@ func DatabaseName() string {
 // Open returns a store on a new, empty database at MONGODB_URI, prepared
 // as usersync prepares it and with all its indexes; the database is
 // dropped when the test ends. It skips t when MONGODB_URI is not set.
-func Open(t testing.TB) *repository.Store {
+func Open(t testing.TB) *mongo.Store {
 	t.Helper()
-	return OpenWith(t, repository.Options{})
+	return OpenWith(t, mongo.Options{})
 }
 
 // OpenWith is Open with options o (the server selection timeout defaults
 // to 5 s).
-func OpenWith(t testing.TB, o repository.Options) *repository.Store {
+func OpenWith(t testing.TB, o mongo.Options) *mongo.Store {
 	t.Helper()
 	return OpenAt(t, URI(t), o)
 }
 
 // OpenAt is OpenWith on the server at uri (MONGODB_URI with options of
 // the test's, say). It skips t when MONGODB_URI is not set.
-func OpenAt(t testing.TB, uri string, o repository.Options) *repository.Store {
+func OpenAt(t testing.TB, uri string, o mongo.Options) *mongo.Store {
 	t.Helper()
 	s := Unprepared(t, uri, DatabaseName(), o)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -78,13 +78,13 @@ func OpenAt(t testing.TB, uri string, o repository.Options) *repository.Store {
 // Unprepared returns a store on the database dbName at uri without
 // preparing it, for tests of Prepare and Migrate; the database is dropped
 // when the test ends. It skips t when MONGODB_URI is not set.
-func Unprepared(t testing.TB, uri, dbName string, o repository.Options) *repository.Store {
+func Unprepared(t testing.TB, uri, dbName string, o mongo.Options) *mongo.Store {
 	t.Helper()
 	URI(t)
 	if o.ServerSelectionTimeout == 0 {
 		o.ServerSelectionTimeout = 5 * time.Second
 	}
-	s, err := repository.Open(context.Background(), uri, dbName, o)
+	s, err := mongo.Open(context.Background(), uri, dbName, o)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
