@@ -24,18 +24,8 @@ import (
 	"github.com/usersync/usersync/sync"
 )
 
-// instantEvents is an event inbox that stores nothing and answers at once:
-// every delivery is new.
+// instantEvents is an event inbox that has nothing and answers at once.
 type instantEvents struct{}
-
-func (instantEvents) Record(_ context.Context, ev models.Event) (models.Event, bool, error) {
-	ev.ID = "65f000000000000000000001"
-	return ev, true, nil
-}
-
-func (instantEvents) MarkProcessed(context.Context, string, models.Outcome, time.Time) error {
-	return nil
-}
 
 func (instantEvents) MarkFailed(context.Context, string, string, *time.Time) error { return nil }
 
@@ -47,11 +37,18 @@ func (instantEvents) Claim(context.Context, string, int, time.Time, time.Duratio
 	return true, nil
 }
 
-// instantUsers applies every change at once.
-type instantUsers struct{}
+// instantStore stores nothing and applies every change at once: every
+// delivery is new.
+type instantStore struct{}
 
-func (instantUsers) Apply(context.Context, models.Change, time.Time) (models.Outcome, error) {
-	return models.OutcomeApplied, nil
+func (instantStore) Deliver(_ context.Context, ev models.Event, _ models.Change, _ time.Time) (models.Delivered, error) {
+	ev.ID = "65f000000000000000000001"
+	ev.Status, ev.Outcome = models.StatusProcessed, models.OutcomeApplied
+	return models.Delivered{Event: ev, Created: true, Outcome: models.OutcomeApplied}, nil
+}
+
+func (instantStore) Reapply(_ context.Context, ev models.Event, _ models.Change, _ time.Time) (models.Delivered, error) {
+	return models.Delivered{Event: ev, Outcome: models.OutcomeApplied}, nil
 }
 
 // instantIngester answers every delivery as processed without looking at it.
@@ -86,7 +83,7 @@ func BenchmarkWebhook_InProcess(b *testing.B) {
 		name string
 		sync api.Ingester
 	}{
-		{"sync", sync.New(instantEvents{}, instantUsers{}, nil)},
+		{"sync", sync.New(instantEvents{}, instantStore{}, nil)},
 		{"ingester-only", instantIngester{}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

@@ -35,8 +35,7 @@ func syncHarnessWith(t *testing.T, limits api.Limits, users ...clerkUser) (*harn
 		t.Fatal(err)
 	}
 	store := repotest.NewStore(t)
-	svc := sync.New(store.Events(), store.Users(), nil)
-	svc.SetOrganizations(store.Organizations(), store.Memberships())
+	svc := sync.New(store.Events(), store, nil)
 	e, err := api.New(api.Config{
 		Sync: svc, Users: store.Users(), Organizations: store.Organizations(), Memberships: store.Memberships(),
 		Events: store.Events(), DB: store, Logger: repotest.Discard(),

@@ -60,9 +60,8 @@ func newConsoleHarness(t *testing.T, opts ...func(*consoleOptions)) *consoleHarn
 	}
 	store := repotest.NewStore(t)
 	act := sync.NewActivity(store.Activity(), o.now)
-	blocked := &blockedUsers{UserStore: store.Users(), ids: map[string]bool{}}
-	svc := sync.New(store.Events(), blocked, o.now)
-	svc.SetOrganizations(store.Organizations(), store.Memberships())
+	blocked := &blockedUsers{ids: map[string]bool{}}
+	svc := sync.New(store.Events(), repotest.Hook(store, blocked.before), o.now)
 	svc.SetActivity(act)
 	spy := &sizeSpy{ActivityReader: store.Activity()}
 	e, err := api.New(api.Config{
@@ -114,19 +113,19 @@ func (h *consoleHarness) flush() {
 // store does when other users keep claiming the email a change claims:
 // their events fail (a retry may pass), and pass once unblocked.
 type blockedUsers struct {
-	sync.UserStore
 	mu  stdsync.Mutex
 	ids map[string]bool
 }
 
-func (b *blockedUsers) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+func (b *blockedUsers) before(_ context.Context, ch models.Change) error {
+	userID, _ := ch.IDs()
 	b.mu.Lock()
-	blocked := b.ids[ch.UserID]
+	blocked := b.ids[userID]
 	b.mu.Unlock()
 	if blocked {
-		return "", fmt.Errorf("apply event %q to user %q: other users kept claiming the email: %w", ch.EventID, ch.UserID, models.ErrEmailTaken)
+		return fmt.Errorf("apply event %q to user %q: other users kept claiming the email: %w", ch.Version().EventID, userID, models.ErrEmailTaken)
 	}
-	return b.UserStore.Apply(ctx, ch, now)
+	return nil
 }
 
 func (b *blockedUsers) set(userID string, blocked bool) {

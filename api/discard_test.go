@@ -8,24 +8,21 @@ import (
 	"strings"
 	stdatomic "sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/sync"
 )
 
 // switchedUsers fails every Apply while fail is set, as a database that
 // refuses a user's writes would.
 type switchedUsers struct {
-	sync.UserStore
 	fail *stdatomic.Bool
 }
 
-func (u *switchedUsers) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+func (u *switchedUsers) before(context.Context, models.Change) error {
 	if u.fail.Load() {
-		return "", models.ErrUnavailable
+		return models.ErrUnavailable
 	}
-	return u.UserStore.Apply(ctx, ch, now)
+	return nil
 }
 
 func (h *harness) discard(id, key, body string) response {
@@ -49,7 +46,7 @@ func (h *harness) discard(id, key, body string) response {
 func TestDiscard_AFailedEventIsKeptAsDiscardedAndNeverApplied(t *testing.T) {
 	var fail stdatomic.Bool
 	h := newHarness(t, func(o *harnessOptions) {
-		o.wrapUsers = func(u sync.UserStore) sync.UserStore { return &switchedUsers{UserStore: u, fail: &fail} }
+		o.beforeApply = (&switchedUsers{fail: &fail}).before
 	})
 	id := newID()
 	body := userBody(t, "user.created", clerkUser{ID: "user_poison", UpdatedAt: t0, Email: "poison@example.com"})

@@ -126,7 +126,7 @@ func TestErase_ByAgeInTheBackgroundLoopOnlyOnceEventsAreProcessed(t *testing.T) 
 	ctx := context.Background()
 	const id = "user_erase2"
 	clock := time.Now()
-	svc := sync.New(h.store.Events(), h.store.Users(), nil)
+	svc := sync.New(h.store.Events(), h.store, nil)
 	rec := &sync.Recovery{Service: svc, Store: h.store.Events(), Eraser: h.store, EraseAfter: 30 * 24 * time.Hour,
 		Grace: time.Minute, Now: func() time.Time { return clock }}
 	erase := func(want models.Erasure) {
@@ -200,7 +200,7 @@ func TestErase_EndpointLeavesPendingEventsToTheLoopEvenForARecentDelete(t *testi
 	h := newHarness(t)
 	ctx := context.Background()
 	const id = "user_erase3"
-	svc := sync.New(h.store.Events(), h.store.Users(), nil)
+	svc := sync.New(h.store.Events(), h.store, nil)
 	rec := &sync.Recovery{Service: svc, Store: h.store.Events(), Eraser: h.store, EraseAfter: 30 * 24 * time.Hour}
 
 	h.mustDeliver(newID(), personBody(t, "user.created", id, t0))

@@ -8,21 +8,16 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/sync"
 )
 
 // failingUsers answers every Apply with err, as a store would.
 type failingUsers struct {
-	sync.UserStore
 	err error
 }
 
-func (f *failingUsers) Apply(context.Context, models.Change, time.Time) (models.Outcome, error) {
-	return "", f.err
-}
+func (f *failingUsers) before(context.Context, models.Change) error { return f.err }
 
 const emailTakenMessage = "the user's email is held by another active user; a later delivery may apply the event"
 
@@ -30,9 +25,7 @@ func TestErrors_AnEmailConflictIsAnsweredInUsersyncsOwnWords(t *testing.T) {
 	var logs logBuffer
 	h := newHarness(t, func(o *harnessOptions) {
 		o.logger = slog.New(slog.NewJSONHandler(&logs, nil))
-		o.wrapUsers = func(u sync.UserStore) sync.UserStore {
-			return &failingUsers{UserStore: u, err: fmt.Errorf("email taken@example.com: %w", models.ErrEmailTaken)}
-		}
+		o.beforeApply = (&failingUsers{err: fmt.Errorf("email taken@example.com: %w", models.ErrEmailTaken)}).before
 	})
 	r := h.deliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_2", UpdatedAt: t0 + 1, Email: "taken@example.com"}))
 	if code, msg := errorOf(t, r); r.Code != http.StatusServiceUnavailable || code != "retry_later" || msg != emailTakenMessage {
@@ -66,7 +59,7 @@ func TestErrors_AStoresOwnTextNeverReachesTheBodyNorAnEmailTheLog(t *testing.T) 
 			var logs logBuffer
 			h := newHarness(t, func(o *harnessOptions) {
 				o.logger = slog.New(slog.NewJSONHandler(&logs, nil))
-				o.wrapUsers = func(u sync.UserStore) sync.UserStore { return &failingUsers{UserStore: u, err: tc.err} }
+				o.beforeApply = (&failingUsers{err: tc.err}).before
 			})
 			r := h.deliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_x", UpdatedAt: t0, Email: "secret@example.org"}))
 			code, msg := errorOf(t, r)

@@ -22,6 +22,7 @@ import (
 	"github.com/usersync/usersync/internal/peer"
 	"github.com/usersync/usersync/internal/service"
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -43,10 +44,12 @@ type harness struct {
 }
 
 type harnessOptions struct {
-	logger    *slog.Logger
-	store     repotest.Store
-	secrets   []string
-	wrapUsers func(sync.UserStore) sync.UserStore
+	logger  *slog.Logger
+	store   repotest.Store
+	secrets []string
+	// beforeApply, if set, runs before each change is applied, once its
+	// event is stored (repotest.Hook): an error is the apply's failure.
+	beforeApply func(ctx context.Context, ch models.Change) error
 	// wrapReader stands between the server and the store's user reads.
 	wrapReader func(api.UserReader) api.UserReader
 	limits     api.Limits
@@ -71,7 +74,11 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	if o.wrapReader != nil {
 		reader = o.wrapReader(reader)
 	}
-	e, _, err := service.New(o.store, service.Options{WrapUsers: o.wrapUsers}, api.Config{
+	var so service.Options
+	if o.beforeApply != nil {
+		so.WrapStore = func(s repository.Store) sync.Store { return repotest.Hook(s, o.beforeApply) }
+	}
+	e, _, err := service.New(o.store, so, api.Config{
 		Users:          reader,
 		Logger:         o.logger,
 		WebhookSecrets: o.secrets,

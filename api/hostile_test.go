@@ -14,7 +14,6 @@ import (
 
 	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/sync"
 )
 
 // errorOf returns the code and message of an error answer.
@@ -148,7 +147,6 @@ func TestWebhook_BodyOver256KiBIsRefused(t *testing.T) {
 // blockingUsers holds every Apply until release is closed, telling entered
 // first: the database seems slower than the traffic.
 type blockingUsers struct {
-	sync.UserStore
 	entered chan string
 	release chan struct{}
 }
@@ -157,12 +155,11 @@ func newBlockingUsers() *blockingUsers {
 	return &blockingUsers{entered: make(chan string, 100), release: make(chan struct{})}
 }
 
-func (b *blockingUsers) wrap(u sync.UserStore) sync.UserStore { b.UserStore = u; return b }
-
-func (b *blockingUsers) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
-	b.entered <- ch.UserID
+func (b *blockingUsers) before(_ context.Context, ch models.Change) error {
+	userID, _ := ch.IDs()
+	b.entered <- userID
 	<-b.release
-	return b.UserStore.Apply(ctx, ch, now)
+	return nil
 }
 
 // hold delivers n events in the background, each held in Apply, and
@@ -215,7 +212,7 @@ func deliverWithin(t *testing.T, h *harness, id string, body []byte) response {
 func TestWebhook_OverloadIsAQuick503WithRetryAfter(t *testing.T) {
 	blocked := newBlockingUsers()
 	h := newHarness(t, func(o *harnessOptions) {
-		o.wrapUsers = blocked.wrap
+		o.beforeApply = blocked.before
 		o.limits = api.Limits{Ingests: 2, IngestWait: 50 * time.Millisecond}
 	})
 	codes := blocked.hold(t, h, 2, func(i int) []byte {
@@ -253,7 +250,7 @@ func TestWebhook_BodiesInFlightAreBounded(t *testing.T) {
 	}
 	size := int64(len(body(0)))
 	h := newHarness(t, func(o *harnessOptions) {
-		o.wrapUsers = blocked.wrap
+		o.beforeApply = blocked.before
 		o.limits = api.Limits{SmallBodyBytes: 2*size + 1000} // each is under SmallBody
 	})
 	codes := blocked.hold(t, h, 2, body)
@@ -389,7 +386,7 @@ func TestAPI_PathParametersAreDecoded(t *testing.T) {
 	h := newHarness(t)
 	// Clerk's ids are letters and digits, and the webhook takes no other;
 	// a user stored with another id (by an earlier usersync) is read by it.
-	if _, err := h.store.Users().Apply(context.Background(), models.Change{UserID: "user_a/b{c}", EventID: "msg_slash",
+	if _, err := h.store.Users().Apply(context.Background(), models.UserChange{UserID: "user_a/b{c}", EventID: "msg_slash",
 		SourceTime: time.UnixMilli(t0).UTC(), DisplayName: "user_a/b{c}", Metadata: json.RawMessage(`{}`), New: true}, time.Now()); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/sync"
 )
 
 // levels counts the log lines of each level.
@@ -29,9 +28,7 @@ func TestLogs_ExpectedConditionsAreNotErrors(t *testing.T) {
 		h := newHarness(t, func(o *harnessOptions) {
 			o.logger = slog.New(slog.NewJSONHandler(&logs, nil))
 			// As the MongoDB store answers when other users kept claiming the email.
-			o.wrapUsers = func(u sync.UserStore) sync.UserStore {
-				return &failingUsers{UserStore: u, err: fmt.Errorf("other users kept claiming the email: %w", models.ErrEmailTaken)}
-			}
+			o.beforeApply = (&failingUsers{err: fmt.Errorf("other users kept claiming the email: %w", models.ErrEmailTaken)}).before
 		})
 		if r := h.deliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_2", UpdatedAt: t0 + 1, Email: "held@example.com"})); r.Code != http.StatusServiceUnavailable {
 			t.Fatalf("delivery = %s, want 503", r)
@@ -57,7 +54,7 @@ func TestLogs_ARequestTheClientAbandonedIsNotA500(t *testing.T) {
 	abandoned := &applyUntilCancelled{entered: make(chan struct{}, 1)}
 	h := newHarness(t, func(o *harnessOptions) {
 		o.logger = slog.New(slog.NewJSONHandler(&logs, nil))
-		o.wrapUsers = abandoned.wrap
+		o.beforeApply = abandoned.before
 	})
 	body := userBody(t, "user.created", clerkUser{ID: "user_gone", UpdatedAt: t0})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -89,17 +86,14 @@ func TestLogs_ARequestTheClientAbandonedIsNotA500(t *testing.T) {
 // however long the server takes to see that its client went away, and
 // then applies with that context.
 type applyUntilCancelled struct {
-	sync.UserStore
 	entered chan struct{}
 }
 
-func (a *applyUntilCancelled) wrap(u sync.UserStore) sync.UserStore { a.UserStore = u; return a }
-
-func (a *applyUntilCancelled) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+func (a *applyUntilCancelled) before(ctx context.Context, _ models.Change) error {
 	select {
 	case a.entered <- struct{}{}:
 	default:
 	}
 	<-ctx.Done()
-	return a.UserStore.Apply(ctx, ch, now)
+	return nil
 }

@@ -399,7 +399,7 @@ func TestErase_AMembershipsMemberDataGoesOnScheduleWhileItsUserStays(t *testing.
 	if found := h.leftovers(member); len(found) < len(member) {
 		t.Fatalf("before erasure the scan finds only %v: it cannot be trusted", found)
 	}
-	svc := sync.New(h.store.Events(), h.store.Users(), nil)
+	svc := sync.New(h.store.Events(), h.store, nil)
 	rec := &sync.Recovery{Service: svc, Store: h.store.Events(), Eraser: h.store, EraseAfter: 30 * 24 * time.Hour,
 		Grace: time.Minute, Now: time.Now}
 	got, err := rec.EraseOnce(ctx)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository/repotest"
-	"github.com/usersync/usersync/sync"
 )
 
 const t0 = int64(1_760_000_000_000) // Unix ms
@@ -295,25 +294,24 @@ func TestWebhook_EmailOfADeletedUserCanBeReused(t *testing.T) {
 // flakyUsers fails every Apply while fail is set, as a database that
 // refuses writes for a while would (with err, or models.ErrUnavailable).
 type flakyUsers struct {
-	sync.UserStore
 	fail atomic.Bool
 	err  error
 }
 
-func (f *flakyUsers) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+func (f *flakyUsers) before(context.Context, models.Change) error {
 	if f.fail.Load() {
 		if f.err != nil {
-			return "", f.err
+			return f.err
 		}
-		return "", fmt.Errorf("test outage: %w", models.ErrUnavailable)
+		return fmt.Errorf("test outage: %w", models.ErrUnavailable)
 	}
-	return f.UserStore.Apply(ctx, ch, now)
+	return nil
 }
 
 func newFlakyHarness(t *testing.T) (*harness, *flakyUsers) {
 	flaky := &flakyUsers{}
 	h := newHarness(t, func(o *harnessOptions) {
-		o.wrapUsers = func(u sync.UserStore) sync.UserStore { flaky.UserStore = u; return flaky }
+		o.beforeApply = flaky.before
 	})
 	return h, flaky
 }
@@ -492,21 +490,20 @@ func TestWebhook_AcceptsEveryRotatedSecretAndSignature(t *testing.T) {
 // stopEngineOnApply stops the engine when the first user write starts: the
 // event is stored, the user is not.
 type stopEngineOnApply struct {
-	sync.UserStore
 	once stdsync.Once
 	stop func()
 }
 
-func (s *stopEngineOnApply) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+func (s *stopEngineOnApply) before(context.Context, models.Change) error {
 	s.once.Do(s.stop)
-	return s.UserStore.Apply(ctx, ch, now)
+	return nil
 }
 
 func TestWebhook_EngineDownMidRequestIsA5xxAndARetryHeals(t *testing.T) {
 	engine := repotest.NewOutage(t)
 	h := newHarness(t, func(o *harnessOptions) {
 		o.store = engine
-		o.wrapUsers = func(u sync.UserStore) sync.UserStore { return &stopEngineOnApply{UserStore: u, stop: engine.Stop} }
+		o.beforeApply = (&stopEngineOnApply{stop: engine.Stop}).before
 	})
 	id := newID()
 	body := userBody(t, "user.created", clerkUser{ID: "user_down", UpdatedAt: t0, Email: "down@example.com"})

@@ -128,62 +128,31 @@ func DecodeEvent(body []byte) (ClerkEvent, error) {
 	return ClerkEvent{Type: typ, Timestamp: env.Timestamp, Data: env.Data, checked: true, limit: limit}, nil
 }
 
-// IsUserEvent reports whether this is a user event.
-func (e ClerkEvent) IsUserEvent() bool { return e.Kind() == KindUser }
-
 // IsStored reports whether usersync stores and applies this event: an
 // event of a user, an organization or a membership.
 func (e ClerkEvent) IsStored() bool { return e.Kind() != "" }
 
 // EventType returns the short type of an event usersync stores ("" for
 // other events).
-func (e ClerkEvent) EventType() EventType {
-	if e.Kind() == "" {
-		return ""
-	}
-	_, short, _ := strings.Cut(e.Type, ".")
-	return EventType(short)
-}
-
-// UserID returns the user a user event changes (data.id) or the member of
-// a membership event (data.public_user_data.user_id), when it is a string
-// of at most 128 bytes, even if the rest of the payload is invalid, so that
-// a failed event can still be found by user; "" for other events.
-func (e ClerkEvent) UserID() string {
-	switch e.Kind() {
-	case KindUser:
-		var d struct {
-			ID string `json:"id"`
-		}
-		return readID(e.Data, &d, func() string { return d.ID })
-	case KindMembership:
-		var d struct {
-			PublicUserData struct {
-				UserID string `json:"user_id"`
-			} `json:"public_user_data"`
-		}
-		return readID(e.Data, &d, func() string { return d.PublicUserData.UserID })
-	}
-	return ""
-}
+func (e ClerkEvent) EventType() EventType { return EventTypeOf(e.Type) }
 
 // maxUserID is the longest user id accepted, as the validate tags of
 // ClerkUser and clerkDeleted say.
 const maxUserID = 128
 
-// Change validates the event's data and returns the user state it carries.
+// UserChange validates the event's data and returns the user state it carries.
 // now is the server's clock: a Clerk time more than MaxFutureSkew ahead of
 // it is refused. Its error wraps ErrInvalid: such an event can never be
 // applied (see limits.go for what is refused).
-func (e ClerkEvent) Change(eventID string, now time.Time) (Change, error) {
+func (e ClerkEvent) UserChange(eventID string, now time.Time) (UserChange, error) {
 	if err := e.checkLimits(); err != nil {
-		return Change{}, err
+		return UserChange{}, err
 	}
 	switch e.Type {
 	case TypeUserCreated, TypeUserUpdated:
 		var u ClerkUser
 		if err := decodeData(e.Data, &u); err != nil {
-			return Change{}, err
+			return UserChange{}, err
 		}
 		ch, err := u.change(eventID)
 		if err == nil {
@@ -194,15 +163,15 @@ func (e ClerkEvent) Change(eventID string, now time.Time) (Change, error) {
 	case TypeUserDeleted:
 		var d clerkDeleted
 		if err := decodeData(e.Data, &d); err != nil {
-			return Change{}, err
+			return UserChange{}, err
 		}
 		ts, err := e.deletionTime(now)
 		if err != nil {
-			return Change{}, err
+			return UserChange{}, err
 		}
-		return Change{UserID: d.ID, EventID: eventID, SourceTime: ts, Deleted: true}, nil
+		return UserChange{UserID: d.ID, EventID: eventID, SourceTime: ts, Deleted: true}, nil
 	}
-	return Change{}, Public(ErrInvalid, "%s is not a user event", Quote(e.Type)).In("type")
+	return UserChange{}, Public(ErrInvalid, "%s is not a user event", Quote(e.Type)).In("type")
 }
 
 func decodeData(data json.RawMessage, v any) error {
@@ -220,17 +189,17 @@ func decodeData(data json.RawMessage, v any) error {
 	return validateAs("data.", v)
 }
 
-func (u ClerkUser) change(eventID string) (Change, error) {
+func (u ClerkUser) change(eventID string) (UserChange, error) {
 	meta, err := publicMetadata(u.PublicMetadata, "data.")
 	if err != nil {
-		return Change{}, err
+		return UserChange{}, err
 	}
 	ts, err := clerkTime(json.RawMessage(fmt.Sprint(u.UpdatedAt)))
 	if err != nil {
-		return Change{}, Public(ErrInvalid, "data.updated_at %v", err).In("data.updated_at")
+		return UserChange{}, Public(ErrInvalid, "data.updated_at %v", err).In("data.updated_at")
 	}
 	email := u.PrimaryEmail()
-	return Change{
+	return UserChange{
 		UserID:      u.ID,
 		EventID:     eventID,
 		SourceTime:  ts,

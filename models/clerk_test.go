@@ -48,17 +48,17 @@ func TestChange_FromClerkFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatalf("DecodeEvent: %v", err)
 			}
-			if ev.IsUserEvent() != tc.userEvent {
-				t.Fatalf("IsUserEvent() = %v, want %v", ev.IsUserEvent(), tc.userEvent)
+			if (ev.Kind() == models.KindUser) != tc.userEvent {
+				t.Fatalf("IsUserEvent() = %v, want %v", (ev.Kind() == models.KindUser), tc.userEvent)
 			}
 			if !tc.userEvent {
 				return
 			}
-			ch, err := ev.Change("msg_1", time.Now())
+			ch, err := ev.UserChange("msg_1", time.Now())
 			if err != nil {
 				t.Fatalf("Change: %v", err)
 			}
-			want := models.Change{UserID: tc.userID, EventID: "msg_1", SourceTime: tc.sourceTime.UTC(), Deleted: tc.deleted, Email: tc.email, DisplayName: tc.displayName}
+			want := models.UserChange{UserID: tc.userID, EventID: "msg_1", SourceTime: tc.sourceTime.UTC(), Deleted: tc.deleted, Email: tc.email, DisplayName: tc.displayName}
 			ch.Metadata = nil
 			if ch.UserID != want.UserID || ch.Email != want.Email || ch.DisplayName != want.DisplayName || ch.Deleted != want.Deleted || !ch.SourceTime.Equal(want.SourceTime) {
 				t.Errorf("Change() = %+v\nwant       %+v", ch, want)
@@ -72,7 +72,7 @@ func TestChange_FromClerkFixtures(t *testing.T) {
 
 func TestChange_MetadataIsPublicOnly(t *testing.T) {
 	ev, _ := models.DecodeEvent(fixture(t, "user.created.multi-email.json"))
-	ch, err := ev.Change("msg_1", time.Now())
+	ch, err := ev.UserChange("msg_1", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestChange_RejectsPayloadsThatCanNeverApply(t *testing.T) {
 			if err != nil {
 				t.Fatalf("DecodeEvent: %v", err)
 			}
-			_, err = ev.Change("msg_1", time.Now())
+			_, err = ev.UserChange("msg_1", time.Now())
 			if !errors.Is(err, models.ErrInvalid) || !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Errorf("Change() error = %v, want ErrInvalid mentioning %q", err, tc.wantMsg)
 			}
@@ -194,10 +194,10 @@ func FuzzDecodeEvent(f *testing.F) {
 			}
 			return
 		}
-		if !ev.IsUserEvent() {
+		if !(ev.Kind() == models.KindUser) {
 			return
 		}
-		ch, err := ev.Change("msg_fuzz", time.Now())
+		ch, err := ev.UserChange("msg_fuzz", time.Now())
 		if err != nil {
 			if !errors.Is(err, models.ErrInvalid) {
 				t.Fatalf("Change error %v does not wrap ErrInvalid", err)
@@ -274,7 +274,7 @@ func TestClerkIDs_TheWebhookAcceptsExactlyTheIdsTheOtherPathsDo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = ev.Change("msg_1", now)
+			_, err = ev.UserChange("msg_1", now)
 			if got, want := err == nil, models.IsClerkUserID(id); got != want {
 				t.Errorf("%s of %q: accepted %v (%v), but IsClerkUserID says %v", typ, id, got, err, want)
 			}

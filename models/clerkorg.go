@@ -20,20 +20,6 @@ const (
 	TypeMembershipDeleted   = "organizationMembership.deleted"
 )
 
-// KindOf returns the kind of object an event of Clerk type typ changes,
-// or "" for a type usersync does not store.
-func KindOf(typ string) Kind {
-	switch typ {
-	case TypeUserCreated, TypeUserUpdated, TypeUserDeleted:
-		return KindUser
-	case TypeOrganizationCreated, TypeOrganizationUpdated, TypeOrganizationDeleted:
-		return KindOrganization
-	case TypeMembershipCreated, TypeMembershipUpdated, TypeMembershipDeleted:
-		return KindMembership
-	}
-	return ""
-}
-
 // Bounds of an organization's and a membership's strings, in characters,
 // beyond those of a user's (MaxName, MaxImageURL).
 const (
@@ -112,17 +98,44 @@ type clerkMembershipDeleted struct {
 // usersync does not store.
 func (e ClerkEvent) Kind() Kind { return KindOf(e.Type) }
 
-// ObjectID returns data.id of an organization or membership event when it
-// is a string of at most 128 bytes, even if the rest of the payload is
-// invalid, so that a failed event can still be found; "" for other events.
+// ObjectID returns the organization or membership an event changes
+// (data.id) when it is a string of at most 128 bytes, even if the rest of
+// the payload is invalid, so that a failed event can still be found; ""
+// for other events.
 func (e ClerkEvent) ObjectID() string {
-	if k := e.Kind(); k != KindOrganization && k != KindMembership {
-		return ""
+	if t, ok := byType[e.Type]; ok {
+		return t.spec.objectID(e)
 	}
+	return ""
+}
+
+// UserID returns the user a user event changes (data.id) or the member of
+// a membership event (data.public_user_data.user_id), when it is a string
+// of at most 128 bytes, even if the rest of the payload is invalid, so that
+// a failed event can still be found by user; "" for other events.
+func (e ClerkEvent) UserID() string {
+	if t, ok := byType[e.Type]; ok {
+		return t.spec.userID(e)
+	}
+	return ""
+}
+
+// dataID reads data.id as ObjectID and UserID do.
+func (e ClerkEvent) dataID() string {
 	var d struct {
 		ID string `json:"id"`
 	}
 	return readID(e.Data, &d, func() string { return d.ID })
+}
+
+// memberID reads data.public_user_data.user_id as UserID does.
+func (e ClerkEvent) memberID() string {
+	var d struct {
+		PublicUserData struct {
+			UserID string `json:"user_id"`
+		} `json:"public_user_data"`
+	}
+	return readID(e.Data, &d, func() string { return d.PublicUserData.UserID })
 }
 
 // readID decodes data into v as far as it goes and returns id() if it is

@@ -215,7 +215,7 @@ func TestMemberOf_TheUsersCurrentRecord(t *testing.T) {
 
 func TestChange_DeprovisionedIsKept(t *testing.T) {
 	body := edit(t, "openapi.user.updated.json", func(_, d map[string]any) { d["deprovisioned"] = true })
-	ch, err := decode(t, body).Change("msg_1", time.Now())
+	ch, err := decode(t, body).UserChange("msg_1", time.Now())
 	if err != nil || !ch.Deprovisioned {
 		t.Errorf("Change = %+v, %v; want deprovisioned", ch.Profile, err)
 	}

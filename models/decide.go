@@ -18,9 +18,15 @@ func (u User) Version() Version {
 }
 
 // Version returns the version of the state ch carries.
-func (ch Change) Version() Version {
+func (ch UserChange) Version() Version {
 	return Version{SourceTime: ch.SourceTime, EventID: ch.EventID, Deleted: ch.Deleted}
 }
+
+// Kind returns KindUser.
+func (UserChange) Kind() Kind { return KindUser }
+
+// IDs returns the user's id.
+func (ch UserChange) IDs() (userID, objectID string) { return ch.UserID, "" }
 
 // Decision is what applying a change to an object's stored state does.
 type Decision int
@@ -95,6 +101,6 @@ func Decide(cur *Version, ch Version) Decision {
 // claims it means that whoever held it in an older state has given it up
 // since (an event that said so may have been lost). A holder whose state
 // is newer keeps it: ch's own user has given it up since.
-func TakesEmailFrom(ch Change, holder Version) bool {
+func TakesEmailFrom(ch UserChange, holder Version) bool {
 	return Newer(ch.SourceTime, ch.EventID, holder.SourceTime, holder.EventID)
 }

@@ -9,14 +9,14 @@ func TestDecide_TheOrderingRules(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	active := &Version{SourceTime: t0, EventID: "msg_b"}
 	tomb := &Version{SourceTime: t0, EventID: "msg_b", Deleted: true}
-	state := func(at time.Duration, id string) Change { return Change{SourceTime: t0.Add(at), EventID: id} }
-	del := func(at time.Duration, id string) Change {
-		return Change{SourceTime: t0.Add(at), EventID: id, Deleted: true}
+	state := func(at time.Duration, id string) UserChange { return UserChange{SourceTime: t0.Add(at), EventID: id} }
+	del := func(at time.Duration, id string) UserChange {
+		return UserChange{SourceTime: t0.Add(at), EventID: id, Deleted: true}
 	}
 	for _, tc := range []struct {
 		name string
 		cur  *Version
-		ch   Change
+		ch   UserChange
 		want Decision
 	}{
 		{"unknown user", nil, state(0, "msg_a"), DecideCreate},
@@ -51,10 +51,10 @@ func TestDecide_TheOrderingRules(t *testing.T) {
 func TestTakesEmailFrom_AnOlderHolderGivesItUp(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	holder := Version{SourceTime: t0, EventID: "msg_h"}
-	if !TakesEmailFrom(Change{SourceTime: t0.Add(time.Second), EventID: "msg_a"}, holder) {
+	if !TakesEmailFrom(UserChange{SourceTime: t0.Add(time.Second), EventID: "msg_a"}, holder) {
 		t.Error("a newer claim does not take the email from an older holder")
 	}
-	if TakesEmailFrom(Change{SourceTime: t0.Add(-time.Second), EventID: "msg_z"}, holder) {
+	if TakesEmailFrom(UserChange{SourceTime: t0.Add(-time.Second), EventID: "msg_z"}, holder) {
 		t.Error("an older claim takes the email from a newer holder")
 	}
 }

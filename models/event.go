@@ -79,16 +79,6 @@ const (
 // Outcomes are every outcome, in the order stats list them.
 var Outcomes = []Outcome{OutcomeApplied, OutcomeStale, OutcomeDeletedUser, OutcomeDeleted}
 
-// Kind is the kind of object an event changes.
-type Kind string
-
-// Kinds of objects usersync keeps.
-const (
-	KindUser         Kind = "user"
-	KindOrganization Kind = "organization"
-	KindMembership   Kind = "membership"
-)
-
 // EventType is the short type of an event: the Clerk type without its
 // object ("user.", "organization.", "organizationMembership.").
 type EventType string
@@ -212,23 +202,6 @@ func (st *EventStats) AddUnprocessed(status EventStatus, k Kind, retry bool, n i
 	}
 }
 
-// Kinds are every kind of object, in the order stats list them.
-var Kinds = []Kind{KindUser, KindOrganization, KindMembership}
-
-// TypesOf returns the Clerk types of the events of kind k, nil for an
-// unknown kind.
-func TypesOf(k Kind) []string {
-	switch k {
-	case KindUser:
-		return []string{TypeUserCreated, TypeUserUpdated, TypeUserDeleted}
-	case KindOrganization:
-		return []string{TypeOrganizationCreated, TypeOrganizationUpdated, TypeOrganizationDeleted}
-	case KindMembership:
-		return []string{TypeMembershipCreated, TypeMembershipUpdated, TypeMembershipDeleted}
-	}
-	return nil
-}
-
 // CompareClerkOrder orders events for processing: oldest Clerk state first
 // (events without a usable time first: they fail at once), then the oldest
 // received.
@@ -245,4 +218,17 @@ func CompareClerkOrder(a, b Event) int {
 		}
 	}
 	return a.ReceivedAt.Compare(b.ReceivedAt)
+}
+
+// Delivered is what a store's Deliver or Reapply did with one event.
+type Delivered struct {
+	// Event is the event as stored; its ID is set whenever it is stored.
+	Event Event
+	// Created reports that this delivery stored the event (it was not
+	// received before).
+	Created bool
+	// Outcome is what applying the change did; "" when the event was
+	// finished before (a duplicate, or discarded) and when the change
+	// could not apply.
+	Outcome Outcome
 }

@@ -45,7 +45,7 @@ func TestChange_RefusesWhatUsersMustNotStore(t *testing.T) {
 			if err != nil {
 				t.Fatalf("DecodeEvent: %v", err)
 			}
-			_, err = ev.Change("msg_1", now)
+			_, err = ev.UserChange("msg_1", now)
 			if !errors.Is(err, models.ErrInvalid) || !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Errorf("Change() error = %v, want ErrInvalid mentioning %q", err, tc.wantMsg)
 			}
@@ -67,7 +67,7 @@ func TestChange_AcceptsWhatIsWithinTheLimits(t *testing.T) {
 			if err != nil {
 				t.Fatalf("DecodeEvent: %v", err)
 			}
-			if _, err := ev.Change("msg_1", now); err != nil {
+			if _, err := ev.UserChange("msg_1", now); err != nil {
 				t.Errorf("Change() = %v, want no error", err)
 			}
 		})

@@ -57,6 +57,12 @@ func (ch OrganizationChange) Version() Version {
 	return Version{SourceTime: ch.SourceTime, EventID: ch.EventID, Deleted: ch.Deleted}
 }
 
+// Kind returns KindOrganization.
+func (OrganizationChange) Kind() Kind { return KindOrganization }
+
+// IDs returns the organization's id.
+func (ch OrganizationChange) IDs() (userID, objectID string) { return "", ch.OrgID }
+
 // Membership is usersync's copy of one Clerk organization membership: a
 // user's role in an organization.
 //
@@ -173,6 +179,12 @@ type MembershipChange struct {
 func (ch MembershipChange) Version() Version {
 	return Version{SourceTime: ch.SourceTime, EventID: ch.EventID, Deleted: ch.Deleted}
 }
+
+// Kind returns KindMembership.
+func (MembershipChange) Kind() Kind { return KindMembership }
+
+// IDs returns the member's id and the membership's.
+func (ch MembershipChange) IDs() (userID, objectID string) { return ch.UserID, ch.MembershipID }
 
 // OrganizationFilter selects organizations for a list.
 type OrganizationFilter struct {

@@ -50,7 +50,7 @@ func TestProfile_FromClerkFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ch, err := ev.Change("msg_1", time.Now())
+			ch, err := ev.UserChange("msg_1", time.Now())
 			if err != nil {
 				t.Fatalf("Change: %v", err)
 			}
@@ -85,7 +85,7 @@ func TestProfile_StringsAreBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := ev.Change("msg_1", time.Now())
+	ch, err := ev.UserChange("msg_1", time.Now())
 	if err != nil {
 		t.Fatalf("Change: %v", err)
 	}
@@ -115,7 +115,7 @@ func TestProfile_TypesAreCheckedLikeOtherFields(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ch, err := ev.Change("msg_1", time.Now())
+			ch, err := ev.UserChange("msg_1", time.Now())
 			if tc.invalid {
 				if !errors.Is(err, models.ErrInvalid) {
 					t.Errorf("Change with %s=%v: %v, want ErrInvalid", tc.field, tc.value, err)

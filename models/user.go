@@ -53,9 +53,9 @@ const asciiSpace = " \t\n\v\f\r"
 // Deleted reports whether the user has been deleted in Clerk.
 func (u User) Deleted() bool { return u.DeletedAt != nil }
 
-// Change is one Clerk state of one user, ready to be applied: either the
+// UserChange is one Clerk state of one user, ready to be applied: either the
 // user's full profile at SourceTime, or its deletion.
-type Change struct {
+type UserChange struct {
 	UserID      string
 	EventID     string
 	SourceTime  time.Time // Clerk's time of this state; decides the order

@@ -34,6 +34,23 @@ type Store interface {
 	Activity() Activity
 	Runs() Runs
 
+	// Deliver stores ev as Events.Record does, applies ch (the change ev
+	// carries, of any kind) as its kind's Apply does, and marks ev
+	// processed with the outcome. An event finished before (processed or
+	// discarded) is returned as it is, with no outcome: a duplicate is
+	// never applied again. An error with a stored event (Delivered.Event.ID
+	// set) leaves the event stored, for the caller to mark it failed; an
+	// error without one stored nothing. The embedded store makes the three
+	// steps one transaction; the MongoDB store makes them in turn, each
+	// idempotent, so that a crash between two is healed by the event's
+	// next delivery or the recovery sweep.
+	Deliver(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error)
+	// Reapply applies ch, the change of the stored event ev, and marks ev
+	// processed: Deliver for an event stored before (the recovery sweep's
+	// and a replay's). An error leaves ev as it was, for the caller to
+	// mark it failed.
+	Reapply(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error)
+
 	// EraseUser erases now the personal data kept in the events of a
 	// deleted user; it wraps models.ErrNotFound for an unknown user and
 	// models.ErrConflict for an active one.
@@ -60,7 +77,7 @@ type Users interface {
 	// deletion deletes the user's active memberships too, every time it is
 	// applied or found applied (so that its next delivery heals a crash
 	// between the two writes, where they are two).
-	Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error)
+	Apply(ctx context.Context, ch models.UserChange, now time.Time) (models.Outcome, error)
 	// Get returns the user, deleted or not.
 	Get(ctx context.Context, userID string) (models.User, error)
 	// List returns one page of users in a stable order; with an email,
@@ -219,7 +236,7 @@ type Leases interface {
 // events were applied, for the scale program and tests: never on a path
 // that serves requests.
 type Seeder interface {
-	SeedUsers(ctx context.Context, changes []models.Change, now time.Time) error
+	SeedUsers(ctx context.Context, changes []models.UserChange, now time.Time) error
 	SeedEvents(ctx context.Context, events []models.Event) error
 }
 

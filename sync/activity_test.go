@@ -80,7 +80,7 @@ func TestService_CountsWhatItReceivesAndEveryOutcome(t *testing.T) {
 	mem := &memActivity{}
 	m0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	act := sync.NewActivity(mem, func() time.Time { return m0 })
-	svc := sync.New(st.Events(), st.Users(), nil)
+	svc := sync.New(st.Events(), st, nil)
 	svc.SetActivity(act)
 
 	ev, err := models.DecodeEvent([]byte(body))

@@ -38,8 +38,7 @@ func clerkFixture(t *testing.T, name string, fn func(env, data map[string]any)) 
 }
 
 func newService(s repotest.Store) *sync.Service {
-	svc := sync.New(s.Events(), s.Users(), nil)
-	svc.SetOrganizations(s.Organizations(), s.Memberships())
+	svc := sync.New(s.Events(), s, nil)
 	return svc
 }
 
@@ -163,17 +162,5 @@ func TestSweep_AnOrganizationDeletionLeftStoredIsAppliedWithItsCascade(t *testin
 	}
 	if m, _ := s.Memberships().Get(ctx, fixtureMember); !m.Deleted() {
 		t.Errorf("membership after the sweep = %+v, want deleted with its organization", m)
-	}
-}
-
-func TestIngest_WithoutOrganizationStoresAnOrganizationEventFailsAndIsRetried(t *testing.T) {
-	s := repotest.NewStore(t)
-	svc := sync.New(s.Events(), s.Users(), nil)
-	res, err := ingest(t, svc, "msg_oc", clerkFixture(t, "openapi.organization.created.json", nil))
-	if err == nil || errors.Is(err, models.ErrInvalid) || res.Status != models.StatusFailed {
-		t.Fatalf("Ingest = %+v, %v; want a failure to retry", res, err)
-	}
-	if ev, _ := s.Events().Get(context.Background(), "msg_oc"); ev.RetryAt == nil {
-		t.Errorf("event = %+v, want a retry time", ev)
 	}
 }

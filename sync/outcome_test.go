@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -21,7 +22,7 @@ func TestIngest_ConcurrentDeliveriesOfOneEventKeepItsFirstOutcome(t *testing.T) 
 	// A hundred connections opened at once on a busy machine: generous
 	// waits, so that the test says what happened, not how fast.
 	s := repotest.NewStore(t)
-	svc := sync.New(s.Events(), s.Users(), nil)
+	svc := sync.New(s.Events(), s, nil)
 	raw := userEvent("user_many", 1000, "many@example.com")
 	ce, err := models.DecodeEvent(raw)
 	if err != nil {
@@ -68,7 +69,7 @@ func TestSweep_SeveralInstancesClaimEachEventSoAttemptsCountRealAttempts(t *test
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := &sync.Recovery{Service: sync.New(s.Events(), refusing{s.Users()}, nil), Store: s.Events(), Grace: time.Minute, Batch: 5}
+			rec := &sync.Recovery{Service: sync.New(s.Events(), refusing(s), nil), Store: s.Events(), Grace: time.Minute, Batch: 5}
 			if _, err := rec.SweepOnce(ctx); err != nil {
 				t.Error(err)
 			}
@@ -114,9 +115,9 @@ func TestClaim_OneSweepHoldsAnEventUntilItsLeaseEnds(t *testing.T) {
 	}
 }
 
-// refusing is a users store that cannot apply anything yet.
-type refusing struct{ sync.UserStore }
-
-func (refusing) Apply(context.Context, models.Change, time.Time) (models.Outcome, error) {
-	return "", fmt.Errorf("test: %w", models.ErrRetryLater)
+// refusing is s's deliveries, which cannot apply anything yet.
+func refusing(s repository.Store) sync.Store {
+	return repotest.Hook(s, func(context.Context, models.Change) error {
+		return fmt.Errorf("test: %w", models.ErrRetryLater)
+	})
 }

@@ -423,11 +423,11 @@ func (r *Reconciler) one(ctx context.Context, src *source, raw json.RawMessage, 
 		return "", nil
 	}
 	id = objectID(src.kind, d.Event)
-	ch := decode(d.Event, d.EventID, r.now())
+	ch, invalid := d.Event.Decode(d.EventID, r.now())
 	if opts.DryRun {
-		if ch.invalid != nil {
+		if invalid != nil {
 			page.Failed++
-			note(NoteFailed, ch.invalid)
+			note(NoteFailed, invalid)
 			return id, nil
 		}
 		return id, r.preview(ctx, src, id, ch, page, note)
@@ -451,10 +451,10 @@ func (r *Reconciler) one(ctx context.Context, src *source, raw json.RawMessage, 
 	case res.Outcome == models.OutcomeStale:
 		// Stale is also what a state equal to a webhook's is: tell them apart.
 		cur, err := src.stored(ctx, id)
-		if err != nil || cur == nil || ch.invalid != nil {
+		if err != nil || cur == nil || invalid != nil {
 			page.Stale++
 		} else {
-			page.stale(*cur, ch.version())
+			page.stale(*cur, ch.Version())
 		}
 	default:
 		page.Failed++
@@ -465,12 +465,12 @@ func (r *Reconciler) one(ctx context.Context, src *source, raw json.RawMessage, 
 
 // preview counts what applying ch to the object id would do, without
 // writing, as models.Decide says.
-func (r *Reconciler) preview(ctx context.Context, src *source, id string, ch change, page *Tally, note func(string, error)) error {
+func (r *Reconciler) preview(ctx context.Context, src *source, id string, ch models.Change, page *Tally, note func(string, error)) error {
 	cur, err := src.stored(ctx, id)
 	if err != nil {
 		return fmt.Errorf("read %s %q: %w", src.kind, id, err)
 	}
-	v := ch.version()
+	v := ch.Version()
 	switch models.Decide(cur, v) {
 	case models.DecideCreate:
 		page.Applied++

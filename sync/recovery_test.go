@@ -28,7 +28,7 @@ func store(t *testing.T, s repotest.Store, eventID string, body []byte, received
 		EventID: eventID, Type: ce.Type, EventType: ce.EventType(), UserID: ce.UserID(), RawBody: body,
 		Source: models.SourceClerk, ReceivedAt: receivedAt, Status: models.StatusStored,
 	}
-	if ch, err := ce.Change(eventID, time.Now()); err == nil {
+	if ch, err := ce.UserChange(eventID, time.Now()); err == nil {
 		ev.SourceTimestamp = &ch.SourceTime
 	}
 	stored, _, err := s.Events().Record(context.Background(), ev)
@@ -51,7 +51,7 @@ func TestSweep_ProcessesStuckAndDueEventsAndLeavesTheRest(t *testing.T) {
 	ctx := context.Background()
 	s := repotest.NewStore(t)
 	now := time.Now().UTC()
-	svc := sync.New(s.Events(), s.Users(), nil)
+	svc := sync.New(s.Events(), s, nil)
 	rec := &sync.Recovery{Service: svc, Store: s.Events(), Grace: time.Minute}
 
 	stuck := store(t, s, "msg_stuck", userEvent("user_a", 1000, "a@example.com"), now.Add(-2*time.Minute))
@@ -98,7 +98,7 @@ func TestSweep_AppliesAUsersEventsInClerkOrder(t *testing.T) {
 	store(t, s, "msg_1", userEvent("user_x", 1000, "shared@example.com"), old)
 	store(t, s, "msg_3", userEvent("user_y", 3000, "shared@example.com"), old.Add(time.Second))
 	store(t, s, "msg_2", userEvent("user_x", 2000, "x@example.com"), old.Add(2*time.Second))
-	rec := &sync.Recovery{Service: sync.New(s.Events(), s.Users(), nil), Store: s.Events(), Grace: time.Minute}
+	rec := &sync.Recovery{Service: sync.New(s.Events(), s, nil), Store: s.Events(), Grace: time.Minute}
 	rep, err := rec.SweepOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -117,12 +117,12 @@ func TestSweep_GivesUpAfterMaxAttemptsAndCountsIt(t *testing.T) {
 	clock := time.Now()
 	now := func() time.Time { return clock }
 	// The user cannot be written: every attempt fails.
-	svc := sync.New(s.Events(), refusing{s.Users()}, now)
+	svc := sync.New(s.Events(), refusing(s), now)
 	svc.SetBackoff(sync.Backoff{First: time.Second, Max: time.Minute, MaxAttempts: 3})
 	rec := &sync.Recovery{Service: svc, Store: s.Events(), Grace: time.Minute, Now: now}
 
 	store(t, s, "msg_holder", userEvent("user_holder", 1000, "taken@example.com"), clock.Add(-2*time.Hour))
-	if _, err := sync.New(s.Events(), s.Users(), now).Process(ctx, status(t, s, "msg_holder")); err != nil {
+	if _, err := sync.New(s.Events(), s, now).Process(ctx, status(t, s, "msg_holder")); err != nil {
 		t.Fatal(err)
 	}
 	ev := store(t, s, "msg_blocked", userEvent("user_blocked", 1000, "taken@example.com"), clock.Add(-time.Hour))
@@ -155,7 +155,7 @@ func TestSweep_SeveralInstancesApplyEachEventOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := &sync.Recovery{Service: sync.New(s.Events(), s.Users(), nil), Store: s.Events(), Grace: time.Minute, Batch: 7}
+			rec := &sync.Recovery{Service: sync.New(s.Events(), s, nil), Store: s.Events(), Grace: time.Minute, Batch: 7}
 			if _, err := rec.SweepOnce(ctx); err != nil {
 				t.Error(err)
 			}
@@ -176,7 +176,7 @@ func TestRetention_DeletesOnlyOldProcessedEvents(t *testing.T) {
 	ctx := context.Background()
 	s := repotest.NewStore(t)
 	now := time.Now()
-	svc := sync.New(s.Events(), s.Users(), nil)
+	svc := sync.New(s.Events(), s, nil)
 	var oldProcessed []string
 	for i := range 5 {
 		ev := store(t, s, fmt.Sprintf("msg_old_%d", i), userEvent(fmt.Sprintf("user_o%d", i), 1000, ""), now.Add(-48*time.Hour))
@@ -219,7 +219,7 @@ func TestRecovery_RunStopsWhenAsked(t *testing.T) {
 	s := repotest.NewStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	passes := make(chan sync.Report, 10)
-	rec := &sync.Recovery{Service: sync.New(s.Events(), s.Users(), nil), Store: s.Events(),
+	rec := &sync.Recovery{Service: sync.New(s.Events(), s, nil), Store: s.Events(),
 		Observe: func(r sync.Report) {
 			select {
 			case passes <- r:
@@ -264,7 +264,7 @@ func (d deadlineStore) Due(ctx context.Context, stuckBefore, now time.Time, limi
 func TestRun_APassMayTakeLongerThanOneRequest(t *testing.T) {
 	s := repotest.NewStore(t)
 	st := deadlineStore{s.Events(), make(chan time.Duration, 1)}
-	rec := &sync.Recovery{Service: sync.New(s.Events(), s.Users(), nil), Store: st, Grace: time.Minute}
+	rec := &sync.Recovery{Service: sync.New(s.Events(), s, nil), Store: st, Grace: time.Minute}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); rec.Run(ctx, time.Hour) }()

@@ -14,14 +14,8 @@ import (
 	"github.com/usersync/usersync/models"
 )
 
-// EventStore is what the service needs of the event inbox.
+// EventStore is what the service needs of the event inbox beyond Store.
 type EventStore interface {
-	// Record stores ev as stored, or returns the event already stored
-	// under its eventId with created=false.
-	Record(ctx context.Context, ev models.Event) (stored models.Event, created bool, err error)
-	// MarkProcessed marks the event processed with outcome, unless it is
-	// processed already: the first outcome stays.
-	MarkProcessed(ctx context.Context, id string, outcome models.Outcome, now time.Time) error
 	MarkFailed(ctx context.Context, id string, cause string, retryAt *time.Time) error
 	// Get returns the event whose id or eventId is id, body included.
 	Get(ctx context.Context, id string) (models.Event, error)
@@ -31,36 +25,23 @@ type EventStore interface {
 	Claim(ctx context.Context, id string, attempts int, now time.Time, lease time.Duration) (bool, error)
 }
 
-// UserStore is what the service needs of the users collection.
-type UserStore interface {
-	// Apply writes ch if it is newer than the stored state of an active
-	// user; see repository.Users.Apply for the outcomes and errors
-	// (models.ErrEmailTaken becomes ErrRetryLater).
-	Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error)
+// Store is what the service needs of a store to apply events of every
+// kind (see repository.Store for the promises).
+type Store interface {
+	// Deliver stores ev, applies ch and marks ev processed; an error with
+	// a stored event leaves it stored, for the caller to mark failed.
+	Deliver(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error)
+	// Reapply applies ch, the change of the stored event ev, and marks
+	// ev processed; an error leaves ev as it was.
+	Reapply(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error)
 }
 
-// OrganizationStore is what the service needs of the organizations.
-type OrganizationStore interface {
-	// Apply writes ch as models.Decide says; a deletion deletes the
-	// organization's memberships (see repository.Organizations.Apply).
-	Apply(ctx context.Context, ch models.OrganizationChange, now time.Time) (models.Outcome, error)
-}
-
-// MembershipStore is what the service needs of the memberships.
-type MembershipStore interface {
-	// Apply writes the organization state ch nests, then ch (see
-	// repository.Memberships.Apply).
-	Apply(ctx context.Context, ch models.MembershipChange, now time.Time) (models.Outcome, error)
-}
-
-// Service processes the events of users, organizations and memberships.
+// Service processes the events of every kind.
 type Service struct {
-	events  EventStore
-	users   UserStore
-	orgs    OrganizationStore
-	members MembershipStore
-	now     func() time.Time
-	retry   Backoff
+	events EventStore
+	store  Store
+	now    func() time.Time
+	retry  Backoff
 	// activity, if set, counts events and outcomes per minute (see
 	// SetActivity).
 	activity *Activity
@@ -69,18 +50,11 @@ type Service struct {
 // New returns a service over the given stores. now may be nil for
 // time.Now. Failed events are retried by the recovery sweep with
 // DefaultBackoff; see SetBackoff.
-func New(events EventStore, users UserStore, now func() time.Time) *Service {
+func New(events EventStore, store Store, now func() time.Time) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{events: events, users: users, now: now, retry: DefaultBackoff}
-}
-
-// SetOrganizations gives the service the stores that organization and
-// membership events are applied to. Without them such an event fails
-// (and is retried), as with a database that is down.
-func (s *Service) SetOrganizations(orgs OrganizationStore, members MembershipStore) {
-	s.orgs, s.members = orgs, members
+	return &Service{events: events, store: store, now: now, retry: DefaultBackoff}
 }
 
 // SetBackoff sets when the recovery sweep retries failed events.
@@ -151,8 +125,8 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 	if d.Signature != "" {
 		valid = new(true)
 	}
-	ch := decode(d.Event, d.EventID, s.now())
-	userID, objectID := ch.ids(d.Event)
+	ch, invalid := d.Event.Decode(d.EventID, s.now())
+	userID, objectID := ids(d.Event, ch, invalid)
 	ev := models.Event{
 		EventID:        d.EventID,
 		Type:           d.Event.Type,
@@ -166,61 +140,59 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 		ReceivedAt:     s.now().UTC().Truncate(time.Millisecond),
 		Status:         models.StatusStored,
 	}
-	if ch.invalid == nil {
-		ts := ch.sourceTime()
+	if invalid == nil {
+		ts := ch.Version().SourceTime
 		ev.SourceTimestamp = &ts
+	} else {
+		// Stored (once) as failed, never applied.
+		ch = invalidChange{err: invalid}
 	}
-	if dl, ok := s.users.(Deliverer); ok && ch.invalid == nil && ch.kind == models.KindUser {
-		return s.deliver(ctx, dl, ev, ch.user)
-	}
-	stored, created, err := s.events.Record(ctx, ev)
-	if err != nil {
-		return Result{}, err
-	}
-	if created {
-		s.activity.Note(models.ActivityReceived)
-	}
-	res := Result{EventID: d.EventID, UserID: userID, ObjectID: objectID, Status: stored.Status, Outcome: stored.Outcome, Duplicate: !created}
-	if stored.Status.Finished() {
-		// Processed, or discarded by an admin: a duplicate, never applied.
-		return res, nil
-	}
-	return s.process(ctx, stored, res, ch)
-}
-
-// Deliverer is a users store that can store an event, apply its change and
-// mark it processed in one transaction (the embedded store): the same
-// steps as Record, Apply and MarkProcessed, at the cost of one.
-type Deliverer interface {
-	// Deliver returns the stored event (with an ID whenever it is stored),
-	// whether this call stored it, and the outcome when it applied the
-	// change. An event processed before is returned with no outcome. An
-	// error with a stored event is the change's failure: the event is left
-	// stored, for the caller to mark it failed.
-	Deliver(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (stored models.Event, created bool, outcome models.Outcome, err error)
-}
-
-// deliver is Ingest through a Deliverer.
-func (s *Service) deliver(ctx context.Context, dl Deliverer, ev models.Event, ch models.Change) (Result, error) {
 	// The change feed relies on this bound (see models.ChangeSettle).
 	actx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
-	stored, created, outcome, err := dl.Deliver(actx, ev, ch, s.now().UTC())
+	dl, err := s.store.Deliver(actx, ev, ch, s.now().UTC())
 	cancel()
-	if stored.ID == "" {
+	if dl.Event.ID == "" {
 		return Result{}, err
 	}
-	if created {
+	if invalid != nil && err != nil {
+		err = invalid // why the store could not apply it
+	}
+	if dl.Created {
 		s.activity.Note(models.ActivityReceived)
 	}
-	res := Result{EventID: ev.EventID, UserID: ev.UserID, ObjectID: ev.ObjectID, Status: stored.Status, Outcome: stored.Outcome, Duplicate: !created}
+	res := Result{EventID: d.EventID, UserID: userID, ObjectID: objectID, Status: dl.Event.Status, Outcome: dl.Event.Outcome, Duplicate: !dl.Created}
+	return s.delivered(ctx, dl, res, err)
+}
+
+// ids are the event's user and object: from the change, or what can be
+// read of an invalid payload.
+func ids(ev models.ClerkEvent, ch models.Change, invalid error) (userID, objectID string) {
+	if invalid != nil {
+		return ev.UserID(), ev.ObjectID()
+	}
+	return ch.IDs()
+}
+
+// invalidChange is the change of an event that can never apply: of no
+// kind a store keeps, its apply fails, and its event is stored as failed.
+type invalidChange struct{ err error }
+
+func (invalidChange) Kind() models.Kind              { return "" }
+func (invalidChange) Version() models.Version        { return models.Version{} }
+func (invalidChange) IDs() (userID, objectID string) { return "", "" }
+func (c invalidChange) Invalid() error               { return c.err }
+
+// delivered ends a Deliver or Reapply: it marks the event failed when the
+// change did not apply, and counts the outcome.
+func (s *Service) delivered(ctx context.Context, dl models.Delivered, res Result, err error) (Result, error) {
 	switch {
 	case err != nil:
-		return s.fail(ctx, stored, res, applyError(err))
-	case outcome == "": // processed before
+		return s.fail(ctx, dl.Event, res, applyError(err))
+	case dl.Outcome == "": // finished before: a duplicate, never applied
 		return res, nil
 	}
-	s.noteOutcome(outcome, false)
-	res.Status, res.Outcome = models.StatusProcessed, outcome
+	s.noteOutcome(dl.Outcome, false)
+	res.Status, res.Outcome = models.StatusProcessed, dl.Outcome
 	return res, nil
 }
 
@@ -244,118 +216,19 @@ func (s *Service) Process(ctx context.Context, ev models.Event) (Result, error) 
 		return res, models.Public(models.ErrConflict, "event %s was erased (its user is deleted)", models.Quote(ev.EventID))
 	}
 	ce, err := models.DecodeEvent(ev.RawBody)
+	var ch models.Change
+	if err == nil {
+		ch, err = ce.Decode(ev.EventID, s.now())
+	}
 	if err != nil {
-		return s.process(ctx, ev, res, change{invalid: err})
-	}
-	return s.process(ctx, ev, res, decode(ce, ev.EventID, s.now()))
-}
-
-// change is one decoded event: the state it carries, of its kind, or why
-// it can never be applied.
-type change struct {
-	kind    models.Kind
-	user    models.Change
-	org     models.OrganizationChange
-	member  models.MembershipChange
-	invalid error
-}
-
-// decode validates the data of ev as its kind says.
-func decode(ev models.ClerkEvent, eventID string, now time.Time) change {
-	c := change{kind: ev.Kind()}
-	switch c.kind {
-	case models.KindUser:
-		c.user, c.invalid = ev.Change(eventID, now)
-	case models.KindOrganization:
-		c.org, c.invalid = ev.OrganizationChange(eventID, now)
-	case models.KindMembership:
-		c.member, c.invalid = ev.MembershipChange(eventID, now)
-	default:
-		c.invalid = models.Public(models.ErrInvalid, "%s is not an event usersync stores", models.Quote(ev.Type)).In("type")
-	}
-	return c
-}
-
-// sourceTime is Clerk's time of the state.
-func (c change) sourceTime() time.Time {
-	switch c.kind {
-	case models.KindOrganization:
-		return c.org.SourceTime
-	case models.KindMembership:
-		return c.member.SourceTime
-	}
-	return c.user.SourceTime
-}
-
-// version is the version of the state.
-func (c change) version() models.Version {
-	switch c.kind {
-	case models.KindOrganization:
-		return c.org.Version()
-	case models.KindMembership:
-		return c.member.Version()
-	}
-	return c.user.Version()
-}
-
-// ids are the event's user (a user event's, or a membership's member) and
-// object (an organization or membership): from the change, or what can be
-// read of an invalid payload.
-func (c change) ids(ev models.ClerkEvent) (userID, objectID string) {
-	if c.invalid != nil {
-		return ev.UserID(), ev.ObjectID()
-	}
-	switch c.kind {
-	case models.KindOrganization:
-		return "", c.org.OrgID
-	case models.KindMembership:
-		return c.member.UserID, c.member.MembershipID
-	}
-	return c.user.UserID, ""
-}
-
-// errNoOrganizations: the service was built without the stores of
-// organizations and memberships (see SetOrganizations).
-var errNoOrganizations = errors.New("organization and membership events cannot be applied: the service has no store for them")
-
-// apply writes c to its store.
-func (s *Service) apply(ctx context.Context, c change, now time.Time) (models.Outcome, error) {
-	switch c.kind {
-	case models.KindOrganization:
-		if s.orgs == nil {
-			return "", errNoOrganizations
-		}
-		return s.orgs.Apply(ctx, c.org, now)
-	case models.KindMembership:
-		if s.members == nil {
-			return "", errNoOrganizations
-		}
-		return s.members.Apply(ctx, c.member, now)
-	}
-	return s.users.Apply(ctx, c.user, now)
-}
-
-// process applies c (or records why it cannot be) and marks ev.
-func (s *Service) process(ctx context.Context, ev models.Event, res Result, c change) (Result, error) {
-	if c.invalid != nil {
-		return s.fail(ctx, ev, res, c.invalid)
+		return s.fail(ctx, ev, res, err)
 	}
 	// The change feed relies on this bound (see models.ChangeSettle).
 	actx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
-	outcome, err := s.apply(actx, c, s.now().UTC())
+	dl, err := s.store.Reapply(actx, ev, ch, s.now().UTC())
 	cancel()
-	if err != nil {
-		err = applyError(err)
-		return s.fail(ctx, ev, res, err)
-	}
-	if err := s.events.MarkProcessed(ctx, ev.ID, outcome, s.now().UTC()); err != nil {
-		// The object is written; the event stays unmarked and a retry
-		// applies it again, which changes nothing.
-		return res, err
-	}
-	s.noteOutcome(outcome, false)
-	res.Status, res.Outcome = models.StatusProcessed, outcome
-	return res, nil
+	dl.Event = ev
+	return s.delivered(ctx, dl, res, err)
 }
 
 // fail records a failed attempt. A payload that can never apply is not

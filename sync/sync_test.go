@@ -33,7 +33,7 @@ func TestProcess_AnEventLeftStoredByACrashIsAppliedLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := sync.New(store.Events(), store.Users(), nil)
+	svc := sync.New(store.Events(), store, nil)
 	res, err := svc.Process(ctx, ev)
 	if err != nil || res.Status != models.StatusProcessed || res.Outcome != models.OutcomeApplied {
 		t.Fatalf("Process = %+v, %v; want processed/applied", res, err)
@@ -60,7 +60,7 @@ func TestIngest_AnInvalidPayloadIsStoredAsFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := sync.New(store.Events(), store.Users(), nil)
+	svc := sync.New(store.Events(), store, nil)
 	res, err := svc.Ingest(ctx, sync.Delivery{EventID: "msg_bad", Body: raw, Event: ev})
 	if !errors.Is(err, models.ErrInvalid) || res.Status != models.StatusFailed {
 		t.Fatalf("Ingest = %+v, %v; want failed with ErrInvalid", res, err)

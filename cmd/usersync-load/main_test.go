@@ -14,6 +14,7 @@ import (
 	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/internal/service"
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -26,11 +27,11 @@ const (
 )
 
 // newServer starts usersync in process on a fresh database of the test
-// engine and returns its URL. wrap, if set, wraps the users store.
-func newServer(t *testing.T, wrap func(sync.UserStore) sync.UserStore) string {
+// engine and returns its URL. wrap, if set, wraps the store's deliveries.
+func newServer(t *testing.T, wrap func(repository.Store) sync.Store) string {
 	t.Helper()
 	store := repotest.NewStore(t)
-	e, _, err := service.New(store, service.Options{WrapUsers: wrap}, api.Config{
+	e, _, err := service.New(store, service.Options{WrapStore: wrap}, api.Config{
 		Logger:         repotest.Discard(),
 		WebhookSecrets: []string{testSecret},
 		APIKeys:        []string{testAPIKey},
@@ -89,18 +90,22 @@ func TestLoad_EndStateMatchesEveryAcknowledgedEvent(t *testing.T) {
 	}
 }
 
-// dropUpdates acknowledges updates without writing them.
-type dropUpdates struct{ sync.UserStore }
+// dropUpdates acknowledges updates without writing them: it stores
+// them and answers applied.
+type dropUpdates struct{ repository.Store }
 
-func (d dropUpdates) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
-	if !ch.New {
-		return models.OutcomeApplied, nil
+func dropping(s repository.Store) sync.Store { return dropUpdates{s} }
+
+func (d dropUpdates) Deliver(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error) {
+	if u, ok := ch.(models.UserChange); ok && !u.New {
+		stored, created, err := d.Events().Record(ctx, ev)
+		return models.Delivered{Event: stored, Created: created, Outcome: models.OutcomeApplied}, err
 	}
-	return d.UserStore.Apply(ctx, ch, now)
+	return d.Store.Deliver(ctx, ev, ch, now)
 }
 
 func TestLoad_CheckFailsWhenAnAcknowledgedUpdateIsLost(t *testing.T) {
-	url := newServer(t, func(u sync.UserStore) sync.UserStore { return dropUpdates{u} })
+	url := newServer(t, dropping)
 	cfg := config(t, url)
 	cfg.Users, cfg.Reads = 4, 4
 	rep, err := Run(context.Background(), cfg)
@@ -116,7 +121,7 @@ func TestLoad_CheckFailsWhenAnAcknowledgedUpdateIsLost(t *testing.T) {
 }
 
 func TestLoad_RunExitsWithTheCheckFailed(t *testing.T) {
-	url := newServer(t, func(u sync.UserStore) sync.UserStore { return dropUpdates{u} })
+	url := newServer(t, dropping)
 	args := []string{"-url", url, "-users", "2", "-updates", "1", "-reads", "2", "-seed", "3",
 		"-template", filepath.Join("..", "..", "models", "testdata", "user.updated.json")}
 	env := map[string]string{"CLERK_WEBHOOK_SECRET": testSecret + " whsec_other", "USERSYNC_API_KEYS": " ," + testAPIKey + ",x"}

@@ -177,8 +177,7 @@ func (e *backfillEnv) ingest(t *testing.T, eventID string, body []byte) sync.Res
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := sync.New(e.store.Events(), e.store.Users(), nil)
-	svc.SetOrganizations(e.store.Organizations(), e.store.Memberships())
+	svc := sync.New(e.store.Events(), e.store, nil)
 	res, err := svc.Ingest(context.Background(), sync.Delivery{EventID: eventID, Signature: "v1,test", Body: body, Event: ev})
 	if err != nil {
 		t.Fatalf("ingest %s: %v", eventID, err)

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	svix "github.com/svix/svix-webhooks/go"
 
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -27,16 +29,22 @@ import (
 // childEnv makes the test binary run usersync itself, as a child process.
 const childEnv = "USERSYNC_TEST_CHILD"
 
-// child runs usersync in this process. In mode "crash-before-apply" the
-// process kills itself (SIGKILL, no clean-up of any kind) when it is about
-// to write its first user: the event is stored, the user is not.
+// child runs usersync in this process. In a crash mode the process kills
+// itself (SIGKILL, no clean-up of any kind) in its first delivery:
+//   - "crash-after-record": once the event is stored, before its change
+//     is applied (where the MongoDB store's steps can stop; the
+//     embedded store gets there when an apply fails);
+//   - "crash-after-deliver": once the store's delivery is durable (the
+//     embedded store's one transaction, committed), before the answer.
 func child(mode string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var s seams
 	switch mode {
-	case "crash-before-apply":
-		s.wrapUsers = func(u sync.UserStore) sync.UserStore { return killBeforeApply{u} }
+	case "crash-after-record", "crash-after-deliver":
+		s.wrapStore = func(st repository.Store) sync.Store {
+			return crashing{Store: st, afterRecord: mode == "crash-after-record"}
+		}
 	}
 	if err := runSeams(ctx, nil, os.Getenv, os.Stdout, os.Stderr, s); err != nil {
 		fmt.Fprintln(os.Stderr, "usersync:", err)
@@ -45,9 +53,18 @@ func child(mode string) int {
 	return 0
 }
 
-type killBeforeApply struct{ sync.UserStore }
+// crashing kills the process in its first delivery (see child).
+type crashing struct {
+	repository.Store
+	afterRecord bool
+}
 
-func (killBeforeApply) Apply(context.Context, models.Change, time.Time) (models.Outcome, error) {
+func (c crashing) Deliver(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error) {
+	if c.afterRecord {
+		_, _, _ = c.Events().Record(ctx, ev)
+	} else {
+		_, _ = c.Store.Deliver(ctx, ev, ch, now)
+	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // the signal is on its way
 }
@@ -123,62 +140,99 @@ const (
 	childAdminKey = "usk_child_admin_0123456789"
 )
 
+// TestRun_AKilledProcessLosesNoStoredEvent kills usersync in a delivery of
+// each kind, at each point where it can stop, and restarts it: the event
+// stored before the kill is applied once by the sweep, with no second
+// delivery from Clerk; the delivery that was durable reports its first
+// outcome to Clerk's retry.
 func TestRun_AKilledProcessLosesNoStoredEvent(t *testing.T) {
 	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("runs the embedded engine in child processes")
 	}
-	env := serverEnv("127.0.0.1:0", "USERSYNC_DATA_DIR="+t.TempDir(), "MONGODB_URI=")
-	cmd, base := startChild(t, "crash-before-apply", env)
-
-	body, err := os.ReadFile(filepath.Join("..", "..", "models", "testdata", "user.created.json"))
-	if err != nil {
-		t.Fatal(err)
+	fixtures := map[models.Kind]struct{ file, path string }{
+		models.KindUser:         {"user.created.json", "/v1/users/user_29w83sxmDNGwOuEthce5gg56FcC"},
+		models.KindOrganization: {"openapi.organization.created.json", "/v1/organizations/org_2g7np7Hrk0SN6kj5EDMLDaKNL0S"},
+		models.KindMembership:   {"openapi.organizationMembership.created.json", "/v1/organizations/org_2g7np7Hrk0SN6kj5EDMLDaKNL0S/memberships"},
 	}
+	for _, k := range models.Kinds {
+		for _, mode := range []string{"crash-after-record", "crash-after-deliver"} {
+			t.Run(string(k)+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				f, ok := fixtures[k]
+				if !ok {
+					t.Fatalf("kind %s has no fixture in the crash test", k)
+				}
+				body, err := os.ReadFile(filepath.Join("..", "..", "models", "testdata", f.file))
+				if err != nil {
+					t.Fatal(err)
+				}
+				env := serverEnv("127.0.0.1:0", "USERSYNC_DATA_DIR="+t.TempDir(), "MONGODB_URI=")
+				cmd, base := startChild(t, mode, env)
+				if code, got, err := deliverTo(base, "msg_crash", body); err == nil {
+					t.Fatalf("the delivery got an answer, %d %s; want the process to die", code, got)
+				}
+				err = cmd.Wait()
+				if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+					t.Fatalf("child ended with %v, want killed by SIGKILL", err)
+				}
+
+				_, base = startChild(t, "serve", env)
+				if mode == "crash-after-deliver" {
+					// Clerk's retry of the delivery that got no answer.
+					code, got, err := deliverTo(base, "msg_crash", body)
+					if err != nil || code != http.StatusOK || !strings.Contains(got, `"duplicate":true`) || !strings.Contains(got, `"outcome":"applied"`) {
+						t.Errorf("Clerk's retry = %d %s, %v; want 200, a duplicate with the first outcome", code, got, err)
+					}
+				}
+				// Restarted, with no second delivery needed: the sweep
+				// applies a stored event once its grace period is over.
+				deadline := time.Now().Add(30 * time.Second)
+				for {
+					req, _ := http.NewRequest(http.MethodGet, base+"/v1/events/msg_crash", nil)
+					req.Header.Set("Authorization", "Bearer "+childAdminKey)
+					code, got := send(t, req)
+					var ev map[string]any
+					_ = json.Unmarshal([]byte(got), &ev)
+					if code == http.StatusOK && ev["status"] == "processed" {
+						if ev["outcome"] != "applied" || ev["attempts"] != 1.0 {
+							t.Errorf("recovered event = %s, want applied after 1 attempt", got)
+						}
+						break
+					}
+					if code != http.StatusOK {
+						t.Fatalf("the event was lost: %d %s", code, got)
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("the stored event was not recovered: %s", got)
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				req, _ := http.NewRequest(http.MethodGet, base+f.path, nil)
+				req.Header.Set("Authorization", "Bearer "+childAPIKey)
+				if code, got := send(t, req); code != http.StatusOK || !strings.Contains(got, "_2g7np7Hrk0SN6kj5EDMLDaKNL0S") && k != models.KindUser {
+					t.Errorf("%s after recovery: %d %s", k, code, got)
+				}
+			})
+		}
+	}
+}
+
+// deliverTo posts body to usersync at base as Clerk would, signed, as
+// message id.
+func deliverTo(base, id string, body []byte) (int, string, error) {
 	wh, _ := svix.NewWebhook(childSecret)
 	now := time.Now()
-	sig, _ := wh.Sign("msg_crash", now, body)
+	sig, _ := wh.Sign(id, now, body)
 	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/clerk", bytes.NewReader(body))
-	req.Header.Set("svix-id", "msg_crash")
+	req.Header.Set("svix-id", id)
 	req.Header.Set("svix-timestamp", strconv.FormatInt(now.Unix(), 10))
 	req.Header.Set("svix-signature", sig)
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		t.Fatalf("the delivery got an answer, %d %s; want the process to die", resp.StatusCode, b)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
 	}
-	err = cmd.Wait()
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("child ended with %v, want killed by SIGKILL", err)
-	}
-
-	// Restarted, with no second delivery from Clerk: the sweep applies the
-	// stored event once its grace period is over.
-	_, base = startChild(t, "serve", env)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		req, _ := http.NewRequest(http.MethodGet, base+"/v1/events/msg_crash", nil)
-		req.Header.Set("Authorization", "Bearer "+childAdminKey)
-		code, got := send(t, req)
-		var ev map[string]any
-		_ = json.Unmarshal([]byte(got), &ev)
-		if code == http.StatusOK && ev["status"] == "processed" {
-			if ev["outcome"] != "applied" || ev["attempts"] != 1.0 {
-				t.Errorf("recovered event = %s, want applied after 1 attempt", got)
-			}
-			break
-		}
-		if code != http.StatusOK {
-			t.Fatalf("the event was lost: %d %s", code, got)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stored event was not recovered: %s", got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	req, _ = http.NewRequest(http.MethodGet, base+"/v1/users/user_29w83sxmDNGwOuEthce5gg56FcC", nil)
-	req.Header.Set("Authorization", "Bearer "+childAPIKey)
-	if code, got := send(t, req); code != http.StatusOK {
-		t.Errorf("user after recovery: %d %s", code, got)
-	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
 }

@@ -18,11 +18,11 @@ func TestDiscard_TheCommandDiscardsOneFailedEventWithItsReason(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	getenv, store := replayEnv(t)
-	refused := sync.New(store.Events(), refusingUsers{}, nil)
+	refused := sync.New(store.Events(), refusing(store), nil)
 	if res, err := deliver(t, refused, "msg_poison", userJSON("user_poison", 2000, "p@example.com")); err == nil || res.Status != models.StatusFailed {
 		t.Fatalf("delivery = %+v, %v; want failed", res, err)
 	}
-	svc := sync.New(store.Events(), store.Users(), nil)
+	svc := sync.New(store.Events(), store, nil)
 	if _, err := deliver(t, svc, "msg_fine", userJSON("user_fine", 2000, "f@example.com")); err != nil {
 		t.Fatal(err)
 	}

@@ -71,10 +71,9 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 // tests that replace them still run in parallel; the zero value is
 // production's.
 type seams struct {
-	// wrapUsers, if set, stands between the service and the users store;
-	// tests use it to stop the process between storing an event and
-	// applying it.
-	wrapUsers func(sync.UserStore) sync.UserStore
+	// wrapStore, if set, stands between the service and the store's
+	// deliveries; tests use it to stop the process in a delivery.
+	wrapStore func(repository.Store) sync.Store
 	// shutdownTimeout, if set, replaces shutdownTimeout.
 	shutdownTimeout time.Duration
 	// maxConns, if set, replaces defaultMaxConns.
@@ -244,7 +243,7 @@ func durationStrings(_ []string, a slog.Attr) slog.Attr {
 
 // newService is the sync service with the configured retry policy.
 func newService(cfg config, store repository.Store) *sync.Service {
-	return service.Sync(store, service.Options{MaxAttempts: cfg.MaxAttempts, WrapUsers: cfg.wrapUsers})
+	return service.Sync(store, service.Options{MaxAttempts: cfg.MaxAttempts, WrapStore: cfg.wrapStore})
 }
 
 // serve runs the HTTP servers on the bound listeners until ctx is

@@ -113,7 +113,7 @@ func TestMigrate_ReKeysUsersOfAnOlderVersionAndServeRefusesBefore(t *testing.T) 
 		}
 	}
 	// The migrated users take newer states, and keep refusing older ones.
-	ch := models.Change{UserID: "user_old_0", EventID: "msg_new", SourceTime: time.Now(), Email: "new@example.com",
+	ch := models.UserChange{UserID: "user_old_0", EventID: "msg_new", SourceTime: time.Now(), Email: "new@example.com",
 		DisplayName: "New", Metadata: []byte(`{}`)}
 	if o, err := store.Users().Apply(ctx, ch, time.Now()); err != nil || o != models.OutcomeApplied {
 		t.Errorf("Apply after migrate = %q, %v; want applied", o, err)

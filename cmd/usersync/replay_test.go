@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -39,13 +40,13 @@ func TestReplay_ReprocessesFailedEventsInBulk(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	getenv, store := replayEnv(t)
-	svc := sync.New(store.Events(), store.Users(), nil)
+	svc := sync.New(store.Events(), store, nil)
 	if _, err := deliver(t, svc, "msg_holder", userJSON("user_holder", 1000, "taken@example.com")); err != nil {
 		t.Fatal(err)
 	}
 	// The users store refuses these three at first, as a database that
 	// cannot write for a while would.
-	refused := sync.New(store.Events(), refusingUsers{}, nil)
+	refused := sync.New(store.Events(), refusing(store), nil)
 	for i := range 3 {
 		res, err := deliver(t, refused, fmt.Sprintf("msg_blocked_%d", i), userJSON(fmt.Sprintf("user_b%d", i), 2000+i, "taken@example.com"))
 		if err == nil || res.Status != models.StatusFailed {
@@ -95,11 +96,11 @@ func TestReplay_RefusesProcessedEvents(t *testing.T) {
 	}
 }
 
-// refusingUsers cannot apply anything yet.
-type refusingUsers struct{ sync.UserStore }
-
-func (refusingUsers) Apply(context.Context, models.Change, time.Time) (models.Outcome, error) {
-	return "", fmt.Errorf("test: %w", models.ErrRetryLater)
+// refusing is s's deliveries, which cannot apply anything yet.
+func refusing(s repository.Store) sync.Store {
+	return repotest.Hook(s, func(context.Context, models.Change) error {
+		return fmt.Errorf("test: %w", models.ErrRetryLater)
+	})
 }
 
 func TestReplayTally_NamesDeletedOnlyWhenThereAreSome(t *testing.T) {

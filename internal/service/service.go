@@ -17,20 +17,20 @@ type Options struct {
 	// MaxAttempts is the attempts after which the sweep stops retrying a
 	// failed event; 0 keeps sync.DefaultBackoff's.
 	MaxAttempts int
-	// WrapUsers, if set, stands between the sync service and the users
-	// store: tests use it to fail or stop an apply.
-	WrapUsers func(sync.UserStore) sync.UserStore
+	// WrapStore, if set, stands between the sync service and the store's
+	// Deliver and Reapply: tests use it to fail, stop or crash a
+	// delivery on the path production takes.
+	WrapStore func(repository.Store) sync.Store
 }
 
 // Sync is the sync service over every kind of store, with o's retry
 // policy.
 func Sync(store repository.Store, o Options) *sync.Service {
-	var users sync.UserStore = store.Users()
-	if o.WrapUsers != nil {
-		users = o.WrapUsers(users)
+	var deliver sync.Store = store
+	if o.WrapStore != nil {
+		deliver = o.WrapStore(store)
 	}
-	svc := sync.New(store.Events(), users, nil)
-	svc.SetOrganizations(store.Organizations(), store.Memberships())
+	svc := sync.New(store.Events(), deliver, nil)
 	if o.MaxAttempts > 0 {
 		b := sync.DefaultBackoff
 		b.MaxAttempts = o.MaxAttempts

@@ -18,10 +18,10 @@ var benchSeeded = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // seedUsers inserts n active users, shaped as Apply writes them.
 func seedUsers(b *testing.B, s *mongo.Store, n int) {
 	b.Helper()
-	changes := make([]models.Change, n)
+	changes := make([]models.UserChange, n)
 	for i := range changes {
 		uid := fmt.Sprintf("user_bench_%d", i)
-		changes[i] = models.Change{
+		changes[i] = models.UserChange{
 			UserID: uid, EventID: "msg_seed_" + uid, SourceTime: benchSeeded,
 			Email: uid + "@example.com", DisplayName: "Bench " + uid, Metadata: json.RawMessage(`{"plan":"free"}`),
 		}
@@ -46,22 +46,22 @@ func BenchmarkUsersApply(b *testing.B) {
 		seq := 0 // every change gets a later Clerk time and its own event id
 		ops := []struct {
 			name   string
-			change func(i int) models.Change
+			change func(i int) models.UserChange
 			want   models.Outcome
 		}{
-			{"update", func(i int) models.Change {
+			{"update", func(i int) models.UserChange {
 				uid := fmt.Sprintf("user_bench_%d", i%size)
-				return models.Change{UserID: uid, EventID: fmt.Sprintf("msg_bench_%d", seq), SourceTime: benchSeeded.Add(time.Duration(seq) * time.Second),
+				return models.UserChange{UserID: uid, EventID: fmt.Sprintf("msg_bench_%d", seq), SourceTime: benchSeeded.Add(time.Duration(seq) * time.Second),
 					Email: uid + "@example.com", DisplayName: fmt.Sprintf("Bench %d", seq), Metadata: meta}
 			}, models.OutcomeApplied},
-			{"stale", func(i int) models.Change {
+			{"stale", func(i int) models.UserChange {
 				uid := fmt.Sprintf("user_bench_%d", i%size)
-				return models.Change{UserID: uid, EventID: fmt.Sprintf("msg_bench_%d", seq), SourceTime: benchSeeded.Add(-time.Hour),
+				return models.UserChange{UserID: uid, EventID: fmt.Sprintf("msg_bench_%d", seq), SourceTime: benchSeeded.Add(-time.Hour),
 					Email: uid + "@example.com", DisplayName: "Old", Metadata: meta}
 			}, models.OutcomeStale},
-			{"create", func(int) models.Change {
+			{"create", func(int) models.UserChange {
 				uid := fmt.Sprintf("user_bench_new_%d", seq)
-				return models.Change{UserID: uid, EventID: fmt.Sprintf("msg_bench_%d", seq), SourceTime: benchSeeded,
+				return models.UserChange{UserID: uid, EventID: fmt.Sprintf("msg_bench_%d", seq), SourceTime: benchSeeded,
 					Email: uid + "@example.com", DisplayName: "New", Metadata: meta, New: true}
 			}, models.OutcomeApplied},
 		}

@@ -23,7 +23,7 @@ type emailState struct {
 	email       string
 }
 
-func (st emailState) change() models.Change {
+func (st emailState) change() models.UserChange {
 	ch := change(st.user, st.event, st.at, st.email)
 	ch.DisplayName = "Name " + st.event
 	return ch
@@ -149,13 +149,13 @@ func TestUsersApply_AnEmailIsTakenOnlyFromAnOlderState(t *testing.T) {
 	for i := range 20 {
 		a, b := fmt.Sprintf("user_ra%d", i), fmt.Sprintf("user_rb%d", i)
 		ea, eb := fmt.Sprintf("ra%d@example.com", i), fmt.Sprintf("rb%d@example.com", i)
-		for _, ch := range []models.Change{change(a, "m0a", 0, ea), change(b, "m0b", 0, eb)} {
+		for _, ch := range []models.UserChange{change(a, "m0a", 0, ea), change(b, "m0b", 0, eb)} {
 			if _, err := s.Users().Apply(ctx, ch, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 		}
 		var wg stdsync.WaitGroup
-		for _, ch := range []models.Change{change(b, "m2", 2*time.Second, ea), change(a, "m3", 3*time.Second, eb)} {
+		for _, ch := range []models.UserChange{change(b, "m2", 2*time.Second, ea), change(a, "m3", 3*time.Second, eb)} {
 			wg.Go(func() {
 				if got, err := s.Users().Apply(ctx, ch, time.Now()); err != nil || got != models.OutcomeApplied {
 					t.Errorf("Apply(%s %s) = %q, %v; want applied", ch.UserID, ch.EventID, got, err)

@@ -138,7 +138,7 @@ func (s *Store) recomputeEmails(ctx context.Context, fixes []emailFix, now time.
 		if f.email == "" {
 			continue
 		}
-		ch := models.Change{UserID: f.userID, EventID: f.version.EventID, SourceTime: f.version.SourceTime, Email: f.email}
+		ch := models.UserChange{UserID: f.userID, EventID: f.version.EventID, SourceTime: f.version.SourceTime, Email: f.email}
 		// A newer claimant, or a newer holder, keeps it.
 		drop, err := s.users.takeEmail(ctx, ch, now)
 		if err != nil {

@@ -66,7 +66,7 @@ func TestErasure_AnEventStoredDuringAPassKeepsTheUserDue(t *testing.T) {
 func TestErasure_AnEventAfterTheUserWasErasedIsErasedAtOnce(t *testing.T) {
 	ctx := context.Background()
 	s := mongotest.Open(t)
-	svc := sync.New(s.Events(), s.Users(), nil)
+	svc := sync.New(s.Events(), s, nil)
 	const t0 = int64(1_760_000_000_000)
 	const email = "erased.person@example.com"
 	deliver := func(id string, body []byte) sync.Result {
@@ -79,7 +79,7 @@ func TestErasure_AnEventAfterTheUserWasErasedIsErasedAtOnce(t *testing.T) {
 		return res
 	}
 	deliver("msg_created", clerkBody(t, "user.created", "user_gone", t0, email))
-	del := models.Change{UserID: "user_gone", EventID: "msg_deleted", SourceTime: time.UnixMilli(t0 + 1000), Deleted: true}
+	del := models.UserChange{UserID: "user_gone", EventID: "msg_deleted", SourceTime: time.UnixMilli(t0 + 1000), Deleted: true}
 	if _, err := s.Users().Apply(ctx, del, time.Now()); err != nil {
 		t.Fatal(err)
 	}

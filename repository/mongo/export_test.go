@@ -97,7 +97,7 @@ func TranslateForTest(err error) error { return translate(err) }
 func ConflictIndexForTest(err error) string { return conflictIndex(err) }
 
 // UserWriteFilter is the filter of Apply's conditional update of ch.
-func UserWriteFilter(ch models.Change) bson.D {
+func UserWriteFilter(ch models.UserChange) bson.D {
 	w, _ := newUserWrite(ch, time.Now())
 	return w.filter
 }

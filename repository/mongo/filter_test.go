@@ -109,12 +109,12 @@ func stored(userID string, v models.Version, email string) map[string]any {
 var filterT0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // versions and changes around one another in time, event id and deletion.
-func filterCases() (vs []models.Version, chs []models.Change) {
+func filterCases() (vs []models.Version, chs []models.UserChange) {
 	for _, at := range []time.Duration{-time.Second, 0, time.Second} {
 		for _, id := range []string{"msg_a", "msg_b", "msg_c"} {
 			for _, del := range []bool{false, true} {
 				vs = append(vs, models.Version{SourceTime: filterT0.Add(at), EventID: id, Deleted: del})
-				chs = append(chs, models.Change{UserID: "user_x", EventID: id, SourceTime: filterT0.Add(at), Deleted: del,
+				chs = append(chs, models.UserChange{UserID: "user_x", EventID: id, SourceTime: filterT0.Add(at), Deleted: del,
 					Email: "x@example.com", Metadata: []byte(`{}`)})
 			}
 		}

@@ -259,7 +259,7 @@ func TestMigrate_RecomputesTheEmailsOfASchema2Database(t *testing.T) {
 		if _, _, err := s.Events().Record(ctx, ev); err != nil {
 			t.Fatal(err)
 		}
-		ch := models.Change{UserID: u.id, EventID: event, SourceTime: at.Add(time.Duration(i) * time.Second),
+		ch := models.UserChange{UserID: u.id, EventID: event, SourceTime: at.Add(time.Duration(i) * time.Second),
 			DisplayName: u.id, Metadata: []byte(`{}`)}
 		if _, err := s.Users().Apply(ctx, ch, at); err != nil {
 			t.Fatal(err)
@@ -321,7 +321,7 @@ func TestMigrate_FillsClerksCreationTimeOfUsersWrittenBefore(t *testing.T) {
 			UserID: u.id, RawBody: body, Source: models.SourceClerk, ReceivedAt: at, Status: models.StatusStored}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Users().Apply(ctx, models.Change{UserID: u.id, EventID: event, SourceTime: at, DisplayName: u.id,
+		if _, err := s.Users().Apply(ctx, models.UserChange{UserID: u.id, EventID: event, SourceTime: at, DisplayName: u.id,
 			Metadata: []byte(`{}`)}, at); err != nil {
 			t.Fatal(err)
 		}

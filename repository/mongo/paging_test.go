@@ -137,9 +137,9 @@ func TestEventsList_WindowedPagesListEveryEventOnceInOrder(t *testing.T) {
 func TestUsersList_WindowedPagesListEveryUserOnce(t *testing.T) {
 	ctx := context.Background()
 	s := mongotest.Open(t)
-	var changes []models.Change
+	var changes []models.UserChange
 	for i := range 150 {
-		changes = append(changes, models.Change{UserID: fmt.Sprintf("user_page_%03d", i), EventID: "m", SourceTime: t0,
+		changes = append(changes, models.UserChange{UserID: fmt.Sprintf("user_page_%03d", i), EventID: "m", SourceTime: t0,
 			DisplayName: "x", Metadata: json.RawMessage(`{}`)})
 	}
 	if err := s.SeedUsers(ctx, changes, time.Now()); err != nil {

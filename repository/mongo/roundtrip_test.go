@@ -85,7 +85,7 @@ func TestRoundTrips_PerDeliveryKind(t *testing.T) {
 			mu.Lock()
 			db = s.Database().Name()
 			mu.Unlock()
-			svc := sync.New(s.Events(), s.Users(), nil)
+			svc := sync.New(s.Events(), s, nil)
 			bodies := map[string][]byte{
 				"created": clerkBody(t, "user.created", "user_rt", t0, "rt@example.com"),
 				"updated": clerkBody(t, "user.updated", "user_rt", t0+1000, "rt2@example.com"),

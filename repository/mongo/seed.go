@@ -19,7 +19,7 @@ const seedBatch = 1000
 // that need many users fast (scripts/scale, benchmarks); it checks no
 // ordering: a user that exists is an error wrapping models.ErrConflict,
 // a taken email one wrapping models.ErrEmailTaken.
-func (s *Store) SeedUsers(ctx context.Context, changes []models.Change, now time.Time) error {
+func (s *Store) SeedUsers(ctx context.Context, changes []models.UserChange, now time.Time) error {
 	docs := make([]any, 0, min(len(changes), seedBatch))
 	flush := func() error {
 		if len(docs) == 0 {

@@ -126,7 +126,7 @@ const maxApplyTries = 5
 // delivery, and whatever events were lost.
 //
 // A deletion then deletes the user's active memberships (see applied).
-func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+func (u *Users) Apply(ctx context.Context, ch models.UserChange, now time.Time) (models.Outcome, error) {
 	w, err := newUserWrite(ch, now)
 	if err != nil {
 		return "", err
@@ -170,7 +170,7 @@ func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (mod
 // user's memberships, whatever the decision (the deletion may have been
 // written by an earlier delivery that stopped before this write: its
 // next delivery, or the sweep, heals it).
-func (u *Users) applied(ctx context.Context, ch models.Change, outcome models.Outcome, now time.Time) (models.Outcome, error) {
+func (u *Users) applied(ctx context.Context, ch models.UserChange, outcome models.Outcome, now time.Time) (models.Outcome, error) {
 	if ch.Deleted {
 		if err := u.members.cascade(ctx, bson.E{Key: "userId", Value: ch.UserID}, ch.SourceTime, ch.EventID, now); err != nil {
 			return "", fmt.Errorf("apply event %s to user %s: %w", ch.EventID, ch.UserID, err)
@@ -242,7 +242,7 @@ func (u *Users) write(ctx context.Context, w userWrite) (models.Outcome, error) 
 // The holder's document changes, so its updatedAt moves, and the change
 // feed serves it; its Clerk version (sourceUpdatedAt, lastEventId) stays:
 // its next event is still applied.
-func (u *Users) takeEmail(ctx context.Context, ch models.Change, now time.Time) (drop bool, err error) {
+func (u *Users) takeEmail(ctx context.Context, ch models.UserChange, now time.Time) (drop bool, err error) {
 	res, err := updateOne(ctx, u.primary, takeEmailFilter(ch), bson.D{
 		{Key: "$unset", Value: bson.D{{Key: "email", Value: ""}}},
 		{Key: "$set", Value: bson.D{{Key: "updatedAt", Value: now}}},
@@ -269,7 +269,7 @@ func (u *Users) takeEmail(ctx context.Context, ch models.Change, now time.Time) 
 
 // takeEmailFilter selects the other active user that holds ch's email
 // with a stored state older than ch, through the email index.
-func takeEmailFilter(ch models.Change) bson.D {
+func takeEmailFilter(ch models.UserChange) bson.D {
 	return append(bson.D{
 		{Key: "email", Value: ch.Email},
 		{Key: "deletedAt", Value: nil},
@@ -289,7 +289,7 @@ func olderThan(v models.Version) bson.E {
 }
 
 // withoutEmail is ch with its email left out.
-func withoutEmail(ch models.Change) models.Change {
+func withoutEmail(ch models.UserChange) models.UserChange {
 	ch.Email = ""
 	return ch
 }
@@ -312,7 +312,7 @@ func (u *Users) keepErasable(ctx context.Context, d models.Decision, cur userDoc
 
 // userWrite is ch as the write of Apply.
 type userWrite struct {
-	ch     models.Change
+	ch     models.UserChange
 	filter bson.D  // models.Decide's DecideUpdate, and the user's _id
 	update bson.D  // the user as ch says; with upsert, the new user
 	doc    userDoc // a new user as ch says (seeds)
@@ -320,7 +320,7 @@ type userWrite struct {
 
 // newUserWrite builds, from ch, both the document of a new user and the
 // update of an existing one: every field a change writes is set here.
-func newUserWrite(ch models.Change, now time.Time) (userWrite, error) {
+func newUserWrite(ch models.UserChange, now time.Time) (userWrite, error) {
 	ts := ch.SourceTime.UTC()
 	w := userWrite{
 		ch: ch,

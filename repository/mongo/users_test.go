@@ -12,22 +12,22 @@ import (
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
 
-func change(userID, eventID string, at time.Duration, email string) models.Change {
-	return models.Change{
+func change(userID, eventID string, at time.Duration, email string) models.UserChange {
+	return models.UserChange{
 		UserID: userID, EventID: eventID, SourceTime: t0.Add(at),
 		Email: email, DisplayName: "Name " + eventID, Metadata: json.RawMessage(`{"e":"` + eventID + `"}`),
 	}
 }
 
-func deletion(userID, eventID string, at time.Duration) models.Change {
-	return models.Change{UserID: userID, EventID: eventID, SourceTime: t0.Add(at), Deleted: true}
+func deletion(userID, eventID string, at time.Duration) models.UserChange {
+	return models.UserChange{UserID: userID, EventID: eventID, SourceTime: t0.Add(at), Deleted: true}
 }
 
 func TestUsersApply_OrderingAndDeletes(t *testing.T) {
 	ctx := context.Background()
 	s := mongotest.Open(t)
 	steps := []struct {
-		ch   models.Change
+		ch   models.UserChange
 		want models.Outcome
 	}{
 		{change("user_1", "msg_b", 2*time.Second, "a@example.com"), models.OutcomeApplied},

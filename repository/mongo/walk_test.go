@@ -32,7 +32,7 @@ func TestUsersWalkActive_IsOneQuery(t *testing.T) {
 	written := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	for i := range 10 {
 		id := fmt.Sprintf("user_one%d", i)
-		ch := models.Change{UserID: id, EventID: "msg_" + id, SourceTime: written, DisplayName: id, Metadata: json.RawMessage(`{}`)}
+		ch := models.UserChange{UserID: id, EventID: "msg_" + id, SourceTime: written, DisplayName: id, Metadata: json.RawMessage(`{}`)}
 		if _, err := s.Users().Apply(ctx, ch, written); err != nil {
 			t.Fatal(err)
 		}

@@ -125,7 +125,7 @@ type outageUsers struct {
 	o *Outage
 }
 
-func (u outageUsers) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+func (u outageUsers) Apply(ctx context.Context, ch models.UserChange, now time.Time) (models.Outcome, error) {
 	if err := u.o.err(); err != nil {
 		return "", err
 	}

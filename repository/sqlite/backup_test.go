@@ -13,7 +13,6 @@ import (
 
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository/sqlite"
-	"github.com/usersync/usersync/sync"
 )
 
 // storeFiles is the bytes of the store's database and write-ahead log.
@@ -41,7 +40,6 @@ func TestBackup_CopiesWhileWritesGoOnAndHoldsBackNoErasure(t *testing.T) {
 	s := open(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	const secret = "Surname-Zqxwv-To-Erase"
-	deliver := s.Users().(sync.Deliverer).Deliver
 	for i := range 40 {
 		user := fmt.Sprintf("user_%02d", i)
 		body := `{"data":{"pad":"` + strings.Repeat("p", 2000) + `"}}`
@@ -50,12 +48,12 @@ func TestBackup_CopiesWhileWritesGoOnAndHoldsBackNoErasure(t *testing.T) {
 		}
 		ev := models.Event{EventID: "msg_" + user, Type: "user.created", EventType: models.EventCreated, UserID: user,
 			RawBody: []byte(body), Source: models.SourceClerk, ReceivedAt: now, Status: models.StatusStored}
-		ch := models.Change{UserID: user, EventID: ev.EventID, SourceTime: now, DisplayName: user, Metadata: json.RawMessage(`{}`)}
-		if _, _, _, err := deliver(ctx, ev, ch, now); err != nil {
+		ch := models.UserChange{UserID: user, EventID: ev.EventID, SourceTime: now, DisplayName: user, Metadata: json.RawMessage(`{}`)}
+		if _, err := s.Deliver(ctx, ev, ch, now); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Users().Apply(ctx, models.Change{UserID: "user_07", EventID: "msg_gone", SourceTime: now.Add(time.Second), Deleted: true}, now); err != nil {
+	if _, err := s.Users().Apply(ctx, models.UserChange{UserID: "user_07", EventID: "msg_gone", SourceTime: now.Add(time.Second), Deleted: true}, now); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Contains(storeFiles(t, s), []byte(secret)) {
@@ -68,7 +66,7 @@ func TestBackup_CopiesWhileWritesGoOnAndHoldsBackNoErasure(t *testing.T) {
 			return
 		}
 		during = true
-		if _, err := s.Users().Apply(ctx, models.Change{UserID: "user_during", EventID: "msg_during", SourceTime: now,
+		if _, err := s.Users().Apply(ctx, models.UserChange{UserID: "user_during", EventID: "msg_during", SourceTime: now,
 			DisplayName: "During", Metadata: json.RawMessage(`{}`)}, now); err != nil {
 			t.Errorf("a write during the backup: %v", err)
 		}

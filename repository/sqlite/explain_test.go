@@ -150,7 +150,7 @@ func TestWrite_ARefusedWriteIsReadOnlyAndUnavailable(t *testing.T) {
 	if err := s.write(ctx, func(t *wtx) error { _, err := t.exec("PRAGMA query_only = ON"); return err }); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Users().Apply(ctx, models.Change{UserID: "user_1", EventID: "msg_1", SourceTime: time.Now()}, time.Now())
+	_, err = s.Users().Apply(ctx, models.UserChange{UserID: "user_1", EventID: "msg_1", SourceTime: time.Now()}, time.Now())
 	if !errors.Is(err, models.ErrReadOnly) || !errors.Is(err, models.ErrUnavailable) {
 		t.Errorf("a write refused as read-only = %v, want ErrReadOnly and ErrUnavailable", err)
 	}

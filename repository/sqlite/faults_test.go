@@ -26,8 +26,8 @@ func TestWrite_AWriteThatCannotStartInTimeIsUnavailableAndTheStoreStalled(t *tes
 	}
 	t.Cleanup(func() { _ = s.Close(ctx) })
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	ch := func(user, event string) models.Change {
-		return models.Change{UserID: user, EventID: event, SourceTime: now, DisplayName: user, Metadata: json.RawMessage(`{}`)}
+	ch := func(user, event string) models.UserChange {
+		return models.UserChange{UserID: user, EventID: event, SourceTime: now, DisplayName: user, Metadata: json.RawMessage(`{}`)}
 	}
 	if _, err := s.Users().Apply(ctx, ch("user_before", "msg_1"), now); err != nil {
 		t.Fatal(err)

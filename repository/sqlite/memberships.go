@@ -114,6 +114,11 @@ func cascadeMemberships(t *wtx, q, id string, at time.Time, eventID string, now 
 // per pair). Errors wrap models.ErrInvalid for metadata that is not a JSON
 // object.
 func (mb *Memberships) Apply(ctx context.Context, ch models.MembershipChange, now time.Time) (models.Outcome, error) {
+	return mb.s.apply(ctx, ch, now)
+}
+
+// applyMembership is Apply within the transaction t.
+func applyMembership(t *wtx, ch models.MembershipChange, now time.Time) (models.Outcome, error) {
 	meta, perms := "{}", "[]"
 	if !ch.Deleted {
 		var err error
@@ -125,62 +130,54 @@ func (mb *Memberships) Apply(ctx context.Context, ch models.MembershipChange, no
 			perms = string(b)
 		}
 	}
-	var outcome models.Outcome
-	err := mb.s.write(ctx, func(t *wtx) error {
-		if ch.Organization != nil {
-			if _, err := applyOrg(t, *ch.Organization, now); err != nil {
-				return err
-			}
+	if ch.Organization != nil {
+		if _, err := applyOrg(t, *ch.Organization, now); err != nil {
+			return "", err
 		}
-		goneAt, err := parentDeletedAt(t, ch.OrgID, ch.UserID)
-		if err != nil {
-			return err
-		}
-		cur, _, err := readVersion(t, `SELECT source_updated_at, last_event_id, deleted_at FROM memberships WHERE membership_id = ?`, ch.MembershipID)
-		if err != nil {
-			return err
-		}
-		d := models.Decide(cur, ch.Version())
-		outcome = d.OutcomeOf(models.KindMembership)
-		if goneAt != nil {
-			outcome = models.OutcomeDeleted
-		}
-		create := d == models.DecideCreate
-		switch {
-		case !d.Writes():
-			return nil
-		case ch.Deleted:
-			return writeMembershipTombstone(t, ch, ch.SourceTime, now, create)
-		case goneAt != nil:
-			return writeMembershipTombstone(t, ch, *goneAt, now, create)
-		}
-		var (
-			holder string
-			source int64
-			event  string
-		)
-		err = t.row(qMembershipHolder, ch.OrgID, ch.UserID).Scan(&holder, &source, &event)
-		switch {
-		case err == sql.ErrNoRows || holder == ch.MembershipID:
-		case err != nil:
-			return translate(err)
-		case models.Newer(ch.SourceTime, ch.EventID, fromMS(source), event):
-			// The holder was left before ch's membership was made.
-			if _, err := t.exec(`UPDATE memberships SET `+membershipTombstone+` WHERE membership_id = ?5`,
-				ms(ch.SourceTime), ms(ch.SourceTime), ch.EventID, ms(now), holder); err != nil {
-				return err
-			}
-		default:
-			// ch's membership was left before the holder was made.
-			outcome = models.OutcomeDeleted
-			return writeMembershipTombstone(t, ch, fromMS(source), now, create)
-		}
-		return writeMembershipState(t, ch, meta, perms, now, create)
-	})
-	if err != nil {
-		return "", fmt.Errorf("apply event %q to membership %q: %w", ch.EventID, ch.MembershipID, err)
 	}
-	return outcome, nil
+	goneAt, err := parentDeletedAt(t, ch.OrgID, ch.UserID)
+	if err != nil {
+		return "", err
+	}
+	cur, _, err := readVersion(t, `SELECT source_updated_at, last_event_id, deleted_at FROM memberships WHERE membership_id = ?`, ch.MembershipID)
+	if err != nil {
+		return "", err
+	}
+	d := models.Decide(cur, ch.Version())
+	outcome := d.OutcomeOf(models.KindMembership)
+	if goneAt != nil {
+		outcome = models.OutcomeDeleted
+	}
+	create := d == models.DecideCreate
+	switch {
+	case !d.Writes():
+		return outcome, nil
+	case ch.Deleted:
+		return outcome, writeMembershipTombstone(t, ch, ch.SourceTime, now, create)
+	case goneAt != nil:
+		return outcome, writeMembershipTombstone(t, ch, *goneAt, now, create)
+	}
+	var (
+		holder string
+		source int64
+		event  string
+	)
+	err = t.row(qMembershipHolder, ch.OrgID, ch.UserID).Scan(&holder, &source, &event)
+	switch {
+	case err == sql.ErrNoRows || holder == ch.MembershipID:
+	case err != nil:
+		return "", translate(err)
+	case models.Newer(ch.SourceTime, ch.EventID, fromMS(source), event):
+		// The holder was left before ch's membership was made.
+		if _, err := t.exec(`UPDATE memberships SET `+membershipTombstone+` WHERE membership_id = ?5`,
+			ms(ch.SourceTime), ms(ch.SourceTime), ch.EventID, ms(now), holder); err != nil {
+			return "", err
+		}
+	default:
+		// ch's membership was left before the holder was made.
+		return models.OutcomeDeleted, writeMembershipTombstone(t, ch, fromMS(source), now, create)
+	}
+	return outcome, writeMembershipState(t, ch, meta, perms, now, create)
 }
 
 // parentDeletedAt returns when the organization or user of a membership

@@ -97,16 +97,7 @@ func readVersion(t *wtx, q, id string) (*models.Version, sql.NullInt64, error) {
 // memberships in the same transaction. Errors wrap models.ErrInvalid for
 // metadata that is not a JSON object.
 func (o *Organizations) Apply(ctx context.Context, ch models.OrganizationChange, now time.Time) (models.Outcome, error) {
-	var outcome models.Outcome
-	err := o.s.write(ctx, func(t *wtx) error {
-		d, err := applyOrg(t, ch, now)
-		outcome = d.OutcomeOf(models.KindOrganization)
-		return err
-	})
-	if err != nil {
-		return "", fmt.Errorf("apply event %q to organization %q: %w", ch.EventID, ch.OrgID, err)
-	}
-	return outcome, nil
+	return o.s.apply(ctx, ch, now)
 }
 
 // applyOrg applies ch in t: for Apply, and for the organization state a

@@ -44,7 +44,7 @@ func TestRoundTrips_PerDeliveryKind(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close(ctx)
-			svc := sync.New(s.Events(), s.Users(), nil)
+			svc := sync.New(s.Events(), s, nil)
 			deliver := func(id, kind string) {
 				t.Helper()
 				ce, err := models.DecodeEvent(bodies[kind])

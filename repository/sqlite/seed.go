@@ -17,7 +17,7 @@ const seedBatch = 5000
 // that need many users fast (scripts/scale, benchmarks); it checks no
 // ordering and no email owner: a user or an active email that exists is
 // an error.
-func (s *Store) SeedUsers(ctx context.Context, changes []models.Change, now time.Time) error {
+func (s *Store) SeedUsers(ctx context.Context, changes []models.UserChange, now time.Time) error {
 	for start := 0; start < len(changes); start += seedBatch {
 		batch := changes[start:min(start+seedBatch, len(changes))]
 		err := s.write(ctx, func(t *wtx) error {

@@ -86,24 +86,12 @@ func readState(t *wtx, userID string) (*state, error) {
 // taken email never blocks a change: swaps and longer chains converge in
 // any order of arrival. It returns the outcome of the decision; errors wrap
 // models.ErrInvalid for metadata that is not a JSON object.
-func (u *Users) Apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
-	meta, err := changeMetadata(ch)
-	if err != nil {
-		return "", err
-	}
-	var outcome models.Outcome
-	err = u.s.write(ctx, func(t *wtx) error {
-		outcome, err = applyTx(t, ch, meta, now)
-		return err
-	})
-	if err != nil {
-		return "", fmt.Errorf("apply event %q to user %q: %w", ch.EventID, ch.UserID, err)
-	}
-	return outcome, nil
+func (u *Users) Apply(ctx context.Context, ch models.UserChange, now time.Time) (models.Outcome, error) {
+	return u.s.apply(ctx, ch, now)
 }
 
 // changeMetadata is the metadata a change writes: a JSON object.
-func changeMetadata(ch models.Change) ([]byte, error) {
+func changeMetadata(ch models.UserChange) ([]byte, error) {
 	if ch.Deleted || len(ch.Metadata) == 0 {
 		return []byte("{}"), nil
 	}
@@ -113,8 +101,12 @@ func changeMetadata(ch models.Change) ([]byte, error) {
 	return ch.Metadata, nil
 }
 
-// applyTx is Apply within the transaction t.
-func applyTx(t *wtx, ch models.Change, meta []byte, now time.Time) (models.Outcome, error) {
+// applyUser is Apply within the transaction t.
+func applyUser(t *wtx, ch models.UserChange, now time.Time) (models.Outcome, error) {
+	meta, err := changeMetadata(ch)
+	if err != nil {
+		return "", err
+	}
 	cur, err := readState(t, ch.UserID)
 	if err != nil {
 		return "", err
@@ -147,62 +139,10 @@ func applyTx(t *wtx, ch models.Change, meta []byte, now time.Time) (models.Outco
 	return d.Outcome(), err
 }
 
-// Deliver stores ev, applies ch to its user and marks ev processed, in one
-// transaction: one sync to disk for a delivery, shared with the deliveries
-// that arrive at the same time. An event already processed is returned as
-// it is, with no outcome; a change that cannot apply leaves the event
-// stored (committed) and returns the error, for the caller to mark it
-// failed. stored has an ID whenever the event is stored.
-func (u *Users) Deliver(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (stored models.Event, created bool, outcome models.Outcome, err error) {
-	meta, err := changeMetadata(ch)
-	if err != nil {
-		stored, created, rerr := u.s.events.Record(ctx, ev)
-		if rerr != nil {
-			return models.Event{}, false, "", rerr
-		}
-		return stored, created, "", err
-	}
-	var applyErr error
-	err = u.s.write(ctx, func(t *wtx) error {
-		var err error
-		applyErr, outcome = nil, ""
-		if stored, created, err = recordTx(t, ev); err != nil || stored.Status.Finished() {
-			return err
-		}
-		if _, err := t.exec("SAVEPOINT apply"); err != nil {
-			return err
-		}
-		if outcome, applyErr = applyTx(t, ch, meta, now); applyErr != nil {
-			outcome = ""
-			if _, err := t.exec("ROLLBACK TO apply"); err != nil {
-				return err
-			}
-			_, err = t.exec("RELEASE apply")
-			return err
-		}
-		if _, err := t.exec("RELEASE apply"); err != nil {
-			return err
-		}
-		id, _ := eventID(stored.ID)
-		if _, err := markProcessedTx(u.s, t, id, outcome, now); err != nil {
-			return err
-		}
-		stored.Status, stored.Outcome, stored.Attempts = models.StatusProcessed, outcome, stored.Attempts+1
-		return nil
-	})
-	if err != nil {
-		return models.Event{}, false, "", fmt.Errorf("deliver event %q: %w", ev.EventID, err)
-	}
-	if applyErr != nil {
-		return stored, created, "", fmt.Errorf("apply event %q to user %q: %w", ch.EventID, ch.UserID, applyErr)
-	}
-	return stored, created, outcome, nil
-}
-
 // claimEmail returns the email ch writes: its own, taken from an active
 // user whose state is older; "" when an active user with a newer state
 // holds it.
-func claimEmail(t *wtx, ch models.Change, now time.Time) (string, error) {
+func claimEmail(t *wtx, ch models.UserChange, now time.Time) (string, error) {
 	if ch.Email == "" {
 		return "", nil
 	}
@@ -224,7 +164,7 @@ func claimEmail(t *wtx, ch models.Change, now time.Time) (string, error) {
 	return ch.Email, err
 }
 
-func writeState(t *wtx, ch models.Change, email string, meta []byte, now time.Time, create bool) error {
+func writeState(t *wtx, ch models.UserChange, email string, meta []byte, now time.Time, create bool) error {
 	p := ch.Profile
 	args := []any{text(email), ch.DisplayName, string(meta), ms(now), ms(ch.SourceTime), ch.EventID,
 		text(p.FirstName), text(p.LastName), text(p.Username), text(p.ImageURL), text(p.PhoneNumber),
@@ -245,7 +185,7 @@ func writeState(t *wtx, ch models.Change, email string, meta []byte, now time.Ti
 
 // writeTombstone turns the user into a tombstone: every order of delivery
 // ends in the same row, with no personal data but the id.
-func writeTombstone(t *wtx, ch models.Change, now time.Time, create bool) error {
+func writeTombstone(t *wtx, ch models.UserChange, now time.Time, create bool) error {
 	ts := ms(ch.SourceTime)
 	if create {
 		_, err := t.exec(`INSERT INTO users (user_id, display_name, metadata, created_at, updated_at,

@@ -18,7 +18,7 @@ import (
 func eraseSetup(t *testing.T, s repository.Store, user string) []string {
 	ctx := context.Background()
 	var ids []string
-	for i, ch := range []models.Change{change(user, "msg_er1"+user, time.Second, user+"@example.com"), deletion(user, "msg_er2"+user, 2*time.Second)} {
+	for i, ch := range []models.UserChange{change(user, "msg_er1"+user, time.Second, user+"@example.com"), deletion(user, "msg_er2"+user, 2*time.Second)} {
 		ev := record(t, s, newEvent(ch.EventID, user, `{"email":"`+user+`@example.com"}`))
 		o := apply(t, s, ch)
 		if err := s.Events().MarkProcessed(ctx, ev.ID, o, t0.Add(time.Duration(i)*time.Second)); err != nil {

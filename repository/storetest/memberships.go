@@ -232,7 +232,7 @@ func testOrgCascade(t *testing.T, s repository.Store) {
 // every order of arrival with them.
 func testUserCascade(t *testing.T, s repository.Store) {
 	type step struct {
-		user *models.Change
+		user *models.UserChange
 		mem  *models.MembershipChange
 	}
 	uc, ud := change("", "msg_uc", time.Second, ""), deletion("", "msg_ud", 4*time.Second)

@@ -19,18 +19,18 @@ import (
 // of arrival, the metadata kept exactly, one owner of an email at a time,
 // the list, the change feed, the walk of reconcile, and deprovisioned users.
 
-func change(userID, eventID string, at time.Duration, email string) models.Change {
-	return models.Change{
+func change(userID, eventID string, at time.Duration, email string) models.UserChange {
+	return models.UserChange{
 		UserID: userID, EventID: eventID, SourceTime: t0.Add(at),
 		Email: email, DisplayName: "Name " + eventID, Metadata: json.RawMessage(`{"e":"` + eventID + `"}`),
 	}
 }
 
-func deletion(userID, eventID string, at time.Duration) models.Change {
-	return models.Change{UserID: userID, EventID: eventID, SourceTime: t0.Add(at), Deleted: true}
+func deletion(userID, eventID string, at time.Duration) models.UserChange {
+	return models.UserChange{UserID: userID, EventID: eventID, SourceTime: t0.Add(at), Deleted: true}
 }
 
-func apply(t *testing.T, s repository.Store, ch models.Change) models.Outcome {
+func apply(t *testing.T, s repository.Store, ch models.UserChange) models.Outcome {
 	t.Helper()
 	o, err := s.Users().Apply(context.Background(), ch, time.Now())
 	if err != nil {
@@ -50,7 +50,7 @@ func get(t *testing.T, s repository.Store, userID string) models.User {
 
 func testOrderingAndTombstones(t *testing.T, s repository.Store) {
 	steps := []struct {
-		ch   models.Change
+		ch   models.UserChange
 		want models.Outcome
 	}{
 		{change("user_1", "msg_b", 2*time.Second, "a@example.com"), models.OutcomeApplied},
@@ -94,7 +94,7 @@ func testEveryOrderEndsTheSame(t *testing.T, s repository.Store) {
 	created.New = true
 	updated := change("", "msg_2", 2*time.Second, "")
 	deleted := deletion("", "msg_3", 3*time.Second)
-	for i, order := range permutations([]models.Change{created, updated, deleted}) {
+	for i, order := range permutations([]models.UserChange{created, updated, deleted}) {
 		user := fmt.Sprintf("user_cud%d", i)
 		for _, ch := range order {
 			ch.UserID = user
@@ -104,7 +104,7 @@ func testEveryOrderEndsTheSame(t *testing.T, s repository.Store) {
 			t.Errorf("order %d ended in %+v, want the tombstone", i, u)
 		}
 	}
-	for i, order := range permutations([]models.Change{created, updated}) {
+	for i, order := range permutations([]models.UserChange{created, updated}) {
 		user := fmt.Sprintf("user_cu%d", i)
 		for _, ch := range order {
 			ch.UserID = user
@@ -228,11 +228,11 @@ func testEmailLookAlike(t *testing.T, s repository.Store) {
 func testEmailSwaps(t *testing.T, s repository.Store) {
 	for _, tc := range []struct {
 		name   string
-		events []models.Change // delivered, in every order
+		events []models.UserChange // delivered, in every order
 		want   map[string]string
 	}{{
 		name: "swap, A's move to a temporary email lost",
-		events: []models.Change{
+		events: []models.UserChange{
 			change("A", "msg_a1", 1*time.Second, "a@x.com"),
 			change("B", "msg_b1", 1*time.Second, "b@x.com"),
 			// lost: A → tmp@x.com at 2s
@@ -242,7 +242,7 @@ func testEmailSwaps(t *testing.T, s repository.Store) {
 		want: map[string]string{"A": "b@x.com", "B": "a@x.com"},
 	}, {
 		name: "rotation of three",
-		events: []models.Change{
+		events: []models.UserChange{
 			change("A", "msg_a1", 1*time.Second, "a@x.com"),
 			change("B", "msg_b1", 1*time.Second, "b@x.com"),
 			change("C", "msg_c1", 1*time.Second, "c@x.com"),
@@ -395,8 +395,8 @@ func testChanges(t *testing.T, s repository.Store) {
 func testWalkActive(t *testing.T, s repository.Store) {
 	ctx := context.Background()
 	written := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	state := func(id, eventID string, deleted bool) models.Change {
-		return models.Change{UserID: id, EventID: eventID, SourceTime: written.Add(-time.Hour), Deleted: deleted,
+	state := func(id, eventID string, deleted bool) models.UserChange {
+		return models.UserChange{UserID: id, EventID: eventID, SourceTime: written.Add(-time.Hour), Deleted: deleted,
 			DisplayName: id, Metadata: json.RawMessage(`{}`)}
 	}
 	for _, u := range []struct {

@@ -214,13 +214,13 @@ func seedMembership(i, orgs int) models.MembershipChange {
 // seedUsers seeds users [lo, hi) through the repository, as their
 // user.created events would have written them.
 func (b *bench) seedUsers(ctx context.Context, lo, hi int, now time.Time) error {
-	changes := make([]models.Change, 0, hi-lo)
+	changes := make([]models.UserChange, 0, hi-lo)
 	for i := lo; i < hi; i++ {
 		ce, err := models.DecodeEvent(b.body.make("user.created", seedUser(i), epoch.Add(time.Duration(i)*time.Millisecond)))
 		if err != nil {
 			return err
 		}
-		ch, err := ce.Change("msg_seed_user_"+strconv.Itoa(i), time.Now())
+		ch, err := ce.UserChange("msg_seed_user_"+strconv.Itoa(i), time.Now())
 		if err != nil {
 			return err
 		}

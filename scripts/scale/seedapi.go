@@ -13,13 +13,13 @@ import (
 // meets users already present (a run stopped after it wrote a batch and
 // before it saved the seed state) is written again one user at a time,
 // leaving those that exist.
-func (b *bench) seedChanges(ctx context.Context, changes []models.Change, now time.Time) error {
+func (b *bench) seedChanges(ctx context.Context, changes []models.UserChange, now time.Time) error {
 	err := b.store.SeedUsers(ctx, changes, now)
 	if !isConflict(err) {
 		return err
 	}
 	for _, ch := range changes {
-		if err := b.store.SeedUsers(ctx, []models.Change{ch}, now); err != nil && !isConflict(err) {
+		if err := b.store.SeedUsers(ctx, []models.UserChange{ch}, now); err != nil && !isConflict(err) {
 			return err
 		}
 	}

@@ -1,0 +1,197 @@
+package models
+
+import "time"
+
+// Kind is the kind of object an event changes.
+type Kind string
+
+// Kinds of objects usersync keeps.
+const (
+	KindUser         Kind = "user"
+	KindOrganization Kind = "organization"
+	KindMembership   Kind = "membership"
+)
+
+// Change is one Clerk state of one object, ready to be applied: the
+// object's full state at its source time, or its deletion. Each kind has
+// its own (UserChange, OrganizationChange, MembershipChange); a store
+// applies each to its kind's table or collection.
+type Change interface {
+	// Kind is the kind of the object the change is a state of.
+	Kind() Kind
+	// Version is what ordering needs of the state (see Decide).
+	Version() Version
+	// IDs are the event's user (a user's own id, or a membership's
+	// member) and its object (an organization's or a membership's id; ""
+	// for a user), as the event log stores them.
+	IDs() (userID, objectID string)
+}
+
+// KindSpec is everything usersync knows of one kind of object that does
+// not depend on a store: the one table that maps Clerk's event types to
+// kinds, validates a kind or a type, and orders the kinds. Adding a kind
+// is one row here, its Change type, its store tables and collections, and
+// its JSON shape.
+type KindSpec struct {
+	Kind     Kind
+	Plural   string // "users": how docs, routes and stats name several
+	IDPrefix string // Clerk's prefix of the kind's ids
+	// Types are the Clerk event types of the kind, each with the change
+	// it makes.
+	Types []TypeSpec
+	// Parents are the kinds whose deletion deletes the objects of this
+	// kind that belong to it (a cascade), in every order of arrival.
+	Parents []Kind
+	// decode validates an event's data and returns the state it carries
+	// (its error wraps ErrInvalid).
+	decode func(e ClerkEvent, eventID string, now time.Time) (Change, error)
+	// userID and objectID read the event's ids from a payload that may
+	// be invalid, so that a failed event can still be found.
+	userID, objectID func(e ClerkEvent) string
+}
+
+// TypeSpec is one Clerk event type of a kind and the change it makes.
+type TypeSpec struct {
+	Type   string    // Clerk's type, e.g. "user.created"
+	Change EventType // its short type in the event log
+}
+
+// kindTable is every kind, in the order stats list them and a reconcile
+// walks them: a kind's parents come before it, so that their deletions
+// have deleted its objects before it is checked.
+var kindTable = []KindSpec{
+	{
+		Kind: KindUser, Plural: "users", IDPrefix: "user_",
+		Types: []TypeSpec{{TypeUserCreated, EventCreated}, {TypeUserUpdated, EventUpdated}, {TypeUserDeleted, EventDeleted}},
+		decode: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
+			return e.UserChange(eventID, now)
+		},
+		userID:   func(e ClerkEvent) string { return e.dataID() },
+		objectID: func(ClerkEvent) string { return "" },
+	},
+	{
+		Kind: KindOrganization, Plural: "organizations", IDPrefix: "org_",
+		Types: []TypeSpec{{TypeOrganizationCreated, EventCreated}, {TypeOrganizationUpdated, EventUpdated},
+			{TypeOrganizationDeleted, EventDeleted}},
+		decode: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
+			return e.OrganizationChange(eventID, now)
+		},
+		userID:   func(ClerkEvent) string { return "" },
+		objectID: func(e ClerkEvent) string { return e.dataID() },
+	},
+	{
+		Kind: KindMembership, Plural: "memberships", IDPrefix: "orgmem_",
+		Types: []TypeSpec{{TypeMembershipCreated, EventCreated}, {TypeMembershipUpdated, EventUpdated},
+			{TypeMembershipDeleted, EventDeleted}},
+		Parents: []Kind{KindUser, KindOrganization},
+		decode: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
+			return e.MembershipChange(eventID, now)
+		},
+		userID:   func(e ClerkEvent) string { return e.memberID() },
+		objectID: func(e ClerkEvent) string { return e.dataID() },
+	},
+}
+
+// Kinds are every kind of object, in the order of the kinds table.
+var Kinds = kindsOf(kindTable)
+
+func kindsOf(table []KindSpec) []Kind {
+	ks := make([]Kind, len(table))
+	for i, s := range table {
+		ks[i] = s.Kind
+	}
+	return ks
+}
+
+// byType maps each Clerk event type that usersync stores to its kind's
+// row and its short type.
+var byType = typesOf(kindTable)
+
+type typeEntry struct {
+	spec   *KindSpec
+	change EventType
+}
+
+func typesOf(table []KindSpec) map[string]typeEntry {
+	m := map[string]typeEntry{}
+	for i := range table {
+		for _, t := range table[i].Types {
+			m[t.Type] = typeEntry{spec: &table[i], change: t.Change}
+		}
+	}
+	return m
+}
+
+// SpecOf returns the row of kind k; false for a kind usersync does not
+// keep.
+func SpecOf(k Kind) (KindSpec, bool) {
+	for _, s := range kindTable {
+		if s.Kind == k {
+			return s, true
+		}
+	}
+	return KindSpec{}, false
+}
+
+// ParseKind returns the kind named s ("user", "organization"…); false
+// when usersync keeps no such kind.
+func ParseKind(s string) (Kind, bool) {
+	spec, ok := SpecOf(Kind(s))
+	return spec.Kind, ok
+}
+
+// KindOf returns the kind of object an event of Clerk type typ changes,
+// or "" for a type usersync does not store.
+func KindOf(typ string) Kind {
+	if e, ok := byType[typ]; ok {
+		return e.spec.Kind
+	}
+	return ""
+}
+
+// TypesOf returns the Clerk types of the events of kind k, nil for an
+// unknown kind.
+func TypesOf(k Kind) []string {
+	spec, _ := SpecOf(k)
+	var types []string
+	for _, t := range spec.Types {
+		types = append(types, t.Type)
+	}
+	return types
+}
+
+// StoredTypes returns every Clerk event type usersync stores, in the order
+// of the kinds table.
+func StoredTypes() []string {
+	var types []string
+	for _, k := range Kinds {
+		types = append(types, TypesOf(k)...)
+	}
+	return types
+}
+
+// EventTypeOf returns the short type of a Clerk event type usersync
+// stores ("" for others).
+func EventTypeOf(typ string) EventType { return byType[typ].change }
+
+// IsEventType reports whether some kind has events of short type t.
+func IsEventType(t EventType) bool {
+	for _, e := range byType {
+		if e.change == t {
+			return true
+		}
+	}
+	return false
+}
+
+// Decode validates the data of an event usersync stores and returns the
+// state it carries. now is the server's clock: a Clerk time more than
+// MaxFutureSkew ahead of it is refused. Its error wraps ErrInvalid: such
+// an event can never be applied.
+func (e ClerkEvent) Decode(eventID string, now time.Time) (Change, error) {
+	t, ok := byType[e.Type]
+	if !ok {
+		return nil, Public(ErrInvalid, "%s is not an event usersync stores", Quote(e.Type)).In("type")
+	}
+	return t.spec.decode(e, eventID, now)
+}

@@ -1,0 +1,63 @@
+package mongo
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/usersync/usersync/models"
+)
+
+// apply writes ch to its kind's collection: the one place that maps a
+// kind to its collection.
+func (s *Store) apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+	switch ch := ch.(type) {
+	case models.UserChange:
+		return s.users.Apply(ctx, ch, now)
+	case models.OrganizationChange:
+		return s.orgs.Apply(ctx, ch, now)
+	case models.MembershipChange:
+		return s.members.Apply(ctx, ch, now)
+	}
+	return "", fmt.Errorf("%w: the MongoDB store keeps no %s", models.ErrInvalid, ch.Kind())
+}
+
+// Deliver stores ev, applies ch to its object and marks ev processed, in
+// three writes, each idempotent: a crash after the first leaves the event
+// stored, and its next delivery or the recovery sweep applies it (the
+// apply finds what it wrote, if it wrote); a crash after the second
+// applies it again, which changes nothing. An event already finished is
+// returned as it is, with no outcome; a change that cannot apply (or a
+// mark that failed) leaves the event stored and returns the error, for
+// the caller to mark it failed.
+func (s *Store) Deliver(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error) {
+	stored, created, err := s.events.Record(ctx, ev)
+	if err != nil {
+		return models.Delivered{}, err
+	}
+	if stored.Status.Finished() {
+		return models.Delivered{Event: stored, Created: created}, nil
+	}
+	d, err := s.Reapply(ctx, stored, ch, now)
+	d.Created = created
+	return d, err
+}
+
+// Reapply applies ch, the change of the stored event ev, and marks ev
+// processed: Deliver's last two writes, for an event stored before (the
+// sweep's and a replay's).
+func (s *Store) Reapply(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error) {
+	d := models.Delivered{Event: ev}
+	outcome, err := s.apply(ctx, ch, now)
+	if err != nil {
+		return d, err
+	}
+	if err := s.events.MarkProcessed(ctx, ev.ID, outcome, now); err != nil {
+		// The object is written; the event stays unmarked, and applying
+		// it again changes nothing.
+		return d, err
+	}
+	d.Outcome = outcome
+	d.Event.Status, d.Event.Outcome, d.Event.Attempts = models.StatusProcessed, outcome, ev.Attempts+1
+	return d, nil
+}

@@ -1,0 +1,127 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/usersync/usersync/models"
+)
+
+// applyChange applies ch in t to its kind's table: the one place that
+// maps a kind to its rows.
+func applyChange(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
+	switch ch := ch.(type) {
+	case models.UserChange:
+		return applyUser(t, ch, now)
+	case models.OrganizationChange:
+		d, err := applyOrg(t, ch, now)
+		return d.OutcomeOf(models.KindOrganization), err
+	case models.MembershipChange:
+		return applyMembership(t, ch, now)
+	}
+	return "", fmt.Errorf("%w: the embedded store keeps no %s", models.ErrInvalid, ch.Kind())
+}
+
+// applyFailed wraps the error of ch's apply with what it was applying.
+func applyFailed(ch models.Change, err error) error {
+	userID, objectID := ch.IDs()
+	if objectID == "" {
+		objectID = userID
+	}
+	return fmt.Errorf("apply event %q to %s %q: %w", ch.Version().EventID, ch.Kind(), objectID, err)
+}
+
+// apply writes ch to its object in one transaction.
+func (s *Store) apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+	var outcome models.Outcome
+	err := s.write(ctx, func(t *wtx) error {
+		var err error
+		outcome, err = applyChange(t, ch, now)
+		return err
+	})
+	if err != nil {
+		return "", applyFailed(ch, err)
+	}
+	return outcome, nil
+}
+
+// Deliver stores ev, applies ch to its object and marks ev processed, in
+// one transaction, whatever the kind: one sync to disk for a delivery,
+// shared with the deliveries that arrive at the same time. An event
+// already finished is returned as it is, with no outcome; a change that
+// cannot apply leaves the event stored (committed) and returns the error,
+// for the caller to mark it failed.
+func (s *Store) Deliver(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error) {
+	var d models.Delivered
+	var applyErr error
+	err := s.write(ctx, func(t *wtx) error {
+		var err error
+		d, applyErr = models.Delivered{}, nil
+		if d.Event, d.Created, err = recordTx(t, ev); err != nil || d.Event.Status.Finished() {
+			return err
+		}
+		applyErr, err = s.applyAndMark(t, &d, ch, now)
+		return err
+	})
+	if err != nil {
+		return models.Delivered{}, fmt.Errorf("deliver event %q: %w", ev.EventID, err)
+	}
+	if applyErr != nil {
+		return d, applyFailed(ch, applyErr)
+	}
+	return d, nil
+}
+
+// Reapply applies ch, the change of the stored event ev, and marks ev
+// processed, in one transaction: Deliver for an event stored before (the
+// sweep's and a replay's). A change that cannot apply leaves the event as
+// it was and returns the error, for the caller to mark it failed.
+func (s *Store) Reapply(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error) {
+	d := models.Delivered{Event: ev}
+	var applyErr error
+	err := s.write(ctx, func(t *wtx) error {
+		var err error
+		d.Event, d.Outcome = ev, ""
+		applyErr, err = s.applyAndMark(t, &d, ch, now)
+		return err
+	})
+	if err != nil {
+		return models.Delivered{Event: ev}, fmt.Errorf("reapply event %q: %w", ev.EventID, err)
+	}
+	if applyErr != nil {
+		return d, applyFailed(ch, applyErr)
+	}
+	return d, nil
+}
+
+// applyAndMark applies ch in t under a savepoint and marks d.Event
+// processed. A change that cannot apply is rolled back to the savepoint
+// and returned as applyErr, leaving the event as it was; err is the
+// transaction's failure.
+func (s *Store) applyAndMark(t *wtx, d *models.Delivered, ch models.Change, now time.Time) (applyErr, err error) {
+	if _, err := t.exec("SAVEPOINT apply"); err != nil {
+		return nil, err
+	}
+	outcome, applyErr := applyChange(t, ch, now)
+	if applyErr != nil {
+		if _, err := t.exec("ROLLBACK TO apply"); err != nil {
+			return nil, err
+		}
+		_, err = t.exec("RELEASE apply")
+		return applyErr, err
+	}
+	if _, err := t.exec("RELEASE apply"); err != nil {
+		return nil, err
+	}
+	id, err := eventID(d.Event.ID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := markProcessedTx(s, t, id, outcome, now); err != nil {
+		return nil, err
+	}
+	d.Outcome = outcome
+	d.Event.Status, d.Event.Outcome, d.Event.Attempts = models.StatusProcessed, outcome, d.Event.Attempts+1
+	return nil, nil
+}
