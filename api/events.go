@@ -87,8 +87,8 @@ type listEventsRequest struct {
 	Limit     int    `query:"limit" validate:"min=1,max=200"`
 	Cursor    string `query:"cursor" validate:"max=64"`
 	Status    string `query:"status" validate:"omitempty,oneof=stored processed failed discarded"`
-	EventType string `query:"eventType" validate:"omitempty,oneof=created updated deleted user.created user.updated user.deleted organization.created organization.updated organization.deleted organizationMembership.created organizationMembership.updated organizationMembership.deleted"`
-	Kind      string `query:"kind" validate:"omitempty,oneof=user organization membership"`
+	EventType string `query:"eventType" validate:"omitempty,eventtype"`
+	Kind      string `query:"kind" validate:"omitempty,kind"`
 	UserID    string `query:"userId" validate:"max=128"`
 	ObjectID  string `query:"objectId" validate:"max=128"`
 	Since     string `query:"since"`
@@ -130,7 +130,7 @@ func logFilter(status, eventType, kind, userID, objectID, since, until string) (
 		if f.Kind != "" && f.Kind != k {
 			return f, models.Public(models.ErrInvalid, "eventType %s is not of kind %s", eventType, kind).In("eventType")
 		}
-		f.Kind, f.EventType = k, models.EventType(eventType[strings.IndexByte(eventType, '.')+1:])
+		f.Kind, f.EventType = k, models.EventTypeOf(eventType)
 	}
 	return f, nil
 }

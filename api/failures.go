@@ -65,8 +65,8 @@ const (
 
 type bulkReplayRequest struct {
 	Status    string `query:"status" validate:"omitempty,oneof=stored failed"`
-	EventType string `query:"eventType" validate:"omitempty,oneof=created updated deleted user.created user.updated user.deleted organization.created organization.updated organization.deleted organizationMembership.created organizationMembership.updated organizationMembership.deleted"`
-	Kind      string `query:"kind" validate:"omitempty,oneof=user organization membership"`
+	EventType string `query:"eventType" validate:"omitempty,eventtype"`
+	Kind      string `query:"kind" validate:"omitempty,kind"`
 	UserID    string `query:"userId" validate:"max=128"`
 	ObjectID  string `query:"objectId" validate:"max=128"`
 	Since     string `query:"since"`

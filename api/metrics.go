@@ -102,7 +102,7 @@ func NewMetrics(stats StatsSource) *Metrics {
 	}
 	m.reg.MustRegister(m.requests, m.webhooks, m.kinds, m.bodyBytes, m.listReads, m.refused, m.ignored, m.process, m.swept, m.replayed, m.retention, m.engine,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, k := range []models.Kind{models.KindUser, models.KindOrganization, models.KindMembership} {
+	for _, k := range models.Kinds {
 		for _, r := range kindResults {
 			m.kinds.WithLabelValues(string(k), r)
 		}
@@ -114,7 +114,7 @@ func NewMetrics(stats StatsSource) *Metrics {
 		m.refused.WithLabelValues(r)
 	}
 	for _, t := range models.ClerkEventTypes {
-		if !slices.Contains(userEventTypes, t) {
+		if models.KindOf(t) == "" { // stored types are never ignored
 			m.ignored.WithLabelValues(t)
 		}
 	}
@@ -178,9 +178,6 @@ var kindResults = []string{"processed", "duplicate", "failed", "overloaded", "er
 
 // webhookResults are the labels of usersync_webhook_requests_total.
 var webhookResults = []string{"processed", "duplicate", "ignored", "failed", "rejected", "overloaded", "error"}
-
-// userEventTypes are the types usersync stores, never ignored.
-var userEventTypes = []string{models.TypeUserCreated, models.TypeUserUpdated, models.TypeUserDeleted}
 
 // otherType labels an ignored event whose type Clerk does not document.
 const otherType = "other"

@@ -4,7 +4,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/sync"
 )
 
 // reconcileMetrics describe the last reconcile run of this process.
@@ -44,8 +43,8 @@ func newReconcileMetrics(reg *prometheus.Registry) *reconcileMetrics {
 	// Present from start-up, at 0, as every other metric.
 	for _, kind := range reconcileKinds {
 		m.users.WithLabelValues(kind)
-		for _, k := range sync.Kinds {
-			m.objects.WithLabelValues(sync.Plural(k), kind)
+		for _, k := range models.Kinds {
+			m.objects.WithLabelValues(k.Plural(), kind)
 		}
 	}
 	m.runs.WithLabelValues("success")
@@ -68,7 +67,7 @@ func (m *Metrics) ObserveReconcile(r models.ReconcileSummary) {
 	}
 	rm.success.Set(ok)
 	rm.runs.WithLabelValues(result).Inc()
-	for _, k := range sync.Kinds {
+	for _, k := range models.Kinds {
 		c := r.Of(k)
 		if c == nil {
 			c = &models.ReconcileCounts{Local: -1} // none read
@@ -80,7 +79,7 @@ func (m *Metrics) ObserveReconcile(r models.ReconcileSummary) {
 			if n < 0 {
 				continue
 			}
-			rm.objects.WithLabelValues(sync.Plural(k), kind).Set(float64(n))
+			rm.objects.WithLabelValues(k.Plural(), kind).Set(float64(n))
 			if k == models.KindUser {
 				rm.users.WithLabelValues(kind).Set(float64(n))
 			}

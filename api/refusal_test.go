@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/models"
 )
 
 // refusalLines returns the "webhook refused" log lines.
@@ -158,9 +159,15 @@ func TestWebhook_ATimestampRefusalLogsTheSkew(t *testing.T) {
 func TestWebhook_IgnoredEventsAreCountedByClerksTypeOnly(t *testing.T) {
 	h := newHarness(t)
 	exposition := string(h.get("/metrics", "").Body)
-	for _, typ := range []string{"session.created", "organization.created", "other"} {
+	for _, typ := range []string{"session.created", "organizationInvitation.accepted", "other"} {
 		if v := metricValue(t, exposition, fmt.Sprintf(`usersync_webhook_ignored_total{type=%q}`, typ)); v != 0 {
 			t.Errorf("%s ignored before any delivery = %v", typ, v)
+		}
+	}
+	// A type usersync stores is never ignored: it has no series.
+	for _, typ := range models.StoredTypes() {
+		if strings.Contains(exposition, fmt.Sprintf(`usersync_webhook_ignored_total{type=%q}`, typ)) {
+			t.Errorf("%s, a type usersync stores, has an ignored series", typ)
 		}
 	}
 	h.mustDeliver(newID(), fixture(t, "session.created.json"))

@@ -385,6 +385,16 @@ var validate = func() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
 	// clerkid=<prefix>: the shape of a Clerk id of that prefix, the one
 	// rule every path (webhooks, the sync routes, reconcile) applies.
+	// kind and eventtype: a kind of the kinds table, and a short or Clerk
+	// event type of one of its kinds.
+	_ = v.RegisterValidation("kind", func(fl validator.FieldLevel) bool {
+		_, ok := ParseKind(fl.Field().String())
+		return ok
+	})
+	_ = v.RegisterValidation("eventtype", func(fl validator.FieldLevel) bool {
+		t := fl.Field().String()
+		return KindOf(t) != "" || IsEventType(EventType(t))
+	})
 	_ = v.RegisterValidation("clerkid", func(fl validator.FieldLevel) bool {
 		return isClerkID(fl.Field().String(), fl.Param())
 	})
@@ -433,6 +443,10 @@ func validateAs(prefix string, v any) error {
 		rule = "must be greater than " + fe.Param()
 	case "oneof":
 		rule = "must be one of: " + fe.Param()
+	case "kind":
+		rule = "must be one of: " + strings.Join(kindNames(), " ")
+	case "eventtype":
+		rule = "must be one of: " + strings.Join(eventTypeNames(), " ")
 	default:
 		rule = "must satisfy " + fe.Tag() + " " + fe.Param()
 	}

@@ -120,6 +120,15 @@ func (e ClerkEvent) UserID() string {
 	return ""
 }
 
+// ID returns the id of the object an event of a kind usersync keeps
+// changes (data.id), read as ObjectID is; "" for other events.
+func (e ClerkEvent) ID() string {
+	if e.Kind() == "" {
+		return ""
+	}
+	return e.dataID()
+}
+
 // dataID reads data.id as ObjectID and UserID do.
 func (e ClerkEvent) dataID() string {
 	var d struct {

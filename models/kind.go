@@ -1,6 +1,10 @@
 package models
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // Kind is the kind of object an event changes.
 type Kind string
@@ -36,6 +40,7 @@ type KindSpec struct {
 	Kind     Kind
 	Plural   string // "users": how docs, routes and stats name several
 	IDPrefix string // Clerk's prefix of the kind's ids
+	Object   string // Clerk's name of the object (its data.object)
 	// Types are the Clerk event types of the kind, each with the change
 	// it makes.
 	Types []TypeSpec
@@ -43,7 +48,7 @@ type KindSpec struct {
 	// kind that belong to it (a cascade), in every order of arrival.
 	Parents []Kind
 	// decode validates an event's data and returns the state it carries
-	// (its error wraps ErrInvalid).
+	// (its error wraps ErrInvalid); set from decoders.
 	decode func(e ClerkEvent, eventID string, now time.Time) (Change, error)
 	// userID and objectID read the event's ids from a payload that may
 	// be invalid, so that a failed event can still be found.
@@ -61,35 +66,50 @@ type TypeSpec struct {
 // have deleted its objects before it is checked.
 var kindTable = []KindSpec{
 	{
-		Kind: KindUser, Plural: "users", IDPrefix: "user_",
-		Types: []TypeSpec{{TypeUserCreated, EventCreated}, {TypeUserUpdated, EventUpdated}, {TypeUserDeleted, EventDeleted}},
-		decode: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
-			return e.UserChange(eventID, now)
-		},
+		Kind: KindUser, Plural: "users", IDPrefix: "user_", Object: "user",
+		Types:    []TypeSpec{{TypeUserCreated, EventCreated}, {TypeUserUpdated, EventUpdated}, {TypeUserDeleted, EventDeleted}},
 		userID:   func(e ClerkEvent) string { return e.dataID() },
 		objectID: func(ClerkEvent) string { return "" },
 	},
 	{
-		Kind: KindOrganization, Plural: "organizations", IDPrefix: "org_",
+		Kind: KindOrganization, Plural: "organizations", IDPrefix: "org_", Object: "organization",
 		Types: []TypeSpec{{TypeOrganizationCreated, EventCreated}, {TypeOrganizationUpdated, EventUpdated},
 			{TypeOrganizationDeleted, EventDeleted}},
-		decode: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
-			return e.OrganizationChange(eventID, now)
-		},
 		userID:   func(ClerkEvent) string { return "" },
 		objectID: func(e ClerkEvent) string { return e.dataID() },
 	},
 	{
-		Kind: KindMembership, Plural: "memberships", IDPrefix: "orgmem_",
+		Kind: KindMembership, Plural: "memberships", IDPrefix: "orgmem_", Object: "organization_membership",
 		Types: []TypeSpec{{TypeMembershipCreated, EventCreated}, {TypeMembershipUpdated, EventUpdated},
 			{TypeMembershipDeleted, EventDeleted}},
-		Parents: []Kind{KindUser, KindOrganization},
-		decode: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
-			return e.MembershipChange(eventID, now)
-		},
+		Parents:  []Kind{KindUser, KindOrganization},
 		userID:   func(e ClerkEvent) string { return e.memberID() },
 		objectID: func(e ClerkEvent) string { return e.dataID() },
 	},
+}
+
+// decoders are the kinds' decoders. They are put into the kinds table by
+// init, not written in it: a decoder refers to the validator, whose
+// messages read the table.
+func decoders() map[Kind]func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
+	return map[Kind]func(e ClerkEvent, eventID string, now time.Time) (Change, error){
+		KindUser: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
+			return e.UserChange(eventID, now)
+		},
+		KindOrganization: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
+			return e.OrganizationChange(eventID, now)
+		},
+		KindMembership: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
+			return e.MembershipChange(eventID, now)
+		},
+	}
+}
+
+func init() {
+	d := decoders()
+	for i := range kindTable {
+		kindTable[i].decode = d[kindTable[i].Kind]
+	}
 }
 
 // Kinds are every kind of object, in the order of the kinds table.
@@ -133,6 +153,33 @@ func SpecOf(k Kind) (KindSpec, bool) {
 	return KindSpec{}, false
 }
 
+// TypeOf returns the Clerk type of the kind's events that make change
+// ("" when the kind has none).
+func (s KindSpec) TypeOf(change EventType) string {
+	for _, t := range s.Types {
+		if t.Change == change {
+			return t.Type
+		}
+	}
+	return ""
+}
+
+// Plural is how several objects of kind k are named: "users".
+func (k Kind) Plural() string {
+	if s, ok := SpecOf(k); ok {
+		return s.Plural
+	}
+	return string(k) + "s"
+}
+
+// WithArticle is one object of kind k: "a user", "an organization".
+func (k Kind) WithArticle() string {
+	if strings.ContainsRune("aeiou", rune(string(k + " ")[0])) {
+		return "an " + string(k)
+	}
+	return "a " + string(k)
+}
+
 // ParseKind returns the kind named s ("user", "organization"…); false
 // when usersync keeps no such kind.
 func ParseKind(s string) (Kind, bool) {
@@ -173,6 +220,27 @@ func StoredTypes() []string {
 // EventTypeOf returns the short type of a Clerk event type usersync
 // stores ("" for others).
 func EventTypeOf(typ string) EventType { return byType[typ].change }
+
+// kindNames are the names of the kinds, as a parameter gives them.
+func kindNames() []string {
+	names := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		names[i] = string(k)
+	}
+	return names
+}
+
+// eventTypeNames are the short types of every kind's events, then every
+// Clerk type usersync stores: what an eventType parameter may be.
+func eventTypeNames() []string {
+	var names []string
+	for _, t := range StoredTypes() {
+		if short := string(EventTypeOf(t)); !slices.Contains(names, short) {
+			names = append(names, short)
+		}
+	}
+	return append(names, StoredTypes()...)
+}
 
 // IsEventType reports whether some kind has events of short type t.
 func IsEventType(t EventType) bool {

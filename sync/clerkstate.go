@@ -13,13 +13,8 @@ import (
 // clerkUpdated is the webhook type a state of kind k read from Clerk's API
 // is applied as.
 func clerkUpdated(k models.Kind) string {
-	switch k {
-	case models.KindOrganization:
-		return models.TypeOrganizationUpdated
-	case models.KindMembership:
-		return models.TypeMembershipUpdated
-	}
-	return models.TypeUserUpdated
+	spec, _ := models.SpecOf(k)
+	return spec.TypeOf(models.EventUpdated)
 }
 
 // clerkStateDelivery wraps an object of kind k read from Clerk's API (a
@@ -43,15 +38,6 @@ func clerkStateDelivery(k models.Kind, raw json.RawMessage) (Delivery, error) {
 		return Delivery{}, err
 	}
 	return Delivery{EventID: eventID, Signature: "", Body: body, Event: ev}, nil
-}
-
-// objectID is the id of the object a delivery of kind k changes: the
-// user's, organization's or membership's data.id; "" when it has none.
-func objectID(k models.Kind, ev models.ClerkEvent) string {
-	if k == models.KindUser {
-		return ev.UserID()
-	}
-	return ev.ObjectID()
 }
 
 // clerkStateEventID returns the event id of a state read from Clerk's API,
@@ -89,21 +75,14 @@ func clerkStateEventID(raw json.RawMessage) (eventID string, timestamp []byte) {
 // its organization and user (orgID, userID, when known), so that the event
 // is found among its member's and erased with them.
 func clerkDeletion(k models.Kind, id, orgID, userID, runID string, at time.Time) (Delivery, error) {
-	data := map[string]any{"id": id, "deleted": true}
-	typ := models.TypeUserDeleted
-	switch k {
-	case models.KindUser:
-		data["object"] = "user"
-	case models.KindOrganization:
-		typ, data["object"] = models.TypeOrganizationDeleted, "organization"
-	case models.KindMembership:
-		typ, data["object"] = models.TypeMembershipDeleted, "organization_membership"
-		if orgID != "" {
-			data["organization"] = map[string]any{"id": orgID, "object": "organization"}
-		}
-		if userID != "" {
-			data["public_user_data"] = map[string]any{"user_id": userID}
-		}
+	spec, _ := models.SpecOf(k)
+	typ := spec.TypeOf(models.EventDeleted)
+	data := map[string]any{"id": id, "deleted": true, "object": spec.Object}
+	if orgID != "" { // a membership's
+		data["organization"] = map[string]any{"id": orgID, "object": "organization"}
+	}
+	if userID != "" {
+		data["public_user_data"] = map[string]any{"user_id": userID}
 	}
 	body, err := json.Marshal(struct {
 		Object    string         `json:"object"`

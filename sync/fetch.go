@@ -52,33 +52,25 @@ func (f *Fetcher) sync(ctx context.Context, k models.Kind, id string, get func(c
 	case errors.Is(err, models.ErrNotFound):
 		return Result{}, models.Public(models.ErrNotFound, "%s %s is not in Clerk", k, models.Quote(id))
 	case errors.Is(err, models.ErrFeatureOff):
-		return Result{}, models.Public(models.ErrNotFound, "%s %s is not in Clerk: the instance has %s turned off", k, models.Quote(id), Plural(k))
+		return Result{}, models.Public(models.ErrNotFound, "%s %s is not in Clerk: the instance has %s turned off", k, models.Quote(id), k.Plural())
 	case errors.Is(err, models.ErrInvalid):
 		return Result{}, fmt.Errorf("%s %q: %w", k, id, err)
 	case err != nil:
 		return Result{}, models.Public(models.ErrRetryLater, "Clerk's API did not answer; retry later").Because(err)
 	}
 	d, err := clerkStateDelivery(k, raw)
-	if err == nil && objectID(k, d.Event) != id {
-		err = fmt.Errorf("the answer is %s %q", k, objectID(k, d.Event))
+	if err == nil && d.Event.ID() != id {
+		err = fmt.Errorf("the answer is %s %q", k, d.Event.ID())
 	}
 	if err != nil {
 		// Clerk's answer is at fault, not the request.
-		return Result{}, models.Public(models.ErrBadUpstream, "Clerk's answer for %s %s is not %s usersync can apply", k, models.Quote(id), article(k)).
+		return Result{}, models.Public(models.ErrBadUpstream, "Clerk's answer for %s %s is not %s usersync can apply", k, models.Quote(id), k.WithArticle()).
 			Because(fmt.Errorf("read %s %q from Clerk: %w", k, id, err))
 	}
 	res, err := f.Service.Ingest(ctx, d)
 	if errors.Is(err, models.ErrInvalid) {
-		return res, models.Public(models.ErrBadUpstream, "Clerk's answer for %s %s is not %s usersync can apply", k, models.Quote(id), article(k)).
+		return res, models.Public(models.ErrBadUpstream, "Clerk's answer for %s %s is not %s usersync can apply", k, models.Quote(id), k.WithArticle()).
 			Because(fmt.Errorf("apply %s %q from Clerk: %w", k, id, err))
 	}
 	return res, err
-}
-
-// article is "a user", "an organization".
-func article(k models.Kind) string {
-	if k == models.KindOrganization {
-		return "an organization"
-	}
-	return "a " + string(k)
 }

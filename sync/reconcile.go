@@ -92,11 +92,6 @@ type Reconciler struct {
 	Now func() time.Time
 }
 
-// Kinds are the kinds of object a reconcile knows, in the order a run
-// deletes them: a user's or an organization's deletion deletes its
-// memberships, which are then no longer to check.
-var Kinds = []models.Kind{models.KindUser, models.KindOrganization, models.KindMembership}
-
 // ReconcileOptions say what one run does.
 type ReconcileOptions struct {
 	// Kinds are the kinds to reconcile; nil means every kind the
@@ -208,7 +203,7 @@ func (r ReconcileReport) Failures() string {
 	var parts []string
 	for _, kr := range r.Kinds {
 		if n := kr.Listed.Failed; n > 0 {
-			noun := Plural(kr.Kind)
+			noun := kr.Kind.Plural()
 			if n == 1 {
 				noun = string(kr.Kind)
 			}
@@ -265,12 +260,9 @@ type StoppedError struct {
 }
 
 func (e *StoppedError) Error() string {
-	return fmt.Sprintf("%s stopped at offset %d: %v", Plural(e.Kind), e.Offset, e.Err)
+	return fmt.Sprintf("%s stopped at offset %d: %v", e.Kind.Plural(), e.Offset, e.Err)
 }
 func (e *StoppedError) Unwrap() error { return e.Err }
-
-// Plural is the noun of a kind's objects: users, organizations, memberships.
-func Plural(k models.Kind) string { return string(k) + "s" }
 
 func (r *Reconciler) now() time.Time {
 	if r.Now == nil {
@@ -348,11 +340,11 @@ func (r *Reconciler) Run(ctx context.Context, opts ReconcileOptions) (rep Reconc
 	}
 	for _, l := range ls {
 		if l.rep.Off {
-			l.rep.DeletesSkipped = fmt.Sprintf("%s are not enabled in the Clerk instance", Plural(l.src.kind))
+			l.rep.DeletesSkipped = fmt.Sprintf("%s are not enabled in the Clerk instance", l.src.kind.Plural())
 			continue
 		}
 		if l.unreadable > 0 {
-			l.rep.DeletesSkipped = fmt.Sprintf("%d listed %s had no readable id", l.unreadable, Plural(l.src.kind))
+			l.rep.DeletesSkipped = fmt.Sprintf("%d listed %s had no readable id", l.unreadable, l.src.kind.Plural())
 			continue
 		}
 		if err := r.deleteAbsent(ctx, l, opts, rep.RunID, rep.Started); err != nil {
@@ -422,7 +414,7 @@ func (r *Reconciler) one(ctx context.Context, src *source, raw json.RawMessage, 
 		note(NoteFailed, err)
 		return "", nil
 	}
-	id = objectID(src.kind, d.Event)
+	id = d.Event.ID()
 	ch, invalid := d.Event.Decode(d.EventID, r.now())
 	if opts.DryRun {
 		if invalid != nil {
@@ -518,7 +510,7 @@ func (r *Reconciler) deleteAbsent(ctx context.Context, l *listing, opts Reconcil
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("read local %s: %w", Plural(src.kind), err)
+		return fmt.Errorf("read local %s: %w", src.kind.Plural(), err)
 	}
 	limited := opts.MaxDeletes >= 0
 	var confirmed []string

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/usersync/usersync/models"
@@ -33,32 +34,39 @@ func (r *Reconciler) sources(kinds []models.Kind) ([]*source, error) {
 	if kinds == nil {
 		kinds = []models.Kind{models.KindUser}
 		if r.Orgs != nil {
-			kinds = Kinds
+			kinds = models.Kinds
 		}
 	}
+	// Each kind's Clerk list and local store.
+	of := map[models.Kind]func() *source{
+		models.KindUser: r.userSource, models.KindOrganization: r.orgSource, models.KindMembership: r.membershipSource,
+	}
 	for _, k := range kinds {
-		if !slices.Contains(Kinds, k) {
-			return nil, fmt.Errorf("%q is not a kind a reconcile knows (user, organization, membership)", k)
+		if of[k] == nil {
+			return nil, fmt.Errorf("%q is not a kind a reconcile knows (%s)", k, strings.Join(kindNames(of), ", "))
 		}
 		if k != models.KindUser && r.Orgs == nil {
-			return nil, fmt.Errorf("this reconcile has no organizations and memberships to reconcile %s", Plural(k))
+			return nil, fmt.Errorf("this reconcile has no organizations and memberships to reconcile %s", k.Plural())
 		}
 	}
 	var out []*source
-	for _, k := range Kinds {
-		if !slices.Contains(kinds, k) {
-			continue
-		}
-		switch k {
-		case models.KindUser:
-			out = append(out, r.userSource())
-		case models.KindOrganization:
-			out = append(out, r.orgSource())
-		case models.KindMembership:
-			out = append(out, r.membershipSource())
+	for _, k := range models.Kinds {
+		if slices.Contains(kinds, k) {
+			out = append(out, of[k]())
 		}
 	}
 	return out, nil
+}
+
+// kindNames are the kinds in of, in the order of the kinds table.
+func kindNames(of map[models.Kind]func() *source) []string {
+	var names []string
+	for _, k := range models.Kinds {
+		if of[k] != nil {
+			names = append(names, string(k))
+		}
+	}
+	return names
 }
 
 // version returns the version of what get reads, nil when it is not

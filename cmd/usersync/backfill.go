@@ -103,7 +103,7 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 	}
 	for _, kr := range rep.Kinds {
 		if kr.Off {
-			fmt.Fprintf(out, "backfill: %s are not enabled in the Clerk instance: none read\n", sync.Plural(kr.Kind))
+			fmt.Fprintf(out, "backfill: %s are not enabled in the Clerk instance: none read\n", kr.Kind.Plural())
 			continue
 		}
 		if kr.Stopped != nil {
@@ -121,13 +121,13 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 	case len(stops) == 1:
 		st := stops[0]
 		return fmt.Errorf("backfill stopped at %s: %w; the %s before it are applied: rerun, with -kinds %s -offset %d to go on from there, to complete the job",
-			where(st.Kind, st.Offset), st.Err, sync.Plural(st.Kind), sync.Plural(st.Kind), st.Offset)
+			where(st.Kind, st.Offset), st.Err, st.Kind.Plural(), st.Kind.Plural(), st.Offset)
 	case len(stops) > 1:
 		var at, resume []string
 		for _, st := range stops {
 			at = append(at, fmt.Sprintf("at %s: %v", where(st.Kind, st.Offset), st.Err))
 			if st.Offset > 0 {
-				resume = append(resume, fmt.Sprintf("-kinds %s -offset %d", sync.Plural(st.Kind), st.Offset))
+				resume = append(resume, fmt.Sprintf("-kinds %s -offset %d", st.Kind.Plural(), st.Offset))
 			}
 		}
 		hint := ""
@@ -145,7 +145,7 @@ func offsets(k models.Kind, from int) string {
 	if k == models.KindUser {
 		return fmt.Sprintf("offsets %d", from)
 	}
-	return fmt.Sprintf("%s offsets %d", sync.Plural(k), from)
+	return fmt.Sprintf("%s offsets %d", k.Plural(), from)
 }
 
 // backfillTally is a tally as backfill has always printed it: a state equal

@@ -54,8 +54,8 @@ func parseKinds(s string) ([]models.Kind, error) {
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		var k models.Kind
-		for _, known := range sync.Kinds {
-			if f == string(known) || f == sync.Plural(known) {
+		for _, known := range models.Kinds {
+			if f == string(known) || f == known.Plural() {
 				k = known
 			}
 		}
@@ -188,13 +188,13 @@ func where(k models.Kind, offset int) string {
 	if k == models.KindUser {
 		return fmt.Sprintf("offset %d", offset)
 	}
-	return fmt.Sprintf("%s offset %d", sync.Plural(k), offset)
+	return fmt.Sprintf("%s offset %d", k.Plural(), offset)
 }
 
 // count is "1 user" or "2 users", followed by the verb for one or many
 // (none when "").
 func count(k models.Kind, n int, one, many string) string {
-	noun, verb := sync.Plural(k), many
+	noun, verb := k.Plural(), many
 	if n == 1 {
 		noun, verb = string(k), one
 	}
@@ -207,7 +207,7 @@ func count(k models.Kind, n int, one, many string) string {
 // pageCounts is what became of one page of Clerk's list.
 func pageCounts(k models.Kind, t sync.Tally) string {
 	return fmt.Sprintf("%d %s (applied %d, stale %d, unchanged %d, failed %d)",
-		t.Read, sync.Plural(k), t.Applied, t.Stale, unchanged(t), t.Failed)
+		t.Read, k.Plural(), t.Applied, t.Stale, unchanged(t), t.Failed)
 }
 
 // unchanged counts the objects whose stored state already was Clerk's (or
@@ -221,7 +221,7 @@ func summary(kr sync.KindReport) string {
 	if kr.Local >= 0 {
 		local = strconv.Itoa(kr.Local)
 	}
-	noun := sync.Plural(kr.Kind)
+	noun := kr.Kind.Plural()
 	return fmt.Sprintf("%s in Clerk %d, local %s %s, applied %d, stale %d, deleted %d, unchanged %d, failed %d",
 		noun, kr.Listed.Read, noun, local, kr.Listed.Applied, kr.Listed.Stale, kr.Deleted, unchanged(kr.Listed), kr.Listed.Failed)
 }
@@ -285,7 +285,7 @@ func scheduleReconcile(cfg config, store repository.Store, svc *sync.Service,
 			}
 			for _, kr := range rep.Kinds {
 				if kr.Kind != models.KindUser {
-					attrs = append(attrs, slog.Group(sync.Plural(kr.Kind),
+					attrs = append(attrs, slog.Group(kr.Kind.Plural(),
 						slog.Int("clerk", kr.Listed.Read), slog.Int("local", kr.Local), slog.Int("applied", kr.Listed.Applied),
 						slog.Int("stale", kr.Listed.Stale), slog.Int("deleted", kr.Deleted),
 						slog.Int("unchanged", unchanged(kr.Listed)), slog.Int("failed", kr.Listed.Failed)))
