@@ -339,7 +339,7 @@ func TestActivity_ChartsAddUpTheCountsWrittenAtIngest(t *testing.T) {
 	}
 	h.mustDeliver(newID(), userBody(t, "user.updated", clerkUser{ID: "user_c0", UpdatedAt: base - 10, Email: "c0@example.com"})) // stale
 	h.mustDeliver(newID(), deleteBody(t, "user_c1", base+100))
-	h.mustDeliver(newID(), userBody(t, "user.updated", clerkUser{ID: "user_c1", UpdatedAt: base + 200, Email: "c1@example.com"})) // deleted_user
+	h.mustDeliver(newID(), userBody(t, "user.updated", clerkUser{ID: "user_c1", UpdatedAt: base + 200, Email: "c1@example.com"})) // deleted
 	if r := h.deliver(newID(), []byte(`{"type":"user.updated","data":{"id":"user_bad"}}`)); r.Code != http.StatusBadRequest {
 		t.Fatalf("an invalid payload: %s, want 400", r)
 	}
@@ -349,7 +349,7 @@ func TestActivity_ChartsAddUpTheCountsWrittenAtIngest(t *testing.T) {
 	}
 	h.flush()
 
-	want := map[string]int64{"received": 7, "applied": 4, "stale": 1, "deleted_user": 1, "failed": 1}
+	want := map[string]int64{"received": 7, "applied": 4, "stale": 1, "deleted": 1, "failed": 1}
 	for _, tc := range []struct {
 		rng          string
 		points       int

@@ -160,7 +160,7 @@ func TestErase_ByAgeInTheBackgroundLoopOnlyOnceEventsAreProcessed(t *testing.T) 
 	if _, err := rec.SweepOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ev := h.event("msg_stuck"); ev["status"] != "processed" || ev["outcome"] != "deleted_user" {
+	if ev := h.event("msg_stuck"); ev["status"] != "processed" || ev["outcome"] != "deleted" {
 		t.Fatalf("swept event = %v", ev)
 	}
 	erase(models.Erasure{Users: 1, Events: 1})
@@ -185,7 +185,7 @@ func TestErase_ByAgeInTheBackgroundLoopOnlyOnceEventsAreProcessed(t *testing.T) 
 
 	// A late delivery for the erased user is erased at once.
 	late := newID()
-	if res := h.mustDeliver(late, personBody(t, "user.updated", id, t0+5000)); res["outcome"] != "deleted_user" {
+	if res := h.mustDeliver(late, personBody(t, "user.updated", id, t0+5000)); res["outcome"] != "deleted" {
 		t.Fatalf("late delivery = %v", res)
 	}
 	if found := h.leftovers(personal); len(found) > 0 {
@@ -217,7 +217,7 @@ func TestErase_EndpointLeavesPendingEventsToTheLoopEvenForARecentDelete(t *testi
 		t.Fatalf("erase = %s, want 2 erased and 1 pending", r)
 	}
 	rec.Grace = time.Minute
-	if _, err := rec.SweepOnce(ctx); err != nil { // applies it: deleted_user
+	if _, err := rec.SweepOnce(ctx); err != nil { // applies it: deleted
 		t.Fatal(err)
 	}
 	if got, err := rec.EraseOnce(ctx); err != nil || got != (models.Erasure{Users: 1, Events: 1}) {

@@ -236,8 +236,8 @@ func TestWebhook_LateUpdateNeverRevivesADeletedUser(t *testing.T) {
 	h.mustDeliver(newID(), deleteBody(t, "user_l", t0+1000))
 	// Even a state that claims to be newer than the delete stays out.
 	res := h.mustDeliver(newID(), userBody(t, "user.updated", clerkUser{ID: "user_l", UpdatedAt: t0 + 5000, Email: "l@example.com", First: "Back"}))
-	if res["outcome"] != "deleted_user" {
-		t.Errorf("late update answered %v, want outcome deleted_user", res)
+	if res["outcome"] != "deleted" {
+		t.Errorf("late update answered %v, want outcome deleted", res)
 	}
 	u := h.user("user_l")
 	if u["deletedAt"] == nil || u["email"] != nil || u["displayName"] != "user_l" {
@@ -255,8 +255,8 @@ func TestWebhook_DeleteBeforeCreateLeavesATombstone(t *testing.T) {
 		t.Errorf("delete of an unseen user answered %v, want applied", res)
 	}
 	res = h.mustDeliver(newID(), fixture(t, "user.created.json"))
-	if res["outcome"] != "deleted_user" {
-		t.Errorf("late create answered %v, want deleted_user", res)
+	if res["outcome"] != "deleted" {
+		t.Errorf("late create answered %v, want deleted", res)
 	}
 	u := h.user("user_29w83sxmDNGwOuEthce5gg56FcC")
 	if u == nil || u["deletedAt"] != "2022-06-02T15:56:40.123Z" || u["email"] != nil {

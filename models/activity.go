@@ -8,18 +8,24 @@ import (
 // Activity kinds: what the per-minute counts of the console's charts
 // count. A delivery stored for the first time is received; every attempt
 // to process an event (a delivery, the recovery sweep, a replay) ends in
-// one of the outcomes or in failed.
+// one of the outcomes or in failed. Counts that earlier versions stored
+// under deleted_user (OutcomeDeletedUserLegacy) are read as deleted: see
+// ReadActivityKind.
 const (
-	ActivityReceived    = "received"
-	ActivityApplied     = string(OutcomeApplied)
-	ActivityStale       = string(OutcomeStale)
-	ActivityDeletedUser = string(OutcomeDeletedUser)
-	ActivityDeleted     = string(OutcomeDeleted)
-	ActivityFailed      = "failed"
+	ActivityReceived = "received"
+	ActivityApplied  = string(OutcomeApplied)
+	ActivityStale    = string(OutcomeStale)
+	ActivityDeleted  = string(OutcomeDeleted)
+	ActivityFailed   = "failed"
 )
 
 // ActivityKinds are the activity kinds, in the order the console shows them.
-var ActivityKinds = []string{ActivityReceived, ActivityApplied, ActivityStale, ActivityDeletedUser, ActivityDeleted, ActivityFailed}
+var ActivityKinds = []string{ActivityReceived, ActivityApplied, ActivityStale, ActivityDeleted, ActivityFailed}
+
+// ReadActivityKind is the activity kind a stored (or given) kind name
+// means: the name of an outcome reads as ReadOutcome reads it (deleted_user
+// is deleted); any other name is itself.
+func ReadActivityKind(kind string) string { return string(ReadOutcome(kind)) }
 
 // Activity bucket sizes and how long a store keeps each: at least a day
 // of minutes for the hour and day charts, at least a week of hours for the

@@ -43,27 +43,21 @@ const (
 	DecideUnchanged
 	// DecideStale: a newer state is stored; nothing changes.
 	DecideStale
-	// DecideDeletedUser: the object (user, organization or membership) is
+	// DecideDeleted: the object (user, organization or membership) is
 	// deleted; nothing changes.
-	DecideDeletedUser
+	DecideDeleted
 )
 
 // Writes reports whether the decision writes the change.
 func (d Decision) Writes() bool { return d == DecideCreate || d == DecideUpdate }
 
-// Outcome is the outcome a user event records for the decision.
-func (d Decision) Outcome() Outcome { return d.OutcomeOf(KindUser) }
-
-// OutcomeOf is the outcome an event of kind k records for the decision: a
-// deleted user is deleted_user, a deleted organization or membership
-// deleted.
-func (d Decision) OutcomeOf(k Kind) Outcome {
-	switch {
-	case d == DecideStale:
+// Outcome is the outcome an event records for the decision, whatever the
+// kind of its object.
+func (d Decision) Outcome() Outcome {
+	switch d {
+	case DecideStale:
 		return OutcomeStale
-	case d == DecideDeletedUser && k == KindUser:
-		return OutcomeDeletedUser
-	case d == DecideDeletedUser:
+	case DecideDeleted:
 		return OutcomeDeleted
 	}
 	return OutcomeApplied
@@ -86,7 +80,7 @@ func Decide(cur *Version, ch Version) Decision {
 	case cur.EventID == ch.EventID && cur.Deleted == ch.Deleted:
 		return DecideUnchanged
 	case cur.Deleted:
-		return DecideDeletedUser
+		return DecideDeleted
 	case ch.Deleted:
 		return DecideUpdate
 	case Newer(ch.SourceTime, ch.EventID, cur.SourceTime, cur.EventID):

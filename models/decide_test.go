@@ -1,6 +1,7 @@
 package models
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -28,20 +29,16 @@ func TestDecide_TheOrderingRules(t *testing.T) {
 		{"the same event again", active, state(0, "msg_b"), DecideUnchanged},
 		{"older deletion still deletes", active, del(-time.Hour, "msg_a"), DecideUpdate},
 		{"the same deletion again", tomb, del(0, "msg_b"), DecideUnchanged},
-		{"newer state of a tombstone", tomb, state(time.Hour, "msg_z"), DecideDeletedUser},
-		{"another deletion of a tombstone", tomb, del(time.Hour, "msg_z"), DecideDeletedUser},
+		{"newer state of a tombstone", tomb, state(time.Hour, "msg_z"), DecideDeleted},
+		{"another deletion of a tombstone", tomb, del(time.Hour, "msg_z"), DecideDeleted},
 	} {
 		if got := Decide(tc.cur, tc.ch.Version()); got != tc.want {
 			t.Errorf("%s: Decide = %d, want %d", tc.name, got, tc.want)
 		}
 	}
 	if DecideUnchanged.Outcome() != OutcomeApplied || DecideStale.Outcome() != OutcomeStale ||
-		DecideDeletedUser.Outcome() != OutcomeDeletedUser || DecideCreate.Outcome() != OutcomeApplied {
+		DecideDeleted.Outcome() != OutcomeDeleted || DecideCreate.Outcome() != OutcomeApplied {
 		t.Error("outcomes of decisions are wrong")
-	}
-	if DecideDeletedUser.OutcomeOf(KindOrganization) != OutcomeDeleted || DecideDeletedUser.OutcomeOf(KindMembership) != OutcomeDeleted ||
-		DecideStale.OutcomeOf(KindMembership) != OutcomeStale || DecideCreate.OutcomeOf(KindOrganization) != OutcomeApplied {
-		t.Error("outcomes of decisions on organizations and memberships are wrong")
 	}
 	if DecideUnchanged.Writes() || !DecideUpdate.Writes() || !DecideCreate.Writes() {
 		t.Error("Writes is wrong")
@@ -56,5 +53,24 @@ func TestTakesEmailFrom_AnOlderHolderGivesItUp(t *testing.T) {
 	}
 	if TakesEmailFrom(UserChange{SourceTime: t0.Add(-time.Second), EventID: "msg_z"}, holder) {
 		t.Error("an older claim takes the email from a newer holder")
+	}
+}
+
+func TestReadOutcome_AnEarlierVersionsDeletedUserIsDeleted(t *testing.T) {
+	for in, want := range map[string]Outcome{
+		"deleted_user": OutcomeDeleted, "deleted": OutcomeDeleted,
+		"applied": OutcomeApplied, "stale": OutcomeStale, "": "",
+	} {
+		if got := ReadOutcome(in); got != want {
+			t.Errorf("ReadOutcome(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]string{"deleted_user": ActivityDeleted, "deleted": ActivityDeleted, "received": ActivityReceived, "failed": ActivityFailed} {
+		if got := ReadActivityKind(in); got != want {
+			t.Errorf("ReadActivityKind(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if slices.Contains(Outcomes, OutcomeDeletedUserLegacy) || slices.Contains(ActivityKinds, string(OutcomeDeletedUserLegacy)) {
+		t.Error("deleted_user is still an outcome or an activity kind of its own")
 	}
 }

@@ -68,16 +68,30 @@ const (
 	OutcomeApplied Outcome = "applied"
 	// OutcomeStale: a newer Clerk state was already stored.
 	OutcomeStale Outcome = "stale"
-	// OutcomeDeletedUser: the user was already deleted.
-	OutcomeDeletedUser Outcome = "deleted_user"
-	// OutcomeDeleted: the organization or membership was already deleted,
-	// or, for a membership, its organization or its user: the membership
-	// is a tombstone.
+	// OutcomeDeleted: the object (user, organization or membership) was
+	// already deleted, or, for a membership, its organization or its user:
+	// the object is a tombstone.
 	OutcomeDeleted Outcome = "deleted"
+	// OutcomeDeletedUserLegacy is what earlier versions wrote instead of
+	// deleted for an event of a deleted user (they wrote deleted only for
+	// organizations and memberships); it is read as deleted (ReadOutcome),
+	// wherever it was stored: an event's outcome, an outcome counter, an
+	// activity count. Nothing writes it any more.
+	OutcomeDeletedUserLegacy Outcome = "deleted_user"
 )
 
 // Outcomes are every outcome, in the order stats list them.
-var Outcomes = []Outcome{OutcomeApplied, OutcomeStale, OutcomeDeletedUser, OutcomeDeleted}
+var Outcomes = []Outcome{OutcomeApplied, OutcomeStale, OutcomeDeleted}
+
+// ReadOutcome is the outcome a stored outcome (or a name given for one)
+// means: OutcomeDeletedUserLegacy is OutcomeDeleted, and any other value
+// is itself. An activity kind that names an outcome reads alike.
+func ReadOutcome(s string) Outcome {
+	if Outcome(s) == OutcomeDeletedUserLegacy {
+		return OutcomeDeleted
+	}
+	return Outcome(s)
+}
 
 // EventType is the short type of an event: the Clerk type without its
 // object ("user.", "organization.", "organizationMembership.").

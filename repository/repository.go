@@ -163,7 +163,9 @@ type Events interface {
 	// List returns one page of the event log, newest first, without bodies.
 	List(ctx context.Context, f models.EventFilter) (models.EventPage, error)
 	// Stats counts events per status and per outcome without reading the
-	// processed ones.
+	// processed ones. Events stored with an earlier version's outcome
+	// deleted_user are counted as deleted (models.ReadOutcome), as Get
+	// and List read them.
 	Stats(ctx context.Context) (models.EventStats, error)
 	// Due returns up to limit events for the recovery sweep: stored ones
 	// received before stuckBefore and failed ones whose retry time has
@@ -201,7 +203,9 @@ type Activity interface {
 	// Buckets returns the buckets of size (models.ActivityMinute or
 	// models.ActivityHour, else models.ErrInvalid) that start in
 	// [from, to), oldest first: one range of buckets, whatever the number
-	// of events. A bucket without counts may be absent.
+	// of events. A bucket without counts may be absent. Counts stored
+	// under deleted_user (by earlier versions) are read as deleted
+	// (models.ReadActivityKind).
 	Buckets(ctx context.Context, size time.Duration, from, to time.Time) ([]models.ActivityBucket, error)
 }
 

@@ -438,7 +438,7 @@ func (r *Reconciler) one(ctx context.Context, src *source, raw json.RawMessage, 
 		page.Duplicate++
 	case res.Outcome == models.OutcomeApplied:
 		page.Applied++
-	case res.Outcome == models.OutcomeDeletedUser || res.Outcome == models.OutcomeDeleted:
+	case res.Outcome == models.OutcomeDeleted:
 		page.DeletedHere++
 	case res.Outcome == models.OutcomeStale:
 		// Stale is also what a state equal to a webhook's is: tell them apart.
@@ -472,7 +472,7 @@ func (r *Reconciler) preview(ctx context.Context, src *source, id string, ch mod
 		note(NoteWouldUpdate, nil)
 	case models.DecideUnchanged:
 		page.Duplicate++
-	case models.DecideDeletedUser:
+	case models.DecideDeleted:
 		page.DeletedHere++
 	default:
 		page.stale(*cur, v)

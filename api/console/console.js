@@ -8,10 +8,11 @@
 
 (function () {
   const KEY = "usersync.adminKey";
-  const KINDS = ["received", "applied", "stale", "deleted_user", "deleted", "failed"];
-  const OUTCOMES = ["applied", "stale", "deleted_user", "deleted", "failed"];
-  const KIND_LABEL = { received: "received", applied: "applied", stale: "stale", deleted_user: "deleted user", deleted: "deleted", failed: "failed" };
-  const KIND_TITLE = { deleted_user: "an event of a deleted user", deleted: "an organization or membership deleted, or a membership of a deleted one" };
+  const KINDS = ["received", "applied", "stale", "deleted", "failed"];
+  const OUTCOMES = ["applied", "stale", "deleted", "failed"];
+  const KIND_LABEL = { received: "received", applied: "applied", stale: "stale", deleted: "deleted", failed: "failed" };
+  const KIND_TITLE = { deleted: "an event of a deleted user, organization or membership, or of a membership of a deleted organization or user" +
+    " (changed in this version: a deleted user's events were counted apart, as deleted_user; they are counted here now)" };
   // The kinds of objects reconcile counts, as the runs and dry runs name them.
   const OBJECTS = ["users", "organizations", "memberships"];
 
@@ -263,7 +264,7 @@
       ev ? card("Failed", num(ev.status.failed), num(ev.gaveUp) + " given up" + byKind(ev.kind, "failed"), ev.status.failed > 0 ? "bad" : "", "card-failed") : null,
       ev ? card("Given up", num(ev.gaveUp), "wait for an operator", ev.gaveUp > 0 ? "bad" : "") : null,
       ev ? card("Processed", num(ev.status.processed), num(ev.outcome.applied) + " applied, " + num(ev.outcome.stale) + " stale, " +
-        num(ev.outcome.deleted_user) + " deleted user, " + num(ev.outcome.deleted) + " deleted", "", "card-processed") : null,
+        num(ev.outcome.deleted) + " deleted", "", "card-processed") : null,
       card("Last sweep", o.sweep.lastSuccessAt ? when(o.sweep.lastSuccessAt, { ago: true }) : "not yet", "by this instance"),
       card("Last retention", o.retention.lastSuccessAt ? when(o.retention.lastSuccessAt, { ago: true }) : "not yet",
         o.retention.lastSuccessAt ? num(o.retention.lastDeleted) + " events deleted" : "off, or not run yet"),

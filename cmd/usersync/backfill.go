@@ -148,15 +148,11 @@ func offsets(k models.Kind, from int) string {
 	return fmt.Sprintf("%s offsets %d", k.Plural(), from)
 }
 
-// backfillTally is a tally as backfill has always printed it: a state equal
+// backfillTally is a tally as backfill prints it: a state equal
 // to a webhook's counts as stale.
 func backfillTally(k models.Kind, t sync.Tally) string {
-	deleted := "deleted"
-	if k == models.KindUser {
-		deleted = "deleted_user"
-	}
-	return fmt.Sprintf("%s (applied %d, stale %d, %s %d, duplicate %d, failed %d)",
-		count(k, t.Read, "", ""), t.Applied, t.Stale+t.Unchanged, deleted, t.DeletedHere, t.Duplicate, t.Failed)
+	return fmt.Sprintf("%s (applied %d, stale %d, deleted %d, duplicate %d, failed %d)",
+		count(k, t.Read, "", ""), t.Applied, t.Stale+t.Unchanged, t.DeletedHere, t.Duplicate, t.Failed)
 }
 
 func orNoID(userID string) string {

@@ -253,10 +253,10 @@ func TestBackfill_AppliesEveryUserOfEveryPage(t *testing.T) {
 			t.Errorf("event %s does not keep the user's bytes as Clerk sent them:\n%s", eventID, ev.RawBody)
 		}
 	}
-	wantLine(t, out, "backfill: offset 0: 2 users (applied 2, stale 0, deleted_user 0, duplicate 0, failed 0)")
-	wantLine(t, out, "backfill: offset 2: 2 users (applied 2, stale 0, deleted_user 0, duplicate 0, failed 0)")
-	wantLine(t, out, "backfill: offset 4: 1 user (applied 1, stale 0, deleted_user 0, duplicate 0, failed 0)")
-	wantLine(t, out, "backfill: done, offsets 0 to 5: 5 users (applied 5, stale 0, deleted_user 0, duplicate 0, failed 0)")
+	wantLine(t, out, "backfill: offset 0: 2 users (applied 2, stale 0, deleted 0, duplicate 0, failed 0)")
+	wantLine(t, out, "backfill: offset 2: 2 users (applied 2, stale 0, deleted 0, duplicate 0, failed 0)")
+	wantLine(t, out, "backfill: offset 4: 1 user (applied 1, stale 0, deleted 0, duplicate 0, failed 0)")
+	wantLine(t, out, "backfill: done, offsets 0 to 5: 5 users (applied 5, stale 0, deleted 0, duplicate 0, failed 0)")
 	for _, s := range []string{testClerkKey, "@example.org", "Person 1"} {
 		if strings.Contains(strings.ToLower(out), strings.ToLower(s)) {
 			t.Errorf("output contains %q:\n%s", s, out)
@@ -291,7 +291,7 @@ func TestBackfill_WaitsOutA429(t *testing.T) {
 		t.Errorf("retried the throttled page after %v, want at least the Retry-After of 1s", waited)
 	}
 	wantLine(t, out, "backfill: offset 2: rate limited by Clerk, waiting 1s")
-	wantLine(t, out, "backfill: done, offsets 0 to 3: 3 users (applied 3, stale 0, deleted_user 0, duplicate 0, failed 0)")
+	wantLine(t, out, "backfill: done, offsets 0 to 3: 3 users (applied 3, stale 0, deleted 0, duplicate 0, failed 0)")
 	if n := e.users(t, true); n != 3 {
 		t.Errorf("%d users stored, want 3", n)
 	}
@@ -328,16 +328,16 @@ func TestBackfill_ARerunCompletesAnInterruptedRun(t *testing.T) {
 	if got := clerktest.Offsets(e.clerk.Requests()); got != "0,2,4" {
 		t.Errorf("rerun read offsets %s, want 0,2,4", got)
 	}
-	wantLine(t, out, "backfill: offset 0: 2 users (applied 0, stale 0, deleted_user 0, duplicate 2, failed 0)")
-	wantLine(t, out, "backfill: offset 2: 2 users (applied 2, stale 0, deleted_user 0, duplicate 0, failed 0)")
-	wantLine(t, out, "backfill: done, offsets 0 to 4: 4 users (applied 2, stale 0, deleted_user 0, duplicate 2, failed 0)")
+	wantLine(t, out, "backfill: offset 0: 2 users (applied 0, stale 0, deleted 0, duplicate 2, failed 0)")
+	wantLine(t, out, "backfill: offset 2: 2 users (applied 2, stale 0, deleted 0, duplicate 0, failed 0)")
+	wantLine(t, out, "backfill: done, offsets 0 to 4: 4 users (applied 2, stale 0, deleted 0, duplicate 2, failed 0)")
 
 	// Resuming where it stopped reads only from there.
 	out = e.mustBackfill(t, "-limit", "2", "-kinds", "users", "-offset", "2")
 	if got := clerktest.Offsets(e.clerk.Requests()); got != "2,4" {
 		t.Errorf("run with -offset 2 read offsets %s, want 2,4", got)
 	}
-	wantLine(t, out, "backfill: done, offsets 2 to 4: 2 users (applied 0, stale 0, deleted_user 0, duplicate 2, failed 0)")
+	wantLine(t, out, "backfill: done, offsets 2 to 4: 2 users (applied 0, stale 0, deleted 0, duplicate 2, failed 0)")
 
 	for i := range 4 {
 		if _, ok := e.user(t, userID(i)); !ok {
@@ -364,7 +364,7 @@ func TestBackfill_NeverOverwritesNewerStateOrRevivesDeletedUsers(t *testing.T) {
 		map[string]any{"id": userID(1), "object": "user", "deleted": true}))
 
 	out := e.mustBackfill(t)
-	wantLine(t, out, "backfill: done, offsets 0 to 3: 3 users (applied 1, stale 1, deleted_user 1, duplicate 0, failed 0)")
+	wantLine(t, out, "backfill: done, offsets 0 to 3: 3 users (applied 1, stale 1, deleted 1, duplicate 0, failed 0)")
 
 	if u, _ := e.user(t, userID(0)); u.DisplayName != "Renamed 0" || u.LastEventID != "msg_newer" {
 		t.Errorf("user 0 = %q from %s, want the newer state (Renamed 0, msg_newer)", u.DisplayName, u.LastEventID)
@@ -378,7 +378,7 @@ func TestBackfill_NeverOverwritesNewerStateOrRevivesDeletedUsers(t *testing.T) {
 	for _, tc := range []struct {
 		user    int
 		outcome models.Outcome
-	}{{0, models.OutcomeStale}, {1, models.OutcomeDeletedUser}, {2, models.OutcomeApplied}} {
+	}{{0, models.OutcomeStale}, {1, models.OutcomeDeleted}, {2, models.OutcomeApplied}} {
 		id := fmt.Sprintf("backfill_%s_%d", userID(tc.user), updatedAt(tc.user))
 		if ev, err := e.store.Events().Get(context.Background(), id); err != nil || ev.Outcome != tc.outcome {
 			t.Errorf("event %s: outcome %q (%v), want %s", id, ev.Outcome, err, tc.outcome)
@@ -400,7 +400,7 @@ func TestBackfill_CountsUsersItCannotApplyAndGoesOn(t *testing.T) {
 	e := newBackfillEnv(t, users)
 
 	out := e.mustBackfill(t)
-	wantLine(t, out, "backfill: done, offsets 0 to 4: 4 users (applied 2, stale 0, deleted_user 0, duplicate 0, failed 2)")
+	wantLine(t, out, "backfill: done, offsets 0 to 4: 4 users (applied 2, stale 0, deleted 0, duplicate 0, failed 2)")
 	for _, id := range []string{userID(1), userID(2)} {
 		if !strings.Contains(out, "user "+id+" not applied: ") {
 			t.Errorf("output does not say that %s was not applied:\n%s", id, out)

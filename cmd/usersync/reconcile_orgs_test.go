@@ -437,7 +437,7 @@ func TestBackfill_AppliesOrganizationsAndMembershipsAPageOfEachListInTurn(t *tes
 		t.Errorf("requests = %s, want %s", got, want)
 	}
 	wantLine(t, out, "backfill: organizations offset 0: 2 organizations (applied 2, stale 0, deleted 0, duplicate 0, failed 0)")
-	wantLine(t, out, "backfill: done, offsets 0 to 3: 3 users (applied 3, stale 0, deleted_user 0, duplicate 0, failed 0)")
+	wantLine(t, out, "backfill: done, offsets 0 to 3: 3 users (applied 3, stale 0, deleted 0, duplicate 0, failed 0)")
 	wantLine(t, out, "backfill: done, organizations offsets 0 to 3: 3 organizations (applied 3, stale 0, deleted 0, duplicate 0, failed 0)")
 	wantLine(t, out, "backfill: done, memberships offsets 0 to 3: 3 memberships (applied 3, stale 0, deleted 0, duplicate 0, failed 0)")
 
@@ -491,7 +491,7 @@ func TestBackfill_ResumesOneKindsListAtAnOffset(t *testing.T) {
 		t.Fatalf("backfill = %v, want an error naming the organizations' offset 2 and how to resume\n%s", err, out)
 	}
 	wantLine(t, out, "backfill: stopped at organizations offset 2 after 2 organizations (applied 2, stale 0, deleted 0, duplicate 0, failed 0)")
-	wantLine(t, out, "backfill: done, offsets 0 to 1: 1 user (applied 1, stale 0, deleted_user 0, duplicate 0, failed 0)")
+	wantLine(t, out, "backfill: done, offsets 0 to 1: 1 user (applied 1, stale 0, deleted 0, duplicate 0, failed 0)")
 
 	e.clerk.SetAnswer(nil)
 	e.clerk.Requests()

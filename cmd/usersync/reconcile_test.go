@@ -299,8 +299,8 @@ func TestReconcile_ADeleteFollowedByALateUpdateKeepsTheUserDeleted(t *testing.T)
 		t.Fatal(err)
 	}
 	res := e.ingest(t, "msg_late", webhook(t, models.TypeUserUpdated, late, d))
-	if res.Outcome != models.OutcomeDeletedUser {
-		t.Errorf("late update: outcome %s, want %s", res.Outcome, models.OutcomeDeletedUser)
+	if res.Outcome != models.OutcomeDeleted {
+		t.Errorf("late update: outcome %s, want %s", res.Outcome, models.OutcomeDeleted)
 	}
 	if e.active(t, 1) {
 		t.Errorf("user 1 came back after its reconcile delete")

@@ -125,13 +125,7 @@ func (t *replayTally) add(r sync.Replayed) {
 }
 
 func (t *replayTally) line() string {
-	// deleted (an organization's or membership's) only when there are
-	// some: a store of users alone reads as before.
-	deleted := ""
-	if n := t.outcomes[models.OutcomeDeleted]; n > 0 {
-		deleted = fmt.Sprintf(", deleted %d", n)
-	}
-	return fmt.Sprintf("replay: %d events: processed %d (applied %d, stale %d, deleted_user %d%s), failed %d, skipped %d",
+	return fmt.Sprintf("replay: %d events: processed %d (applied %d, stale %d, deleted %d), failed %d, skipped %d",
 		t.seen, t.processed, t.outcomes[models.OutcomeApplied], t.outcomes[models.OutcomeStale],
-		t.outcomes[models.OutcomeDeletedUser], deleted, t.failed, t.skipped)
+		t.outcomes[models.OutcomeDeleted], t.failed, t.skipped)
 }

@@ -46,7 +46,7 @@ func TestStandin_TheWalkthroughBackfillsAndReconcilesItsFixture(t *testing.T) {
 	if !strings.Contains(out, "rate limited by Clerk") {
 		t.Errorf("backfill met no 429 of the stand-in:\n%s", out)
 	}
-	wantLine(t, out, "backfill: done, offsets 0 to 8: 8 users (applied 8, stale 0, deleted_user 0, duplicate 0, failed 0)")
+	wantLine(t, out, "backfill: done, offsets 0 to 8: 8 users (applied 8, stale 0, deleted 0, duplicate 0, failed 0)")
 	wantLine(t, out, "backfill: done, organizations offsets 0 to 2: 2 organizations (applied 2, stale 0, deleted 0, duplicate 0, failed 0)")
 	wantLine(t, out, "backfill: done, memberships offsets 0 to 4: 4 memberships (applied 4, stale 0, deleted 0, duplicate 0, failed 0)")
 	u, ok := e.user(t, "user_standin00")

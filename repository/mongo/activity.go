@@ -111,7 +111,11 @@ func (a *Activity) Buckets(ctx context.Context, size time.Duration, from, to tim
 		if err != nil {
 			continue // not a bucket usersync wrote
 		}
-		out = append(out, models.ActivityBucket{Start: time.Unix(sec, 0).UTC(), Counts: d.N})
+		counts := make(map[string]int64, len(d.N))
+		for k, n := range d.N {
+			counts[models.ReadActivityKind(k)] += n // an earlier version's deleted_user is deleted
+		}
+		out = append(out, models.ActivityBucket{Start: time.Unix(sec, 0).UTC(), Counts: counts})
 	}
 	return out, nil
 }

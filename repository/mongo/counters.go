@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -106,8 +107,10 @@ type foldDoc struct {
 	Pending []bson.ObjectID `bson:"pending,omitempty"`
 }
 
-// outcomes are the outcomes counted.
-var outcomes = models.Outcomes
+// outcomes are the outcomes counted, as events store them: every outcome,
+// and deleted_user, which earlier versions wrote (flagged and counted
+// under that name; Stats counts them as deleted).
+var outcomes = append(slices.Clone(models.Outcomes), models.OutcomeDeletedUserLegacy)
 
 // fold moves every event flagged uncounted into the counters, a batch at
 // a time. Each batch is counted once: the fold counter takes the batch's

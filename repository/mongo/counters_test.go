@@ -36,7 +36,7 @@ func TestStats_ProcessedEventsAreCountedByCountersNotByReadingThem(t *testing.T)
 	if err := s.SeedEvents(ctx, seeded); err != nil {
 		t.Fatal(err)
 	}
-	for i, outcome := range []models.Outcome{models.OutcomeApplied, models.OutcomeDeletedUser} {
+	for i, outcome := range []models.Outcome{models.OutcomeApplied, models.OutcomeDeleted} {
 		ev, _, err := s.Events().Record(ctx, newEvent(fmt.Sprintf("msg_live_%d", i), `{}`))
 		if err != nil {
 			t.Fatal(err)
@@ -57,9 +57,9 @@ func TestStats_ProcessedEventsAreCountedByCountersNotByReadingThem(t *testing.T)
 			t.Fatal(err)
 		}
 		if st.ByStatus[models.StatusProcessed] != processed || st.ByOutcome[models.OutcomeApplied] != applied ||
-			st.ByOutcome[models.OutcomeStale] != stale || st.ByOutcome[models.OutcomeDeletedUser] != deleted ||
+			st.ByOutcome[models.OutcomeStale] != stale || st.ByOutcome[models.OutcomeDeleted] != deleted ||
 			st.ByStatus[models.StatusStored] != 1 {
-			t.Errorf("%s: stats = %+v; want %d processed (%d applied, %d stale, %d deleted_user), 1 stored",
+			t.Errorf("%s: stats = %+v; want %d processed (%d applied, %d stale, %d deleted), 1 stored",
 				step, st, processed, applied, stale, deleted)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 // are found by the userId index of user_events, a membership's by the
 // objectId index. Once none is left to erase, eraseAfter is removed. An
 // event that arrives for a deleted user later (its outcome is
-// deleted_user) finds it removed and sets it again. A pass that removes it
+// deleted) finds it removed and sets it again. A pass that removes it
 // looks for the tombstone's events once more afterwards and sets it back
 // if one came in meanwhile: an event stored before that look is seen by
 // it, and one stored after it finds eraseAfter removed. Either way it is
@@ -29,9 +29,9 @@ import (
 //
 // The pass that removes eraseAfter sets erasedAt on the tombstone: the
 // personal data is gone. An event that arrives for the user or membership
-// after that is erased when it is marked processed (deleted_user,
-// deleted) or given up, in the same call (see Events.eraseIfErased):
-// nothing waits for the next pass.
+// after that is erased when it is marked processed (deleted) or given
+// up, in the same call (see Events.eraseIfErased): nothing waits for the
+// next pass.
 
 // eraseEpoch is the eraseAfter of a tombstone whose erasure an admin asked
 // for: due at the next pass, whatever USERSYNC_ERASE_AFTER says.
@@ -270,8 +270,8 @@ func membershipEventsToErase(membershipID string) bson.D {
 }
 
 // eraseIfErased erases the event with _id id, just marked processed with
-// outcome deleted_user or deleted, or given up, if its user's or its
-// membership's data has been erased already (the tombstone has erasedAt):
+// outcome deleted, or given up, if its user's or its membership's data
+// has been erased already (the tombstone has erasedAt):
 // such an event holds the personal data of an erased user or member, and
 // is not left for a pass.
 func (e *Events) eraseIfErased(ctx context.Context, id bson.ObjectID, now time.Time) error {

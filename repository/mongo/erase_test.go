@@ -60,7 +60,7 @@ func TestErasure_AnEventStoredDuringAPassKeepsTheUserDue(t *testing.T) {
 }
 
 // TestErasure_AnEventAfterTheUserWasErasedIsErasedAtOnce delivers events
-// for a user an admin has erased: one the store applies (deleted_user)
+// for a user an admin has erased: one the store applies (deleted)
 // and one it gives up on (its payload cannot be applied). Both are erased
 // in the delivery itself, and no collection holds the user's email after.
 func TestErasure_AnEventAfterTheUserWasErasedIsErasedAtOnce(t *testing.T) {
@@ -87,8 +87,8 @@ func TestErasure_AnEventAfterTheUserWasErasedIsErasedAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := deliver("msg_late", clerkBody(t, "user.updated", "user_gone", t0+2000, email))
-	if late.Status != models.StatusProcessed || late.Outcome != models.OutcomeDeletedUser {
-		t.Fatalf("late event = %+v; want processed, deleted_user", late)
+	if late.Status != models.StatusProcessed || late.Outcome != models.OutcomeDeleted {
+		t.Fatalf("late event = %+v; want processed, deleted", late)
 	}
 	invalid := clerkBody(t, "user.updated", "user_gone", t0+3000, email)
 	invalid = []byte(strings.Replace(string(invalid), `"updated_at":`, `"updated_at":"x","was":`, 1))

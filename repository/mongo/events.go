@@ -88,7 +88,7 @@ func (d eventDoc) model() models.Event {
 		ReceivedAt:      d.ReceivedAt.UTC(),
 		ProcessedAt:     utc(d.ProcessedAt),
 		Status:          models.EventStatus(d.Status),
-		Outcome:         models.Outcome(d.Outcome),
+		Outcome:         models.ReadOutcome(d.Outcome),
 		Attempts:        d.Attempts,
 		Error:           d.Error,
 		RetryAt:         utc(d.RetryAt),
@@ -625,7 +625,8 @@ func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 	}
 	for _, o := range outcomes {
 		// Events flagged since the fold, less those a concurrent fold has
-		// counted and not yet unflagged.
+		// counted and not yet unflagged. o is as stored: an earlier
+		// version's deleted_user is counted as deleted.
 		flagged, err := e.coll.CountDocuments(ctx, uncountedFilter(o))
 		if err != nil {
 			return models.EventStats{}, fmt.Errorf("count %s events: %w", o, translate(err))
@@ -638,8 +639,9 @@ func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 			}
 			flagged -= both
 		}
-		st.ByOutcome[o] = max(byOutcome[o]+flagged, 0)
-		st.ByStatus[models.StatusProcessed] += st.ByOutcome[o]
+		n := max(byOutcome[o]+flagged, 0)
+		st.ByOutcome[models.ReadOutcome(string(o))] += n
+		st.ByStatus[models.StatusProcessed] += n
 	}
 	return st, nil
 }
@@ -694,7 +696,7 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 	if err != nil {
 		return 0, fmt.Errorf("find old events: %w", err)
 	}
-	byOutcome := map[models.Outcome][]bson.ObjectID{}
+	byOutcome := map[models.Outcome][]bson.ObjectID{} // as stored: the counter that counted an event loses it
 	for _, d := range docs {
 		byOutcome[models.Outcome(d.Outcome)] = append(byOutcome[models.Outcome(d.Outcome)], d.ID)
 	}
@@ -794,7 +796,7 @@ func (e *Events) Discard(ctx context.Context, id string, d models.Discard) (mode
 // processed already (by a concurrent delivery or sweep): the first outcome
 // stays, and attempts counts the attempts up to it. The same write flags
 // the event for the outcome counters (see counters.go): one round trip.
-// An event of a deleted user (deleted_user) or membership (deleted) whose
+// An event that found its user or membership deleted (deleted) whose
 // data was erased already is erased at once (see eraseIfErased).
 // Its error wraps models.ErrNotFound for an id that is not an event id.
 func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Outcome, now time.Time) error {
@@ -815,7 +817,7 @@ func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Ou
 	if err != nil {
 		return fmt.Errorf("mark event %s processed: %w", id, err)
 	}
-	if outcome == models.OutcomeDeletedUser || outcome == models.OutcomeDeleted {
+	if outcome == models.OutcomeDeleted {
 		// A user's event, or a membership event of a deleted member.
 		if err := e.eraseIfErased(ctx, oid, now); err != nil {
 			return fmt.Errorf("mark event %s processed: %w", id, err)

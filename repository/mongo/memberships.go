@@ -295,7 +295,7 @@ func (m *Memberships) Apply(ctx context.Context, ch models.MembershipChange, now
 		}
 		break
 	}
-	outcome := d.OutcomeOf(models.KindMembership)
+	outcome := d.Outcome()
 	if lostPair {
 		outcome = models.OutcomeDeleted
 	}

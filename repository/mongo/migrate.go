@@ -272,7 +272,7 @@ func (s *Store) recount(ctx context.Context, m *migration) error {
 	if _, err := c.coll.DeleteMany(ctx, outcomeCountersFilter); err != nil {
 		return fmt.Errorf("reset event counters: %w", translate(err))
 	}
-	for _, o := range models.Outcomes {
+	for _, o := range outcomes {
 		n, err := s.events.primary.CountDocuments(ctx, bson.D{
 			{Key: "status", Value: models.StatusProcessed}, {Key: "outcome", Value: o},
 			{Key: "uncounted", Value: nil}, // the flagged ones are counted as such (see counters.go)

@@ -108,7 +108,7 @@ func (o *Organizations) Apply(ctx context.Context, ch models.OrganizationChange,
 	if err != nil {
 		return "", fmt.Errorf("apply event %s to organization %s: %w", ch.EventID, ch.OrgID, err)
 	}
-	return d.OutcomeOf(models.KindOrganization), nil
+	return d.Outcome(), nil
 }
 
 // apply is Apply, returning the decision: for Apply, and for the

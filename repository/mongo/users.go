@@ -104,7 +104,7 @@ const maxApplyTries = 5
 //     event had been applied before, and when ch's email had to be left
 //     out, see below);
 //   - OutcomeStale when a newer state is stored;
-//   - OutcomeDeletedUser when the user is deleted;
+//   - OutcomeDeleted when the user is deleted;
 //   - an error wrapping models.ErrEmailTaken when another active user
 //     kept claiming ch's email faster than it could be taken (see
 //     takeEmail), models.ErrRetryLater when concurrent writes to the user
@@ -300,7 +300,7 @@ func withoutEmail(ch models.UserChange) models.UserChange {
 // was erased (see eraseIfErased); this mark is for a mark that never
 // comes (a crash), and is then due at once.
 func (u *Users) keepErasable(ctx context.Context, d models.Decision, cur userDoc) error {
-	if d != models.DecideDeletedUser || cur.EraseAfter != nil || cur.DeletedAt == nil {
+	if d != models.DecideDeleted || cur.EraseAfter != nil || cur.DeletedAt == nil {
 		return nil
 	}
 	due := *cur.DeletedAt

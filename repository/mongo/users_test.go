@@ -37,10 +37,10 @@ func TestUsersApply_OrderingAndDeletes(t *testing.T) {
 		{change("user_1", "msg_a2", 2*time.Second, "x@example.com"), models.OutcomeStale},
 		{deletion("user_1", "msg_d", 3*time.Second), models.OutcomeApplied},
 		{deletion("user_1", "msg_d", 3*time.Second), models.OutcomeApplied},
-		{deletion("user_1", "msg_d2", 4*time.Second), models.OutcomeDeletedUser},
-		{change("user_1", "msg_e", 9*time.Second, "c@example.com"), models.OutcomeDeletedUser},
+		{deletion("user_1", "msg_d2", 4*time.Second), models.OutcomeDeleted},
+		{change("user_1", "msg_e", 9*time.Second, "c@example.com"), models.OutcomeDeleted},
 		{deletion("user_2", "msg_f", 1*time.Second), models.OutcomeApplied},
-		{change("user_2", "msg_g", 9*time.Second, "c@example.com"), models.OutcomeDeletedUser},
+		{change("user_2", "msg_g", 9*time.Second, "c@example.com"), models.OutcomeDeleted},
 		{change("user_3", "msg_h", 1*time.Second, "c@example.com"), models.OutcomeApplied}, // email free again
 	}
 	for i, st := range steps {

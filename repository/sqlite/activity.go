@@ -70,7 +70,7 @@ func (a *Activity) Buckets(ctx context.Context, size time.Duration, from, to tim
 		if len(out) == 0 || out[len(out)-1].Start.UnixMilli() != start {
 			out = append(out, models.ActivityBucket{Start: fromMS(start), Counts: map[string]int64{}})
 		}
-		out[len(out)-1].Counts[kind] = n
+		out[len(out)-1].Counts[models.ReadActivityKind(kind)] += n // an earlier version's deleted_user is deleted
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read activity: %w", translate(err))

@@ -16,7 +16,7 @@ func applyChange(t *wtx, ch models.Change, now time.Time) (models.Outcome, error
 		return applyUser(t, ch, now)
 	case models.OrganizationChange:
 		d, err := applyOrg(t, ch, now)
-		return d.OutcomeOf(models.KindOrganization), err
+		return d.Outcome(), err
 	case models.MembershipChange:
 		return applyMembership(t, ch, now)
 	}

@@ -52,7 +52,7 @@ func scanEvent(r scanner, withBody bool) (models.Event, error) {
 		ev.SignatureValid = &valid.Bool
 	}
 	ev.SourceTimestamp, ev.ReceivedAt, ev.ProcessedAt = timePtr(source), fromMS(received), timePtr(processed)
-	ev.Status, ev.Outcome, ev.Error = models.EventStatus(status), models.Outcome(outcome.String), errText.String
+	ev.Status, ev.Outcome, ev.Error = models.EventStatus(status), models.ReadOutcome(outcome.String), errText.String
 	ev.RetryAt, ev.ErasedAt, ev.RawBody = timePtr(retry), timePtr(erased), body
 	if discarded.Valid {
 		ev.Discarded = &models.Discard{At: fromMS(discarded.Int64), Reason: discardReason.String, By: discardedBy.String}
@@ -368,8 +368,9 @@ func (e *Events) Stats(ctx context.Context) (models.EventStats, error) {
 		if err := rows.Scan(&name, &n); err != nil {
 			return models.EventStats{}, translate(err)
 		}
-		o := models.Outcome(strings.TrimPrefix(name, "outcome:"))
-		st.ByOutcome[o] = max(n, 0)
+		// An earlier version's outcome:deleted_user counts deleted events.
+		o := models.ReadOutcome(strings.TrimPrefix(name, "outcome:"))
+		st.ByOutcome[o] += max(n, 0)
 		st.ByStatus[models.StatusProcessed] += max(n, 0)
 	}
 	return st, translate(rows.Err())
@@ -424,6 +425,7 @@ func (e *Events) DeleteProcessedBefore(ctx context.Context, cutoff time.Time, li
 				rows.Close()
 				return translate(err)
 			}
+			// As stored: the counter that counted the event loses it.
 			byOutcome[outcome.String] = append(byOutcome[outcome.String], id)
 		}
 		rows.Close()
@@ -488,7 +490,7 @@ func markProcessedTx(s *Store, t *wtx, id int64, outcome models.Outcome, now tim
 	if err := addCounter(t, outcomeCounter(outcome), 1); err != nil {
 		return true, err
 	}
-	if outcome == models.OutcomeDeletedUser || outcome == models.OutcomeDeleted {
+	if outcome == models.OutcomeDeleted {
 		// A user's event, or a membership event of a deleted member.
 		return true, s.eraseIfErased(t, id, now)
 	}

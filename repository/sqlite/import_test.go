@@ -109,13 +109,13 @@ func TestImportEarlier_AFerretDBDataDirIsImportedOnceAndKept(t *testing.T) {
 			t.Errorf("event %s: %v", want.EventID, err)
 			continue
 		}
-		if got.Type != want.Type || got.UserID != want.UserID || got.Status != want.Status || got.Outcome != want.Outcome ||
+		if got.Type != want.Type || got.UserID != want.UserID || got.Status != want.Status || got.Outcome != models.ReadOutcome(string(want.Outcome)) ||
 			got.Attempts != want.Attempts || got.Error != want.Error || !got.ReceivedAt.Equal(want.ReceivedAt) || len(got.RawBody) == 0 {
 			t.Errorf("event %s = %+v, want %+v", want.EventID, got, want)
 		}
 	}
 	st, err := s.Events().Stats(ctx)
-	if err != nil || st.ByStatus[models.StatusProcessed] != 7 || st.ByStatus[models.StatusFailed] != 1 || st.ByOutcome[models.OutcomeDeletedUser] != 1 {
+	if err != nil || st.ByStatus[models.StatusProcessed] != 7 || st.ByStatus[models.StatusFailed] != 1 || st.ByOutcome[models.OutcomeDeleted] != 1 {
 		t.Errorf("stats after import = %+v, %v", st, err)
 	}
 }

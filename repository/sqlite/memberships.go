@@ -144,7 +144,7 @@ func applyMembership(t *wtx, ch models.MembershipChange, now time.Time) (models.
 		return "", err
 	}
 	d := models.Decide(cur, ch.Version())
-	outcome := d.OutcomeOf(models.KindMembership)
+	outcome := d.Outcome()
 	if goneAt != nil {
 		outcome = models.OutcomeDeleted
 	}

@@ -123,7 +123,7 @@ func applyUser(t *wtx, ch models.UserChange, now time.Time) (models.Outcome, err
 		}
 	}
 	switch {
-	case d == models.DecideDeletedUser && !cur.eraseAfter.Valid && !cur.erasedAt.Valid:
+	case d == models.DecideDeleted && !cur.eraseAfter.Valid && !cur.erasedAt.Valid:
 		// A tombstone that lost its mark (written by an earlier
 		// version): the event that found it holds personal data.
 		_, err = t.exec(`UPDATE users SET erase_after = deleted_at WHERE user_id = ?`, ch.UserID)

@@ -66,8 +66,8 @@ func testEraseLateEvent(t *testing.T, s repository.Store) {
 	late := change("user_late", "msg_late", time.Hour, "user_late@example.com")
 	ev := record(t, s, newEvent(late.EventID, "user_late", `{"email":"user_late@example.com"}`))
 	o := apply(t, s, late)
-	if o != models.OutcomeDeletedUser {
-		t.Fatalf("late event outcome %q, want deleted_user", o)
+	if o != models.OutcomeDeleted {
+		t.Fatalf("late event outcome %q, want deleted", o)
 	}
 	if err := s.Events().MarkProcessed(ctx, ev.ID, o, t0); err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func testErasePending(t *testing.T, s repository.Store) {
 	if err != nil || res.Pending != 1 || res.Events != 2 || res.Users != 0 {
 		t.Fatalf("EraseUser with a pending event = %+v, %v", res, err)
 	}
-	if err := s.Events().MarkProcessed(ctx, pending.ID, models.OutcomeDeletedUser, t0); err != nil {
+	if err := s.Events().MarkProcessed(ctx, pending.ID, models.OutcomeDeleted, t0); err != nil {
 		t.Fatal(err)
 	}
 	res, err = s.EraseDeletedBefore(ctx, t0, t0)

@@ -151,7 +151,7 @@ func testGetUnknown(t *testing.T, s repository.Store) {
 func testFirstOutcome(t *testing.T, s repository.Store) {
 	ctx := context.Background()
 	ev := record(t, s, newEvent("msg_first", "user_1", `{}`))
-	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeletedUser} {
+	for _, o := range []models.Outcome{models.OutcomeApplied, models.OutcomeStale, models.OutcomeDeleted} {
 		if err := s.Events().MarkProcessed(ctx, ev.ID, o, t0); err != nil {
 			t.Fatal(err)
 		}

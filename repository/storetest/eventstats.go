@@ -30,7 +30,7 @@ func testStats(t *testing.T, s repository.Store) {
 	if err := seeder.SeedEvents(ctx, seeded); err != nil {
 		t.Fatal(err)
 	}
-	for i, outcome := range []models.Outcome{models.OutcomeApplied, models.OutcomeDeletedUser} {
+	for i, outcome := range []models.Outcome{models.OutcomeApplied, models.OutcomeDeleted} {
 		ev := record(t, s, newEvent(fmt.Sprintf("msg_live_%d", i), "user_1", `{}`))
 		for range 2 { // the second mark is a concurrent delivery's: not counted
 			if err := s.Events().MarkProcessed(ctx, ev.ID, outcome, now); err != nil {
@@ -53,9 +53,9 @@ func testStats(t *testing.T, s repository.Store) {
 			t.Fatal(err)
 		}
 		if st.ByStatus[models.StatusProcessed] != processed || st.ByOutcome[models.OutcomeApplied] != applied ||
-			st.ByOutcome[models.OutcomeStale] != stale || st.ByOutcome[models.OutcomeDeletedUser] != deleted ||
+			st.ByOutcome[models.OutcomeStale] != stale || st.ByOutcome[models.OutcomeDeleted] != deleted ||
 			st.ByStatus[models.StatusStored] != 1 || st.ByStatus[models.StatusFailed] != 2 || st.GaveUp != 1 {
-			t.Errorf("%s: stats = %+v; want %d processed (%d applied, %d stale, %d deleted_user), 1 stored, 2 failed, 1 given up",
+			t.Errorf("%s: stats = %+v; want %d processed (%d applied, %d stale, %d deleted), 1 stored, 2 failed, 1 given up",
 				step, st, processed, applied, stale, deleted)
 		}
 	}
