@@ -39,6 +39,8 @@ type Memberships struct {
 	primary *mongo.Collection // reads that decide a write
 	users   *mongo.Collection // joined by reads, and read after a write
 	orgs    *Organizations
+	// walkBatch is the batch size of WalkActive's cursor.
+	walkBatch int
 	// density sizes the windows of the memberships' pages (pages.go).
 	density densities
 }

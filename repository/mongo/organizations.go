@@ -20,6 +20,8 @@ type Organizations struct {
 	members *Memberships      // a deletion's cascade
 	// density sizes the windows of the organizations' pages (pages.go).
 	density densities
+	// walkBatch is the batch size of WalkActive's cursor.
+	walkBatch int
 }
 
 // orgDoc is an organizations document. Its _id is derived from its

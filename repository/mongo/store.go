@@ -75,6 +75,9 @@ type Options struct {
 	// program: "usersync_" gives usersync_users, usersync_user_events and
 	// so on. Letters, digits, _, - and . only.
 	CollectionPrefix string
+	// WalkBatch is how many documents one batch of a WalkActive's cursor
+	// holds (default 1000); tests make it small.
+	WalkBatch int
 }
 
 // DefaultOperationTimeout bounds an operation whose context has no deadline.
@@ -108,6 +111,9 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 	}
 	db := client.Database(dbName)
 	names := collNames{prefix: o.CollectionPrefix}
+	if o.WalkBatch <= 0 {
+		o.WalkBatch = defaultWalkBatch
+	}
 	primary := options.Collection().SetReadPreference(readpref.Primary())
 	counters := &counters{coll: db.Collection(names.of(CountersCollection), primary)}
 	s := &Store{
@@ -118,13 +124,15 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		names:     names,
 		users: &Users{
 			coll: db.Collection(names.of(UsersCollection)), primary: db.Collection(names.of(UsersCollection), primary),
+			walkBatch: o.WalkBatch,
 		},
 		orgs: &Organizations{
 			coll: db.Collection(names.of(OrganizationsCollection)), primary: db.Collection(names.of(OrganizationsCollection), primary),
+			walkBatch: o.WalkBatch,
 		},
 		members: &Memberships{
 			coll: db.Collection(names.of(MembershipsCollection)), primary: db.Collection(names.of(MembershipsCollection), primary),
-			users: db.Collection(names.of(UsersCollection), primary),
+			users: db.Collection(names.of(UsersCollection), primary), walkBatch: o.WalkBatch,
 		},
 		events: &Events{
 			coll: db.Collection(names.of(EventsCollection)), primary: db.Collection(names.of(EventsCollection), primary),

@@ -18,6 +18,8 @@ type Users struct {
 	coll    *mongo.Collection
 	primary *mongo.Collection // reads that decide a write
 	members *Memberships      // a deletion's cascade
+	// walkBatch is the batch size of WalkActive's cursor.
+	walkBatch int
 	// afterTake, if set, runs after Apply took an email from another user
 	// and before it writes again (tests race it).
 	afterTake func()

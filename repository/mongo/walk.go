@@ -10,8 +10,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// walkBatch is how many documents one batch of a WalkActive's cursor holds.
-var walkBatch = 1000
+// defaultWalkBatch is how many documents one batch of a WalkActive's
+// cursor holds (Options.WalkBatch).
+const defaultWalkBatch = 1000
 
 // walkTimeout bounds a whole walk. It is one query, sorted by _id: on
 // MongoDB a walk of the _id index; an engine that sorts every match sorts
@@ -26,30 +27,30 @@ const walkTimeout = 30 * time.Minute
 // while it walks may or may not be seen. Other errors wrap
 // models.ErrUnavailable when the database is down.
 func (u *Users) WalkActive(ctx context.Context, writtenBefore time.Time, fn func(userID string) error) error {
-	return walk(ctx, u.coll, "users", "userId", writtenBefore, fn)
+	return walk(ctx, u.coll, u.walkBatch, "users", "userId", writtenBefore, fn)
 }
 
 // WalkActive calls fn with the id of every active organization first
 // written before writtenBefore, as Users.WalkActive does users.
 func (o *Organizations) WalkActive(ctx context.Context, writtenBefore time.Time, fn func(orgID string) error) error {
-	return walk(ctx, o.coll, "organizations", "organizationId", writtenBefore, fn)
+	return walk(ctx, o.coll, o.walkBatch, "organizations", "organizationId", writtenBefore, fn)
 }
 
 // WalkActive calls fn with the id of every membership that is not a
 // tombstone and was first written before writtenBefore, as
 // Users.WalkActive does users.
 func (mb *Memberships) WalkActive(ctx context.Context, writtenBefore time.Time, fn func(membershipID string) error) error {
-	return walk(ctx, mb.coll, "memberships", "membershipId", writtenBefore, fn)
+	return walk(ctx, mb.coll, mb.walkBatch, "memberships", "membershipId", writtenBefore, fn)
 }
 
 // walk calls fn with the field (a string) of every document of coll that
 // walkFilter selects, in _id order (one query, walkTimeout).
-func walk(ctx context.Context, coll *mongo.Collection, what, field string, writtenBefore time.Time, fn func(id string) error) error {
+func walk(ctx context.Context, coll *mongo.Collection, batch int, what, field string, writtenBefore time.Time, fn func(id string) error) error {
 	ctx, cancel := context.WithTimeout(ctx, walkTimeout)
 	defer cancel()
 	cur, err := coll.Find(ctx, walkFilter(writtenBefore), options.Find().
 		SetSort(bson.D{{Key: "_id", Value: 1}}).
-		SetBatchSize(int32(walkBatch)).
+		SetBatchSize(int32(batch)).
 		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: field, Value: 1}}))
 	if err != nil {
 		return fmt.Errorf("walk %s: %w", what, translate(err))

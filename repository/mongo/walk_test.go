@@ -19,10 +19,9 @@ import (
 // batch after batch of one cursor. A query per batch would sort every
 // active user once per batch on an engine that reads no index in order.
 func TestUsersWalkActive_IsOneQuery(t *testing.T) {
-	defer mongo.SetWalkBatchForTest(3)()
 	ctx := context.Background()
 	var finds atomic.Int32
-	s := mongotest.OpenWith(t, mongo.Options{Monitor: &event.CommandMonitor{
+	s := mongotest.OpenWith(t, mongo.Options{WalkBatch: 3, Monitor: &event.CommandMonitor{
 		Started: func(_ context.Context, e *event.CommandStartedEvent) {
 			if e.CommandName == "find" {
 				finds.Add(1)

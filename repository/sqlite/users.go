@@ -271,7 +271,7 @@ func (u *Users) Changes(ctx context.Context, f models.ChangeFilter) (models.User
 }
 
 // walkBatch is how many ids one query of a WalkActive reads.
-var walkBatch = 1000
+const walkBatch = 1000
 
 // WalkActive calls fn with the id of every active user first written
 // before writtenBefore, in user id order, a batch at a time (each batch a
