@@ -8,18 +8,27 @@ import (
 	"github.com/usersync/usersync/models"
 )
 
-// apply writes ch to its kind's collection: the one place that maps a
-// kind to its collection.
+// appliers write a change of each kind: the one place that maps a kind
+// to its collections.
+var appliers = map[models.Kind]func(ctx context.Context, s *Store, ch models.Change, now time.Time) (models.Outcome, error){
+	models.KindUser: func(ctx context.Context, s *Store, ch models.Change, now time.Time) (models.Outcome, error) {
+		return s.users.Apply(ctx, ch.(models.UserChange), now)
+	},
+	models.KindOrganization: func(ctx context.Context, s *Store, ch models.Change, now time.Time) (models.Outcome, error) {
+		return s.orgs.Apply(ctx, ch.(models.OrganizationChange), now)
+	},
+	models.KindMembership: func(ctx context.Context, s *Store, ch models.Change, now time.Time) (models.Outcome, error) {
+		return s.members.Apply(ctx, ch.(models.MembershipChange), now)
+	},
+}
+
+// apply writes ch to its kind's collections.
 func (s *Store) apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
-	switch ch := ch.(type) {
-	case models.UserChange:
-		return s.users.Apply(ctx, ch, now)
-	case models.OrganizationChange:
-		return s.orgs.Apply(ctx, ch, now)
-	case models.MembershipChange:
-		return s.members.Apply(ctx, ch, now)
+	apply, ok := appliers[ch.Kind()]
+	if !ok {
+		return "", fmt.Errorf("%w: the MongoDB store keeps no %q", models.ErrInvalid, ch.Kind())
 	}
-	return "", fmt.Errorf("%w: the MongoDB store keeps no %s", models.ErrInvalid, ch.Kind())
+	return apply(ctx, s, ch, now)
 }
 
 // Deliver stores ev, applies ch to its object and marks ev processed, in

@@ -8,19 +8,28 @@ import (
 	"github.com/usersync/usersync/models"
 )
 
-// applyChange applies ch in t to its kind's table: the one place that
-// maps a kind to its rows.
-func applyChange(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
-	switch ch := ch.(type) {
-	case models.UserChange:
-		return applyUser(t, ch, now)
-	case models.OrganizationChange:
-		d, err := applyOrg(t, ch, now)
+// appliers apply a change of each kind in a transaction: the one place
+// that maps a kind to its tables.
+var appliers = map[models.Kind]func(t *wtx, ch models.Change, now time.Time) (models.Outcome, error){
+	models.KindUser: func(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
+		return applyUser(t, ch.(models.UserChange), now)
+	},
+	models.KindOrganization: func(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
+		d, err := applyOrg(t, ch.(models.OrganizationChange), now)
 		return d.Outcome(), err
-	case models.MembershipChange:
-		return applyMembership(t, ch, now)
+	},
+	models.KindMembership: func(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
+		return applyMembership(t, ch.(models.MembershipChange), now)
+	},
+}
+
+// applyChange applies ch in t to its kind's tables.
+func applyChange(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
+	apply, ok := appliers[ch.Kind()]
+	if !ok {
+		return "", fmt.Errorf("%w: the embedded store keeps no %q", models.ErrInvalid, ch.Kind())
 	}
-	return "", fmt.Errorf("%w: the embedded store keeps no %s", models.ErrInvalid, ch.Kind())
+	return apply(t, ch, now)
 }
 
 // applyFailed wraps the error of ch's apply with what it was applying.

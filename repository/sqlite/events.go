@@ -77,11 +77,11 @@ func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Eve
 // recordTx is Record within the transaction t.
 func recordTx(t *wtx, ev models.Event) (stored models.Event, created bool, err error) {
 	ev.ID, ev.Status, ev.Outcome, ev.ProcessedAt, ev.Attempts, ev.Error, ev.RetryAt = "", models.StatusStored, "", nil, 0, "", nil
-	res, err := t.exec(`INSERT INTO events (event_id, type, event_type, user_id, object_id, raw_body, source, signature,
+	res, err := t.exec(`INSERT INTO events (event_id, type, kind, event_type, user_id, object_id, raw_body, source, signature,
 		signature_valid, source_timestamp, received_at, status, attempts)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (event_id) DO NOTHING`,
-		text(ev.EventID), ev.Type, string(ev.EventType), text(ev.UserID), text(ev.ObjectID), ev.RawBody, ev.Source, ev.Signature,
-		nullBool(ev.SignatureValid), msPtr(ev.SourceTimestamp), ms(ev.ReceivedAt), string(ev.Status))
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (event_id) DO NOTHING`,
+		text(ev.EventID), ev.Type, text(string(ev.Kind())), string(ev.EventType), text(ev.UserID), text(ev.ObjectID), ev.RawBody,
+		ev.Source, ev.Signature, nullBool(ev.SignatureValid), msPtr(ev.SourceTimestamp), ms(ev.ReceivedAt), string(ev.Status))
 	if err != nil {
 		return models.Event{}, false, err
 	}

@@ -55,10 +55,10 @@ func (s *Store) SeedEvents(ctx context.Context, events []models.Event) error {
 		err := s.write(ctx, func(t *wtx) error {
 			counts := map[models.Outcome]int64{}
 			for _, ev := range batch {
-				if _, err := t.exec(`INSERT INTO events (event_id, type, event_type, user_id, object_id, raw_body,
+				if _, err := t.exec(`INSERT INTO events (event_id, type, kind, event_type, user_id, object_id, raw_body,
 					source, signature, signature_valid, source_timestamp, received_at, processed_at, status, outcome,
-					attempts, error, retry_at, erased_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-					text(ev.EventID), ev.Type, string(ev.EventType), text(ev.UserID), text(ev.ObjectID), ev.RawBody, ev.Source, ev.Signature,
+					attempts, error, retry_at, erased_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+					text(ev.EventID), ev.Type, text(string(ev.Kind())), string(ev.EventType), text(ev.UserID), text(ev.ObjectID), ev.RawBody, ev.Source, ev.Signature,
 					nullBool(ev.SignatureValid), msPtr(ev.SourceTimestamp), ms(ev.ReceivedAt), msPtr(ev.ProcessedAt),
 					string(ev.Status), text(string(ev.Outcome)), ev.Attempts, text(ev.Error), msPtr(ev.RetryAt),
 					msPtr(ev.ErasedAt)); err != nil {

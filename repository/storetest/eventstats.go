@@ -103,11 +103,13 @@ func testStatsPerKind(t *testing.T, s repository.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[models.Kind]models.KindStats{
-		models.KindUser:         {Stored: 1, Failed: 1, GaveUp: 0},
-		models.KindOrganization: {Stored: 0, Failed: 1, GaveUp: 1},
-		models.KindMembership:   {Stored: 2, Failed: 2, GaveUp: 1},
+	want := map[models.Kind]models.KindStats{} // every kind, those without events at 0
+	for _, k := range models.Kinds {
+		want[k] = models.KindStats{}
 	}
+	want[models.KindUser] = models.KindStats{Stored: 1, Failed: 1, GaveUp: 0}
+	want[models.KindOrganization] = models.KindStats{Stored: 0, Failed: 1, GaveUp: 1}
+	want[models.KindMembership] = models.KindStats{Stored: 2, Failed: 2, GaveUp: 1}
 	if len(st.ByKind) != len(want) {
 		t.Errorf("ByKind = %+v, want every kind: %+v", st.ByKind, want)
 	}
