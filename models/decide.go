@@ -1,6 +1,9 @@
 package models
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Version is what ordering needs of a state of one object (a user, an
 // organization or a membership): the Clerk time and event of the state,
@@ -27,6 +30,19 @@ func (UserChange) Kind() Kind { return KindUser }
 
 // IDs returns the user's id.
 func (ch UserChange) IDs() (userID, objectID string) { return ch.UserID, "" }
+
+// VersionOf returns the version of o, which a read returned with err: nil
+// (and no error) when err says that o does not exist.
+func VersionOf[T interface{ Version() Version }](o T, err error) (*Version, error) {
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	v := o.Version()
+	return &v, nil
+}
 
 // Decision is what applying a change to an object's stored state does.
 type Decision int

@@ -3,7 +3,6 @@ package sync
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -69,27 +68,15 @@ func kindNames(of map[models.Kind]func() *source) []string {
 	return names
 }
 
-// version returns the version of what get reads, nil when it is not
-// found.
-func version[T interface{ Version() models.Version }](ctx context.Context, get func(context.Context, string) (T, error), id string) (*models.Version, error) {
-	o, err := get(ctx, id)
-	if errors.Is(err, models.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	v := o.Version()
-	return &v, nil
-}
-
 func (r *Reconciler) userSource() *source {
 	return &source{
-		kind:   models.KindUser,
-		list:   r.Clerk.ListUsers,
-		check:  r.Clerk.GetUser,
-		stored: func(ctx context.Context, id string) (*models.Version, error) { return version(ctx, r.Users.Get, id) },
-		walk:   r.Users.WalkActive,
+		kind:  models.KindUser,
+		list:  r.Clerk.ListUsers,
+		check: r.Clerk.GetUser,
+		stored: func(ctx context.Context, id string) (*models.Version, error) {
+			return models.VersionOf(r.Users.Get(ctx, id))
+		},
+		walk: r.Users.WalkActive,
 		deletion: func(_ context.Context, id, runID string, at time.Time) (Delivery, error) {
 			return clerkDeletion(models.KindUser, id, "", "", runID, at)
 		},
@@ -103,7 +90,7 @@ func (r *Reconciler) orgSource() *source {
 		list:  o.Clerk.ListOrganizations,
 		check: o.Clerk.GetOrganization,
 		stored: func(ctx context.Context, id string) (*models.Version, error) {
-			return version(ctx, o.Organizations.Get, id)
+			return models.VersionOf(o.Organizations.Get(ctx, id))
 		},
 		walk: o.Organizations.WalkActive,
 		deletion: func(_ context.Context, id, runID string, at time.Time) (Delivery, error) {
@@ -165,7 +152,7 @@ func (r *Reconciler) membershipSource() *source {
 			}
 		},
 		stored: func(ctx context.Context, id string) (*models.Version, error) {
-			return version(ctx, o.Memberships.Get, id)
+			return models.VersionOf(o.Memberships.Get(ctx, id))
 		},
 		walk: o.Memberships.WalkActive,
 		deletion: func(ctx context.Context, id, runID string, at time.Time) (Delivery, error) {

@@ -43,7 +43,7 @@ var kindFixtures = map[models.Kind]kindFixture{
 			return ch
 		},
 		version: func(ctx context.Context, s repository.Store) (*models.Version, error) {
-			return versionOf(s.Users().Get(ctx, "user_dl"))
+			return models.VersionOf(s.Users().Get(ctx, "user_dl"))
 		},
 		apply: func(ctx context.Context, s repository.Store, ch models.Change) (models.Outcome, error) {
 			return s.Users().Apply(ctx, ch.(models.UserChange), time.Now())
@@ -58,7 +58,7 @@ var kindFixtures = map[models.Kind]kindFixture{
 			return ch
 		},
 		version: func(ctx context.Context, s repository.Store) (*models.Version, error) {
-			return versionOf(s.Organizations().Get(ctx, "org_dl"))
+			return models.VersionOf(s.Organizations().Get(ctx, "org_dl"))
 		},
 		apply: func(ctx context.Context, s repository.Store, ch models.Change) (models.Outcome, error) {
 			return s.Organizations().Apply(ctx, ch.(models.OrganizationChange), time.Now())
@@ -77,24 +77,12 @@ var kindFixtures = map[models.Kind]kindFixture{
 			return ch
 		},
 		version: func(ctx context.Context, s repository.Store) (*models.Version, error) {
-			return versionOf(s.Memberships().Get(ctx, "orgmem_dl"))
+			return models.VersionOf(s.Memberships().Get(ctx, "orgmem_dl"))
 		},
 		apply: func(ctx context.Context, s repository.Store, ch models.Change) (models.Outcome, error) {
 			return s.Memberships().Apply(ctx, ch.(models.MembershipChange), time.Now())
 		},
 	},
-}
-
-// versionOf is the version of an object read by Get; nil when unknown.
-func versionOf[T interface{ Version() models.Version }](o T, err error) (*models.Version, error) {
-	if errors.Is(err, models.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	v := o.Version()
-	return &v, nil
 }
 
 // forEachKind runs test once for every kind of the kinds table, with its

@@ -93,20 +93,7 @@ func testEarlierDeletedUserReadsAsDeleted(t *testing.T, s repository.Store) {
 	if err := s.Events().MarkProcessed(ctx, ev.ID, models.OutcomeDeleted, t0); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"msg_old_1", "msg_old_2", "msg_new"} {
-		if got := getEvent(t, s, id); got.Outcome != models.OutcomeDeleted {
-			t.Errorf("event %s: outcome %q, want deleted", id, got.Outcome)
-		}
-	}
-	page, err := s.Events().List(ctx, models.EventFilter{UserID: "user_old", Limit: 10})
-	if err != nil || len(page.Events) != 3 {
-		t.Fatalf("List = %+v, %v; want 3 events", page, err)
-	}
-	for _, got := range page.Events {
-		if got.Outcome != models.OutcomeDeleted {
-			t.Errorf("listed event %s: outcome %q, want deleted", got.EventID, got.Outcome)
-		}
-	}
+	CheckReadAsDeleted(t, s, "user_old", "msg_old_1", "msg_old_2", "msg_new")
 	want := func(step string, deleted int64) {
 		t.Helper()
 		st, err := s.Events().Stats(ctx)
@@ -123,6 +110,26 @@ func testEarlierDeletedUserReadsAsDeleted(t *testing.T, s repository.Store) {
 		t.Fatalf("DeleteProcessedBefore = %d, %v; want the 2 old events", n, err)
 	}
 	want("after retention", 1)
+}
+
+// CheckReadAsDeleted checks that the events ids, every event of the user
+// userID, read with the outcome deleted, one by one and in the event log.
+func CheckReadAsDeleted(t *testing.T, s repository.Store, userID string, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if got := getEvent(t, s, id); got.Outcome != models.OutcomeDeleted {
+			t.Errorf("event %s: outcome %q, want deleted", id, got.Outcome)
+		}
+	}
+	page, err := s.Events().List(context.Background(), models.EventFilter{UserID: userID, Limit: 10})
+	if err != nil || len(page.Events) != len(ids) {
+		t.Fatalf("List = %+v, %v; want the user's %d events", page, err, len(ids))
+	}
+	for _, got := range page.Events {
+		if got.Outcome != models.OutcomeDeleted {
+			t.Errorf("listed event %s: outcome %q, want deleted", got.EventID, got.Outcome)
+		}
+	}
 }
 
 // testActivityEarlierDeletedUserIsDeleted adds to a bucket under
