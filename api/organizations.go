@@ -60,7 +60,7 @@ type deletedOrganizationJSON struct {
 }
 
 // organizationKind is how the page reader reads organizations.
-var organizationKind = kind[models.Organization]{
+var organizationKind = pageKind[models.Organization]{
 	size: organizationBytes,
 	show: func(o models.Organization) any { return newOrganizationJSON(o) },
 	times: func(o models.Organization) (time.Time, time.Time, *time.Time) {
@@ -163,8 +163,8 @@ type deletedMembershipJSON struct {
 
 // membershipKind is how the page reader reads memberships; withOrg shows
 // each one's organization (a user's memberships).
-func membershipKind(withOrg bool) kind[models.Membership] {
-	return kind[models.Membership]{
+func membershipKind(withOrg bool) pageKind[models.Membership] {
+	return pageKind[models.Membership]{
 		size: membershipBytes,
 		show: func(m models.Membership) any { return newMembershipJSON(m, withOrg) },
 		times: func(m models.Membership) (time.Time, time.Time, *time.Time) {

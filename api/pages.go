@@ -15,13 +15,14 @@ import (
 // keys only, one bound on the cursor, a read slot while the page is read
 // and encoded (listRead), the page read from the store pageChunk items at
 // a time until it holds the page's bytes (readPage), and in a change feed
-// the settle time and the tombstones of deleted items. A kind says only
-// how to read a page of it and how to show and size one item.
+// the settle time and the tombstones of deleted items. Each kind gives
+// only how to show and size one item (its pageKind) and, in its handler,
+// how to read a page of it from the store.
 
 // maxCursor is the longest cursor, in characters, that the lists and
-// change feeds of every kind take: the longest a store has ever answered,
-// so that a cursor an application kept (a change feed's, above all) is
-// always taken back. The embedded store's list cursor is the page's last
+// change feeds of every kind take: no shorter than any cursor a store has
+// ever answered, so that a cursor an application kept (a change feed's,
+// above all) is always taken back. The embedded store's list cursor is the page's last
 // id in hex: at most 256 digits for an id of Clerk's shape (128 bytes),
 // up to 1,000 for an id stored before usersync checked ids' shape (then
 // 128 characters of any script: up to 500 bytes). Its change feeds' cursor
@@ -49,8 +50,8 @@ type deletedTimes struct {
 	DeletedAt string `json:"deletedAt"`
 }
 
-// kind is what the page reader needs of one kind of item.
-type kind[T any] struct {
+// pageKind is what the page reader needs of one kind of item.
+type pageKind[T any] struct {
 	// size is about what an item holds in memory and in its JSON.
 	size func(T) int
 	// show is the item as the API shows it.
@@ -100,7 +101,7 @@ func (s *server) feedUntil() time.Time {
 // listPage answers one page of a list of k, at most limit items after
 // cursor, read through list; deleted items are only for an admin
 // (includeDeleted, which list applies).
-func listPage[T any](s *server, c echo.Context, k kind[T], limit int, cursor string, includeDeleted bool,
+func listPage[T any](s *server, c echo.Context, k pageKind[T], limit int, cursor string, includeDeleted bool,
 	list func(ctx context.Context, after string, limit int) ([]T, string, error)) error {
 	if err := adminOnly(c, includeDeleted); err != nil {
 		return err
@@ -131,7 +132,7 @@ func listPage[T any](s *server, c echo.Context, k kind[T], limit int, cursor str
 // time ago, oldest change first, after cursor, read through changes;
 // deleted items as tombstones, for any key. nextCursor is always set, so
 // that a caught-up client polls with it.
-func feedPage[T any](s *server, c echo.Context, k kind[T], limit int, cursor, updatedSince string,
+func feedPage[T any](s *server, c echo.Context, k pageKind[T], limit int, cursor, updatedSince string,
 	changes func(ctx context.Context, f models.ChangeFilter) ([]T, string, error)) error {
 	if err := checkCursor(cursor); err != nil {
 		return err

@@ -46,7 +46,7 @@ type deletedUserJSON struct {
 }
 
 // userKind is how the page reader reads users.
-var userKind = kind[models.User]{
+var userKind = pageKind[models.User]{
 	size: userBytes,
 	show: func(u models.User) any { return newUserJSON(u) },
 	times: func(u models.User) (time.Time, time.Time, *time.Time) {
