@@ -126,8 +126,8 @@ func (s *server) syncUser(c echo.Context) error {
 		return models.Public(models.ErrInvalid, "userId %s is not a Clerk user id (user_ followed by letters and digits)",
 			models.Quote(req.UserID)).In("userId")
 	}
-	if req.IncludeDeleted && !isAdmin(c) {
-		return models.Public(models.ErrForbidden, "includeDeleted needs an admin key").In("includeDeleted")
+	if err := adminOnly(c, req.IncludeDeleted); err != nil {
+		return err
 	}
 	if s.clerkSync == nil {
 		return echo.NewHTTPError(http.StatusNotImplemented,

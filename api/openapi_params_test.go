@@ -61,6 +61,18 @@ func TestOpenAPI_QueryParametersAndLimitsAreTheOnesBound(t *testing.T) {
 					t.Errorf("%s %s: documented maximum %v, bound %d", route, name, p.Schema.Maximum, hi)
 				}
 			}
+			if name == "cursor" {
+				// The event log's, in its tag; every other, the page reader's.
+				hi, ok := tagInt(f, "max")
+				if !ok {
+					hi = maxCursor
+				}
+				if got := p.Schema.MaxLength; got == nil {
+					t.Errorf("%s cursor: no maxLength documented, bound %d", route, hi)
+				} else if *got != hi {
+					t.Errorf("%s cursor: documented maxLength %d, bound %d", route, *got, hi)
+				}
+			}
 		}
 	}
 }
@@ -70,6 +82,7 @@ type openAPIParam struct {
 	Name   string `json:"name"`
 	In     string `json:"in"`
 	Schema struct {
-		Maximum *int64 `json:"maximum"`
+		Maximum   *int64 `json:"maximum"`
+		MaxLength *int64 `json:"maxLength"`
 	} `json:"schema"`
 }

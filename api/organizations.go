@@ -56,9 +56,24 @@ func newOrganizationJSON(o models.Organization) organizationJSON {
 // deletedOrganizationJSON is a deleted organization in the change feed.
 type deletedOrganizationJSON struct {
 	OrganizationID string `json:"organizationId"`
-	CreatedAt      string `json:"createdAt"`
-	UpdatedAt      string `json:"updatedAt"`
-	DeletedAt      string `json:"deletedAt"`
+	deletedTimes
+}
+
+// organizationKind is how the page reader reads organizations.
+var organizationKind = pageKind[models.Organization]{
+	size: organizationBytes,
+	show: func(o models.Organization) any { return newOrganizationJSON(o) },
+	times: func(o models.Organization) (time.Time, time.Time, *time.Time) {
+		return o.CreatedAt, o.UpdatedAt, o.DeletedAt
+	},
+	tombstone: func(o models.Organization, t deletedTimes) any {
+		return deletedOrganizationJSON{OrganizationID: o.OrgID, deletedTimes: t}
+	},
+}
+
+// organizationBytes is about what o holds in memory and in its JSON.
+func organizationBytes(o models.Organization) int {
+	return 256 + len(o.OrgID) + len(o.Name) + len(o.Slug) + len(o.ImageURL) + len(o.Metadata) + len(o.CreatedBy)
 }
 
 // memberJSON is a membership's user as the membership shows it.
@@ -143,82 +158,62 @@ type deletedMembershipJSON struct {
 	MembershipID   string `json:"membershipId"`
 	OrganizationID string `json:"organizationId,omitempty"`
 	UserID         string `json:"userId,omitempty"`
-	CreatedAt      string `json:"createdAt"`
-	UpdatedAt      string `json:"updatedAt"`
-	DeletedAt      string `json:"deletedAt"`
+	deletedTimes
+}
+
+// membershipKind is how the page reader reads memberships; withOrg shows
+// each one's organization (a user's memberships).
+func membershipKind(withOrg bool) pageKind[models.Membership] {
+	return pageKind[models.Membership]{
+		size: membershipBytes,
+		show: func(m models.Membership) any { return newMembershipJSON(m, withOrg) },
+		times: func(m models.Membership) (time.Time, time.Time, *time.Time) {
+			return m.CreatedAt, m.UpdatedAt, m.DeletedAt
+		},
+		tombstone: func(m models.Membership, t deletedTimes) any {
+			return deletedMembershipJSON{MembershipID: m.MembershipID, OrganizationID: m.OrgID, UserID: m.UserID, deletedTimes: t}
+		},
+	}
+}
+
+// membershipBytes is about what m holds in memory and in its JSON: its
+// permissions may be 1,000 of 256 bytes.
+func membershipBytes(m models.Membership) int {
+	n := 256 + len(m.MembershipID) + len(m.OrgID) + len(m.UserID) + len(m.Role) + len(m.RoleName) + len(m.Metadata) +
+		len(m.Member.FirstName) + len(m.Member.LastName) + len(m.Member.ImageURL) + len(m.Member.Identifier) + len(m.Member.Username)
+	for _, p := range m.Permissions {
+		n += 4 + len(p)
+	}
+	if o := m.Organization; o != nil {
+		n += 128 + len(o.OrgID) + len(o.Name) + len(o.Slug) + len(o.ImageURL)
+	}
+	return n
 }
 
 type listOrganizationsRequest struct {
 	Limit          int    `query:"limit" validate:"min=1,max=200"`
-	Cursor         string `query:"cursor" validate:"max=256"`
+	Cursor         string `query:"cursor"` // bounded by the page reader (maxCursor)
 	Slug           string `query:"slug" validate:"max=256"`
 	IncludeDeleted bool   `query:"includeDeleted"`
 	UpdatedSince   string `query:"updatedSince" validate:"max=64"`
 }
 
-type pageResponse struct {
-	Data       []any   `json:"data"`
-	NextCursor *string `json:"nextCursor"`
-}
-
-func adminOnly(c echo.Context, includeDeleted bool) error {
-	if includeDeleted && !isAdmin(c) {
-		return models.Public(models.ErrForbidden, "includeDeleted needs an admin key").In("includeDeleted")
-	}
-	return nil
-}
-
-// feedUntil is the newest change the change feeds serve now.
-func (s *server) feedUntil() time.Time {
-	return s.now().Add(-s.settle).UTC().Truncate(time.Millisecond)
-}
-
 // listOrganizations answers GET /v1/organizations: active organizations,
-// deleted ones too for an admin; or, with updatedSince, the change feed.
+// deleted ones too for an admin; or, with updatedSince, the change feed
+// (organizationFeed).
 func (s *server) listOrganizations(c echo.Context) error {
 	req := listOrganizationsRequest{Limit: 50}
 	if err := bind(c, &req); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
 	if req.UpdatedSince != "" {
-		if req.Slug != "" || req.IncludeDeleted {
-			return models.Public(models.ErrInvalid, "updatedSince cannot be combined with slug or includeDeleted (the change feed always includes deleted organizations)").In("updatedSince")
-		}
-		since, err := parseTime("updatedSince", req.UpdatedSince)
-		if err != nil {
-			return err
-		}
-		page, err := s.orgs.Changes(ctx, models.ChangeFilter{Since: since, Until: s.feedUntil(), After: req.Cursor, Limit: req.Limit})
-		if err != nil {
-			return err
-		}
-		resp := pageResponse{Data: make([]any, 0, len(page.Organizations)), NextCursor: &page.NextCursor}
-		for _, o := range page.Organizations {
-			if o.DeletedAt != nil {
-				resp.Data = append(resp.Data, deletedOrganizationJSON{OrganizationID: o.OrgID, CreatedAt: formatTime(o.CreatedAt),
-					UpdatedAt: formatTime(o.UpdatedAt), DeletedAt: formatTime(*o.DeletedAt)})
-				continue
-			}
-			resp.Data = append(resp.Data, newOrganizationJSON(o))
-		}
-		return c.JSON(http.StatusOK, resp)
+		return s.organizationFeed(c, req)
 	}
-	if err := adminOnly(c, req.IncludeDeleted); err != nil {
-		return err
-	}
-	page, err := s.orgs.List(ctx, models.OrganizationFilter{Slug: req.Slug, IncludeDeleted: req.IncludeDeleted, After: req.Cursor, Limit: req.Limit})
-	if err != nil {
-		return err
-	}
-	resp := pageResponse{Data: make([]any, 0, len(page.Organizations))}
-	for _, o := range page.Organizations {
-		resp.Data = append(resp.Data, newOrganizationJSON(o))
-	}
-	if page.NextCursor != "" {
-		resp.NextCursor = &page.NextCursor
-	}
-	return c.JSON(http.StatusOK, resp)
+	return listPage(s, c, organizationKind, req.Limit, req.Cursor, req.IncludeDeleted,
+		func(ctx context.Context, after string, n int) ([]models.Organization, string, error) {
+			p, err := s.orgs.List(ctx, models.OrganizationFilter{Slug: req.Slug, IncludeDeleted: req.IncludeDeleted, After: after, Limit: n})
+			return p.Organizations, p.NextCursor, err
+		})
 }
 
 type getOrganizationRequest struct {
@@ -250,71 +245,26 @@ type listMembershipsRequest struct {
 	OrgID          string `param:"orgId" validate:"max=128"`
 	UserID         string `param:"userId" validate:"max=128"`
 	Limit          int    `query:"limit" validate:"min=1,max=200"`
-	Cursor         string `query:"cursor" validate:"max=256"`
+	Cursor         string `query:"cursor"` // bounded by the page reader (maxCursor)
 	IncludeDeleted bool   `query:"includeDeleted"`
 }
 
 // listMemberships answers GET /v1/organizations/{orgId}/memberships and
-// GET /v1/users/{userId}/memberships: the active memberships (neither
-// they, their organization nor their user deleted, their user not
-// deprovisioned), every one for an admin with includeDeleted. An unknown
-// or deleted organization or user has no active membership: the list is
-// empty.
+// GET /v1/users/{userId}/memberships (each membership with its
+// organization): the active memberships (neither they, their organization
+// nor their user deleted, their user not deprovisioned), every one for an
+// admin with includeDeleted. An unknown or deleted organization or user
+// has no active membership: the list is empty.
 func (s *server) listMemberships(c echo.Context) error {
 	req := listMembershipsRequest{Limit: 50}
 	if err := bind(c, &req); err != nil {
 		return err
 	}
-	if err := adminOnly(c, req.IncludeDeleted); err != nil {
-		return err
-	}
-	page, err := s.members.List(c.Request().Context(), models.MembershipFilter{
-		OrgID: req.OrgID, UserID: req.UserID, IncludeDeleted: req.IncludeDeleted, After: req.Cursor, Limit: req.Limit,
-	})
-	if err != nil {
-		return err
-	}
-	resp := pageResponse{Data: make([]any, 0, len(page.Memberships))}
-	for _, m := range page.Memberships {
-		resp.Data = append(resp.Data, newMembershipJSON(m, req.UserID != ""))
-	}
-	if page.NextCursor != "" {
-		resp.NextCursor = &page.NextCursor
-	}
-	return c.JSON(http.StatusOK, resp)
-}
-
-type membershipFeedRequest struct {
-	Limit        int    `query:"limit" validate:"min=1,max=200"`
-	Cursor       string `query:"cursor" validate:"max=256"`
-	UpdatedSince string `query:"updatedSince" validate:"required,max=64"`
-}
-
-// membershipFeed answers GET /v1/memberships?updatedSince=…: the change
-// feed of every membership, oldest change first, tombstones included (a
-// cascade moves the memberships it deletes). A user's change does not
-// move its memberships: the users' feed carries it.
-func (s *server) membershipFeed(c echo.Context) error {
-	req := membershipFeedRequest{Limit: 50}
-	if err := bind(c, &req); err != nil {
-		return err
-	}
-	since, err := parseTime("updatedSince", req.UpdatedSince)
-	if err != nil {
-		return err
-	}
-	page, err := s.members.Changes(c.Request().Context(), models.ChangeFilter{Since: since, Until: s.feedUntil(), After: req.Cursor, Limit: req.Limit})
-	if err != nil {
-		return err
-	}
-	resp := pageResponse{Data: make([]any, 0, len(page.Memberships)), NextCursor: &page.NextCursor}
-	for _, m := range page.Memberships {
-		if m.DeletedAt != nil {
-			resp.Data = append(resp.Data, deletedMembershipJSON{MembershipID: m.MembershipID, OrganizationID: m.OrgID, UserID: m.UserID,
-				CreatedAt: formatTime(m.CreatedAt), UpdatedAt: formatTime(m.UpdatedAt), DeletedAt: formatTime(*m.DeletedAt)})
-			continue
-		}
-		resp.Data = append(resp.Data, newMembershipJSON(m, false))
-	}
-	return c.JSON(http.StatusOK, resp)
+	return listPage(s, c, membershipKind(req.UserID != ""), req.Limit, req.Cursor, req.IncludeDeleted,
+		func(ctx context.Context, after string, n int) ([]models.Membership, string, error) {
+			p, err := s.members.List(ctx, models.MembershipFilter{
+				OrgID: req.OrgID, UserID: req.UserID, IncludeDeleted: req.IncludeDeleted, After: after, Limit: n,
+			})
+			return p.Memberships, p.NextCursor, err
+		})
 }

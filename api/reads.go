@@ -21,12 +21,9 @@ const (
 	DefaultPageBytes = 4 << 20
 )
 
-// pageChunk is how many users one read of the store asks for: a page of
-// up to 200 is read in chunks, so that it can stop at the page's bytes.
-const pageChunk = 50
-
-// reads bounds the list reads (GET /v1/users, the change feed, GET
-// /v1/events): each holds a page in memory while the store reads it.
+// reads bounds the list reads (every list and change feed of users,
+// organizations and memberships, and GET /v1/events): each holds a page in
+// memory while the store reads it.
 //
 // A read takes one of the slots while its page is read from the store and
 // encoded, and gives it back before the answer is written, so that a client
@@ -243,36 +240,4 @@ func (s *readSlot) release() {
 		r.grant()
 		r.observe()
 	})
-}
-
-// readUsers reads a page of at most limit users after the cursor after,
-// pageChunk at a time through read, and stops early once the page holds
-// the page's bytes (metadata up to 64 KiB a user makes 200 users up to
-// 13 MiB). A chunk shorter than asked ends the page: the list has no
-// more, or the change feed is caught up (its NextCursor is always set).
-func (r *reads) readUsers(limit int, after string, read func(after string, limit int) (models.UserPage, error)) (models.UserPage, error) {
-	var page models.UserPage
-	size := 0
-	for {
-		n := min(limit-len(page.Users), pageChunk)
-		p, err := read(after, n)
-		if err != nil {
-			return models.UserPage{}, err
-		}
-		page.Users = append(page.Users, p.Users...)
-		page.NextCursor = p.NextCursor
-		for _, u := range p.Users {
-			size += userBytes(u)
-		}
-		if len(p.Users) < n || p.NextCursor == "" || len(page.Users) >= limit || size >= r.bytes {
-			return page, nil
-		}
-		after = p.NextCursor
-	}
-}
-
-// userBytes is about what u holds in memory and in its JSON.
-func userBytes(u models.User) int {
-	return 256 + len(u.UserID) + len(u.Email) + len(u.DisplayName) + len(u.Metadata) + len(u.FirstName) +
-		len(u.LastName) + len(u.Username) + len(u.ImageURL) + len(u.PhoneNumber) + len(u.ExternalID)
 }

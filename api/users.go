@@ -41,10 +41,24 @@ type userJSON struct {
 // deletedUserJSON is a deleted user in the change feed: just enough for an
 // application to delete its own copy.
 type deletedUserJSON struct {
-	UserID    string `json:"userId"`
-	CreatedAt string `json:"createdAt"`
-	UpdatedAt string `json:"updatedAt"`
-	DeletedAt string `json:"deletedAt"`
+	UserID string `json:"userId"`
+	deletedTimes
+}
+
+// userKind is how the page reader reads users.
+var userKind = pageKind[models.User]{
+	size: userBytes,
+	show: func(u models.User) any { return newUserJSON(u) },
+	times: func(u models.User) (time.Time, time.Time, *time.Time) {
+		return u.CreatedAt, u.UpdatedAt, u.DeletedAt
+	},
+	tombstone: func(u models.User, t deletedTimes) any { return deletedUserJSON{UserID: u.UserID, deletedTimes: t} },
+}
+
+// userBytes is about what u holds in memory and in its JSON.
+func userBytes(u models.User) int {
+	return 256 + len(u.UserID) + len(u.Email) + len(u.DisplayName) + len(u.Metadata) + len(u.FirstName) +
+		len(u.LastName) + len(u.Username) + len(u.ImageURL) + len(u.PhoneNumber) + len(u.ExternalID)
 }
 
 func optString(s string) *string {
@@ -88,44 +102,25 @@ func newUserJSON(u models.User) userJSON {
 
 type listUsersRequest struct {
 	Limit          int    `query:"limit" validate:"min=1,max=200"`
-	Cursor         string `query:"cursor" validate:"max=64"`
+	Cursor         string `query:"cursor"` // bounded by the page reader (maxCursor)
 	Email          string `query:"email" validate:"max=512"`
 	IncludeDeleted bool   `query:"includeDeleted"`
 	UpdatedSince   string `query:"updatedSince" validate:"max=64"`
 }
 
-type listUsersResponse struct {
-	Data       []any   `json:"data"` // userJSON, or deletedUserJSON in the change feed
-	NextCursor *string `json:"nextCursor"`
-}
-
-// listUsers answers GET /v1/users.
+// listUsers answers GET /v1/users: active users, deleted and deprovisioned
+// ones too for an admin; or, with updatedSince, the change feed (userFeed).
 func (s *server) listUsers(c echo.Context) error {
 	req := listUsersRequest{Limit: 50}
 	if err := bind(c, &req); err != nil {
 		return err
 	}
 	if req.UpdatedSince != "" {
-		return s.listChanges(c, req)
+		return s.userFeed(c, req)
 	}
-	if req.IncludeDeleted && !isAdmin(c) {
-		return models.Public(models.ErrForbidden, "includeDeleted needs an admin key").In("includeDeleted")
-	}
-	return s.listRead(c, func(ctx context.Context) (any, error) {
-		page, err := s.reads.readUsers(req.Limit, req.Cursor, func(after string, limit int) (models.UserPage, error) {
-			return s.users.List(ctx, models.UserFilter{Email: req.Email, IncludeDeleted: req.IncludeDeleted, After: after, Limit: limit})
-		})
-		if err != nil {
-			return nil, err
-		}
-		resp := listUsersResponse{Data: make([]any, 0, len(page.Users))}
-		for _, u := range page.Users {
-			resp.Data = append(resp.Data, newUserJSON(u))
-		}
-		if page.NextCursor != "" {
-			resp.NextCursor = &page.NextCursor
-		}
-		return resp, nil
+	return listPage(s, c, userKind, req.Limit, req.Cursor, req.IncludeDeleted, func(ctx context.Context, after string, n int) ([]models.User, string, error) {
+		p, err := s.users.List(ctx, models.UserFilter{Email: req.Email, IncludeDeleted: req.IncludeDeleted, After: after, Limit: n})
+		return p.Users, p.NextCursor, err
 	})
 }
 
@@ -142,8 +137,8 @@ func (s *server) getUser(c echo.Context) error {
 	if err := bind(c, &req); err != nil {
 		return err
 	}
-	if req.IncludeDeleted && !isAdmin(c) {
-		return models.Public(models.ErrForbidden, "includeDeleted needs an admin key").In("includeDeleted")
+	if err := adminOnly(c, req.IncludeDeleted); err != nil {
+		return err
 	}
 	u, err := s.users.Get(c.Request().Context(), req.UserID)
 	if err != nil {
