@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/usersync/usersync/internal/peer"
+	"github.com/usersync/usersync/repository/mongo"
 )
 
 // secret is a configuration value that must never reach a log.
@@ -36,9 +37,12 @@ type config struct {
 	Database       string
 	// CollectionPrefix is put before usersync's collection names (MongoDB).
 	CollectionPrefix string
-	DataDir          string
-	LogLevel         slog.Level
-	LogFormat        string
+	// MongoBatch is how many deliveries share their round trips at most
+	// (MongoDB; 1: none).
+	MongoBatch int
+	DataDir    string
+	LogLevel   slog.Level
+	LogFormat  string
 
 	WebhookSecrets []secret
 	// WebhookSecretVar is the variable the secrets came from:
@@ -121,6 +125,7 @@ var settings = []setting{
 	{Env: "MONGODB_URI", Shown: "empty", Usage: "a MongoDB URI; empty: the embedded store"},
 	{Env: "MONGODB_DATABASE", Flag: "database", Default: "usersync", Usage: "database name (a database of usersync's own)"},
 	{Env: "USERSYNC_COLLECTION_PREFIX", Flag: "collection-prefix", Shown: "none", Usage: "prefix of usersync's collection names, to share a MongoDB database"},
+	{Env: "USERSYNC_MONGODB_BATCH", Flag: "mongodb-batch", Default: strconv.Itoa(mongo.DefaultDeliveryBatch), Usage: "deliveries in flight at once that share their MongoDB round trips (one insert of their events, one write of their objects, one of their marks), 1 to 1000; 1 turns the sharing off", Commands: processing},
 	{Env: "USERSYNC_DATA_DIR", Flag: "data-dir", Default: "./data", Usage: "the embedded store (usersync.db) and generated development secrets (secrets.json)"},
 	{Env: "CLERK_WEBHOOK_SECRET", Alias: "CLERK_WEBHOOK_SIGNING_SECRET", Shown: "generated (embedded only)", Usage: "the endpoint's signing secret, whsec_...; several separated by spaces during rotation; CLERK_WEBHOOK_SIGNING_SECRET (Clerk's name) is the same setting", Commands: serveOnly},
 	{Env: "USERSYNC_API_KEYS", Shown: "generated (embedded only)", Usage: "comma-separated keys that may read active users", Commands: serveOnly},
@@ -220,8 +225,19 @@ func configureStore(c *config, v values) error {
 	c.Database = v.get("MONGODB_DATABASE")
 	c.CollectionPrefix = v.get("USERSYNC_COLLECTION_PREFIX")
 	c.DataDir = v.get("USERSYNC_DATA_DIR")
+	if b := v.get("USERSYNC_MONGODB_BATCH"); b != "" {
+		n, err := strconv.Atoi(b)
+		if err != nil || n < 1 || n > maxMongoBatch {
+			return fmt.Errorf("USERSYNC_MONGODB_BATCH: %q is not a whole number of deliveries from 1 to %d", b, maxMongoBatch)
+		}
+		c.MongoBatch = n
+	}
 	return nil
 }
+
+// maxMongoBatch bounds USERSYNC_MONGODB_BATCH: a batch is one command of
+// each kind, whose size MongoDB bounds (16 MiB, 100,000 writes).
+const maxMongoBatch = 1000
 
 // configureProcessing sets the sweep, retention, erasure and reconcile
 // schedules and the attempts of a failed event.

@@ -32,7 +32,7 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger, migrating bool
 	if cfg.Embedded() {
 		return openEmbedded(ctx, cfg, log)
 	}
-	m, err := mongo.Open(ctx, string(cfg.MongoURI), cfg.Database, mongo.Options{CollectionPrefix: cfg.CollectionPrefix})
+	m, err := mongo.Open(ctx, string(cfg.MongoURI), cfg.Database, mongo.Options{CollectionPrefix: cfg.CollectionPrefix, DeliveryBatch: cfg.MongoBatch})
 	if err != nil {
 		return nil, nil, fmt.Errorf("MONGODB_URI: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/usersync/usersync/models"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
 // appliers write a change of each kind: the one place that maps a kind
@@ -39,7 +41,21 @@ func (s *Store) apply(ctx context.Context, ch models.Change, now time.Time) (mod
 // returned as it is, with no outcome; a change that cannot apply (or a
 // mark that failed) leaves the event stored and returns the error, for
 // the caller to mark it failed.
+//
+// Deliveries in flight at once share their round trips (batch.go), unless
+// Options.DeliveryBatch is 1.
 func (s *Store) Deliver(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error) {
+	if s.batch != nil {
+		r := &delivery{ctx: ctx, ev: ev, ch: ch, now: now, done: make(chan struct{})}
+		if s.batch.deliver(r) {
+			return s.finish(r)
+		}
+	}
+	return s.deliverOne(ctx, ev, ch, now)
+}
+
+// deliverOne is Deliver of one delivery alone.
+func (s *Store) deliverOne(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error) {
 	stored, created, err := s.events.Record(ctx, ev)
 	if err != nil {
 		return models.Delivered{}, err
@@ -50,6 +66,30 @@ func (s *Store) Deliver(ctx context.Context, ev models.Event, ch models.Change, 
 	d, err := s.Reapply(ctx, stored, ch, now)
 	d.Created = created
 	return d, err
+}
+
+// oneWrites are the kinds whose change, in the common case, is applied by
+// one conditional write with nothing after it: what deliveries of a batch
+// can share (batch.go). ok is false for a change that needs more (a
+// deletion's cascade, metadata that cannot be stored). The write is the
+// one the kind's Apply makes first; that it went through means applied.
+var oneWrites = map[models.Kind]func(s *Store, ch models.Change, now time.Time) (coll *mongo.Collection, filter, update bson.D, ok bool){
+	models.KindUser: func(s *Store, ch models.Change, now time.Time) (*mongo.Collection, bson.D, bson.D, bool) {
+		u := ch.(models.UserChange)
+		if u.Deleted {
+			return nil, nil, nil, false
+		}
+		w, err := newUserWrite(u, now)
+		return s.users.coll, w.filter, w.update, err == nil
+	},
+	models.KindOrganization: func(s *Store, ch models.Change, now time.Time) (*mongo.Collection, bson.D, bson.D, bool) {
+		o := ch.(models.OrganizationChange)
+		if o.Deleted {
+			return nil, nil, nil, false
+		}
+		filter, update, err := orgWrite(o, now)
+		return s.orgs.coll, filter, update, err == nil
+	},
 }
 
 // Reapply applies ch, the change of the stored event ev, and marks ev

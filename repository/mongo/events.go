@@ -212,8 +212,7 @@ func newEventDoc(ev models.Event) eventDoc {
 // itself; a DocumentDB-based engine refuses all but one with a duplicate
 // key, and the stored event is then read.
 func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Event, created bool, err error) {
-	ev.ID, ev.Status, ev.Outcome, ev.ProcessedAt, ev.Attempts, ev.Error, ev.RetryAt = "", models.StatusStored, "", nil, 0, "", nil
-	d := newEventDoc(ev)
+	d := newStoredDoc(ev)
 	stored, created, err = e.record(ctx, d)
 	if err != nil && d.Payload != nil && !errors.Is(err, errDuplicate) &&
 		!errors.Is(err, models.ErrUnavailable) && !errors.Is(err, context.Canceled) {
@@ -228,21 +227,34 @@ func (e *Events) Record(ctx context.Context, ev models.Event) (stored models.Eve
 		stored, created, err = e.record(ctx, d)
 	}
 	if errors.Is(err, errDuplicate) {
-		// A concurrent first delivery won, or the event is stored under
-		// another _id (by another tool): read it.
-		stored, err = e.find(ctx, e.primary, bson.D{{Key: "_id", Value: d.ID}}, summary)
-		if errors.Is(err, models.ErrNotFound) {
-			stored, err = e.find(ctx, e.primary, bson.D{{Key: "eventId", Value: ev.EventID}}, summary)
-		}
-		if err != nil {
-			return models.Event{}, false, fmt.Errorf("read stored event %s: %w", ev.EventID, err)
-		}
-		return stored, false, nil
+		stored, err := e.readStored(ctx, d)
+		return stored, false, err
 	}
 	if err != nil {
 		return models.Event{}, false, fmt.Errorf("store event %s: %w", ev.EventID, err)
 	}
 	return stored, created, nil
+}
+
+// readStored reads the event stored already under d's _id or eventId,
+// which refused d's insert: a concurrent first delivery won, or the event
+// is stored under another _id (by another tool).
+func (e *Events) readStored(ctx context.Context, d eventDoc) (models.Event, error) {
+	stored, err := e.find(ctx, e.primary, bson.D{{Key: "_id", Value: d.ID}}, summary)
+	if errors.Is(err, models.ErrNotFound) {
+		stored, err = e.find(ctx, e.primary, bson.D{{Key: "eventId", Value: d.EventID}}, summary)
+	}
+	if err != nil {
+		return models.Event{}, fmt.Errorf("read stored event %s: %w", d.EventID, err)
+	}
+	return stored, nil
+}
+
+// newStoredDoc is the document of ev as Record stores it: stored, not
+// yet tried.
+func newStoredDoc(ev models.Event) eventDoc {
+	ev.ID, ev.Status, ev.Outcome, ev.ProcessedAt, ev.Attempts, ev.Error, ev.RetryAt = "", models.StatusStored, "", nil, 0, "", nil
+	return newEventDoc(ev)
 }
 
 // record inserts d: created, or errDuplicate when an event is stored
@@ -804,16 +816,7 @@ func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Ou
 	if err != nil {
 		return fmt.Errorf("event %s: %w", id, models.ErrNotFound)
 	}
-	_, err = updateByID(ctx, e.primary, oid, bson.D{notProcessed}, bson.D{
-		{Key: "$set", Value: bson.D{
-			{Key: "status", Value: models.StatusProcessed},
-			{Key: "outcome", Value: outcome},
-			{Key: "processedAt", Value: now},
-			{Key: "uncounted", Value: outcome}, // see counters.go
-		}},
-		{Key: "$unset", Value: bson.D{{Key: "error", Value: ""}, {Key: "retryAt", Value: ""}, {Key: "claimedUntil", Value: ""}}},
-		{Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}},
-	})
+	_, err = updateByID(ctx, e.primary, oid, bson.D{notProcessed}, markProcessed(outcome, now))
 	if err != nil {
 		return fmt.Errorf("mark event %s processed: %w", id, err)
 	}
@@ -824,6 +827,21 @@ func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Ou
 		}
 	}
 	return nil
+}
+
+// markProcessed is the update that marks an event processed with outcome
+// at now, under the filter notProcessed.
+func markProcessed(outcome models.Outcome, now time.Time) bson.D {
+	return bson.D{
+		{Key: "$set", Value: bson.D{
+			{Key: "status", Value: models.StatusProcessed},
+			{Key: "outcome", Value: outcome},
+			{Key: "processedAt", Value: now},
+			{Key: "uncounted", Value: outcome}, // see counters.go
+		}},
+		{Key: "$unset", Value: bson.D{{Key: "error", Value: ""}, {Key: "retryAt", Value: ""}, {Key: "claimedUntil", Value: ""}}},
+		{Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}},
+	}
 }
 
 // MarkFailed records a failed attempt with its error and when the sweep

@@ -162,3 +162,30 @@ func UniqueRuleOf(coll, index string) string {
 	}
 	return ""
 }
+
+// Batch is deliveries written together, as deliveries in flight at once
+// are, before each goes on alone (Finish).
+type Batch struct {
+	s     *Store
+	batch []*delivery
+}
+
+// WriteBatch writes the deliveries of evs and chs as one batch.
+func WriteBatch(ctx context.Context, s *Store, evs []models.Event, chs []models.Change, now time.Time) *Batch {
+	b := &Batch{s: s}
+	for i := range evs {
+		b.batch = append(b.batch, &delivery{ctx: ctx, ev: evs[i], ch: chs[i], now: now, done: make(chan struct{})})
+	}
+	s.writeBatch(b.batch)
+	return b
+}
+
+// Finish takes each delivery on from where the batch left it, and returns
+// what each Deliver returns.
+func (b *Batch) Finish() ([]models.Delivered, []error) {
+	ds, errs := make([]models.Delivered, len(b.batch)), make([]error, len(b.batch))
+	for i, r := range b.batch {
+		ds[i], errs[i] = b.s.finish(r)
+	}
+	return ds, errs
+}

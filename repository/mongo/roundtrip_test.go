@@ -77,7 +77,9 @@ func TestRoundTrips_PerDeliveryKind(t *testing.T) {
 		{"new user", nil, "msg_a", "created", []string{"insert", "update", "update"}},
 		{"update", [][2]string{{"msg_a", "created"}}, "msg_b", "updated", []string{"insert", "update", "update"}},
 		{"duplicate", [][2]string{{"msg_a", "created"}}, "msg_a", "created", []string{"insert", "find"}},
-		{"stale", [][2]string{{"msg_a", "created"}, {"msg_b", "updated"}}, "msg_c", "old", []string{"insert", "update", "find", "update"}},
+		// The batch's conditional write is refused; the delivery goes on
+		// alone and writes again before it reads what explains it.
+		{"stale", [][2]string{{"msg_a", "created"}, {"msg_b", "updated"}}, "msg_c", "old", []string{"insert", "update", "update", "find", "update"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

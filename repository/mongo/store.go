@@ -57,6 +57,8 @@ type Store struct {
 	events   *Events
 	activity *Activity
 	runs     *Runs
+	// batch, if set, shares the round trips of concurrent deliveries.
+	batch *batcher
 }
 
 // Options tune a connection.
@@ -78,6 +80,10 @@ type Options struct {
 	// WalkBatch is how many documents one batch of a WalkActive's cursor
 	// holds (default 1000); tests make it small.
 	WalkBatch int
+	// DeliveryBatch is how many deliveries in flight at once share their
+	// round trips at most (default DefaultDeliveryBatch); 1 turns the
+	// sharing off: each delivery makes its own writes.
+	DeliveryBatch int
 }
 
 // DefaultOperationTimeout bounds an operation whose context has no deadline.
@@ -143,6 +149,12 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		runs:     &Runs{coll: db.Collection(names.of(RunsCollection))},
 	}
 	s.users.members, s.orgs.members, s.members.orgs = s.members, s.members, s.orgs
+	if o.DeliveryBatch <= 0 {
+		o.DeliveryBatch = DefaultDeliveryBatch
+	}
+	if o.DeliveryBatch > 1 {
+		s.batch = newBatcher(s, o.DeliveryBatch)
+	}
 	return s, nil
 }
 
@@ -212,6 +224,9 @@ func clientOptions(uri string, o Options) (*options.ClientOptions, error) {
 
 // Close disconnects from the server.
 func (s *Store) Close(ctx context.Context) error {
+	if s.batch != nil {
+		s.batch.close()
+	}
 	return s.client.Disconnect(ctx)
 }
 
