@@ -59,6 +59,10 @@ type Config struct {
 	Timeout     time.Duration // bound of the whole run; 0 means 2 minutes
 	Seed        int64         // the mix; the same seed sends the same mix
 	RunID       string        // part of the run's user ids; "" picks a fresh one
+	// Naive says the target is the naive handler of the baseline, not
+	// usersync: its answers are not usersync's, and its end state is
+	// reported, not judged (see Report.OK).
+	Naive bool
 }
 
 // normalize applies defaults and refuses values outside the limits.
@@ -229,6 +233,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		stats:  newRecorder(),
 		ledger: newLedger(cfg.Users, cfg.Updates),
 	}
+	r.ledger.naive = cfg.Naive
 	defer r.client.CloseIdleConnections()
 	if err := r.parseTemplate(cfg.Template); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@
 //
 //	go run ./cmd/usersync-load [-url http://127.0.0.1:8080] [-users 100] [-updates 3]
 //	    [-duplicates 0.1] [-shuffled 0.25] [-reads 200] [-concurrency 8] [-timeout 2m] [-seed N]
+//	    [-baseline mongodb://...]
 //
 // Run it from the repository root: events are built from
 // models/testdata/user.updated.json (see -template). The webhook secret
@@ -16,8 +17,21 @@
 // $USERSYNC_API_KEYS, else both come from the secrets usersync generated in
 // its data dir (./data/secrets.json).
 //
-// It talks to loopback addresses only, bounds every loop in count and time,
-// and stops by itself. The exit status is 1 when the end-state check fails.
+// With -baseline, one run measures usersync against a naive handler on the
+// same MongoDB: the program starts, inside itself on a loopback port, a
+// handler that verifies the signature and upserts the user by id with one
+// UpdateOne, and nothing else, on a fresh database of the MongoDB at the
+// URI given (dropped at the end); it runs the load against it, then the
+// same load (same flags and seed) against the usersync at -url, and prints
+// both reports and, per kind of operation, both throughputs and their
+// ratio. The naive handler keeps no order, no event log and no
+// deduplication, so its end state is reported, not checked; the exit
+// status is usersync's.
+//
+// It talks to loopback addresses only (the MongoDB of -baseline may be
+// anywhere: it is not what the load floods), bounds every loop in count
+// and time, and stops by itself. The exit status is 1 when usersync's
+// end-state check fails.
 package main
 
 import (
@@ -57,17 +71,69 @@ var (
 	errUsage       = errors.New("usage")
 )
 
-// run parses args, runs the load and prints its report to out. Its error
-// wraps errCheckFailed when the run's end state is wrong, and errUsage when
-// the flags are.
+// run parses args, runs the load and prints its report to out; with
+// -baseline it runs the load against the naive handler too and prints
+// both reports and their comparison. Its error wraps errCheckFailed when
+// usersync's end state is wrong, and errUsage when the flags are.
 func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	o, err := parseArgs(args, getenv, out)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := fillSecrets(&o.cfg, getenv, o.dataDir); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(o.template)
+	if err != nil {
+		return fmt.Errorf("read the event template (run from the repository root, or pass -template): %w", err)
+	}
+	o.cfg.Template = b
+
+	var rep *Report
+	if o.baseline != "" {
+		cmp, err := RunBaseline(ctx, o.cfg, o.baseline)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "naive baseline: database %s of the MongoDB at -baseline (dropped)\n", cmp.Database)
+		cmp.Naive.Print(out)
+		fmt.Fprintln(out)
+		cmp.Usersync.Print(out)
+		fmt.Fprintln(out)
+		printComparison(out, compare(cmp.Usersync, cmp.Naive))
+		rep = cmp.Usersync
+	} else {
+		if rep, err = Run(ctx, o.cfg); err != nil {
+			return err
+		}
+		rep.Print(out)
+	}
+	if !rep.OK() {
+		return errCheckFailed
+	}
+	return nil
+}
+
+// cmdLine is a command line, parsed.
+type cmdLine struct {
+	cfg      Config // without its secrets and template, which run reads
+	dataDir  string
+	template string
+	baseline string // MongoDB URI of the naive baseline; "" runs none
+}
+
+// parseArgs parses the command line. Its error is flag.ErrHelp for -h, or
+// wraps errUsage.
+func parseArgs(args []string, getenv func(string) string, out io.Writer) (cmdLine, error) {
 	fs := flag.NewFlagSet("usersync-load", flag.ContinueOnError)
 	fs.SetOutput(out)
 	var (
-		cfg      Config
-		dataDir  string
-		template string
-		seed     int64
+		o    cmdLine
+		cfg  = &o.cfg
+		seed int64
 	)
 	dataDirDefault := getenv("USERSYNC_DATA_DIR")
 	if dataDirDefault == "" {
@@ -76,8 +142,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	fs.StringVar(&cfg.URL, "url", "http://127.0.0.1:8080", "base URL of usersync (loopback only)")
 	fs.StringVar(&cfg.Secret, "secret", "", "webhook signing secret (default $CLERK_WEBHOOK_SECRET, else webhookSecret of DATA_DIR/secrets.json)")
 	fs.StringVar(&cfg.APIKey, "api-key", "", "key for the users API (default the first of $USERSYNC_API_KEYS, else apiKey of DATA_DIR/secrets.json)")
-	fs.StringVar(&dataDir, "data-dir", dataDirDefault, "usersync's data dir, where it keeps generated development secrets")
-	fs.StringVar(&template, "template", filepath.Join("models", "testdata", "user.updated.json"), "Clerk user event to build events from")
+	fs.StringVar(&o.dataDir, "data-dir", dataDirDefault, "usersync's data dir, where it keeps generated development secrets")
+	fs.StringVar(&o.template, "template", filepath.Join("models", "testdata", "user.updated.json"), "Clerk user event to build events from")
 	fs.IntVar(&cfg.Users, "users", 100, "new users in the run")
 	fs.IntVar(&cfg.Updates, "updates", 3, "user.updated events per user")
 	fs.Float64Var(&cfg.Duplicates, "duplicates", 0.1, "fraction of events delivered twice (same svix-id, signed again)")
@@ -88,37 +154,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	fs.IntVar(&cfg.Attempts, "attempts", 4, "attempts per delivery: one, then retries after a 5xx or a transport error")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "bound of the whole run; the last quarter is kept for the check")
 	fs.Int64Var(&seed, "seed", 0, "seed of the mix; 0 picks one (printed, to run the same mix again)")
+	fs.StringVar(&o.baseline, "baseline", "", "MongoDB URI: first run the same load against a naive handler (verify, one upsert) on a fresh database there, dropped at the end, and print both and their ratio")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil
+			return o, err
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return o, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+		return o, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if o.baseline != "" {
+		if err := checkMongoURI(o.baseline); err != nil {
+			return o, err
+		}
 	}
 	if seed == 0 {
 		seed = time.Now().UnixNano()
 	}
 	cfg.Seed = seed
-	if err := fillSecrets(&cfg, getenv, dataDir); err != nil {
-		return err
-	}
-	b, err := os.ReadFile(template)
-	if err != nil {
-		return fmt.Errorf("read the event template (run from the repository root, or pass -template): %w", err)
-	}
-	cfg.Template = b
-
-	rep, err := Run(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	rep.Print(out)
-	if !rep.OK() {
-		return errCheckFailed
-	}
-	return nil
+	return o, nil
 }
 
 // fillSecrets sets the secret and API key that cfg lacks from the

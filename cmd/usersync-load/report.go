@@ -106,8 +106,30 @@ type Report struct {
 	Check    Check
 }
 
-// OK reports whether the end-state check passed.
-func (r *Report) OK() bool { return r.Check.OK() }
+// OK reports whether the end-state check passed. The check is not applied
+// to the naive handler of the baseline (Config.Naive), which keeps no
+// order, no event log and no deduplication: its run is always OK, and its
+// problems are printed for information.
+func (r *Report) OK() bool { return r.Config.Naive || r.Check.OK() }
+
+// Total is the numbers of every request of the run; its throughput is
+// over the time of sending.
+func (r *Report) Total() KindSummary {
+	total := KindSummary{Kind: "all"}
+	for _, s := range r.Kinds {
+		total.Requests += s.Requests
+		total.Errors += s.Errors
+		total.Retries += s.Retries
+	}
+	if r.Elapsed > 0 {
+		total.PerSecond = float64(total.Requests) / r.Elapsed.Seconds()
+	}
+	return total
+}
+
+// naiveShown is how many of the naive handler's problems a report spells
+// out.
+const naiveShown = 3
 
 // Kind returns the numbers of kind k.
 func (r *Report) Kind(k Kind) KindSummary {
@@ -122,25 +144,27 @@ func (r *Report) Kind(k Kind) KindSummary {
 // Print writes the report as a table and a verdict.
 func (r *Report) Print(w io.Writer) {
 	c := r.Config
-	fmt.Fprintf(w, "usersync-load run %s against %s (seed %d)\n", r.RunID, r.URL, r.Seed)
+	target := r.URL
+	if c.Naive {
+		target = "the naive handler at " + r.URL
+	}
+	fmt.Fprintf(w, "usersync-load run %s against %s (seed %d)\n", r.RunID, target, r.Seed)
 	fmt.Fprintf(w, "  %d users × %d updates = %d events (%d users shuffled), %d duplicates, %d reads, concurrency %d\n\n",
 		c.Users, c.Updates, r.Plan.Events, r.Plan.Shuffled, r.Plan.Duplicates, r.Plan.Reads, c.Concurrency)
 	fmt.Fprintf(w, "%-10s %8s %7s %8s %9s %9s %9s %9s %9s\n", "kind", "requests", "errors", "retries", "req/s", "p50", "p95", "p99", "max")
-	total := KindSummary{Kind: "all"}
 	for _, s := range r.Kinds {
 		fmt.Fprintln(w, row(s))
-		total.Requests += s.Requests
-		total.Errors += s.Errors
-		total.Retries += s.Retries
 	}
-	if r.Elapsed > 0 {
-		total.PerSecond = float64(total.Requests) / r.Elapsed.Seconds()
-	}
+	total := r.Total()
 	fmt.Fprintf(w, "%-10s %8d %7d %8d %9.1f   (%s sending)\n\n", total.Kind, total.Requests, total.Errors, total.Retries,
 		total.PerSecond, r.Elapsed.Round(time.Millisecond))
 	h := r.Webhooks
 	fmt.Fprintf(w, "deliveries: %d acknowledged, %d unacknowledged after %d attempts, %d rejected, %d not sent (time ran out)\n",
 		h.Acknowledged, h.Unacknowledged, c.Attempts, h.Rejected, h.NotSent)
+	if c.Naive {
+		r.printNaiveEndState(w)
+		return
+	}
 	if r.OK() {
 		fmt.Fprintf(w, "end state: OK: %d users read back, %d listed, each in its newest acknowledged state\n", r.Check.Users, r.Check.Listed)
 		return
@@ -151,6 +175,25 @@ func (r *Report) Print(w io.Writer) {
 	}
 	if r.Check.More > 0 {
 		fmt.Fprintf(w, "  - and %d more\n", r.Check.More)
+	}
+}
+
+// printNaiveEndState says that the naive handler's end state is not
+// checked, and what the check found, for information.
+func (r *Report) printNaiveEndState(w io.Writer) {
+	fmt.Fprint(w, "end state: not checked: the naive handler keeps no order, no event log and no deduplication, so its end state is not expected to be right")
+	n := len(r.Check.Problems) + r.Check.More
+	switch n {
+	case 0:
+		fmt.Fprint(w, "; the check found no problem this time\n")
+		return
+	case 1:
+		fmt.Fprint(w, "; for information, the check found 1 problem:\n")
+	default:
+		fmt.Fprintf(w, "; for information, the check found %d problems, such as:\n", n)
+	}
+	for _, p := range r.Check.Problems[:min(naiveShown, len(r.Check.Problems))] {
+		fmt.Fprintf(w, "  - %s\n", p)
 	}
 }
 
