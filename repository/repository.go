@@ -43,7 +43,9 @@ type Store interface {
 	// error without one stored nothing. The embedded store makes the three
 	// steps one transaction; the MongoDB store makes them in turn, each
 	// idempotent, so that a crash between two is healed by the event's
-	// next delivery or the recovery sweep.
+	// next delivery or the recovery sweep (deliveries in flight at once
+	// share their writes, and write a new event once, processed: see
+	// docs/mongodb.md).
 	Deliver(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error)
 	// Reapply applies ch, the change of the stored event ev, and marks ev
 	// processed: Deliver for an event stored before (the recovery sweep's

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -15,17 +16,23 @@ import (
 )
 
 // Deliveries in flight at the same moment share their round trips, as the
-// embedded store's group commit shares one transaction: one insertMany of
-// their events, one bulkWrite of their objects' conditional writes per
-// collection, one bulkWrite of their marks. The batch is a fast path only.
-// Whatever it cannot settle with no doubt (an event stored already, an
-// object written twice in one batch, a write the filter refused, a
-// deletion's cascade, an email another user holds, any error) leaves the
-// batch at the step it reached and goes on alone, on the path of a single
-// delivery, which explains and retries. So every promise of Deliver holds
-// either way: a write the batch makes is the very conditional write the
-// single path makes, and a delivery is answered only after its writes are
-// acknowledged.
+// embedded store's group commit shares one transaction: one find of their
+// events (which tells the duplicates), one bulkWrite per collection of
+// their objects' conditional writes, one insertMany of their events, made
+// processed already where the write went through. So a new delivery
+// writes its event once, not twice, and the batch makes two writes a
+// delivery where a delivery alone makes three.
+//
+// The batch is a fast path only. Whatever it cannot settle with no doubt
+// (an event stored already, an object written twice in one batch, a write
+// the filter refused, a deletion's cascade, an email another user holds,
+// any error) leaves the batch at the step it reached and goes on alone,
+// on the path of a single delivery, which explains and retries. Every
+// write the batch makes is the very conditional write the single path
+// makes, and a delivery is answered only once its event is stored: a
+// crash between the object's write and the event's leaves the delivery
+// unanswered, and its next delivery finds the object written (the write
+// refused as this very state) and stores the event.
 
 // DefaultDeliveryBatch is how many deliveries one batch takes at most.
 const DefaultDeliveryBatch = 64
@@ -34,11 +41,10 @@ const DefaultDeliveryBatch = 64
 type step int
 
 const (
-	stepNone    step = iota // nothing written: the delivery goes on alone
-	stepFound               // its event was stored before: it is read
-	stepStored              // its event is stored, its change not applied
-	stepApplied             // its change applied, its event not marked
-	stepMarked              // done
+	stepNone   step = iota // nothing known: the delivery goes on alone
+	stepFound              // its event was stored before (d.Event, if read)
+	stepStored             // its event is stored, its change not applied
+	stepMarked             // applied, and its event stored processed: done
 )
 
 // delivery is one Deliver waiting for, or carried by, a batch.
@@ -63,13 +69,24 @@ type batcher struct {
 	gone chan struct{}
 }
 
+// batchWriters is how many batches are written at once: while one waits
+// for the server, another is written, and the server's cores share them.
+const batchWriters = 2
+
 func newBatcher(s *Store, max int) *batcher {
 	b := &batcher{s: s, max: max, reqs: make(chan *delivery), stop: make(chan struct{}), gone: make(chan struct{})}
-	go b.run()
+	var wg sync.WaitGroup
+	for range batchWriters {
+		wg.Go(b.run)
+	}
+	go func() {
+		wg.Wait()
+		close(b.gone)
+	}()
 	return b
 }
 
-// close stops the batcher once its batch is written.
+// close stops the batcher once its batches are written.
 func (b *batcher) close() {
 	close(b.stop)
 	<-b.gone
@@ -91,7 +108,6 @@ func (b *batcher) deliver(r *delivery) bool {
 }
 
 func (b *batcher) run() {
-	defer close(b.gone)
 	for {
 		var batch []*delivery
 		select {
@@ -140,44 +156,51 @@ func (s *Store) writeBatch(batch []*delivery) {
 		ctx, cancel = context.WithDeadline(context.Background(), deadline)
 	}
 	defer cancel()
-	stored := s.storeBatch(ctx, live)
-	applied := s.applyBatch(ctx, stored)
-	s.markBatch(ctx, applied)
+	fresh := s.findStored(ctx, live)
+	s.applyBatch(ctx, fresh)
+	s.storeBatch(ctx, fresh)
 }
 
-// storeBatch inserts the events of batch, unordered: the ones inserted
-// are stored; one refused (a duplicate, a document the engine refuses)
+// findStored reads the events of batch stored already, by _id: those are
+// found (a duplicate), the others returned. On an error every delivery
 // goes on alone.
-func (s *Store) storeBatch(ctx context.Context, batch []*delivery) []*delivery {
-	docs := make([]any, len(batch))
+func (s *Store) findStored(ctx context.Context, batch []*delivery) []*delivery {
+	ids := make(bson.A, len(batch))
 	for i, r := range batch {
 		r.doc = newStoredDoc(r.ev)
-		docs[i] = r.doc
+		ids[i] = r.doc.ID
 	}
-	_, err := s.events.primary.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
-	failed, ok := writeErrors(err)
-	if !ok {
+	var found []eventDoc
+	cur, err := s.events.primary.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}},
+		options.Find().SetProjection(summary))
+	if err == nil {
+		err = cur.All(ctx, &found)
+	}
+	if err != nil {
 		return nil
 	}
-	var stored []*delivery
-	for i, r := range batch {
-		switch code, refused := failed[i]; {
-		case !refused:
-			r.step, r.d = stepStored, models.Delivered{Event: r.doc.model(), Created: true}
-			stored = append(stored, r)
-		case code == duplicateKey && r.doc.Payload != nil:
-			r.step = stepFound
-		}
+	stored := map[bson.ObjectID]eventDoc{}
+	for _, d := range found {
+		stored[d.ID] = d
 	}
-	return stored
+	var fresh []*delivery
+	for _, r := range batch {
+		if d, ok := stored[r.doc.ID]; ok {
+			r.step, r.d = stepFound, models.Delivered{Event: d.model()}
+			continue
+		}
+		fresh = append(fresh, r)
+	}
+	return fresh
 }
 
-// applyBatch makes the one conditional write of each stored delivery whose
+// applyBatch makes the one conditional write of each delivery whose
 // change is applied by one (oneWrites), one bulkWrite per collection, in
 // _id order so that instances writing the same objects at once take them
-// in the same order. A write that did not go through goes on alone, and
-// so does the second change of one object in the batch.
-func (s *Store) applyBatch(ctx context.Context, stored []*delivery) []*delivery {
+// in the same order, and gives those that went through their outcome. A
+// write that did not go through is left to the delivery alone, and so is
+// the second change of one object in the batch.
+func (s *Store) applyBatch(ctx context.Context, fresh []*delivery) {
 	type op struct {
 		r              *delivery
 		id             bson.ObjectID
@@ -185,24 +208,20 @@ func (s *Store) applyBatch(ctx context.Context, stored []*delivery) []*delivery 
 	}
 	byColl := map[*mongo.Collection][]op{}
 	seen := map[string]bool{}
-	for _, r := range stored {
+	for _, r := range fresh {
 		one, ok := oneWrites[r.ch.Kind()]
 		if !ok {
 			continue
 		}
 		coll, filter, update, ok := one(s, r.ch, r.now)
-		_, object := r.ch.IDs()
-		if user, _ := r.ch.IDs(); object == "" {
-			object = user
-		}
-		key := string(r.ch.Kind()) + "/" + object
+		user, object := r.ch.IDs()
+		key := string(r.ch.Kind()) + "/" + user + "/" + object
 		if !ok || seen[key] {
 			continue
 		}
 		seen[key] = true
 		byColl[coll] = append(byColl[coll], op{r: r, id: filter[0].Value.(bson.ObjectID), filter: filter, update: update})
 	}
-	var applied []*delivery
 	for coll, ops := range byColl {
 		slices.SortFunc(ops, func(a, b op) int { return bytes.Compare(a.id[:], b.id[:]) })
 		writes := make([]mongo.WriteModel, len(ops))
@@ -216,39 +235,43 @@ func (s *Store) applyBatch(ctx context.Context, stored []*delivery) []*delivery 
 		}
 		for i, o := range ops {
 			if _, refused := failed[i]; !refused {
-				o.r.step, o.r.d.Outcome = stepApplied, appliedOutcome
-				applied = append(applied, o.r)
+				o.r.d.Outcome = models.OutcomeApplied
 			}
 		}
 	}
-	return applied
 }
 
-// appliedOutcome is the outcome of a conditional write that went through.
-const appliedOutcome = models.OutcomeApplied
-
-// markBatch marks the applied deliveries processed, in one bulkWrite in
-// _id order; a mark that fails is made again alone.
-func (s *Store) markBatch(ctx context.Context, applied []*delivery) {
-	if len(applied) == 0 {
+// storeBatch inserts the events of fresh, unordered: processed already
+// for a change the batch applied, stored for the others. An insert
+// refused as a duplicate (a concurrent delivery of the event) finds it;
+// any other refusal leaves the delivery to go on alone.
+func (s *Store) storeBatch(ctx context.Context, fresh []*delivery) {
+	if len(fresh) == 0 {
 		return
 	}
-	slices.SortFunc(applied, func(a, b *delivery) int { return bytes.Compare(a.doc.ID[:], b.doc.ID[:]) })
-	writes := make([]mongo.WriteModel, len(applied))
-	for i, r := range applied {
-		writes[i] = mongo.NewUpdateOneModel().
-			SetFilter(bson.D{{Key: "_id", Value: r.doc.ID}, notProcessed}).
-			SetUpdate(markProcessed(r.d.Outcome, r.now))
+	docs := make([]any, len(fresh))
+	for i, r := range fresh {
+		if r.d.Outcome != "" {
+			at := r.now
+			r.doc.Status, r.doc.Outcome, r.doc.ProcessedAt, r.doc.Attempts = string(models.StatusProcessed), string(r.d.Outcome), &at, 1
+			r.doc.Uncounted = string(r.d.Outcome) // see counters.go
+		}
+		docs[i] = r.doc
 	}
-	_, err := s.events.primary.BulkWrite(ctx, writes, options.BulkWrite().SetOrdered(false))
+	_, err := s.events.primary.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
 	failed, ok := writeErrors(err)
 	if !ok {
 		return
 	}
-	for i, r := range applied {
-		if _, refused := failed[i]; !refused {
-			r.step = stepMarked
-			r.d.Event.Status, r.d.Event.Outcome, r.d.Event.Attempts = models.StatusProcessed, r.d.Outcome, 1
+	for i, r := range fresh {
+		code, refused := failed[i]
+		switch {
+		case !refused && r.d.Outcome != "":
+			r.step, r.d.Event, r.d.Created = stepMarked, r.doc.model(), true
+		case !refused:
+			r.step, r.d.Event, r.d.Created = stepStored, r.doc.model(), true
+		case code == duplicateKey:
+			r.step, r.d = stepFound, models.Delivered{}
 		}
 	}
 }
@@ -278,23 +301,21 @@ func writeErrors(err error) (failed map[int]int, ok bool) {
 func (s *Store) finish(r *delivery) (models.Delivered, error) {
 	switch r.step {
 	case stepFound:
-		stored, err := s.events.readStored(r.ctx, r.doc)
-		if err != nil || stored.Status.Finished() {
-			return models.Delivered{Event: stored}, err
+		stored := r.d.Event
+		if stored.ID == "" {
+			var err error
+			if stored, err = s.events.readStored(r.ctx, r.doc); err != nil {
+				return models.Delivered{}, err
+			}
+		}
+		if stored.Status.Finished() {
+			return models.Delivered{Event: stored}, nil
 		}
 		return s.Reapply(r.ctx, stored, r.ch, r.now)
 	case stepStored:
 		d, err := s.Reapply(r.ctx, r.d.Event, r.ch, r.now)
 		d.Created = true
 		return d, err
-	case stepApplied:
-		if err := s.events.MarkProcessed(r.ctx, r.d.Event.ID, r.d.Outcome, r.now); err != nil {
-			d := r.d
-			d.Outcome = ""
-			return d, err
-		}
-		r.d.Event.Status, r.d.Event.Outcome, r.d.Event.Attempts = models.StatusProcessed, r.d.Outcome, 1
-		return r.d, nil
 	case stepMarked:
 		return r.d, nil
 	}

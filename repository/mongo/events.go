@@ -53,7 +53,10 @@ type eventDoc struct {
 	Error           string        `bson:"error,omitempty"`
 	RetryAt         *time.Time    `bson:"retryAt,omitempty"` // only while retries remain
 	ClaimedUntil    *time.Time    `bson:"claimedUntil,omitempty"`
-	ErasedAt        *time.Time    `bson:"erasedAt,omitempty"`
+	// Uncounted holds the outcome of a processed event that no counter
+	// counts yet (counters.go); set by the write that makes it processed.
+	Uncounted string     `bson:"uncounted,omitempty"`
+	ErasedAt  *time.Time `bson:"erasedAt,omitempty"`
 	// A discarded event's when, why and by whom.
 	DiscardedAt   *time.Time `bson:"discardedAt,omitempty"`
 	DiscardReason string     `bson:"discardReason,omitempty"`

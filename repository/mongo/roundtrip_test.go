@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	stdsync "sync"
 	"testing"
 
@@ -40,13 +41,18 @@ func clerkBody(t *testing.T, typ, id string, updatedAt int64, email string) []by
 }
 
 // TestRoundTrips_PerDeliveryKind counts the commands one delivery sends
-// through the store, on the path of a webhook (sync.Service.Ingest: store
-// the event, apply it, mark it), and prints them per kind of delivery.
-// The floor is the event's insert, the user's conditional upsert and the
-// mark; a duplicate of a processed event is its refused insert and the
-// read of the stored event; a stale
-// event reads the user's state to explain why the write did not go
-// through.
+// through the store, on the path of a webhook (sync.Service.Ingest), and
+// prints them per kind of delivery, through a batch (the default, alone
+// in it here) and alone (Options.DeliveryBatch 1).
+//   - Alone, the floor is the event's insert, the user's conditional
+//     upsert and the mark; a duplicate of a processed event is its refused
+//     insert and the read of the stored event; a stale event reads the
+//     user's state to explain why the write did not go through.
+//   - In a batch, the floor is the find that tells duplicates, the
+//     upsert, and the insert of the event processed already; a duplicate
+//     is the find alone; a stale event leaves the batch once its write is
+//     refused (its event stored) and goes on alone: the write again, the
+//     read, the mark.
 func TestRoundTrips_PerDeliveryKind(t *testing.T) {
 	ctx := context.Background()
 	var mu stdsync.Mutex
@@ -74,16 +80,23 @@ func TestRoundTrips_PerDeliveryKind(t *testing.T) {
 		body   string
 		want   []string
 	}{
-		{"new user", nil, "msg_a", "created", []string{"insert", "update", "update"}},
-		{"update", [][2]string{{"msg_a", "created"}}, "msg_b", "updated", []string{"insert", "update", "update"}},
-		{"duplicate", [][2]string{{"msg_a", "created"}}, "msg_a", "created", []string{"insert", "find"}},
-		// The batch's conditional write is refused; the delivery goes on
-		// alone and writes again before it reads what explains it.
-		{"stale", [][2]string{{"msg_a", "created"}, {"msg_b", "updated"}}, "msg_c", "old", []string{"insert", "update", "update", "find", "update"}},
+		{"new user", nil, "msg_a", "created", []string{"find", "update", "insert"}},
+		{"update", [][2]string{{"msg_a", "created"}}, "msg_b", "updated", []string{"find", "update", "insert"}},
+		{"duplicate", [][2]string{{"msg_a", "created"}}, "msg_a", "created", []string{"find"}},
+		{"stale", [][2]string{{"msg_a", "created"}, {"msg_b", "updated"}}, "msg_c", "old",
+			[]string{"find", "update", "insert", "update", "find", "update"}},
+		{"new user alone", nil, "msg_a", "created", []string{"insert", "update", "update"}},
+		{"update alone", [][2]string{{"msg_a", "created"}}, "msg_b", "updated", []string{"insert", "update", "update"}},
+		{"duplicate alone", [][2]string{{"msg_a", "created"}}, "msg_a", "created", []string{"insert", "find"}},
+		{"stale alone", [][2]string{{"msg_a", "created"}, {"msg_b", "updated"}}, "msg_c", "old", []string{"insert", "update", "find", "update"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := mongotest.OpenWith(t, mongo.Options{Monitor: mon})
+			o := mongo.Options{Monitor: mon}
+			if strings.HasSuffix(tc.name, " alone") {
+				o.DeliveryBatch = 1
+			}
+			s := mongotest.OpenWith(t, o)
 			mu.Lock()
 			db = s.Database().Name()
 			mu.Unlock()
@@ -111,7 +124,7 @@ func TestRoundTrips_PerDeliveryKind(t *testing.T) {
 			take()
 			res := deliver(tc.id, tc.body)
 			got := take()
-			fmt.Printf("round trips per delivery: %-10s %d %v (%s, outcome %s)\n", tc.name, len(got), got, res.Status, res.Outcome)
+			fmt.Printf("round trips per delivery: %-16s %d %v (%s, outcome %s)\n", tc.name, len(got), got, res.Status, res.Outcome)
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("%s: commands %v, want %v", tc.name, got, tc.want)
 			}
