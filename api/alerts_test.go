@@ -80,6 +80,7 @@ func exposedSeries(t *testing.T) map[string]map[string]bool {
 }
 
 func TestAlertRules_ParseAndUseOnlyMetricsUsersyncServes(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../deploy/prometheus/alerts.yml")
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 // the file in the data dir's backups directory, a store of its own; it is
 // for admins; without a store that backs up (MongoDB) both answer 501.
 func TestBackup_TheRouteWritesACopyOfTheEmbeddedStore(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("backs up the embedded store")
 	}

@@ -15,6 +15,7 @@ import (
 )
 
 func TestSyncUser_AnIdNotOfClerksShapeNeverReachesClerk(t *testing.T) {
+	t.Parallel()
 	h, fake := syncHarness(t)
 	for _, id := range []string{".", "..", "user_..", "user_a.b", "user_a/b", "user_a?x=1", "user_", "nope_123", "user_a b", "user_" + strings.Repeat("a", 200)} {
 		r := h.syncUser(url.PathEscape(id), testAPIKey)
@@ -28,6 +29,7 @@ func TestSyncUser_AnIdNotOfClerksShapeNeverReachesClerk(t *testing.T) {
 }
 
 func TestSyncUser_AnIdClerkDoesNotKnowIsNotAskedAgainForAWhile(t *testing.T) {
+	t.Parallel()
 	h, fake := syncHarness(t)
 	for i := range 20 {
 		if r := h.syncUser("user_unknown", testAPIKey); r.Code != http.StatusNotFound {
@@ -56,6 +58,7 @@ func holdClerk(fake *clerktest.Server) (entered chan string, release chan struct
 }
 
 func TestSyncUser_ACallerThatLeavesStopsTheReadFromClerk(t *testing.T) {
+	t.Parallel()
 	h, fake := syncHarness(t, clerkUser{ID: "user_slow", UpdatedAt: t0})
 	entered, done := make(chan string, 1), make(chan struct{})
 	fake.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, _ int) int {
@@ -82,6 +85,7 @@ func TestSyncUser_ACallerThatLeavesStopsTheReadFromClerk(t *testing.T) {
 }
 
 func TestSyncUser_OneKeyHasABoundedNumberOfSyncsInFlight(t *testing.T) {
+	t.Parallel()
 	const perKey = 3
 	var users []clerkUser
 	for i := range perKey + 2 {
@@ -127,6 +131,7 @@ func (h *harness) syncUserAsync(userID, key string) int {
 }
 
 func TestSyncUser_AUserClerkSendsThatCannotBeAppliedIs502(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		user func(id string) string

@@ -54,6 +54,7 @@ func clerkOrgReads(reqs []clerktest.Request) int {
 }
 
 func TestSyncOrganization_CreatesAnOrganizationTheWebhookHasNotDeliveredYet(t *testing.T) {
+	t.Parallel()
 	h, fake := syncHarness(t)
 	fake.AddOrganization(clerkOrg(t, "org_new", nil))
 	r := h.syncOrg("org_new", testAPIKey)
@@ -84,6 +85,7 @@ func TestSyncOrganization_CreatesAnOrganizationTheWebhookHasNotDeliveredYet(t *t
 }
 
 func TestSyncOrganization_AnIdNotOfClerksShapeNeverReachesClerk(t *testing.T) {
+	t.Parallel()
 	h, fake := syncHarness(t)
 	fake.AddOrganization(clerkOrg(t, "org_acme", func(d map[string]any) { d["slug"] = "acme" }))
 	// Clerk's GET /organizations/{id} takes a slug too: a slug is not sent.
@@ -99,6 +101,7 @@ func TestSyncOrganization_AnIdNotOfClerksShapeNeverReachesClerk(t *testing.T) {
 }
 
 func TestSyncOrganization_AnOrganizationClerkDoesNotKnowIs404AndIsNotAskedAgainForAWhile(t *testing.T) {
+	t.Parallel()
 	h, fake := syncHarness(t)
 	for i := range 20 {
 		if r := h.syncOrg("org_unknown", testAPIKey); r.Code != http.StatusNotFound {
@@ -117,6 +120,7 @@ func TestSyncOrganization_AnOrganizationClerkDoesNotKnowIs404AndIsNotAskedAgainF
 }
 
 func TestSyncOrganization_ADeletedOrganizationChangesNothing(t *testing.T) {
+	t.Parallel()
 	h, fake := syncHarness(t)
 	// Clerk still serves a state (say, the delete has not reached its API).
 	fake.AddOrganization(clerkOrg(t, fxOrg, nil))
@@ -142,6 +146,7 @@ func TestSyncOrganization_ADeletedOrganizationChangesNothing(t *testing.T) {
 }
 
 func TestSyncOrganization_WithoutClerkSecretKeyIs501NamingIt(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.syncOrg("org_x", testAPIKey)
 	if r.Code != http.StatusNotImplemented || !strings.Contains(string(r.Body), "CLERK_SECRET_KEY") ||
@@ -154,6 +159,7 @@ func TestSyncOrganization_WithoutClerkSecretKeyIs501NamingIt(t *testing.T) {
 }
 
 func TestSyncOrganization_AnOrganizationClerkSendsThatCannotBeAppliedIs502(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		org  func(id string) string
@@ -188,6 +194,7 @@ func TestSyncOrganization_AnOrganizationClerkSendsThatCannotBeAppliedIs502(t *te
 }
 
 func TestSyncOrganization_SharesTheKeysPlacesWithTheUsersRoute(t *testing.T) {
+	t.Parallel()
 	h, fake := syncHarnessWith(t, api.Limits{SyncsPerKey: 1}, clerkUser{ID: "user_held", UpdatedAt: t0})
 	fake.AddOrganization(clerkOrg(t, "org_waiting", nil))
 	entered, release := holdClerk(fake)
@@ -208,6 +215,7 @@ func TestSyncOrganization_SharesTheKeysPlacesWithTheUsersRoute(t *testing.T) {
 }
 
 func TestSyncOrganization_AnInstanceWithOrganizationsTurnedOffIs404(t *testing.T) {
+	t.Parallel()
 	h, fake := syncHarness(t)
 	fake.TurnOrganizationsOff()
 	r := h.syncOrg("org_any", testAPIKey)

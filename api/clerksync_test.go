@@ -83,6 +83,7 @@ func clerkUserReads(reqs []clerktest.Request) int {
 }
 
 func TestSyncUser_CreatesAUserTheWebhookHasNotDeliveredYet(t *testing.T) {
+	t.Parallel()
 	h, fake := syncHarness(t, clerkUser{ID: "user_signup", UpdatedAt: 1_760_000_000_000, Email: "New@Example.org", First: "New", Last: "Person"})
 	r := h.syncUser("user_signup", testAPIKey)
 	if r.Code != http.StatusOK {
@@ -106,6 +107,7 @@ func TestSyncUser_CreatesAUserTheWebhookHasNotDeliveredYet(t *testing.T) {
 }
 
 func TestSyncUser_AUserClerkDoesNotKnowIs404AndChangesNothing(t *testing.T) {
+	t.Parallel()
 	h, _ := syncHarness(t)
 	r := h.syncUser("user_unknown", testAPIKey)
 	if r.Code != http.StatusNotFound {
@@ -117,6 +119,7 @@ func TestSyncUser_AUserClerkDoesNotKnowIs404AndChangesNothing(t *testing.T) {
 }
 
 func TestSyncUser_ADeletedUserChangesNothing(t *testing.T) {
+	t.Parallel()
 	u := clerkUser{ID: "user_gone", UpdatedAt: 1_760_000_000_000, Email: "gone@example.org", First: "Gone"}
 	// Clerk still serves a state (say, the delete has not reached its list).
 	h, fake := syncHarness(t, u)
@@ -144,6 +147,7 @@ func TestSyncUser_ADeletedUserChangesNothing(t *testing.T) {
 }
 
 func TestSyncUser_NeverOverwritesANewerState(t *testing.T) {
+	t.Parallel()
 	old := clerkUser{ID: "user_race", UpdatedAt: 1_760_000_000_000, Email: "race@example.org", First: "Old"}
 	h, _ := syncHarness(t, old)
 	newer := old
@@ -156,6 +160,7 @@ func TestSyncUser_NeverOverwritesANewerState(t *testing.T) {
 }
 
 func TestSyncUser_WithoutClerkSecretKeyIs501NamingIt(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.syncUser("user_x", testAPIKey)
 	if r.Code != http.StatusNotImplemented || !strings.Contains(string(r.Body), "CLERK_SECRET_KEY") ||
@@ -168,6 +173,7 @@ func TestSyncUser_WithoutClerkSecretKeyIs501NamingIt(t *testing.T) {
 }
 
 func TestSyncUser_ClerkDownIs503(t *testing.T) {
+	t.Parallel()
 	h, fake := syncHarness(t, clerkUser{ID: "user_down", UpdatedAt: 1_760_000_000_000})
 	fake.SetAnswer(func(w http.ResponseWriter, r clerktest.Request, _ int) int {
 		http.Error(w, `{"errors":[{"code":"unauthorized"}]}`, http.StatusUnauthorized)

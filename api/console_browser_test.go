@@ -121,6 +121,7 @@ func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 // and a dry run; and the pages at a phone's width. Screenshots of each go
 // to $USERSYNC_SCREENSHOTS if set, else to the test's temporary directory.
 func TestConsole_InABrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	h := newConsoleHarness(t, func(o *consoleOptions) {
 		o.dryRun = func(ctx context.Context, onPage func(int, sync.Tally), onNote func(sync.Note)) (sync.ReconcileReport, error) {

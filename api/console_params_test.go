@@ -13,6 +13,7 @@ import (
 // document's query parameters of the console's endpoints, and their
 // limits, equal to what each binds.
 func TestOpenAPI_ConsoleEndpointsDocumentTheParametersTheyBind(t *testing.T) {
+	t.Parallel()
 	var doc struct {
 		Paths map[string]map[string]struct {
 			Parameters []openAPIParam `json:"parameters"`

@@ -159,6 +159,7 @@ func (h *consoleHarness) block(n int) (eventIDs []string, unblock func()) {
 }
 
 func TestConsole_ServesItsFilesWithAStrictPolicy(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t)
 	for _, tc := range []struct{ path, ctype string }{
 		{"/admin", "text/html"}, {"/admin/", "text/html"}, {"/admin/index.html", "text/html"},
@@ -196,6 +197,7 @@ func TestConsole_ServesItsFilesWithAStrictPolicy(t *testing.T) {
 // inline script or style (the policy forbids them anyway), nothing from
 // another host, and no HTML parsing of strings in the script.
 func TestConsole_PageHasNoInlineCodeAndRendersTextOnly(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t)
 	page := string(h.get("/admin", "").Body)
 	for _, bad := range []*regexp.Regexp{
@@ -224,6 +226,7 @@ func TestConsole_PageHasNoInlineCodeAndRendersTextOnly(t *testing.T) {
 // outcomes chart stacks every one but received, and each has its label,
 // bar colour and legend entry.
 func TestConsole_ChartsDrawEveryOutcomeTheActivityCounts(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t)
 	js, css := string(h.get("/admin/console.js", "").Body), string(h.get("/admin/console.css", "").Body)
 	list := func(name string) []string {
@@ -272,6 +275,7 @@ var consoleEndpoints = []struct{ method, path string }{
 }
 
 func TestConsoleEndpoints_NeedAnAdminKey(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t)
 	for _, ep := range consoleEndpoints {
 		t.Run(ep.method+" "+ep.path, func(t *testing.T) {
@@ -295,6 +299,7 @@ func TestConsoleEndpoints_NeedAnAdminKey(t *testing.T) {
 }
 
 func TestConsoleEndpoints_RefuseParametersOutOfBounds(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t)
 	for _, ep := range []struct{ method, path string }{
 		{http.MethodGet, "/v1/admin/activity?range=year"},
@@ -331,6 +336,7 @@ type activityBody struct {
 // reads them back per minute; the day chart sums minutes into 15-minute
 // points and the week chart reads hour buckets.
 func TestActivity_ChartsAddUpTheCountsWrittenAtIngest(t *testing.T) {
+	t.Parallel()
 	now := time.Now().UTC()
 	h := newConsoleHarness(t, func(o *consoleOptions) { o.now = func() time.Time { return now } })
 	base := now.Add(-time.Hour).UnixMilli()
@@ -395,6 +401,7 @@ func TestActivity_ChartsAddUpTheCountsWrittenAtIngest(t *testing.T) {
 }
 
 func TestOverview_ShowsHealthAtAGlance(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t)
 	var before struct {
 		Ready         struct{ OK bool }
@@ -456,6 +463,7 @@ type failuresBody struct {
 }
 
 func TestFailures_GroupsFailedEventsByReason(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t)
 	ids, _ := h.block(3)
 	if r := h.deliver(newID(), []byte(`{"type":"user.updated","data":{"id":"user_bad"}}`)); r.Code != http.StatusBadRequest {
@@ -489,6 +497,7 @@ type bulkBody struct {
 }
 
 func TestBulkReplay_CountsFirstThenReplaysAtMostLimitPerCall(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t)
 	ids, unblock := h.block(3)
 	var dry bulkBody
@@ -538,6 +547,7 @@ func TestBulkReplay_CountsFirstThenReplaysAtMostLimitPerCall(t *testing.T) {
 // by kind, Clerk type and object as the event log does (one filter, read
 // by one piece of code).
 func TestBulkReplay_TakesTheEventLogsFilters(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t)
 	for _, body := range []string{
 		`{"type":"user.updated","data":{"id":"user_bad"}}`,
@@ -568,6 +578,7 @@ func TestBulkReplay_TakesTheEventLogsFilters(t *testing.T) {
 }
 
 func TestReconcileRuns_ListsTheRecordedRunsNewestFirst(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t)
 	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 3 {
@@ -600,6 +611,7 @@ func TestReconcileRuns_ListsTheRecordedRunsNewestFirst(t *testing.T) {
 // its counts (local null when not read), a kind the run did not read is
 // null, and the top-level counts stay the users' (zeros without them).
 func TestReconcileRuns_ListEachKindsCountsAndNullForAKindNotRead(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t)
 	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	for _, r := range []models.ReconcileSummary{
@@ -656,6 +668,7 @@ func TestReconcileRuns_ListEachKindsCountsAndNullForAKindNotRead(t *testing.T) {
 }
 
 func TestDryRun_IsNotConfiguredWithoutClerk(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t)
 	for _, method := range []string{http.MethodGet, http.MethodPost} {
 		var body struct {
@@ -717,6 +730,7 @@ func (h *consoleHarness) waitDryRun() dryRunBody {
 // finds organizations turned off: each kind read has its counts, a kind
 // not read is null, and the changes name their kind and id.
 func TestDryRun_ReportsEachKindAndTheChangesOfEvery(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	var clock stdsync.Mutex
 	orgsOff := false
@@ -783,6 +797,7 @@ func TestDryRun_ReportsEachKindAndTheChangesOfEvery(t *testing.T) {
 // for the test: a second start is refused while it runs and for a minute
 // after it started; its notes are bounded.
 func TestDryRun_RunsInTheBackgroundOneAtATime(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var clock stdsync.Mutex
 	now := time.Now()
@@ -868,6 +883,7 @@ func jsStrings(js string) []string {
 // TestConsole_TextsAreTextNotMarkdown: the console's texts are shown as
 // they are, so none may hold Markdown's backticks (code is a <code>).
 func TestConsole_TextsAreTextNotMarkdown(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t)
 	js := string(h.get("/admin/console.js", "").Body)
 	strs := jsStrings(js)
@@ -886,6 +902,7 @@ func TestConsole_TextsAreTextNotMarkdown(t *testing.T) {
 // posts it; the event log's filter has the discarded status, and the event
 // log wraps its cells so that the Error column stays in view.
 func TestConsole_EventsOfferDiscardForAFailedEventWithAReason(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t)
 	js, page, style := string(h.get("/admin/console.js", "").Body), string(h.get("/admin", "").Body),
 		string(h.get("/admin/console.css", "").Body)

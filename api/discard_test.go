@@ -44,6 +44,7 @@ func (h *harness) discard(id, key, body string) response {
 // gauges clear; a later Svix retry of its svix-id is a 2xx duplicate that
 // applies nothing; replay and a second discard are conflicts.
 func TestDiscard_AFailedEventIsKeptAsDiscardedAndNeverApplied(t *testing.T) {
+	t.Parallel()
 	var fail stdatomic.Bool
 	h := newHarness(t, func(o *harnessOptions) {
 		o.beforeApply = (&switchedUsers{fail: &fail}).before

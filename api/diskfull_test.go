@@ -57,6 +57,7 @@ func fill(t *testing.T, dir string) string {
 var engineErrors = regexp.MustCompile(`(?m)^usersync_engine_errors_total (\d+)`)
 
 func TestWebhook_FullDiskIsUnavailableCountedAndNotReady(t *testing.T) {
+	t.Parallel()
 	dir := smallDisk(t, 8<<20)
 	store, err := sqlite.Open(context.Background(), filepath.Join(dir, "db"), sqlite.Options{})
 	if err != nil {
@@ -121,6 +122,7 @@ func TestWebhook_FullDiskIsUnavailableCountedAndNotReady(t *testing.T) {
 // (Svix retries), counted as a database error, /readyz says why, and the
 // retry succeeds once the database takes writes again.
 func TestWebhook_AReadOnlyDatabaseIsUnavailableCountedAndNotReady(t *testing.T) {
+	t.Parallel()
 	h, flaky := newFlakyHarness(t)
 	flaky.err = fmt.Errorf("test: %w: %w", models.ErrReadOnly, models.ErrUnavailable)
 	flaky.fail.Store(true)

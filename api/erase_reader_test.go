@@ -22,6 +22,7 @@ import (
 // would take), and once the reader has gone the erased data leave the log
 // with no further write.
 func TestErase_CompletesOnceAnOutsideReaderGoesAndDoesNotStallTheWriter(t *testing.T) {
+	t.Parallel()
 	if repotest.UsesMongoDB() {
 		t.Skip("a reader of the embedded store's file")
 	}

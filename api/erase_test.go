@@ -55,6 +55,7 @@ func (h *harness) leftovers(needles []string) []string {
 }
 
 func TestErase_EndpointLeavesNoPersonalDataOfADeletedUser(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	const id = "user_erase1"
 	created, updated := newID(), newID()
@@ -122,6 +123,7 @@ func TestErase_EndpointLeavesNoPersonalDataOfADeletedUser(t *testing.T) {
 }
 
 func TestErase_ByAgeInTheBackgroundLoopOnlyOnceEventsAreProcessed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	const id = "user_erase2"
@@ -197,6 +199,7 @@ func TestErase_ByAgeInTheBackgroundLoopOnlyOnceEventsAreProcessed(t *testing.T) 
 }
 
 func TestErase_EndpointLeavesPendingEventsToTheLoopEvenForARecentDelete(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	const id = "user_erase3"

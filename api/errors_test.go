@@ -22,6 +22,7 @@ func (f *failingUsers) before(context.Context, models.Change) error { return f.e
 const emailTakenMessage = "the user's email is held by another active user; a later delivery may apply the event"
 
 func TestErrors_AnEmailConflictIsAnsweredInUsersyncsOwnWords(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	h := newHarness(t, func(o *harnessOptions) {
 		o.logger = slog.New(slog.NewJSONHandler(&logs, nil))
@@ -37,6 +38,7 @@ func TestErrors_AnEmailConflictIsAnsweredInUsersyncsOwnWords(t *testing.T) {
 }
 
 func TestErrors_AStoresOwnTextNeverReachesTheBodyNorAnEmailTheLog(t *testing.T) {
+	t.Parallel()
 	// What MongoDB's driver says of a unique email, and what other layers
 	// may say: an error body must show none of it.
 	const driver = `E11000 duplicate key error collection: usersync.users index: email_1 dup key: { email: "secret@example.org" }`
@@ -78,6 +80,7 @@ func TestErrors_AStoresOwnTextNeverReachesTheBodyNorAnEmailTheLog(t *testing.T) 
 }
 
 func TestErrors_BodiesAreNotHTMLEscaped(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.get("/v1/users", "")
 	if r.Code != http.StatusUnauthorized || !strings.Contains(string(r.Body), `Bearer <key>`) {

@@ -24,6 +24,7 @@ func (h *harness) postAs(path, key string) response {
 }
 
 func TestEvents_AreForAdminKeysOnly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	id := newID()
 	h.mustDeliver(id, fixture(t, "user.created.multi-email.json"))
@@ -44,6 +45,7 @@ func TestEvents_AreForAdminKeysOnly(t *testing.T) {
 }
 
 func TestEvents_ListFiltersAndPagesNewestFirst(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	start := time.Now().UTC()
 	var ids []string
@@ -119,6 +121,7 @@ func TestEvents_ListFiltersAndPagesNewestFirst(t *testing.T) {
 }
 
 func TestEvents_GetShowsThePayloadAsReceived(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	id := newID()
 	body := fixture(t, "user.created.multi-email.json")
@@ -146,6 +149,7 @@ func TestEvents_GetShowsThePayloadAsReceived(t *testing.T) {
 }
 
 func TestEvents_StatsCountPerStatusAndOutcome(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_s1", UpdatedAt: t0 + 10}))
 	h.mustDeliver(newID(), userBody(t, "user.updated", clerkUser{ID: "user_s1", UpdatedAt: t0}))
@@ -174,6 +178,7 @@ func TestEvents_StatsCountPerStatusAndOutcome(t *testing.T) {
 }
 
 func TestReplay_ProcessesAFailedEventThroughTheWebhookPath(t *testing.T) {
+	t.Parallel()
 	h, flaky := newFlakyHarness(t)
 	flaky.err = fmt.Errorf("test: %w", models.ErrRetryLater)
 	flaky.fail.Store(true)
@@ -210,6 +215,7 @@ func TestReplay_ProcessesAFailedEventThroughTheWebhookPath(t *testing.T) {
 // TestReplay_AnEventASweepHoldsIsNotProcessedTwice: the route claims the
 // event as the sweep does, so that two instances never process it at once.
 func TestReplay_AnEventASweepHoldsIsNotProcessedTwice(t *testing.T) {
+	t.Parallel()
 	h, flaky := newFlakyHarness(t)
 	flaky.err = fmt.Errorf("test: %w", models.ErrRetryLater)
 	flaky.fail.Store(true)

@@ -39,6 +39,7 @@ func (h *harness) feedPage(since, cursor string, limit int) (data []map[string]a
 }
 
 func TestUsers_ChangeFeedReturnsEveryChangeOnceWhileUsersChange(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *harnessOptions) { o.settle = feedSettle })
 	since := time.Now().UTC().Format(time.RFC3339Nano)
 	const users, limit = 12, 4
@@ -114,6 +115,7 @@ func TestUsers_ChangeFeedReturnsEveryChangeOnceWhileUsersChange(t *testing.T) {
 }
 
 func TestUsers_ChangeFeedCaughtUpKeepsACursorToPollWith(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *harnessOptions) { o.settle = feedSettle })
 	since := time.Now().UTC().Format(time.RFC3339Nano)
 	data, cursor := h.feedPage(since, "", 10)
@@ -133,6 +135,7 @@ func TestUsers_ChangeFeedCaughtUpKeepsACursorToPollWith(t *testing.T) {
 }
 
 func TestUsers_ChangeFeedHoldsBackChangesYoungerThanTheSettleTime(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *harnessOptions) { o.settle = time.Hour })
 	since := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_young", UpdatedAt: t0}))
@@ -142,6 +145,7 @@ func TestUsers_ChangeFeedHoldsBackChangesYoungerThanTheSettleTime(t *testing.T) 
 }
 
 func TestUsers_ChangeFeedRejectsBadParameters(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, q := range []string{
 		"updatedSince=yesterday",

@@ -38,6 +38,7 @@ func metricsLines(t *testing.T, h *harness) int {
 }
 
 func TestMetrics_LabelsStayBoundedWhateverClientsSend(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.get("/healthz", "")
 	h.get("/nope", "")
@@ -71,6 +72,7 @@ func TestMetrics_LabelsStayBoundedWhateverClientsSend(t *testing.T) {
 }
 
 func TestRequestID_KeptOnlyWhenShortAndSafe(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	h := newHarness(t, func(o *harnessOptions) { o.logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	generated := regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -108,6 +110,7 @@ func TestRequestID_KeptOnlyWhenShortAndSafe(t *testing.T) {
 }
 
 func TestWebhook_LongSvixIDIsRefusedBeforeStoring(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	h := newHarness(t, func(o *harnessOptions) { o.logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	body := userBody(t, "user.created", clerkUser{ID: "user_longid", UpdatedAt: t0})
@@ -133,6 +136,7 @@ func TestWebhook_LongSvixIDIsRefusedBeforeStoring(t *testing.T) {
 }
 
 func TestWebhook_BodyOver256KiBIsRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	body := userBody(t, "user.created", clerkUser{ID: "user_big", UpdatedAt: t0, Meta: map[string]any{"pad": strings.Repeat("x", 300_000)}})
 	r := h.deliver(newID(), body)
@@ -210,6 +214,7 @@ func deliverWithin(t *testing.T, h *harness, id string, body []byte) response {
 }
 
 func TestWebhook_OverloadIsAQuick503WithRetryAfter(t *testing.T) {
+	t.Parallel()
 	blocked := newBlockingUsers()
 	h := newHarness(t, func(o *harnessOptions) {
 		o.beforeApply = blocked.before
@@ -243,6 +248,7 @@ func TestWebhook_OverloadIsAQuick503WithRetryAfter(t *testing.T) {
 }
 
 func TestWebhook_BodiesInFlightAreBounded(t *testing.T) {
+	t.Parallel()
 	blocked := newBlockingUsers()
 	body := func(i int) []byte {
 		return userBody(t, "user.created", clerkUser{ID: fmt.Sprintf("user_body%d", i), UpdatedAt: t0,
@@ -276,6 +282,7 @@ func nest(n int) json.RawMessage {
 }
 
 func TestWebhook_WhatUsersMustNotStoreIs400AndStoredAsFailed(t *testing.T) {
+	t.Parallel()
 	withData := func(edit func(d map[string]any)) []byte {
 		var env map[string]any
 		if err := json.Unmarshal(userBody(t, "user.updated", clerkUser{ID: "user_cap", UpdatedAt: t0}), &env); err != nil {
@@ -326,6 +333,7 @@ func TestWebhook_WhatUsersMustNotStoreIs400AndStoredAsFailed(t *testing.T) {
 }
 
 func TestWebhook_AmbiguousOrNonUTF8BodiesAreRefusedBeforeStoring(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, body, wantMsg string
 	}{
@@ -347,6 +355,7 @@ func TestWebhook_AmbiguousOrNonUTF8BodiesAreRefusedBeforeStoring(t *testing.T) {
 }
 
 func TestWebhook_NumbersRoundTripAsDocumented(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	meta := json.RawMessage(`{"negZero":-0,"tiny":1e-400,"big":1e300,"int":9007199254740993,"huge":123456789012345678901234567890}`)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_num", UpdatedAt: t0, Meta: meta}))
@@ -364,6 +373,7 @@ func TestWebhook_NumbersRoundTripAsDocumented(t *testing.T) {
 }
 
 func TestWebhook_TrailingSlashIsTheSameEndpoint(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	body := userBody(t, "user.created", clerkUser{ID: "user_slash", UpdatedAt: t0})
 	req, _ := http.NewRequest(http.MethodPost, h.url+"/webhooks/clerk/", bytes.NewReader(body))
@@ -383,6 +393,7 @@ func TestWebhook_TrailingSlashIsTheSameEndpoint(t *testing.T) {
 }
 
 func TestAPI_PathParametersAreDecoded(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	// Clerk's ids are letters and digits, and the webhook takes no other;
 	// a user stored with another id (by an earlier usersync) is read by it.
@@ -403,6 +414,7 @@ func TestAPI_PathParametersAreDecoded(t *testing.T) {
 }
 
 func TestAPI_ErrorsNameTheParameterAndEchoOnlyBoundedEscapedValues(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tests := []struct {
 		name, path, wantMsg string
@@ -435,6 +447,7 @@ func TestAPI_ErrorsNameTheParameterAndEchoOnlyBoundedEscapedValues(t *testing.T)
 }
 
 func TestEvents_EventTypeFilterTakesClerkTypes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_et", UpdatedAt: t0}))
 	h.mustDeliver(newID(), userBody(t, "user.updated", clerkUser{ID: "user_et", UpdatedAt: t0 + 1}))

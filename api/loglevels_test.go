@@ -23,6 +23,7 @@ func levels(t *testing.T, logs *logBuffer) map[string]int {
 }
 
 func TestLogs_ExpectedConditionsAreNotErrors(t *testing.T) {
+	t.Parallel()
 	t.Run("an email still held by another user", func(t *testing.T) {
 		var logs logBuffer
 		h := newHarness(t, func(o *harnessOptions) {
@@ -50,6 +51,7 @@ func TestLogs_ExpectedConditionsAreNotErrors(t *testing.T) {
 }
 
 func TestLogs_ARequestTheClientAbandonedIsNotA500(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	abandoned := &applyUntilCancelled{entered: make(chan struct{}, 1)}
 	h := newHarness(t, func(o *harnessOptions) {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestAPI_AWrongMethodIs405WithAllow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tests := []struct {
 		method, path, key string

@@ -45,6 +45,7 @@ func (b *logBuffer) lines(t *testing.T) []map[string]any {
 }
 
 func TestLogs_CarryTheRequestIDAndNeverPayloadsEmailsOrSecrets(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	h := newHarness(t, func(o *harnessOptions) { o.logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	id := newID()
@@ -80,6 +81,7 @@ func TestLogs_CarryTheRequestIDAndNeverPayloadsEmailsOrSecrets(t *testing.T) {
 }
 
 func TestMetrics_CountWebhooksEventsAndRequests(t *testing.T) {
+	t.Parallel()
 	var metrics *api.Metrics
 	h := newHarness(t, func(o *harnessOptions) {
 		o.store = repotest.NewStore(t)

@@ -12,6 +12,7 @@ import (
 // TestOpenAPI_QueryParametersAndLimitsAreTheOnesBound keeps the document's
 // query parameters, and their limits, equal to what each endpoint binds.
 func TestOpenAPI_QueryParametersAndLimitsAreTheOnesBound(t *testing.T) {
+	t.Parallel()
 	var doc struct {
 		Components struct {
 			Parameters map[string]openAPIParam `json:"parameters"`

@@ -101,6 +101,7 @@ func schemaErrors(doc, schema map[string]any, v any, at string) []string {
 // event counts per kind included) and the dry run, with every kind's counts and a kind not read (null), against
 // the OpenAPI document.
 func TestOpenAPI_ReconcileRunsAndDryRunDocumentEveryFieldTheyAnswer(t *testing.T) {
+	t.Parallel()
 	h := newConsoleHarness(t, func(o *consoleOptions) {
 		o.dryRun = func(ctx context.Context, onPage func(int, sync.Tally), onNote func(sync.Note)) (sync.ReconcileReport, error) {
 			onPage(0, sync.Tally{Read: 2})
@@ -160,6 +161,7 @@ func TestOpenAPI_ReconcileRunsAndDryRunDocumentEveryFieldTheyAnswer(t *testing.T
 // TestOpenAPI_ActivityKindsAreTheOnesCounted checks the kinds the document
 // lists for GET /v1/admin/activity against models.ActivityKinds.
 func TestOpenAPI_ActivityKindsAreTheOnesCounted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	var doc struct {
 		Paths map[string]map[string]struct {

@@ -16,6 +16,7 @@ import (
 var echoParam = regexp.MustCompile(`:([A-Za-z]+)`)
 
 func TestOpenAPI_DocumentsEveryRouteAndNoOther(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.get("/openapi.json", "")
 	if r.Code != http.StatusOK {

@@ -24,6 +24,7 @@ func (h *harness) head(path string) response {
 }
 
 func TestProbes_AnswerHEADAsTheyAnswerGET(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, path := range []string{"/healthz", "/readyz"} {
 		r := h.head(path)
@@ -37,6 +38,7 @@ func TestProbes_AnswerHEADAsTheyAnswerGET(t *testing.T) {
 }
 
 func TestProbes_HEADReadyzIs503WhileTheDatabaseIsDown(t *testing.T) {
+	t.Parallel()
 	engine := repotest.NewOutage(t)
 	h := newHarness(t, func(o *harnessOptions) { o.store = engine })
 	engine.Stop()
@@ -66,6 +68,7 @@ func metricValue(t *testing.T, exposition, series string) float64 {
 }
 
 func TestMetrics_BackgroundWorkIsVisibleFromTheStart(t *testing.T) {
+	t.Parallel()
 	var metrics *api.Metrics
 	h := newHarness(t, func(o *harnessOptions) {
 		o.store = repotest.NewStore(t)
@@ -136,6 +139,7 @@ func TestMetrics_BackgroundWorkIsVisibleFromTheStart(t *testing.T) {
 }
 
 func TestMetrics_BacklogCountsEventsNotProcessed(t *testing.T) {
+	t.Parallel()
 	var metrics *api.Metrics
 	h := newHarness(t, func(o *harnessOptions) {
 		o.store = repotest.NewStore(t)
@@ -171,6 +175,7 @@ func TestMetrics_BacklogCountsEventsNotProcessed(t *testing.T) {
 }
 
 func TestMetricsAndStats_KeepTheLastGoodEventCountsWhileTheDatabaseIsDown(t *testing.T) {
+	t.Parallel()
 	engine := repotest.NewOutage(t)
 	var metrics *api.Metrics
 	h := newHarness(t, func(o *harnessOptions) {

@@ -57,6 +57,7 @@ func (h *harness) list(path, key string) []map[string]any {
 // first, as can happen) and an invitation, which is acknowledged and not
 // stored.
 func TestOrganizations_EveryTypeFromClerksFixturesIsIngested(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, tc := range []struct {
 		file, status, outcome string
@@ -148,6 +149,7 @@ func fxMemberEvent(t *testing.T, h *harness) string {
 // organizations and memberships stays in the event payload, which only
 // admins read.
 func TestOrganizations_APIKeysNeverSeePrivateMetadata(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *harnessOptions) { o.settle = feedSettle })
 	since := time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
 	h.mustDeliver(newID(), fixture(t, "openapi.organization.updated.json")) // private_metadata: internal_id ORG-123
@@ -181,6 +183,7 @@ func TestOrganizations_APIKeysNeverSeePrivateMetadata(t *testing.T) {
 // memberships are 404 or absent for API keys; an admin sees them with
 // includeDeleted, and an API key asking for them is refused.
 func TestOrganizations_IncludeDeletedIsForAdmins(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), fixture(t, "openapi.organizationMembership.created.json"))
 	h.mustDeliver(newID(), editFixture(t, "openapi.organization.deleted.json", func(env, _ map[string]any) {
@@ -219,6 +222,7 @@ func TestOrganizations_IncludeDeletedIsForAdmins(t *testing.T) {
 // has the user, then from the user's record, and a user.updated shows at
 // once.
 func TestMemberships_TheMemberComesFromTheUsersCurrentRecord(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), fixture(t, "openapi.organizationMembership.created.json"))
 	member := func() map[string]any {
@@ -253,6 +257,7 @@ func TestMemberships_TheMemberComesFromTheUsersCurrentRecord(t *testing.T) {
 // memberships stop counting; an admin still sees it. A banned or locked
 // user stays, flagged.
 func TestUsers_DeprovisionedLeaveTheActiveListBannedAndLockedStayFlagged(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), fixture(t, "openapi.organizationMembership.created.json"))
 	body := func(id string, at int64, flag string) []byte {
@@ -299,6 +304,7 @@ func TestUsers_DeprovisionedLeaveTheActiveListBannedAndLockedStayFlagged(t *test
 // TestMemberships_ChangeFeedShowsACascadedDeletion: the membership feed
 // serves the tombstone a cascade wrote, with the ids an application needs.
 func TestMemberships_ChangeFeedShowsACascadedDeletion(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *harnessOptions) { o.settle = feedSettle })
 	since := time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
 	h.mustDeliver(newID(), fixture(t, "openapi.organizationMembership.created.json"))
@@ -319,6 +325,7 @@ func TestMemberships_ChangeFeedShowsACascadedDeletion(t *testing.T) {
 // user's events (userId), so erasing the deleted user erases them, and the
 // membership deleted with the user keeps none of it.
 func TestErase_AMembersDataGoesWithTheDeletedUser(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	member := []string{"jane.doe@acme.com", "Jane", "img.clerk.com/yyyyy"}
 	h.mustDeliver(newID(), fixture(t, "openapi.organizationMembership.created.json"))
@@ -342,6 +349,7 @@ func TestErase_AMembersDataGoesWithTheDeletedUser(t *testing.T) {
 // TestMetrics_WebhookDeliveriesPerKind counts the deliveries of each kind
 // of event by result.
 func TestMetrics_WebhookDeliveriesPerKind(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	dup := newID()
 	h.mustDeliver(dup, fixture(t, "openapi.organizationMembership.created.json"))
@@ -367,6 +375,7 @@ func TestMetrics_WebhookDeliveriesPerKind(t *testing.T) {
 // whose payload can never apply is stored as failed and answered 400,
 // saying what is wrong in usersync's words.
 func TestMemberships_AnInvalidPayloadIsA400ThatNamesTheField(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	id := newID()
 	r := h.deliver(id, editFixture(t, "openapi.organizationMembership.created.json", func(_, d map[string]any) {
@@ -389,6 +398,7 @@ func TestMemberships_AnInvalidPayloadIsA400ThatNamesTheField(t *testing.T) {
 // membership are erased on USERSYNC_ERASE_AFTER's schedule, while the
 // user, still active, keeps its own.
 func TestErase_AMembershipsMemberDataGoesOnScheduleWhileItsUserStays(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: fxUser, UpdatedAt: t0, Email: "kept@example.com", First: "Kept"}))
@@ -421,6 +431,7 @@ func TestErase_AMembershipsMemberDataGoesOnScheduleWhileItsUserStays(t *testing.
 // names its kind) and objectId select events through the router; a type
 // of another kind than kind is a 400 naming eventType.
 func TestEvents_TheLogFiltersByKindAndObject(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_kind", UpdatedAt: t0}))
 	for _, f := range []string{"organizationMembership.created", "organization.created", "organizationMembership.updated"} {

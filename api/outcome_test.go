@@ -17,6 +17,7 @@ import (
 // user now: the late event answers deleted, and the event, the event log,
 // the stats and the charts' counts all say deleted, never deleted_user.
 func TestEvents_AnEarlierVersionsDeletedUserReadsAsDeletedThroughTheAPI(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	now := time.Now().UTC()
 	h := newConsoleHarness(t, func(o *consoleOptions) { o.now = func() time.Time { return now } })

@@ -93,6 +93,7 @@ func waitForMetric(t *testing.T, h *harness, series string, want float64) {
 }
 
 func TestWebhook_SlowLargeBodiesLeaveRoomForGenuineDeliveries(t *testing.T) {
+	t.Parallel()
 	const senders, sent = 16, 64 << 10
 	h := newHarness(t, func(o *harnessOptions) {
 		o.limits = api.Limits{
@@ -118,6 +119,7 @@ func TestWebhook_SlowLargeBodiesLeaveRoomForGenuineDeliveries(t *testing.T) {
 }
 
 func TestWebhook_OneAddressHoldsOnlyItsShareOfTheBodyBudget(t *testing.T) {
+	t.Parallel()
 	const sent = 64 << 10
 	h := newHarness(t, func(o *harnessOptions) {
 		o.limits = api.Limits{BodyBytes: 16 * sent, PeerBodyBytes: 4 * sent, BodyWait: time.Minute, BodyGrace: time.Minute}
@@ -139,6 +141,7 @@ func TestWebhook_OneAddressHoldsOnlyItsShareOfTheBodyBudget(t *testing.T) {
 }
 
 func TestWebhook_ABodyThatDoesNotArriveInTimeIsCutOff(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *harnessOptions) {
 		o.limits = api.Limits{BodyWait: 200 * time.Millisecond}
 	})
@@ -152,6 +155,7 @@ func TestWebhook_ABodyThatDoesNotArriveInTimeIsCutOff(t *testing.T) {
 }
 
 func TestWebhook_ABodySlowerThanTheRateAfterItsFirstSecondIsDropped(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *harnessOptions) {
 		o.limits = api.Limits{BodyWait: time.Minute} // only the rate can end it in time
 	})
@@ -166,6 +170,7 @@ func TestWebhook_ABodySlowerThanTheRateAfterItsFirstSecondIsDropped(t *testing.T
 }
 
 func TestWebhook_ClientsAboveTheirShareOfAFullBudgetMakeRoomForAGenuineDelivery(t *testing.T) {
+	t.Parallel()
 	const sent = 32 << 10
 	h := newHarness(t, func(o *harnessOptions) {
 		o.limits = api.Limits{
@@ -198,6 +203,7 @@ func TestWebhook_ClientsAboveTheirShareOfAFullBudgetMakeRoomForAGenuineDelivery(
 }
 
 func TestWebhook_BehindATrustedProxyBodiesCountUnderTheForwardedAddress(t *testing.T) {
+	t.Parallel()
 	const sent = 32 << 10
 	proxies, err := peer.ParseProxies("127.0.0.2")
 	if err != nil {

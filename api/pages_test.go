@@ -210,6 +210,7 @@ func (r pageRoute) walk(t *testing.T, h *harness, limit int) (seen map[string]in
 // when none comes, ends its page at the page's bytes, takes one cursor
 // bound, and refuses includeDeleted to an API key the same way.
 func TestPages_EveryListAndFeedIsReadTheSameWay(t *testing.T) {
+	t.Parallel()
 	t.Run("a read waits for a slot while the slots are taken", func(t *testing.T) {
 		held := &holdingReader{entered: make(chan struct{}, 4), release: make(chan struct{})}
 		h := newHarness(t, func(o *harnessOptions) {

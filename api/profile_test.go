@@ -7,6 +7,7 @@ import (
 )
 
 func TestUsers_ProfileFieldsFollowClerkAndClearOnTheTombstone(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	const id = "user_231Rs4m996yAJAsHmT3BFLkG8Mw"
 	profile := func(u map[string]any) map[string]any {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestAPI_AQueryThatDoesNotDecodeOrRepeatsAParameterIs400(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_q", UpdatedAt: t0, Email: "q@example.com"}))
 	h.mustDeliver(newID(), deleteBody(t, "user_q", t0+1000))
@@ -39,6 +40,7 @@ func TestAPI_AQueryThatDoesNotDecodeOrRepeatsAParameterIs400(t *testing.T) {
 // An application that interpolates a missing value sends ?email=: that
 // must not answer every user.
 func TestAPI_AnEmptyFilterIs400NamingItAndAnEmptyCursorIsTheFirstPage(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_e1", UpdatedAt: t0, Email: "e1@example.com"}))
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_e2", UpdatedAt: t0, Email: "e2@example.com"}))
@@ -73,6 +75,7 @@ func TestAPI_AnEmptyFilterIs400NamingItAndAnEmptyCursorIsTheFirstPage(t *testing
 }
 
 func TestAPI_ABadCursorIs400SayingSo(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, path := range []string{"/v1/users?cursor=zz", "/v1/events?cursor=nonsense", "/v1/users?updatedSince=2026-01-01T00:00:00Z&cursor=nonsense"} {
 		r := h.get(path, testAdminKey)

@@ -64,6 +64,7 @@ func listInBackground(h *harness, path, key string, codes chan<- int) {
 }
 
 func TestReads_AKeyHoldsOnlyItsShareOfContendedSlots(t *testing.T) {
+	t.Parallel()
 	const slots = 2
 	held := &limitReader{entered: make(chan int, 20), release: make(chan struct{})}
 	h := newHarness(t, func(o *harnessOptions) {
@@ -126,6 +127,7 @@ func unreadGet(t *testing.T, h *harness, path, key string) {
 }
 
 func TestReads_ASlotIsGivenBackBeforeTheAnswerIsWrittenToASlowClient(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("stores 120 users of 60 KB")
 	}

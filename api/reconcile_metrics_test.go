@@ -18,6 +18,7 @@ import (
 // a kind the run did not read is 0 (its local count left as it was), and
 // usersync_reconcile_last_run_users stays the users' counts.
 func TestMetrics_TheLastScheduledRunIsGaugedPerObjectFromStartUp(t *testing.T) {
+	t.Parallel()
 	store := repotest.NewStore(t)
 	m := api.NewMetrics(store.Events())
 	h := newHarness(t, func(o *harnessOptions) { o.store, o.metrics = store, m })

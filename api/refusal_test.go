@@ -26,6 +26,7 @@ func refusalLines(t *testing.T, logs *logBuffer) []map[string]any {
 }
 
 func TestWebhook_EveryRefusalLogsOneLineWithItsReasonAndIsCounted(t *testing.T) {
+	t.Parallel()
 	// marker is in every body: payload data must not reach a log line.
 	const marker = "zq_marker_zq"
 	user := func(edit func(d map[string]any)) []byte {
@@ -137,6 +138,7 @@ func TestWebhook_EveryRefusalLogsOneLineWithItsReasonAndIsCounted(t *testing.T) 
 }
 
 func TestWebhook_ATimestampRefusalLogsTheSkew(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	h := newHarness(t, func(o *harnessOptions) { o.logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	body := userBody(t, "user.created", clerkUser{ID: "user_skew", UpdatedAt: t0})
@@ -157,6 +159,7 @@ func TestWebhook_ATimestampRefusalLogsTheSkew(t *testing.T) {
 }
 
 func TestWebhook_IgnoredEventsAreCountedByClerksTypeOnly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	exposition := string(h.get("/metrics", "").Body)
 	for _, typ := range []string{"session.created", "organizationInvitation.accepted", "other"} {

@@ -14,6 +14,7 @@ import (
 // TestMetrics_EveryMetricTheDocsListIsThereFromStartUp checks the metrics
 // table of docs/operations.md against a real /metrics.
 func TestMetrics_EveryMetricTheDocsListIsThereFromStartUp(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)

@@ -58,6 +58,7 @@ func damagedStore(t *testing.T, damage func(file []byte)) *harness {
 // documented 503, never a 500, and /readyz reports the file damaged from
 // then on.
 func TestStore_DamagedPagesAre503AndNotReady(t *testing.T) {
+	t.Parallel()
 	for name, damage := range map[string]func(file []byte){
 		"a damaged page": func(file []byte) {
 			at := bytes.Index(file, []byte("MARK-20-"))
@@ -92,6 +93,7 @@ func TestStore_DamagedPagesAre503AndNotReady(t *testing.T) {
 // disk answers, and /readyz reports the writes stalled; after the thaw
 // both recover.
 func TestWebhook_AFrozenDiskAnswers503AndIsNotReady(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits for a delivery's 10 s deadline")
 	}

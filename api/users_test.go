@@ -11,6 +11,7 @@ import (
 )
 
 func TestUsers_PaginationReturnsEveryActiveUserExactlyOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	const total, deleted, limit = 23, 4, 5
 	for i := range total {
@@ -73,6 +74,7 @@ func TestUsers_PaginationReturnsEveryActiveUserExactlyOnce(t *testing.T) {
 }
 
 func TestUsers_EmailFilterFindsTheActiveUser(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_f1", UpdatedAt: t0, Email: "Find.Me@Example.com"}))
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_f2", UpdatedAt: t0, Email: "other@example.com"}))
@@ -84,6 +86,7 @@ func TestUsers_EmailFilterFindsTheActiveUser(t *testing.T) {
 }
 
 func TestUsers_KeysAndAdminRights(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_k", UpdatedAt: t0}))
 	h.mustDeliver(newID(), deleteBody(t, "user_k", t0+1))
@@ -129,6 +132,7 @@ func TestUsers_KeysAndAdminRights(t *testing.T) {
 }
 
 func TestUsers_ShapeIsTheDataModel(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), fixture(t, "user.created.multi-email.json"))
 	u := h.get("/v1/users/user_2SS3GNsVEHibIcFNY6OA4j9lef2", testAPIKey).JSON(t)
@@ -151,6 +155,7 @@ func TestUsers_ShapeIsTheDataModel(t *testing.T) {
 }
 
 func TestHealth_HealthzAndReadyz(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if r := h.get(path, ""); r.Code != http.StatusOK {
@@ -165,6 +170,7 @@ func TestHealth_HealthzAndReadyz(t *testing.T) {
 // the email of the user who holds the plain one, and the email filter
 // finds the owner alone.
 func TestUsers_LookAlikeEmailDoesNotTakeTheOwners(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for i, c := range []struct{ owner, lookAlike, stored string }{
 		{"Kate@example.com", "\u212Aate@example.com", "\u212Aate@example.com"},
@@ -194,6 +200,7 @@ func TestUsers_LookAlikeEmailDoesNotTakeTheOwners(t *testing.T) {
 // payload, as organizations and memberships have it) apart from usersync's
 // first write (createdAt); a tombstone has none of Clerk's data.
 func TestUsers_SourceCreatedAtIsClerksCreationTimeAndCreatedAtUsersyncsFirstWrite(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	before := time.Now().UTC().Add(-time.Second)
 	h.mustDeliver(newID(), fixture(t, "user.created.json")) // created_at 1654012591514

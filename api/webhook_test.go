@@ -20,6 +20,7 @@ import (
 const t0 = int64(1_760_000_000_000) // Unix ms
 
 func TestWebhook_ClerkFixturesSync(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		fixture string
 		userID  string
@@ -98,6 +99,7 @@ func permutations(n int) [][]int {
 }
 
 func TestWebhook_EveryOrderConvergesOnTheNewestState(t *testing.T) {
+	t.Parallel()
 	const uid = "user_order"
 	created := userBody(t, "user.created", clerkUser{ID: uid, UpdatedAt: t0, Email: "first@example.com", First: "Ada", Last: "One", Meta: map[string]any{"v": 1}})
 	updated := userBody(t, "user.updated", clerkUser{ID: uid, UpdatedAt: t0 + 1000, Email: "Second@Example.com", First: "Ada", Last: "Two", Meta: map[string]any{"v": 2}})
@@ -146,6 +148,7 @@ func TestWebhook_EveryOrderConvergesOnTheNewestState(t *testing.T) {
 }
 
 func TestWebhook_DuplicateDeliveryChangesNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	id := newID()
 	body := userBody(t, "user.created", clerkUser{ID: "user_dup", UpdatedAt: t0, Email: "dup@example.com", First: "D"})
@@ -174,6 +177,7 @@ func TestWebhook_DuplicateDeliveryChangesNothing(t *testing.T) {
 }
 
 func TestWebhook_ConcurrentDuplicatesStoreOneEventAndChangeTheUserOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	id := newID()
 	body := userBody(t, "user.created", clerkUser{ID: "user_conc", UpdatedAt: t0, Email: "conc@example.com", First: "C"})
@@ -219,6 +223,7 @@ func TestWebhook_ConcurrentDuplicatesStoreOneEventAndChangeTheUserOnce(t *testin
 }
 
 func TestWebhook_StaleUpdateIsIgnored(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), userBody(t, "user.updated", clerkUser{ID: "user_s", UpdatedAt: t0 + 2000, Email: "new@example.com", First: "New"}))
 	res := h.mustDeliver(newID(), userBody(t, "user.updated", clerkUser{ID: "user_s", UpdatedAt: t0 + 1000, Email: "old@example.com", First: "Old"}))
@@ -231,6 +236,7 @@ func TestWebhook_StaleUpdateIsIgnored(t *testing.T) {
 }
 
 func TestWebhook_LateUpdateNeverRevivesADeletedUser(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_l", UpdatedAt: t0, Email: "l@example.com"}))
 	h.mustDeliver(newID(), deleteBody(t, "user_l", t0+1000))
@@ -249,6 +255,7 @@ func TestWebhook_LateUpdateNeverRevivesADeletedUser(t *testing.T) {
 }
 
 func TestWebhook_DeleteBeforeCreateLeavesATombstone(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	res := h.mustDeliver(newID(), fixture(t, "user.deleted.json"))
 	if res["outcome"] != "applied" {
@@ -268,6 +275,7 @@ func TestWebhook_DeleteBeforeCreateLeavesATombstone(t *testing.T) {
 }
 
 func TestWebhook_DeleteTimestampInSecondsIsAccepted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	res := h.mustDeliver(newID(), fixture(t, "openapi.user.deleted.json"))
 	if res["outcome"] != "applied" {
@@ -279,6 +287,7 @@ func TestWebhook_DeleteTimestampInSecondsIsAccepted(t *testing.T) {
 }
 
 func TestWebhook_EmailOfADeletedUserCanBeReused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_a", UpdatedAt: t0, Email: "shared@example.com"}))
 	h.mustDeliver(newID(), deleteBody(t, "user_a", t0+1000))
@@ -317,6 +326,7 @@ func newFlakyHarness(t *testing.T) (*harness, *flakyUsers) {
 }
 
 func TestWebhook_AFailedDeliveryHealsOnSvixRetry(t *testing.T) {
+	t.Parallel()
 	h, flaky := newFlakyHarness(t)
 	id := newID()
 	body := userBody(t, "user.created", clerkUser{ID: "user_2", UpdatedAt: t0 + 2000, Email: "E@example.com"})
@@ -345,6 +355,7 @@ func TestWebhook_AFailedDeliveryHealsOnSvixRetry(t *testing.T) {
 // it up arrives. Clerk gives an email one owner at a time: the claim
 // applies at once, and user_1's late update applies too.
 func TestWebhook_ANewerStateTakesAnEmailFromAnOlderHolder(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_1", UpdatedAt: t0, Email: "e@example.com", First: "One"}))
 	res := h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_2", UpdatedAt: t0 + 2000, Email: "E@example.com"}))
@@ -367,6 +378,7 @@ func TestWebhook_ANewerStateTakesAnEmailFromAnOlderHolder(t *testing.T) {
 }
 
 func TestWebhook_LongUnicodeNamesAreCutToCharacters(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	first := strings.Repeat("é", 200) + strings.Repeat("😀", 56) // 256 characters
 	last := strings.Repeat("Ж", 256)
@@ -381,6 +393,7 @@ func TestWebhook_LongUnicodeNamesAreCutToCharacters(t *testing.T) {
 }
 
 func TestWebhook_MetadataWithAnyKeysRoundTrips(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	meta := `{"a.b":{"$gt":1},"$where":"x","%2E":true,"ключ":[1,2.5,null],"":"empty","nested":{"x.y.z":{"$":"$"}}}`
 	body := []byte(strings.Replace(string(fixture(t, "user.created.json")), `"public_metadata": {}`, `"public_metadata": `+meta, 1))
@@ -395,6 +408,7 @@ func TestWebhook_MetadataWithAnyKeysRoundTrips(t *testing.T) {
 }
 
 func TestWebhook_RejectsWhatItCannotTrustOrUse(t *testing.T) {
+	t.Parallel()
 	valid := userBody(t, "user.created", clerkUser{ID: "user_r", UpdatedAt: t0, Email: "r@example.com"})
 	now := time.Now()
 	tests := []struct {
@@ -462,6 +476,7 @@ func TestWebhook_RejectsWhatItCannotTrustOrUse(t *testing.T) {
 }
 
 func TestWebhook_AcceptsEveryRotatedSecretAndSignature(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *harnessOptions) { o.secrets = []string{testSecret, otherSecret} })
 	body := userBody(t, "user.created", clerkUser{ID: "user_rot", UpdatedAt: t0})
 	if r := h.post(body, sign(t, otherSecret, newID(), time.Now(), body)); r.Code != http.StatusOK {
@@ -500,6 +515,7 @@ func (s *stopEngineOnApply) before(context.Context, models.Change) error {
 }
 
 func TestWebhook_EngineDownMidRequestIsA5xxAndARetryHeals(t *testing.T) {
+	t.Parallel()
 	engine := repotest.NewOutage(t)
 	h := newHarness(t, func(o *harnessOptions) {
 		o.store = engine
