@@ -141,12 +141,7 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 }
 
 // offsets is "offsets 0" (users) or "organizations offsets 0".
-func offsets(k models.Kind, from int) string {
-	if k == models.KindUser {
-		return fmt.Sprintf("offsets %d", from)
-	}
-	return fmt.Sprintf("%s offsets %d", k.Plural(), from)
-}
+func offsets(k models.Kind, from int) string { return listOf(k) + fmt.Sprintf("offsets %d", from) }
 
 // backfillTally is a tally as backfill prints it: a state equal
 // to a webhook's counts as stale.

@@ -184,11 +184,16 @@ func stopsOf(rep sync.ReconcileReport) []*sync.StoppedError {
 // where names a place in one of Clerk's lists: "offset 500" in the users'
 // (as the Clerk client's retries say it), "organizations offset 500" in
 // another.
-func where(k models.Kind, offset int) string {
+func where(k models.Kind, offset int) string { return listOf(k) + fmt.Sprintf("offset %d", offset) }
+
+// listOf names Clerk's list of kind k before a place in it: "" for the
+// users' (the lines usersync printed before it had other kinds), else
+// "organizations ".
+func listOf(k models.Kind) string {
 	if k == models.KindUser {
-		return fmt.Sprintf("offset %d", offset)
+		return ""
 	}
-	return fmt.Sprintf("%s offset %d", k.Plural(), offset)
+	return k.Plural() + " "
 }
 
 // count is "1 user" or "2 users", followed by the verb for one or many
