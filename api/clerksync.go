@@ -122,7 +122,7 @@ func (s *server) syncUser(c echo.Context) error {
 	if err := bind(c, &req); err != nil {
 		return err
 	}
-	if !models.IsClerkUserID(req.UserID) {
+	if !models.KindUser.IsID(req.UserID) {
 		return models.Public(models.ErrInvalid, "userId %s is not a Clerk user id (user_ followed by letters and digits)",
 			models.Quote(req.UserID)).In("userId")
 	}
@@ -164,7 +164,7 @@ func (s *server) syncOrganization(c echo.Context) error {
 	if err := bind(c, &req); err != nil {
 		return err
 	}
-	if !models.IsClerkOrganizationID(req.OrgID) {
+	if !models.KindOrganization.IsID(req.OrgID) {
 		// Clerk's route takes a slug too: only an id is sent.
 		return models.Public(models.ErrInvalid, "orgId %s is not a Clerk organization id (org_ followed by letters and digits)",
 			models.Quote(req.OrgID)).In("orgId")

@@ -139,7 +139,7 @@ func (c *Client) ListMemberships(ctx context.Context, offset, limit int) ([]json
 // them, or an error wrapping models.ErrNotFound when Clerk does not know
 // the user.
 func (c *Client) UserMemberships(ctx context.Context, userID string, offset, limit int) ([]json.RawMessage, error) {
-	if !models.IsClerkUserID(userID) {
+	if !models.KindUser.IsID(userID) {
 		return nil, models.Public(models.ErrInvalid, "%s is not a Clerk user id", models.Quote(userID)).In("userId")
 	}
 	return c.list(ctx, "/users/"+url.PathEscape(userID)+"/organization_memberships", "memberships",
@@ -183,7 +183,7 @@ func (c *Client) list(ctx context.Context, path, noun, what string, offset, limi
 // instance). Other errors mean the user's state is unknown. Concurrent
 // calls for one id make one request.
 func (c *Client) GetUser(ctx context.Context, id string) (json.RawMessage, error) {
-	if !models.IsClerkUserID(id) {
+	if !models.KindUser.IsID(id) {
 		// Nothing else goes into the path: "..", "/" or "?" would ask
 		// Clerk for something other than this user.
 		return nil, models.Public(models.ErrInvalid, "%s is not a Clerk user id", models.Quote(id)).In("userId")
@@ -196,7 +196,7 @@ func (c *Client) GetUser(ctx context.Context, id string) (json.RawMessage, error
 // Clerk answers 404, as GetUser does for a user. Only an organization id
 // is asked for: Clerk's route takes a slug too.
 func (c *Client) GetOrganization(ctx context.Context, id string) (json.RawMessage, error) {
-	if !models.IsClerkOrganizationID(id) {
+	if !models.KindOrganization.IsID(id) {
 		return nil, models.Public(models.ErrInvalid, "%s is not a Clerk organization id", models.Quote(id)).In("orgId")
 	}
 	return c.getObject(ctx, id, "/organizations/"+url.PathEscape(id), url.Values{"include_members_count": {"true"}}, "organization")

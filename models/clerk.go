@@ -457,21 +457,6 @@ func validateAs(prefix string, v any) error {
 	return e.In(field) // a parameter: its name is a struct tag
 }
 
-// IsClerkUserID reports whether id has the shape of a Clerk user id:
-// "user_" and then letters and digits (Clerk's ids are base62), at most
-// 128 bytes in all. Only such an id is sent to Clerk's API.
-func IsClerkUserID(id string) bool { return isClerkID(id, "user_") }
-
-// IsClerkOrganizationID reports whether id has the shape of a Clerk
-// organization id: "org_" and then letters and digits, at most 128 bytes.
-// Only such an id is sent to Clerk's API, whose GET /organizations/{id}
-// also takes a slug.
-func IsClerkOrganizationID(id string) bool { return isClerkID(id, "org_") }
-
-// IsClerkMembershipID reports whether id has the shape of a Clerk
-// organization membership id: "orgmem_" and then letters and digits.
-func IsClerkMembershipID(id string) bool { return isClerkID(id, "orgmem_") }
-
 // ClerkIDRule says what an id of prefix must be, for messages.
 func ClerkIDRule(prefix string) string {
 	return fmt.Sprintf("must be a Clerk id: %q followed by letters and digits, at most %d bytes", prefix, maxUserID)

@@ -262,7 +262,7 @@ func TestNormalizeEmail_LowercasesASCIILettersOnly(t *testing.T) {
 }
 
 // A user id the webhook accepts is one the sync route and reconcile accept
-// too, and the other way round: one rule (IsClerkUserID) on every path.
+// too, and the other way round: one rule (Kind.IsID) on every path.
 func TestClerkIDs_TheWebhookAcceptsExactlyTheIdsTheOtherPathsDo(t *testing.T) {
 	ids := []string{"user_29w83sxmDNGwOuEthce5gg56FcC", "user_1", "user_", "user_a-b", "user_a.b", "user_../x", "user_a b",
 		"user_é", "sess_1", "user_" + strings.Repeat("a", 123), "user_" + strings.Repeat("a", 124)}
@@ -275,8 +275,8 @@ func TestClerkIDs_TheWebhookAcceptsExactlyTheIdsTheOtherPathsDo(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = ev.UserChange("msg_1", now)
-			if got, want := err == nil, models.IsClerkUserID(id); got != want {
-				t.Errorf("%s of %q: accepted %v (%v), but IsClerkUserID says %v", typ, id, got, err, want)
+			if got, want := err == nil, models.KindUser.IsID(id); got != want {
+				t.Errorf("%s of %q: accepted %v (%v), but KindUser.IsID says %v", typ, id, got, err, want)
 			}
 		}
 		body := fmt.Sprintf(`{"type":"organizationMembership.updated","data":{"id":"orgmem_1","updated_at":1760000000000,
@@ -285,8 +285,8 @@ func TestClerkIDs_TheWebhookAcceptsExactlyTheIdsTheOtherPathsDo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ev.MembershipChange("msg_1", now); (err == nil) != models.IsClerkUserID(id) {
-			t.Errorf("a membership of member %q: %v, but IsClerkUserID says %v", id, err, models.IsClerkUserID(id))
+		if _, err := ev.MembershipChange("msg_1", now); (err == nil) != models.KindUser.IsID(id) {
+			t.Errorf("a membership of member %q: %v, but KindUser.IsID says %v", id, err, models.KindUser.IsID(id))
 		}
 	}
 	for _, id := range []string{"org_1", "org_a-b", "org_", "orgmem_1"} {
@@ -295,8 +295,8 @@ func TestClerkIDs_TheWebhookAcceptsExactlyTheIdsTheOtherPathsDo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ev.OrganizationChange("msg_1", now); (err == nil) != models.IsClerkOrganizationID(id) {
-			t.Errorf("organization %q: %v, but IsClerkOrganizationID says %v", id, err, models.IsClerkOrganizationID(id))
+		if _, err := ev.OrganizationChange("msg_1", now); (err == nil) != models.KindOrganization.IsID(id) {
+			t.Errorf("organization %q: %v, but KindOrganization.IsID says %v", id, err, models.KindOrganization.IsID(id))
 		}
 	}
 }

@@ -207,6 +207,15 @@ func (k Kind) WithArticle() string {
 	return "a " + string(k)
 }
 
+// IsID reports whether id has the shape of a Clerk id of kind k: the
+// kind's prefix, then letters and digits (Clerk's ids are base62), at most
+// 128 bytes in all. Only such an id is sent to Clerk's API (whose GET
+// /organizations/{id} also takes a slug).
+func (k Kind) IsID(id string) bool {
+	spec, ok := SpecOf(k)
+	return ok && isClerkID(id, spec.IDPrefix)
+}
+
 // ParseKind returns the kind named s ("user", "organization"…); false
 // when usersync keeps no such kind.
 func ParseKind(s string) (Kind, bool) {

@@ -107,7 +107,7 @@ func (c *Config) normalize() error {
 		return fmt.Errorf("%w: no webhook secret", errUsage)
 	case c.APIKey == "":
 		return fmt.Errorf("%w: no API key", errUsage)
-	case !models.IsClerkUserID("user_"+c.RunID) || len(c.RunID) > 32:
+	case !models.KindUser.IsID("user_"+c.RunID) || len(c.RunID) > 32:
 		return fmt.Errorf("%w: run id %q must be a short word of letters and digits", errUsage, c.RunID)
 	}
 	return nil
