@@ -145,7 +145,7 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 		ev.SourceTimestamp = &ts
 	} else {
 		// Stored (once) as failed, never applied.
-		ch = invalidChange{err: invalid}
+		ch = invalidChange{}
 	}
 	// The change feed relies on this bound (see models.ChangeSettle).
 	actx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
@@ -175,12 +175,11 @@ func ids(ev models.ClerkEvent, ch models.Change, invalid error) (userID, objectI
 
 // invalidChange is the change of an event that can never apply: of no
 // kind a store keeps, its apply fails, and its event is stored as failed.
-type invalidChange struct{ err error }
+type invalidChange struct{}
 
 func (invalidChange) Kind() models.Kind              { return "" }
 func (invalidChange) Version() models.Version        { return models.Version{} }
 func (invalidChange) IDs() (userID, objectID string) { return "", "" }
-func (c invalidChange) Invalid() error               { return c.err }
 
 // delivered ends a Deliver or Reapply: it marks the event failed when the
 // change did not apply, and counts the outcome.
@@ -227,12 +226,10 @@ func (s *Service) Process(ctx context.Context, ev models.Event) (Result, error) 
 	actx, cancel := context.WithTimeout(ctx, models.UserWriteTimeout)
 	dl, err := s.store.Reapply(actx, ev, ch, s.now().UTC())
 	cancel()
-	dl.Event = ev
+	dl.Event = ev // a failure counts its attempts from the event as read
 	return s.delivered(ctx, dl, res, err)
 }
 
-// fail records a failed attempt. A payload that can never apply is not
-// retried by the sweep; anything else is, with backoff.
 // storedError is the text an event keeps of its failure, which admins read
 // and the console groups by (models.FailureReason): a PublicError's kind
 // and message, without its cause (another layer's words); the text of any
@@ -245,6 +242,8 @@ func storedError(err error) string {
 	return err.Error()
 }
 
+// fail records a failed attempt. A payload that can never apply is not
+// retried by the sweep; anything else is, with backoff.
 func (s *Service) fail(ctx context.Context, ev models.Event, res Result, cause error) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 	defer cancel()
