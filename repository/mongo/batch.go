@@ -59,8 +59,9 @@ type delivery struct {
 	done chan struct{}
 }
 
-// batcher gathers deliveries into batches, one batch at a time: the
-// deliveries that arrive while a batch is written make the next one.
+// batcher gathers deliveries into batches: the deliveries that arrive
+// while batches are written make the next one, written by the first of
+// its batchWriters that is free.
 type batcher struct {
 	s    *Store
 	max  int
@@ -92,9 +93,9 @@ func (b *batcher) close() {
 	<-b.gone
 }
 
-// deliver hands r to the batcher and waits for its batch; false when the
-// batcher is stopped or ctx ends first (r then goes on alone from the
-// step its batch took it to, if any).
+// deliver hands r to the batcher and waits for its batch to be written;
+// false when the batcher stops or r's context ends before a batch takes
+// it (r then goes on alone, from the start).
 func (b *batcher) deliver(r *delivery) bool {
 	select {
 	case b.reqs <- r:
