@@ -39,10 +39,10 @@ var ClerkEventTypes = []string{
 	TypeUserCreated, TypeUserUpdated, TypeUserDeleted,
 	"waitlistEntry.created", "waitlistEntry.updated",
 	"paymentAttempt.created", "paymentAttempt.updated",
-	"subscription.created", "subscription.updated", "subscription.active", "subscription.past_due",
+	"subscription.created", "subscription.updated", "subscription.active", "subscription.pastDue", "subscription.past_due",
 	"subscriptionItem.created", "subscriptionItem.updated", "subscriptionItem.active", "subscriptionItem.canceled",
 	"subscriptionItem.upcoming", "subscriptionItem.ended", "subscriptionItem.abandoned", "subscriptionItem.incomplete",
-	"subscriptionItem.past_due", "subscriptionItem.freeTrialEnding",
+	"subscriptionItem.pastDue", "subscriptionItem.past_due", "subscriptionItem.freeTrialEnding",
 }
 
 // ClerkEvent is the envelope of a Clerk webhook body. Only what usersync
@@ -398,6 +398,11 @@ var validate = func() *validator.Validate {
 	_ = v.RegisterValidation("clerkid", func(fl validator.FieldLevel) bool {
 		return isClerkID(fl.Field().String(), fl.Param())
 	})
+	// clerkanyid: an id of a Clerk object whose prefix Clerk does not
+	// document (a payment attempt's).
+	_ = v.RegisterValidation("clerkanyid", func(fl validator.FieldLevel) bool {
+		return isClerkAnyID(fl.Field().String())
+	})
 	v.RegisterTagNameFunc(func(f reflect.StructField) string {
 		for _, key := range []string{"json", "query", "param"} {
 			if name, _, _ := strings.Cut(f.Tag.Get(key), ","); name != "" && name != "-" {
@@ -435,6 +440,8 @@ func validateAs(prefix string, v any) error {
 		rule = fmt.Sprintf("must start with %q", fe.Param())
 	case "clerkid":
 		rule = ClerkIDRule(fe.Param())
+	case "clerkanyid":
+		rule = fmt.Sprintf("must be a Clerk id: letters, digits and underscores, at most %d bytes", maxUserID)
 	case "max":
 		rule = "must be at most " + fe.Param()
 	case "min":
@@ -460,6 +467,22 @@ func validateAs(prefix string, v any) error {
 // ClerkIDRule says what an id of prefix must be, for messages.
 func ClerkIDRule(prefix string) string {
 	return fmt.Sprintf("must be a Clerk id: %q followed by letters and digits, at most %d bytes", prefix, maxUserID)
+}
+
+// isClerkAnyID reports whether id has the shape of a Clerk id of any
+// prefix: letters, digits and underscores, at most 128 bytes.
+func isClerkAnyID(id string) bool {
+	if id == "" || len(id) > maxUserID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch b := id[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '_':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func isClerkID(id, prefix string) bool {
