@@ -515,6 +515,7 @@ func FuzzBilling(f *testing.F) {
 		switch c := ch.(type) {
 		case models.SubscriptionItemChange:
 			checkItem(c)
+			_ = models.PlanOf([]models.SubscriptionItem{c.SubscriptionItem})
 		case models.SubscriptionChange:
 			userID, id := c.IDs()
 			checkPayer(c.Payer, userID)
@@ -522,6 +523,7 @@ func FuzzBilling(f *testing.F) {
 			if !strings.HasPrefix(id, "csub_") || strings.HasPrefix(id, "csub_item_") || len(c.Items) > models.MaxSubscriptionItems {
 				t.Errorf("subscription %+v", c)
 			}
+			var items []models.SubscriptionItem
 			seen := map[string]bool{}
 			for _, it := range c.Items {
 				checkItem(it)
@@ -529,6 +531,10 @@ func FuzzBilling(f *testing.F) {
 					t.Errorf("item %+v of subscription %s", it, c.SubscriptionID)
 				}
 				seen[it.ItemID] = true
+				items = append(items, it.SubscriptionItem)
+			}
+			if p := models.PlanOf(items); len(items) > 0 && p.Payer.ID != c.Payer.ID {
+				t.Errorf("PlanOf = %+v, want the subscription's payer", p)
 			}
 		case models.PaymentAttemptChange:
 			userID, id := c.IDs()
