@@ -10,15 +10,10 @@ import (
 
 // Clerk Billing: subscriptions, subscription items and payment attempts.
 //
-// Their kinds are described here (BillingKindSpecs) and decoded here
-// (DecodeBilling), but they are not rows of the kinds table yet: a kind
-// joins the table together with its tables and collections in both
-// stores, or its events would fail instead of being ignored. Until then,
-// Clerk's billing events are ignored as any event of a type usersync does
-// not store.
+// Their kinds are described here (BillingKindSpecs, the last rows of the
+// kinds table) and decoded here (DecodeBilling).
 
-// Kinds of Clerk Billing objects. They join the kinds table with their
-// stores (see BillingKindSpecs).
+// Kinds of Clerk Billing objects.
 const (
 	KindSubscription     Kind = "subscription"
 	KindSubscriptionItem Kind = "subscription_item"
@@ -81,13 +76,7 @@ func IsBillingType(t string) bool {
 }
 
 // BillingKindSpecs returns the rows of the kinds table of Clerk Billing's
-// three kinds, in the order they are to be appended to it. They join the
-// table with their stores: either moved into kindTable (with DecodeBilling
-// as each one's entry of decoders), or added from outside the package by
-//
-//	for _, spec := range models.BillingKindSpecs() {
-//		models.AddKind(spec, models.DecodeBilling)
-//	}
+// three kinds, in the table's order (each decoded by DecodeBilling).
 //
 // The rows name their events' user (the payer, when it is a user: the
 // event is found among the user's and erased with them) and object

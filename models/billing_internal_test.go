@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// The billing rows can join the kinds table as they are: no kind and no
-// type clash with the table's, each has a decoder's types and reads its
-// event's user (a paying user) and object even from an invalid payload.
+// The billing rows join the kinds table as they are: no kind and no type
+// clash with the table's, each has a decoder's types and reads its event's
+// user (a paying user) and object even from an invalid payload.
 func TestBillingKindSpecs_JoinTheTableAsTheyAre(t *testing.T) {
-	table := append(slices.Clone(kindTable), BillingKindSpecs()...)
+	table := slices.Clone(kindTable)
 	kinds := map[Kind]bool{}
 	types := 0
 	for _, s := range table {
@@ -24,7 +24,7 @@ func TestBillingKindSpecs_JoinTheTableAsTheyAre(t *testing.T) {
 		t.Errorf("%d types in the rows, %d distinct: a type is in two rows", types, n)
 	}
 	for _, s := range BillingKindSpecs() {
-		if s.userID == nil || s.objectID == nil || s.Plural == "" || s.Object == "" || s.decode != nil {
+		if s.userID == nil || s.objectID == nil || s.Plural == "" || s.Object == "" {
 			t.Errorf("row %s: %+v", s.Kind, s)
 		}
 		if s.TypeOf(EventDeleted) != "" || len(s.Parents) != 0 {
@@ -47,15 +47,9 @@ func TestBillingKindSpecs_JoinTheTableAsTheyAre(t *testing.T) {
 	}
 }
 
-// Registered as the widget kind is (AddKind), the rows make billing events
-// stored events of their kinds, decoded, with their ids and short types.
-// The table is restored after: no other test of the package sees them.
-func TestBillingKindSpecs_RegisterWithAddKind(t *testing.T) {
-	savedTable, savedKinds, savedTypes := kindTable, Kinds, byType
-	t.Cleanup(func() { kindTable, Kinds, byType = savedTable, savedKinds, savedTypes })
-	for _, spec := range BillingKindSpecs() {
-		AddKind(spec, DecodeBilling)
-	}
+// In the kinds table, the rows make billing events stored events of their
+// kinds, decoded, with their ids and short types.
+func TestBillingKinds_AreRowsOfTheKindsTable(t *testing.T) {
 	body := `{"type":"subscriptionItem.pastDue","data":{"id":"csub_item_1","status":"past_due",` +
 		`"plan":{"id":"cplan_1","slug":"pro"},"payer":{"user_id":"user_1","organization_id":""},"updated_at":1760000000000}}`
 	ev, err := DecodeEvent([]byte(body))

@@ -444,23 +444,6 @@ func TestIsBillingType_KnownOrNot(t *testing.T) {
 	}
 }
 
-// Until their stores have them, the billing kinds are not rows of the
-// kinds table: their events are ignored, as any type usersync does not
-// store. (This test goes when the rows join the table.)
-func TestBillingKinds_AreNotInTheKindsTableYet(t *testing.T) {
-	for _, tc := range billingTypes {
-		ev := decode(t, []byte(minimalBilling(tc.typ)))
-		if ev.IsStored() || ev.Kind() != "" || ev.EventType() != "" {
-			t.Errorf("%s: stored %v, kind %q", tc.typ, ev.IsStored(), ev.Kind())
-		}
-	}
-	for _, k := range []models.Kind{models.KindSubscription, models.KindSubscriptionItem, models.KindPaymentAttempt} {
-		if _, ok := models.ParseKind(string(k)); ok {
-			t.Errorf("kind %s is in the table", k)
-		}
-	}
-}
-
 // FuzzBilling checks that the billing decoder never panics, refuses only
 // with ErrInvalid, and that what it accepts keeps its promises: ids of
 // their kinds, a payer that is a user or an organization, items that

@@ -63,8 +63,9 @@ type TypeSpec struct {
 
 // kindTable is every kind, in the order stats list them and a reconcile
 // walks them: a kind's parents come before it, so that their deletions
-// have deleted its objects before it is checked.
-var kindTable = []KindSpec{
+// have deleted its objects before it is checked. Clerk Billing's kinds
+// (billing.go) come last.
+var kindTable = append([]KindSpec{
 	{
 		Kind: KindUser, Plural: "users", IDPrefix: "user_", Object: "user",
 		Types:    []TypeSpec{{TypeUserCreated, EventCreated}, {TypeUserUpdated, EventUpdated}, {TypeUserDeleted, EventDeleted}},
@@ -86,7 +87,7 @@ var kindTable = []KindSpec{
 		userID:   func(e ClerkEvent) string { return e.memberID() },
 		objectID: func(e ClerkEvent) string { return e.dataID() },
 	},
-}
+}, BillingKindSpecs()...)
 
 // decoders are the kinds' decoders. They are put into the kinds table by
 // init, not written in it: a decoder refers to the validator, whose
@@ -102,6 +103,9 @@ func decoders() map[Kind]func(e ClerkEvent, eventID string, now time.Time) (Chan
 		KindMembership: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
 			return e.MembershipChange(eventID, now)
 		},
+		KindSubscription:     DecodeBilling,
+		KindSubscriptionItem: DecodeBilling,
+		KindPaymentAttempt:   DecodeBilling,
 	}
 }
 

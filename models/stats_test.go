@@ -24,11 +24,13 @@ func TestEventStats_AddUnprocessedCountsPerKind(t *testing.T) {
 	} {
 		st.AddUnprocessed(g.status, KindOf(g.typ), g.retry, g.n)
 	}
-	want := map[Kind]KindStats{
-		KindUser:         {Stored: 5, Failed: 4},
-		KindOrganization: {Failed: 1, GaveUp: 1},
-		KindMembership:   {Failed: 11, GaveUp: 5},
+	want := map[Kind]KindStats{} // every kind, those without events at 0
+	for _, k := range Kinds {
+		want[k] = KindStats{}
 	}
+	want[KindUser] = KindStats{Stored: 5, Failed: 4}
+	want[KindOrganization] = KindStats{Failed: 1, GaveUp: 1}
+	want[KindMembership] = KindStats{Failed: 11, GaveUp: 5}
 	if fmt.Sprint(st.ByKind) != fmt.Sprint(want) {
 		t.Errorf("ByKind = %v, want %v", st.ByKind, want)
 	}

@@ -33,6 +33,7 @@ type Store interface {
 	Leases() Leases
 	Activity() Activity
 	Runs() Runs
+	Billing() Billing
 
 	// Deliver stores ev as Events.Record does, applies ch (the change ev
 	// carries, of any kind) as its kind's Apply does, and marks ev
@@ -143,6 +144,36 @@ type Memberships interface {
 	// tombstone and was first written before writtenBefore, and stops at
 	// fn's first error.
 	WalkActive(ctx context.Context, writtenBefore time.Time, fn func(membershipID string) error) error
+}
+
+// Billing is the Clerk Billing objects of a store: subscriptions, their
+// items, payment attempts, and each payer's plan. A store applies them as
+// every kind, through Deliver and Reapply (models.Decide orders each
+// object's states by data.updated_at; Clerk deletes none of them):
+//   - a subscription's state, then each item it lists as the item's own
+//     state (a models.SubscriptionItemChange, by the item's version: the
+//     very write of a standalone item event);
+//   - after any item write, the payer's plan (models.PlanOf of all the
+//     payer's stored items), in the same transaction on the embedded store
+//     and before the event's mark on MongoDB, so that a crash between the
+//     two is healed by the event's next delivery or the sweep.
+//
+// The outcome of a subscription's event is applied when the subscription
+// or any of its items was written, stale when none was.
+type Billing interface {
+	// Plan returns the payer's stored plan; an error wrapping
+	// models.ErrNotFound when the payer has no item.
+	Plan(ctx context.Context, payer models.Payer) (models.StoredPlan, error)
+	// Items returns the payer's stored items (each item's newest state),
+	// the newest Clerk time first, at most models.MaxPayerItems.
+	Items(ctx context.Context, payer models.Payer) ([]models.SubscriptionItem, error)
+	// Subscription returns one subscription, or an error wrapping
+	// models.ErrNotFound.
+	Subscription(ctx context.Context, subscriptionID string) (models.Subscription, error)
+	// PaymentAttempts returns one page of payment attempts as f selects
+	// them, the newest Clerk time first; NextCursor is "" on the last
+	// page. A malformed cursor wraps models.ErrInvalid.
+	PaymentAttempts(ctx context.Context, f models.PaymentAttemptFilter) (models.PaymentAttemptPage, error)
 }
 
 // Events is the event inbox and log of a store.

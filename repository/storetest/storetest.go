@@ -51,6 +51,8 @@ func Run(t *testing.T, open Opener) {
 		{"Deliver_ADuplicateReportsTheFirstOutcomeAndAppliesNothing", testDeliverDuplicateReportsTheFirstOutcome},
 		{"Deliver_AChangeThatCannotApplyLeavesItsEventStored", testDeliverFailedApplyLeavesTheEventStored},
 		{"Deliver_ACrashBetweenTheStepsIsHealedByTheNextDeliveryOrTheSweep", testDeliverCrashBetweenStepsIsHealed},
+		{"Billing_ASubscriptionAppliesItsItemsAsTheirOwnStates", testBillingSubscriptionAppliesItsItems},
+		{"Billing_AnItemOfAPlanChangeAloneIsTheNewPlan", testBillingHalfAPlanChangeIsPending},
 		{"Events_ARetryIsRecognised", testRetryRecognised},
 		{"Events_ConcurrentDeliveriesStoreOneEvent", testConcurrentRecord},
 		{"Events_KeepTheBodyExactly", testBodyExact},
@@ -87,6 +89,7 @@ func Run(t *testing.T, open Opener) {
 			tc.test(t, open(t))
 		})
 	}
+	t.Run("Billing_APayersPlanIsTheSameInEveryOrderOfArrival", func(t *testing.T) { testBillingPlanInEveryOrder(t, open) })
 }
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
