@@ -179,7 +179,7 @@ func newDryRunReportJSON(rep sync.ReconcileReport) *dryRunReportJSON {
 	users := rep.Of(models.KindUser)
 	r := &dryRunReportJSON{Complete: users.Complete, usersAtTopJSON: newUsersAtTopJSON(rep.Counts(models.KindUser)),
 		Refused: users.Refused, DeletesSkipped: users.DeletesSkipped}
-	for _, k := range models.Kinds {
+	for _, k := range sync.ReconcileKinds() {
 		c := rep.Counts(k)
 		if c == nil {
 			continue

@@ -27,45 +27,59 @@ type source struct {
 	deletion func(ctx context.Context, id, runID string, at time.Time) (Delivery, error)
 }
 
+// sourceOf is each kind's Clerk list and local store: the kinds a
+// reconcile and a backfill know.
+var sourceOf = map[models.Kind]func(r *Reconciler) *source{
+	models.KindUser:         (*Reconciler).userSource,
+	models.KindOrganization: (*Reconciler).orgSource,
+	models.KindMembership:   (*Reconciler).membershipSource,
+}
+
+// ReconcileKinds are the kinds a reconcile reads from Clerk's lists, in
+// the order of the kinds table (users, organizations, memberships).
+func ReconcileKinds() []models.Kind {
+	var kinds []models.Kind
+	for _, k := range models.Kinds {
+		if sourceOf[k] != nil {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
 // sources returns the sources of the kinds asked for (nil: all the
-// reconciler has), in the order of Kinds.
+// reconciler has), in the order of the kinds table.
 func (r *Reconciler) sources(kinds []models.Kind) ([]*source, error) {
 	if kinds == nil {
 		kinds = []models.Kind{models.KindUser}
 		if r.Orgs != nil {
-			kinds = models.Kinds
+			kinds = ReconcileKinds()
 		}
 	}
-	// Each kind's Clerk list and local store.
-	of := map[models.Kind]func() *source{
-		models.KindUser: r.userSource, models.KindOrganization: r.orgSource, models.KindMembership: r.membershipSource,
-	}
 	for _, k := range kinds {
-		if of[k] == nil {
-			return nil, fmt.Errorf("%q is not a kind a reconcile knows (%s)", k, strings.Join(kindNames(of), ", "))
+		if sourceOf[k] == nil {
+			return nil, fmt.Errorf("%q is not a kind a reconcile knows (%s)", k, kindNames(ReconcileKinds()))
 		}
 		if k != models.KindUser && r.Orgs == nil {
 			return nil, fmt.Errorf("this reconcile has no organizations and memberships to reconcile %s", k.Plural())
 		}
 	}
 	var out []*source
-	for _, k := range models.Kinds {
+	for _, k := range ReconcileKinds() {
 		if slices.Contains(kinds, k) {
-			out = append(out, of[k]())
+			out = append(out, sourceOf[k](r))
 		}
 	}
 	return out, nil
 }
 
-// kindNames are the kinds in of, in the order of the kinds table.
-func kindNames(of map[models.Kind]func() *source) []string {
-	var names []string
-	for _, k := range models.Kinds {
-		if of[k] != nil {
-			names = append(names, string(k))
-		}
+// kindNames are kinds, comma-separated.
+func kindNames(kinds []models.Kind) string {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = string(k)
 	}
-	return names
+	return strings.Join(names, ", ")
 }
 
 func (r *Reconciler) userSource() *source {

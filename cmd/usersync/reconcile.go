@@ -54,7 +54,7 @@ func parseKinds(s string) ([]models.Kind, error) {
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		var k models.Kind
-		for _, known := range models.Kinds {
+		for _, known := range sync.ReconcileKinds() {
 			if f == string(known) || f == known.Plural() {
 				k = known
 			}

@@ -37,7 +37,7 @@ func newRunSummary(kind, trigger string, rep sync.ReconcileReport, runErr error)
 		Kind: kind, Trigger: trigger, StartedAt: rep.Started, Duration: rep.Duration,
 		Success: runErr == nil && !rep.Refused() && rep.Failures() == "",
 	}
-	for _, k := range models.Kinds {
+	for _, k := range sync.ReconcileKinds() {
 		s.Set(k, rep.Counts(k))
 	}
 	switch {
