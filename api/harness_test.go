@@ -54,6 +54,7 @@ type harnessOptions struct {
 	wrapReader func(api.UserReader) api.UserReader
 	limits     api.Limits
 	settle     time.Duration // of the change feed; 0: the default
+	grace      time.Duration // of a pending billing plan; 0: the default
 	proxies    peer.Proxies
 	metrics    *api.Metrics
 }
@@ -86,6 +87,7 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 		AdminKeys:      []string{testAdminKey},
 		Limits:         o.limits,
 		ChangeSettle:   o.settle,
+		BillingGrace:   o.grace,
 		TrustedProxies: o.proxies,
 		Metrics:        o.metrics,
 	})

@@ -35,10 +35,12 @@ func (s *server) routes(e *echo.Echo) {
 	v1.POST("/users/:userId/sync", s.syncUser, apiKey)
 	v1.POST("/users/:userId/erase", s.eraseUser, adminKey)
 	v1.GET("/users/:userId/memberships", s.listMemberships, apiKey)
+	v1.GET("/users/:userId/billing", s.userBilling, apiKey)
 	v1.GET("/organizations", s.listOrganizations, apiKey)
 	v1.GET("/organizations/:orgId", s.getOrganization, apiKey)
 	v1.POST("/organizations/:orgId/sync", s.syncOrganization, apiKey)
 	v1.GET("/organizations/:orgId/memberships", s.listMemberships, apiKey)
+	v1.GET("/organizations/:orgId/billing", s.organizationBilling, apiKey)
 	v1.GET("/memberships", s.membershipFeed, apiKey)
 
 	// Admin key: events hold whole payloads, private metadata included.

@@ -69,6 +69,7 @@ type Config struct {
 	Users         UserReader
 	Organizations OrganizationReader
 	Memberships   MembershipReader
+	Billing       BillingReader
 	Events        EventReader
 	Eraser        UserEraser
 	DB            Pinger
@@ -111,6 +112,10 @@ type Config struct {
 	// ChangeSettle is how old a change must be before the change feed
 	// serves it; 0 means models.ChangeSettle.
 	ChangeSettle time.Duration
+	// BillingGrace is how long a payer's plan reads as pending between a
+	// plan change's two events before it reads as ended; 0 means
+	// DefaultBillingGrace.
+	BillingGrace time.Duration
 
 	// MetricsKey, if set, is the bearer key GET /metrics requires.
 	MetricsKey string
@@ -121,6 +126,7 @@ type server struct {
 	users    UserReader
 	orgs     OrganizationReader
 	members  MembershipReader
+	billing  BillingReader
 	events   EventReader
 	eraser   UserEraser
 	db       Pinger
@@ -129,10 +135,12 @@ type server struct {
 	keys     keyring
 	metrics  *Metrics
 	now      func() time.Time
-	inflight *inflight
-	syncs    *syncGuard
-	reads    *reads
-	health   *health
+	// billingGrace: see Config.BillingGrace.
+	billingGrace time.Duration
+	inflight     *inflight
+	syncs        *syncGuard
+	reads        *reads
+	health       *health
 
 	clerkSync ClerkSyncer
 
@@ -180,6 +188,9 @@ func newServer(cfg Config) (*server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.BillingGrace <= 0 {
+		cfg.BillingGrace = DefaultBillingGrace
+	}
 	if cfg.ChangeSettle <= 0 {
 		cfg.ChangeSettle = models.ChangeSettle
 	}
@@ -191,23 +202,25 @@ func newServer(cfg Config) (*server, error) {
 		return nil, err
 	}
 	s := &server{
-		sync:     cfg.Sync,
-		users:    cfg.Users,
-		orgs:     cfg.Organizations,
-		members:  cfg.Memberships,
-		events:   cfg.Events,
-		eraser:   cfg.Eraser,
-		backuper: cfg.Backup,
-		db:       cfg.DB,
-		log:      cfg.Logger,
-		verifier: v,
-		keys:     newKeyring(cfg.APIKeys, cfg.AdminKeys),
-		metrics:  cfg.Metrics,
-		now:      cfg.Now,
-		inflight: newInflight(cfg.Limits, cfg.Metrics.bodyBytes, cfg.TrustedProxies),
-		syncs:    newSyncGuard(cfg.Limits),
-		reads:    newReads(cfg.Limits, cfg.Metrics.listReads),
-		health:   &health{},
+		sync:         cfg.Sync,
+		users:        cfg.Users,
+		orgs:         cfg.Organizations,
+		members:      cfg.Memberships,
+		billing:      cfg.Billing,
+		events:       cfg.Events,
+		eraser:       cfg.Eraser,
+		backuper:     cfg.Backup,
+		db:           cfg.DB,
+		log:          cfg.Logger,
+		verifier:     v,
+		keys:         newKeyring(cfg.APIKeys, cfg.AdminKeys),
+		metrics:      cfg.Metrics,
+		now:          cfg.Now,
+		billingGrace: cfg.BillingGrace,
+		inflight:     newInflight(cfg.Limits, cfg.Metrics.bodyBytes, cfg.TrustedProxies),
+		syncs:        newSyncGuard(cfg.Limits),
+		reads:        newReads(cfg.Limits, cfg.Metrics.listReads),
+		health:       &health{},
 
 		clerkSync: cfg.ClerkSync,
 

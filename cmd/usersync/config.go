@@ -59,8 +59,10 @@ type config struct {
 
 	SweepInterval time.Duration // 0 turns the background sweep off
 	SweepGrace    time.Duration
-	MaxAttempts   int
-	Retention     time.Duration // 0 keeps processed events forever
+	// BillingGrace: see api.Config.BillingGrace.
+	BillingGrace time.Duration
+	MaxAttempts  int
+	Retention    time.Duration // 0 keeps processed events forever
 
 	ReconcileInterval time.Duration // 0: serve never runs reconcile
 	EraseAfter        time.Duration // 0 never erases deleted users' events
@@ -140,6 +142,7 @@ var settings = []setting{
 	{Env: "USERSYNC_MAX_ATTEMPTS", Flag: "max-attempts", Default: "12", Usage: "attempts after which the sweep stops retrying a failed event", Commands: processing},
 	{Env: "USERSYNC_RETENTION", Flag: "retention", Shown: "forever with MongoDB, 7d embedded", Usage: "how long processed events are kept (90s, 36h, 30d; 0 keeps them forever)", Commands: serveOnly},
 	{Env: "USERSYNC_ERASE_AFTER", Flag: "erase-after", Default: "30d", Usage: "erase the event bodies of users deleted longer ago (0 never)", Commands: serveOnly},
+	{Env: "USERSYNC_BILLING_GRACE", Flag: "billing-grace", Default: "5m", Usage: "how long a payer's plan reads as pending between a plan change's two events (the old item ended, the new one not arrived) before it reads as ended", Commands: serveOnly},
 	{Env: "USERSYNC_RECONCILE_INTERVAL", Flag: "reconcile-interval", Shown: "off", Usage: "how often serve reconciles with Clerk, e.g. 6h; 0 or unset: never (needs CLERK_SECRET_KEY)", Commands: serveOnly},
 }
 
@@ -245,6 +248,7 @@ func configureProcessing(c *config, v values) error {
 	for name, dst := range map[string]*time.Duration{
 		"USERSYNC_SWEEP_INTERVAL":     &c.SweepInterval,
 		"USERSYNC_SWEEP_GRACE":        &c.SweepGrace,
+		"USERSYNC_BILLING_GRACE":      &c.BillingGrace,
 		"USERSYNC_RETENTION":          &c.Retention,
 		"USERSYNC_ERASE_AFTER":        &c.EraseAfter,
 		"USERSYNC_RECONCILE_INTERVAL": &c.ReconcileInterval,

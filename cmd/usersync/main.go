@@ -260,7 +260,7 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 	apiCfg := service.API(store, svc, api.Config{
 		Logger: log, Metrics: metrics, MetricsKey: string(cfg.MetricsKey), TrustedProxies: cfg.TrustedProxies,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
-		ClerkSync: fetcher, Console: consoleConfig(ctx, svc, store, cl),
+		ClerkSync: fetcher, Console: consoleConfig(ctx, svc, store, cl), BillingGrace: cfg.BillingGrace,
 	})
 	if b, ok := store.(api.Backuper); ok { // the embedded store
 		apiCfg.Backup = b

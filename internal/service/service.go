@@ -57,6 +57,9 @@ func API(store repository.Store, svc *sync.Service, c api.Config) api.Config {
 	if c.Memberships == nil {
 		c.Memberships = store.Memberships()
 	}
+	if c.Billing == nil {
+		c.Billing = store.Billing()
+	}
 	if c.Events == nil {
 		c.Events = store.Events()
 	}
