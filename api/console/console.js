@@ -519,7 +519,7 @@
 
     const filters = h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); apply(); } },
       sel("status", "Status", ["", "stored", "processed", "failed", "discarded"]),
-      sel("kind", "Kind", ["", "user", "organization", "membership"]),
+      sel("kind", "Kind", ["", "user", "organization", "membership", "subscription", "subscription_item", "payment_attempt"]),
       sel("eventType", "Type", ["", "created", "updated", "deleted"]),
       inp("userId", "User id", "text", "user_…"),
       inp("objectId", "Organization or membership id", "text", "org_… or orgmem_…"),
