@@ -530,7 +530,7 @@ func eventTypes(f models.EventFilter) []string {
 	var types []string
 	for _, k := range kinds {
 		for _, t := range models.TypesOf(k) {
-			if f.EventType == "" || strings.HasSuffix(t, "."+string(f.EventType)) {
+			if f.EventType == "" || models.EventTypeOf(t) == f.EventType {
 				types = append(types, t)
 			}
 		}
