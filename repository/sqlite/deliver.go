@@ -21,6 +21,15 @@ var appliers = map[models.Kind]func(t *wtx, ch models.Change, now time.Time) (mo
 	models.KindMembership: func(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
 		return applyMembership(t, ch.(models.MembershipChange), now)
 	},
+	models.KindSubscription: func(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
+		return applySubscription(t, ch.(models.SubscriptionChange), now)
+	},
+	models.KindSubscriptionItem: func(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
+		return applyItem(t, ch.(models.SubscriptionItemChange), now)
+	},
+	models.KindPaymentAttempt: func(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
+		return applyPaymentAttempt(t, ch.(models.PaymentAttemptChange), now)
+	},
 }
 
 // applyChange applies ch in t to its kind's tables.

@@ -133,4 +133,68 @@ const (
 	// qCascadeUser: memberships_user.
 	qCascadeUser = `UPDATE memberships INDEXED BY memberships_user SET ` + membershipTombstone + `
 		WHERE user_id = ?5 AND deleted_at IS NULL`
+
+	// qSubscriptionGet, qSubscriptionVersion: the primary key.
+	qSubscriptionGet     = `SELECT ` + subscriptionColumns + ` FROM subscriptions WHERE subscription_id = ?`
+	qSubscriptionVersion = `SELECT source_updated_at, last_event_id FROM subscriptions WHERE subscription_id = ?`
+	// qSubscriptionUpsert: by primary key (created_at stays the first write's).
+	qSubscriptionUpsert = `INSERT INTO subscriptions (subscription_id, payer_kind, payer_id, clerk_payer_id, status,
+		active_at, canceled_at, ended_at, past_due_at, latest_payment_id, payment_source_id, source_created_at,
+		source_updated_at, last_event_id, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)
+		ON CONFLICT (subscription_id) DO UPDATE SET payer_kind = excluded.payer_kind, payer_id = excluded.payer_id,
+		clerk_payer_id = excluded.clerk_payer_id, status = excluded.status, active_at = excluded.active_at,
+		canceled_at = excluded.canceled_at, ended_at = excluded.ended_at, past_due_at = excluded.past_due_at,
+		latest_payment_id = excluded.latest_payment_id, payment_source_id = excluded.payment_source_id,
+		source_created_at = excluded.source_created_at, source_updated_at = excluded.source_updated_at,
+		last_event_id = excluded.last_event_id, updated_at = excluded.updated_at`
+	// qItemVersion: the primary key; the payer, to recompute the plan of
+	// the one an item leaves.
+	qItemVersion = `SELECT source_updated_at, last_event_id, payer_kind, payer_id FROM subscription_items WHERE item_id = ?`
+	// qItemUpsert: by primary key (created_at stays the first write's).
+	qItemUpsert = `INSERT INTO subscription_items (item_id, subscription_id, payer_kind, payer_id, clerk_payer_id, status,
+		is_free_trial, period_start, period_end, interval, plan_id, plan_slug, plan_name, plan_amount, plan_currency,
+		plan_is_recurring, seats, source_created_at, source_updated_at, last_event_id, created_at, updated_at)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?21)
+		ON CONFLICT (item_id) DO UPDATE SET subscription_id = excluded.subscription_id, payer_kind = excluded.payer_kind,
+		payer_id = excluded.payer_id, clerk_payer_id = excluded.clerk_payer_id, status = excluded.status,
+		is_free_trial = excluded.is_free_trial, period_start = excluded.period_start, period_end = excluded.period_end,
+		interval = excluded.interval, plan_id = excluded.plan_id, plan_slug = excluded.plan_slug,
+		plan_name = excluded.plan_name, plan_amount = excluded.plan_amount, plan_currency = excluded.plan_currency,
+		plan_is_recurring = excluded.plan_is_recurring, seats = excluded.seats,
+		source_created_at = excluded.source_created_at, source_updated_at = excluded.source_updated_at,
+		last_event_id = excluded.last_event_id, updated_at = excluded.updated_at`
+	// qPayerItems: subscription_items_payer, backwards: a payer's items, the
+	// newest Clerk time first, at most models.MaxPayerItems.
+	qPayerItems = `SELECT ` + itemColumns + ` FROM subscription_items INDEXED BY subscription_items_payer
+		WHERE payer_kind = ? AND payer_id = ? ORDER BY source_updated_at DESC, item_id DESC LIMIT ?`
+	// qPlanGet, qPlanUpsert, qPlanDelete: the primary key of billing_plans.
+	qPlanGet    = `SELECT plan, updated_at FROM billing_plans WHERE payer_kind = ? AND payer_id = ?`
+	qPlanUpsert = `INSERT INTO billing_plans (payer_kind, payer_id, plan, updated_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (payer_kind, payer_id) DO UPDATE SET plan = excluded.plan, updated_at = excluded.updated_at`
+	qPlanDelete = `DELETE FROM billing_plans WHERE payer_kind = ? AND payer_id = ?`
+	// qAttemptVersion: the primary key.
+	qAttemptVersion = `SELECT source_updated_at, last_event_id FROM payment_attempts WHERE attempt_id = ?`
+	// qAttemptUpsert: by primary key (created_at stays the first write's).
+	qAttemptUpsert = `INSERT INTO payment_attempts (attempt_id, payment_id, payer_kind, payer_id, clerk_payer_id, status,
+		charge_type, paid_at, failed_at, failed_code, failed_decline_code, totals, subscription_item_ids,
+		source_created_at, source_updated_at, last_event_id, created_at, updated_at)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?17)
+		ON CONFLICT (attempt_id) DO UPDATE SET payment_id = excluded.payment_id, payer_kind = excluded.payer_kind,
+		payer_id = excluded.payer_id, clerk_payer_id = excluded.clerk_payer_id, status = excluded.status,
+		charge_type = excluded.charge_type, paid_at = excluded.paid_at, failed_at = excluded.failed_at,
+		failed_code = excluded.failed_code, failed_decline_code = excluded.failed_decline_code, totals = excluded.totals,
+		subscription_item_ids = excluded.subscription_item_ids, source_created_at = excluded.source_created_at,
+		source_updated_at = excluded.source_updated_at, last_event_id = excluded.last_event_id, updated_at = excluded.updated_at`
+	// qAttemptsByPayment: payment_attempts_payment, backwards from the
+	// cursor; a payer, when given too ('' when not), is checked on the rows.
+	qAttemptsByPayment = `SELECT ` + attemptColumns + ` FROM payment_attempts INDEXED BY payment_attempts_payment
+		WHERE payment_id = ?1 AND (?2 = '' OR (payer_kind = ?2 AND payer_id = ?3)) AND (source_updated_at, attempt_id) < (?4, ?5)
+		ORDER BY source_updated_at DESC, attempt_id DESC LIMIT ?6`
+	// qAttemptsByPayer: payment_attempts_payer, backwards from the cursor.
+	qAttemptsByPayer = `SELECT ` + attemptColumns + ` FROM payment_attempts INDEXED BY payment_attempts_payer
+		WHERE payer_kind = ? AND payer_id = ? AND (source_updated_at, attempt_id) < (?, ?)
+		ORDER BY source_updated_at DESC, attempt_id DESC LIMIT ?`
+	// qAttemptsAll: payment_attempts_time, backwards from the cursor.
+	qAttemptsAll = `SELECT ` + attemptColumns + ` FROM payment_attempts INDEXED BY payment_attempts_time
+		WHERE (source_updated_at, attempt_id) < (?, ?) ORDER BY source_updated_at DESC, attempt_id DESC LIMIT ?`
 )

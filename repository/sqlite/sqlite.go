@@ -102,6 +102,7 @@ type Store struct {
 	leases   *Leases
 	activity *Activity
 	runs     *Runs
+	billing  *Billing
 }
 
 var _ repository.Store = (*Store)(nil)
@@ -153,6 +154,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	s.leases = &Leases{s: s}
 	s.activity = &Activity{s: s}
 	s.runs = &Runs{s: s}
+	s.billing = &Billing{s: s}
 	go s.writer()
 	return s, nil
 }
@@ -201,6 +203,9 @@ func (s *Store) Activity() repository.Activity { return s.activity }
 
 // Runs returns the summaries of the last reconcile and backfill runs.
 func (s *Store) Runs() repository.Runs { return s.runs }
+
+// Billing returns the Clerk Billing objects and each payer's plan.
+func (s *Store) Billing() repository.Billing { return s.billing }
 
 // BuildIndexes has nothing to do: every index exists from the migration
 // that made its table.

@@ -171,8 +171,15 @@ func billingKindFixtures() map[models.Kind]kindFixture {
 		},
 		models.KindSubscription: {
 			state: func(id string, at time.Duration) models.Change {
+				// An item and a payer of its own: the subscription_item
+				// kind's item would be written by the subscription's states,
+				// which the promises of that kind run after, and its payer's
+				// newest item would be this one.
+				payer := models.Payer{Kind: models.KindUser, ID: "user_dls"}
+				it := item(id, at)
+				it.ItemID, it.Payer = "csub_item_dls", payer
 				return models.SubscriptionChange{SubscriptionID: "csub_dl", EventID: id, SourceTime: t0.Add(at), Status: "active",
-					Payer: models.Payer{Kind: models.KindUser, ID: "user_dlb"}, Items: []models.SubscriptionItemChange{item(id, at)}}
+					Payer: payer, Items: []models.SubscriptionItemChange{it}}
 			},
 			version: func(ctx context.Context, s repository.Store) (*models.Version, error) {
 				return models.VersionOf(s.Billing().Subscription(ctx, "csub_dl"))
