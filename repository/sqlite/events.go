@@ -161,7 +161,7 @@ func (e *Events) Get(ctx context.Context, id string) (models.Event, error) {
 // List returns one page of the event log, newest first (received_at, then
 // id), without bodies. Each combination of filters is read from the index
 // that holds it in the log's order (see logRanges): one range, or one per
-// value of the kind or event type a filter leaves open (at most 3), each
+// (kind, event type) pair of the kinds table a filter leaves open, each
 // bounded by the time range, the cursor ("<ms>_<id>") and the page, merged
 // here. A malformed cursor wraps models.ErrInvalid.
 func (e *Events) List(ctx context.Context, f models.EventFilter) (models.EventPage, error) {
@@ -169,7 +169,7 @@ func (e *Events) List(ctx context.Context, f models.EventFilter) (models.EventPa
 	if err != nil {
 		return models.EventPage{}, err
 	}
-	var evs []models.Event
+	evs := []models.Event{}
 	for _, r := range ranges {
 		got, err := e.query(ctx, r.sql, false, r.args...)
 		if err != nil {
@@ -220,7 +220,9 @@ type logRange struct {
 //
 // Where f names the kind but not the event type, or the event type but
 // not the kind, the index's order holds only within each value of the
-// other: one range is read per value (3) and the ranges are merged.
+// other: one range is read per (kind, event type) pair of the kinds table
+// that the filter selects (typePairs: the short types of the kind's rows,
+// or the kinds that have the event type), and the ranges are merged.
 func logRanges(f models.EventFilter) ([]logRange, error) {
 	var (
 		where []string
@@ -278,21 +280,44 @@ func logRanges(f models.EventFilter) ([]logRange, error) {
 	if index != "events_type" && index != "events_status_type" {
 		return []logRange{one(where, args)}, nil
 	}
-	kinds, types := []models.Kind{f.Kind}, []models.EventType{f.EventType}
-	if f.Kind == "" {
-		kinds = models.Kinds
-	}
-	if f.EventType == "" {
-		types = []models.EventType{models.EventCreated, models.EventUpdated, models.EventDeleted}
-	}
 	var ranges []logRange
-	for _, k := range kinds {
-		for _, et := range types {
-			ranges = append(ranges, one(append([]string{"kind = ?", "event_type = ?"}, where...),
-				append([]any{string(k), string(et)}, args...)))
-		}
+	for _, p := range typePairs(f.Kind, f.EventType) {
+		ranges = append(ranges, one(append([]string{"kind = ?", "event_type = ?"}, where...),
+			append([]any{string(p.kind), string(p.eventType)}, args...)))
 	}
 	return ranges, nil
+}
+
+// kindType is one (kind, event type) pair of the kinds table.
+type kindType struct {
+	kind      models.Kind
+	eventType models.EventType
+}
+
+// typePairs returns the (kind, event type) pairs the kinds table has that
+// a filter of kind and eventType ("" for any) selects, each once: the
+// short types of the kind's rows (models.SpecOf), or the kinds that have
+// the event type. None for a kind or an event type the table does not
+// have: no event is stored with it.
+func typePairs(kind models.Kind, eventType models.EventType) []kindType {
+	kinds := models.Kinds
+	if kind != "" {
+		kinds = []models.Kind{kind}
+	}
+	var pairs []kindType
+	for _, k := range kinds {
+		spec, ok := models.SpecOf(k)
+		if !ok {
+			continue
+		}
+		for _, t := range spec.Types {
+			p := kindType{k, t.Change}
+			if (eventType == "" || t.Change == eventType) && !slices.Contains(pairs, p) {
+				pairs = append(pairs, p)
+			}
+		}
+	}
+	return pairs
 }
 
 func parseEventCursor(c string) (int64, int64, error) {

@@ -71,10 +71,29 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 		{"the active membership of a pair", "memberships_pair", qMembershipHolder, []any{"org_1", "user_1"}},
 		{"cascade of an organization's deletion", "memberships_pair", qCascadeOrg, []any{now, now, "msg_1", now, "org_1"}},
 		{"cascade of a user's deletion", "memberships_user", qCascadeUser, []any{now, now, "msg_1", now, "user_1"}},
+		{"get subscription", "PRIMARY KEY", qSubscriptionGet, []any{"csub_1"}},
+		{"a subscription's version", "PRIMARY KEY", qSubscriptionVersion, []any{"csub_1"}},
+		{"write a subscription", upsertByKey, qSubscriptionUpsert,
+			[]any{"csub_1", "user", "user_1", nil, "active", nil, nil, nil, nil, nil, nil, nil, now, "msg_1", now}},
+		{"an item's version and payer", "PRIMARY KEY", qItemVersion, []any{"csub_item_1"}},
+		{"write an item", upsertByKey, qItemUpsert, []any{"csub_item_1", "csub_1", "user", "user_1", nil, "active", false,
+			nil, nil, nil, "cplan_1", "pro", nil, nil, nil, true, nil, nil, now, "msg_1", now}},
+		{"a payer's items, newest first", "subscription_items_payer", qPayerItems, []any{"user", "user_1", models.MaxPayerItems}},
+		{"a payer's plan", "PRIMARY KEY", qPlanGet, []any{"user", "user_1"}},
+		{"write a payer's plan", upsertByKey, qPlanUpsert, []any{"user", "user_1", "{}", now}},
+		{"delete a payer's plan", "PRIMARY KEY", qPlanDelete, []any{"user", "user_1"}},
+		{"a payment attempt's version", "PRIMARY KEY", qAttemptVersion, []any{"pa_1"}},
+		{"write a payment attempt", upsertByKey, qAttemptUpsert, []any{"pa_1", "cpa_1", "user", "user_1", nil, "paid", nil,
+			nil, nil, nil, nil, nil, "[]", nil, now, "msg_1", now}},
+		{"a payment's attempts page", "payment_attempts_payment", qAttemptsByPayment, []any{"cpa_1", "", "", now, "pa_5", 11}},
+		{"a payment's attempts page of a payer", "payment_attempts_payment", qAttemptsByPayment,
+			[]any{"cpa_1", "user", "user_1", now, "pa_5", 11}},
+		{"a payer's attempts page", "payment_attempts_payer", qAttemptsByPayer, []any{"user", "user_1", now, "pa_5", 11}},
+		{"payment attempts page", "payment_attempts_time", qAttemptsAll, []any{now, "pa_5", 11}},
 	}
 	for _, st := range []models.EventStatus{"", models.StatusFailed} {
-		for _, kind := range []models.Kind{"", models.KindMembership} {
-			for _, et := range []models.EventType{"", models.EventUpdated} {
+		for _, kind := range []models.Kind{"", models.KindMembership, models.KindSubscriptionItem} {
+			for _, et := range []models.EventType{"", models.EventUpdated, models.EventEnded} {
 				for _, who := range []struct{ user, object string }{{}, {user: "user_1"}, {object: "orgmem_1"}, {"user_1", "orgmem_1"}} {
 					for _, window := range []bool{false, true} {
 						f := models.EventFilter{Status: st, Kind: kind, EventType: et, UserID: who.user, ObjectID: who.object,
