@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,4 +238,59 @@ func fileAtSchema(t *testing.T, dir string, n int) *sql.DB {
 		}
 	}
 	return db
+}
+
+// TestUpgrade_ASchema8FileGainsTheBillingTables opens a file of schema 8,
+// with a user and its events, and checks that schema 9 adds the billing
+// tables beside them: the user stays, and a billing event delivered after
+// the upgrade is applied, its payer's plan computed.
+func TestUpgrade_ASchema8FileGainsTheBillingTables(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := fileAtSchema(t, dir, 8)
+	for _, q := range []string{
+		`INSERT INTO users (user_id, display_name, metadata, created_at, updated_at, source_updated_at, last_event_id)
+			VALUES ('user_1', 'user_1', '{}', 1, 1, 1, 'msg_1')`,
+		`INSERT INTO events (event_id, type, kind, event_type, user_id, raw_body, source, signature, received_at,
+			processed_at, status, outcome) VALUES ('msg_1', 'user.created', 'user', 'created', 'user_1', CAST('{}' AS BLOB),
+			'clerk', '', 1, 1, 'processed', 'applied')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var tables int
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN
+		('subscriptions', 'subscription_items', 'payment_attempts', 'billing_plans')`).Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("a schema 8 file has %d billing tables (%v), want none", tables, err)
+	}
+	db.Close()
+
+	s, err := Open(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if err := s.r.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN
+		('subscriptions', 'subscription_items', 'payment_attempts', 'billing_plans')`).Scan(&tables); err != nil || tables != 4 {
+		t.Errorf("after the upgrade: %d billing tables (%v), want 4", tables, err)
+	}
+	if rep, err := s.Migrate(ctx, false); err != nil || !strings.Contains(rep.Summary, "schema 9") {
+		t.Errorf("Migrate = %+v, %v; want schema 9", rep, err)
+	}
+	if u, err := s.Users().Get(ctx, "user_1"); err != nil || u.LastEventID != "msg_1" {
+		t.Errorf("the user after the upgrade = %+v, %v", u, err)
+	}
+	payer := models.Payer{Kind: models.KindUser, ID: "user_1"}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ch := models.SubscriptionItemChange{SubscriptionItem: models.SubscriptionItem{ItemID: "csub_item_1", Payer: payer,
+		Status: models.ItemActive, Plan: models.BillingPlan{ID: "cplan_1", Slug: "pro"}, SourceUpdatedAt: at, LastEventID: "msg_2"}}
+	ev := models.Event{EventID: "msg_2", Type: models.TypeSubscriptionItemActive, EventType: models.EventActive, UserID: "user_1",
+		ObjectID: "csub_item_1", RawBody: []byte(`{}`), Source: models.SourceClerk, ReceivedAt: at}
+	if d, err := s.Deliver(ctx, ev, ch, at); err != nil || d.Outcome != models.OutcomeApplied {
+		t.Fatalf("Deliver after the upgrade = %+v, %v", d, err)
+	}
+	if p, err := s.Billing().Plan(ctx, payer); err != nil || p.Status != models.PlanActive || p.Plan == nil || p.Plan.Slug != "pro" {
+		t.Errorf("plan after the upgrade = %+v, %v; want pro, active", p, err)
+	}
 }
