@@ -22,6 +22,15 @@ var appliers = map[models.Kind]func(ctx context.Context, s *Store, ch models.Cha
 	models.KindMembership: func(ctx context.Context, s *Store, ch models.Change, now time.Time) (models.Outcome, error) {
 		return s.members.Apply(ctx, ch.(models.MembershipChange), now)
 	},
+	models.KindSubscription: func(ctx context.Context, s *Store, ch models.Change, now time.Time) (models.Outcome, error) {
+		return s.billing.applySubscription(ctx, ch.(models.SubscriptionChange), now)
+	},
+	models.KindSubscriptionItem: func(ctx context.Context, s *Store, ch models.Change, now time.Time) (models.Outcome, error) {
+		return s.billing.applyItem(ctx, ch.(models.SubscriptionItemChange), now)
+	},
+	models.KindPaymentAttempt: func(ctx context.Context, s *Store, ch models.Change, now time.Time) (models.Outcome, error) {
+		return s.billing.applyAttempt(ctx, ch.(models.PaymentAttemptChange), now)
+	},
 }
 
 // apply writes ch to its kind's collections.

@@ -87,6 +87,7 @@ func (n collNames) of(base string) string { return n.prefix + base }
 var ownedCollections = []string{
 	UsersCollection, EventsCollection, CountersCollection, LeasesCollection, rekeyCollection, MetaCollection,
 	ActivityCollection, RunsCollection, OrganizationsCollection, MembershipsCollection,
+	SubscriptionsCollection, SubscriptionItemsCollection, PaymentAttemptsCollection, BillingPlansCollection,
 }
 
 // prefixPattern is what a collection prefix may hold: a collection name
@@ -249,6 +250,16 @@ func foreignShape(base string, doc bson.Raw) string {
 		if id, ok := str("membershipId"); !ok || id == "" || !date("sourceUpdatedAt") {
 			return "a document is not one of usersync's memberships"
 		}
+	case SubscriptionsCollection, SubscriptionItemsCollection, PaymentAttemptsCollection:
+		key := map[string]string{SubscriptionsCollection: "subscriptionId", SubscriptionItemsCollection: "itemId",
+			PaymentAttemptsCollection: "attemptId"}[base]
+		if id, ok := str(key); !ok || id == "" || !date("sourceUpdatedAt") {
+			return "a document is not one of usersync's " + strings.ReplaceAll(base, "_", " ")
+		}
+	case BillingPlansCollection:
+		if id, ok := str("payerId"); !ok || id == "" || !date("updatedAt") {
+			return "a document is not one of usersync's billing plans"
+		}
 	case CountersCollection:
 		if id, _ := str("_id"); !strings.HasPrefix(id, outcomePrefix) && !strings.HasPrefix(id, "migration:") {
 			return "a document is not one of usersync's counters"
@@ -276,7 +287,7 @@ func foreignShape(base string, doc bson.Raw) string {
 // knownIndexNames are the indexes any usersync version made.
 var knownIndexNames = func() []string {
 	names := []string{"_id_"}
-	for _, ms := range [][]mongo.IndexModel{userIndexes, eventIndexes, orgIndexes, membershipIndexes} {
+	for _, ms := range [][]mongo.IndexModel{userIndexes, eventIndexes, orgIndexes, membershipIndexes, itemIndexes, attemptIndexes} {
 		for _, m := range ms {
 			names = append(names, indexName(m.Keys.(bson.D)))
 		}

@@ -57,6 +57,7 @@ type Store struct {
 	events   *Events
 	activity *Activity
 	runs     *Runs
+	billing  *Billing
 	// batch, if set, shares the round trips of concurrent deliveries.
 	batch *batcher
 }
@@ -147,6 +148,12 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		},
 		activity: &Activity{coll: db.Collection(names.of(ActivityCollection))},
 		runs:     &Runs{coll: db.Collection(names.of(RunsCollection))},
+		billing: &Billing{
+			subs: db.Collection(names.of(SubscriptionsCollection)), subsP: db.Collection(names.of(SubscriptionsCollection), primary),
+			items: db.Collection(names.of(SubscriptionItemsCollection)), itemsP: db.Collection(names.of(SubscriptionItemsCollection), primary),
+			attempts: db.Collection(names.of(PaymentAttemptsCollection)), attemptsP: db.Collection(names.of(PaymentAttemptsCollection), primary),
+			plans: db.Collection(names.of(BillingPlansCollection)), plansP: db.Collection(names.of(BillingPlansCollection), primary),
+		},
 	}
 	s.users.members, s.orgs.members, s.members.orgs = s.members, s.members, s.orgs
 	if o.DeliveryBatch <= 0 {
@@ -346,7 +353,8 @@ func (s *Store) createCollections(ctx context.Context) error {
 	for _, n := range names {
 		have[n] = true
 	}
-	for _, base := range []string{UsersCollection, OrganizationsCollection, MembershipsCollection, EventsCollection, CountersCollection, MetaCollection} {
+	bases := []string{UsersCollection, OrganizationsCollection, MembershipsCollection, EventsCollection, CountersCollection, MetaCollection}
+	for _, base := range append(bases, billingCollections...) {
 		n := s.names.of(base)
 		if have[n] {
 			continue
@@ -404,7 +412,8 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 }
 
 // ensureIndexes builds the indexes of the users, organizations,
-// memberships and events. The leases, activity and reconcile_runs
+// memberships, events, subscription items and payment attempts
+// (subscriptions and billing_plans are read by _id alone). The leases, activity and reconcile_runs
 // collections are read and written by _id alone (activity and runs by
 // ranges of an _id that sorts as they are read): they need no index of
 // their own, and are made by their first write.
@@ -418,6 +427,8 @@ func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 		{s.orgs.coll, orgIndexes, nil},
 		{s.members.coll, membershipIndexes, nil},
 		{s.events.coll, eventIndexes, obsoleteEventIndexes},
+		{s.billing.items, itemIndexes, nil},
+		{s.billing.attempts, attemptIndexes, nil},
 	} {
 		want := c.want
 		if uniqueOnly {
@@ -590,6 +601,9 @@ func (s *Store) Leases() repository.Leases { return NewLeases(s) }
 // Activity returns the activity collection: the counts of the console's
 // charts.
 func (s *Store) Activity() repository.Activity { return s.activity }
+
+// Billing returns the Clerk Billing collections.
+func (s *Store) Billing() repository.Billing { return s.billing }
 
 // Runs returns the reconcile_runs collection.
 func (s *Store) Runs() repository.Runs { return s.runs }
