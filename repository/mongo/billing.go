@@ -50,6 +50,9 @@ type Billing struct {
 	// The same collections read from the primary: reads that decide a
 	// write.
 	subsP, itemsP, attemptsP, plansP *mongo.Collection
+	// beforePlanWrite, if set, runs between a recomputation's reads and
+	// its write: tests make a concurrent delivery happen there.
+	beforePlanWrite func()
 }
 
 // itemIndexes are the indexes of subscription_items: a payer's items,
@@ -480,6 +483,9 @@ func (b *Billing) recomputePlan(ctx context.Context, payer models.Payer, now tim
 		body, err := bson.Marshal(planBodyOf(models.PlanOf(items)))
 		if err != nil {
 			return fmt.Errorf("plan of %s: %w", payerKey(payer), err)
+		}
+		if b.beforePlanWrite != nil {
+			b.beforePlanWrite()
 		}
 		if !found {
 			doc := planDoc{ID: id, PayerKind: string(payer.Kind), PayerID: payer.ID, Plan: body, Items: fp, Rev: 1, UpdatedAt: now}

@@ -189,3 +189,15 @@ func (b *Batch) Finish() ([]models.Delivered, []error) {
 	}
 	return ds, errs
 }
+
+// SetBeforePlanWrite makes f run between a recomputation's reads of a
+// payer's plan and items and its write of the plan.
+func SetBeforePlanWrite(s *Store, f func()) { s.billing.beforePlanWrite = f }
+
+// ItemsQuery is the read of a payer's items; AttemptsFilter and
+// AttemptOrder are a page of payment attempts.
+var (
+	ItemsQuery     = itemsQuery
+	AttemptsFilter = attemptsFilter
+	AttemptOrder   = attemptOrder
+)
