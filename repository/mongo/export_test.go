@@ -201,3 +201,10 @@ var (
 	AttemptsFilter = attemptsFilter
 	AttemptOrder   = attemptOrder
 )
+
+// BillingWriteFilter is the filter of the conditional upsert of a
+// billing object's state of version v.
+func BillingWriteFilter(id string, v models.Version) bson.D {
+	filter, _ := stateWrite(docID(id), v, nil, time.Time{})
+	return filter
+}

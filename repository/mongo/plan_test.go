@@ -284,8 +284,9 @@ func boundedScan(n pgNode) bool {
 var (
 	// identifying fields: an equality finds one document, or the events
 	// of one user or one object (a slug: one active organization; a
-	// tombstone has none).
-	identifyingFields = []string{"_id", "userId", "eventId", "email", "slug", "objectId", "membershipId"}
+	// tombstone has none; a payer's subscription items or attempts, a
+	// payment's attempts: a few each).
+	identifyingFields = []string{"_id", "userId", "eventId", "email", "slug", "objectId", "membershipId", "payerId", "paymentId"}
 	// backlogStatuses: events still to process, a backlog rather than
 	// the history ("processed" is nearly every event).
 	backlogStatuses = []string{"stored", "failed"}
