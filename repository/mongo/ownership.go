@@ -157,6 +157,19 @@ func decideOwnership(sv survey) (ownership, error) {
 			return 0, fmt.Errorf("database %q was prepared by a newer usersync (schema %d; this one knows %d): run that version or a newer one",
 				sv.db, m.Schema, schemaVersion)
 		}
+		// The billing collections are newer than the mark's schema 3: a
+		// database an earlier version marked may hold an application's
+		// collection of one of their names, which usersync must not
+		// adopt.
+		for _, base := range billingCollections {
+			if c, ok := sv.colls[base]; ok {
+				if reason := foreignCollection(base, c); reason != "" {
+					return 0, fmt.Errorf("database %q (MONGODB_DATABASE) holds a collection %q that usersync did not write (%s), "+
+						"where this version keeps Clerk Billing: rename or move that collection, or give usersync a database of its own "+
+						"or USERSYNC_COLLECTION_PREFIX names of its own, its data moved there; nothing was changed: %w", sv.db, sv.prefix+base, reason, models.ErrForeignData)
+				}
+			}
+		}
 		if m.Schema < schemaVersion {
 			return ownOlder, nil
 		}

@@ -28,8 +28,17 @@ const (
 	usersyncBucket  = `{"_id": "m:001735787040", "start": {"$date": "2025-01-02T03:04:00Z"}, "n": {"received": {"$numberLong": "3"}}}`
 	usersyncRun     = `{"_id": "001735787045000-65f0c0ffee0000000000d001", "kind": "reconcile", "trigger": "schedule",
 		"startedAt": {"$date": "2025-01-02T03:04:05Z"}, "durationMs": {"$numberLong": "1500"}, "success": true}`
+	usersyncSub = `{"_id": {"$oid": "65f0c0ffee0000000000f001"}, "subscriptionId": "csub_1", "payerKind": "user", "payerId": "user_2abc",
+		"status": "active", "sourceUpdatedAt": {"$date": "2025-01-02T03:04:05Z"}, "lastEventId": "msg_2"}`
+	usersyncItem = `{"_id": {"$oid": "65f0c0ffee0000000000f002"}, "itemId": "csub_item_1", "payerKind": "user", "payerId": "user_2abc",
+		"status": "active", "plan": {"id": "cplan_1", "slug": "pro"}, "sourceUpdatedAt": {"$date": "2025-01-02T03:04:05Z"}, "lastEventId": "msg_2"}`
+	usersyncAttempt = `{"_id": {"$oid": "65f0c0ffee0000000000f003"}, "attemptId": "pa_1", "paymentId": "cpa_1", "payerKind": "user",
+		"payerId": "user_2abc", "status": "paid", "sourceUpdatedAt": {"$date": "2025-01-02T03:04:05Z"}, "lastEventId": "msg_3"}`
+	usersyncPlan = `{"_id": {"$oid": "65f0c0ffee0000000000f004"}, "payerKind": "user", "payerId": "user_2abc", "plan": {"status": "active"},
+		"items": "ab12", "rev": {"$numberLong": "1"}, "updatedAt": {"$date": "2025-01-02T03:04:05Z"}}`
 	// An application's.
-	appUser = `{"_id": {"$oid": "65f0c0ffee0000000000c001"}, "email": "bob@example.com", "name": "Bob",
+	appSubscription = `{"_id": 7, "customer": "bob", "plan": "gold"}`
+	appUser         = `{"_id": {"$oid": "65f0c0ffee0000000000c001"}, "email": "bob@example.com", "name": "Bob",
 		"passwordHash": "$2a$10$abc", "roles": ["admin"], "createdAt": {"$date": "2024-06-01T00:00:00Z"}}`
 	appUserWithID = `{"_id": "user_2abc", "userId": "user_2abc", "plan": "pro"}` // a userId, but no sourceUpdatedAt
 	appEvent      = `{"_id": 1, "kind": "login", "at": {"$date": "2024-06-01T00:00:00Z"}}`
@@ -76,6 +85,19 @@ func TestDecideOwnership_AnotherProgramsDataIsRefused(t *testing.T) {
 		{"an earlier version's mark", survey{legacyMark: true, colls: map[string]collSurvey{
 			UsersCollection: users(usersyncUser), CountersCollection: {sample: docs(t, usersyncCounter, `{"_id": "migration:schema_2", "done": true}`)}}},
 			ownOlder, ""},
+		{"marked, with usersync's billing", survey{mark: mark, colls: map[string]collSurvey{
+			SubscriptionsCollection: {sample: docs(t, usersyncSub)}, SubscriptionItemsCollection: {sample: docs(t, usersyncItem),
+				indexes: []indexSpec{{Name: "_id_"}, {Name: "payerKind_1_payerId_1_sourceUpdatedAt_-1"}}},
+			PaymentAttemptsCollection: {sample: docs(t, usersyncAttempt), indexes: []indexSpec{{Name: "_id_"},
+				{Name: "paymentId_1_sourceUpdatedAt_-1__id_-1"}, {Name: "payerKind_1_payerId_1_sourceUpdatedAt_-1__id_-1"},
+				{Name: "sourceUpdatedAt_-1__id_-1"}}},
+			BillingPlansCollection: {sample: docs(t, usersyncPlan)}}}, ownMarked, ""},
+		{"marked by an earlier version, with an application's subscriptions", survey{mark: mark, colls: map[string]collSurvey{
+			SubscriptionsCollection: {sample: docs(t, appSubscription)}}}, 0, `"subscriptions"`},
+		{"an application's subscriptions", survey{colls: map[string]collSurvey{SubscriptionsCollection: {sample: docs(t, appSubscription)}}},
+			0, `"subscriptions"`},
+		{"an application's billing plans", survey{colls: map[string]collSurvey{BillingPlansCollection: {sample: docs(t, appSubscription)}}},
+			0, `"billing_plans"`},
 		{"an application's users", survey{colls: map[string]collSurvey{UsersCollection: users(appUser)}}, 0, `"users"`},
 		{"an application's users after usersync's", survey{colls: map[string]collSurvey{UsersCollection: users(usersyncUser, appUser)}}, 0, `"users"`},
 		{"an application's users with a userId", survey{colls: map[string]collSurvey{UsersCollection: users(appUserWithID)}}, 0, "sourceUpdatedAt"},
