@@ -517,8 +517,10 @@ func eventListFilter(f models.EventFilter) (bson.D, error) {
 	return eventWindowFilter(f, window{noLo: true, noHi: true}), nil
 }
 
-// eventTypes are the Clerk types that f's kind and event type select;
-// none when f names neither.
+// eventTypes are the Clerk types that f's kind and event type select (by
+// the kinds table's short type of each: subscription.pastDue is
+// past_due); nil when f names neither, empty when no type is of both (a
+// deletion of a kind Clerk never deletes).
 func eventTypes(f models.EventFilter) []string {
 	if f.Kind == "" && f.EventType == "" {
 		return nil
@@ -527,7 +529,7 @@ func eventTypes(f models.EventFilter) []string {
 	if f.Kind == "" {
 		kinds = models.Kinds
 	}
-	var types []string
+	types := []string{}
 	for _, k := range kinds {
 		for _, t := range models.TypesOf(k) {
 			if f.EventType == "" || models.EventTypeOf(t) == f.EventType {
@@ -547,7 +549,8 @@ func eventWindowFilter(f models.EventFilter, w window) bson.D {
 	}
 	if types := eventTypes(f); len(types) == 1 {
 		filter = append(filter, bson.E{Key: "type", Value: types[0]})
-	} else if len(types) > 1 {
+	} else if types != nil {
+		// none: an empty $in, which matches no event
 		filter = append(filter, bson.E{Key: "type", Value: bson.D{{Key: "$in", Value: types}}})
 	}
 	if f.UserID != "" {
