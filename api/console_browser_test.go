@@ -222,6 +222,16 @@ func TestConsole_InABrowser(t *testing.T) {
 		t.Errorf("after the replay in the console, event %s is %v", failed[0], st)
 	}
 
+	// The user's Clerk Billing plan: none, then the item's.
+	p.until("the user has no plan yet", `document.querySelector("#user-plan").textContent.includes("No Clerk Billing plan")`)
+	h.mustDeliver(newID(), billingBody(t, "plan-change.2.subscriptionItem.active.json", "", func(d map[string]any) {
+		d["payer"].(map[string]any)["user_id"] = "user_mover0"
+	}))
+	p.do("open the user again", chromedp.Navigate(h.url+"/admin#/users/user_mover0"), chromedp.Reload(), chromedp.WaitVisible(css("#user-fields")))
+	p.until("the user's plan shows", `(() => { const t = document.querySelector("#user-plan").textContent;
+		return t.includes("team-plan") && t.includes("active") })()`)
+	p.screenshot("07b-user-plan")
+
 	// Events: the failures by reason, a look-up by svix-id, a group replayed.
 	p.do("open events", chromedp.Click(css(`#nav a[data-page="events"]`)), chromedp.WaitVisible(css("#failure-groups table")),
 		chromedp.WaitVisible(css("#event-list table")))

@@ -65,7 +65,7 @@ func newConsoleHarness(t *testing.T, opts ...func(*consoleOptions)) *consoleHarn
 	svc.SetActivity(act)
 	spy := &sizeSpy{ActivityReader: store.Activity()}
 	e, err := api.New(api.Config{
-		Sync: svc, Users: store.Users(), Events: store.Events(), Eraser: store, DB: store,
+		Sync: svc, Users: store.Users(), Billing: store.Billing(), Events: store.Events(), Eraser: store, DB: store,
 		Logger: repotest.Discard(), WebhookSecrets: []string{testSecret},
 		APIKeys: []string{testAPIKey}, AdminKeys: []string{testAdminKey}, Now: o.now,
 		Console: api.Console{Activity: spy, Failures: store.Events(), Runs: store.Runs(), DryRun: o.dryRun, Context: t.Context()},

@@ -418,8 +418,9 @@
     document.title = userId + " · usersync";
     const head = h("div", {}, h("p", { class: "muted" }, "Loading…"));
     const evs = h("div", { id: "user-events" });
+    const plan = h("div", { id: "user-plan" });
     put(root, h("p", {}, h("a", { href: "#/users" }, "← Users")), h("h1", { class: "mono" }, userId), head,
-      h("h2", {}, "Events, newest first"), evs);
+      h("h2", {}, "Clerk Billing plan"), plan, h("h2", {}, "Events, newest first"), evs);
     const load = async () => {
       let u;
       try {
@@ -430,6 +431,11 @@
         return;
       }
       put(clear(head), userFields(u), userActions(u, userId, load));
+      try {
+        put(clear(plan), planFields(await api("GET", "/v1/users/" + encodeURIComponent(userId) + "/billing")));
+      } catch (e) {
+        put(clear(plan), h("p", { class: "error" }, e.message));
+      }
     };
     load();
     const p = pager(async (cursor) => {
@@ -452,6 +458,22 @@
       f("Last sign-in", when(u.lastSignInAt)), f("Created here", when(u.createdAt)), f("Updated here", when(u.updatedAt)),
       f("Deleted", u.deletedAt ? when(u.deletedAt) : null),
       f("Public metadata", h("pre", { class: "payload" }, JSON.stringify(u.metadata, null, 2)))));
+  }
+
+  // planFields shows a payer's plan as GET …/billing answers it.
+  function planFields(b) {
+    if (!b.plan) return h("p", { class: "muted" }, "No Clerk Billing plan.");
+    const p = b.plan;
+    const f = (label, v) => [h("dt", {}, label), h("dd", {}, v === null || v === undefined || v === "" ? h("span", { class: "muted" }, "—") : v)];
+    const name = (bp) => bp ? [h("span", { class: "mono" }, bp.slug), bp.name ? " · " + bp.name : ""] : null;
+    return h("div", { class: "panel" }, h("dl", { class: "fields" },
+      f("Plan", name(p.plan)), f("Status", badge(p.status)),
+      f("Period end", p.periodEnd ? when(p.periodEnd) : null),
+      f("Canceled at period end", p.cancelAtPeriodEnd ? "yes" : "no"),
+      f("Free trial", p.freeTrial ? "yes" : "no"),
+      f("Seats", p.seats === null ? "unlimited" : String(p.seats)),
+      f("Upcoming", p.upcoming ? name(p.upcoming.plan) : null),
+      f("Items", String(b.items.length)), f("Changed here", when(p.updatedAt))));
   }
 
   function userActions(u, userId, reload) {
