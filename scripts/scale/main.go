@@ -44,6 +44,7 @@ func main() {
 	flag.IntVar(&o.events, "events", 0, "stored events at every size (overrides -events-per-user)")
 	flag.IntVar(&o.orgs, "orgs", 0, "organizations present at every size (0: none, and no organization reads are measured)")
 	flag.IntVar(&o.memberships, "memberships", 0, "memberships present at every size: membership i is user i's, in organization i mod -orgs")
+	flag.IntVar(&o.payers, "payers", 0, "Clerk Billing payers present at every size (at most the users): payer i is user i, with one active subscription item, delivered as its webhook (0: none, and no billing reads are measured)")
 	flag.IntVar(&o.requests, "requests", 50, "samples of each operation at each size")
 	flag.DurationVar(&o.budget, "cap", 10*time.Second, "time budget of one operation at one size: once spent, the operation stops with the samples it has (at least one)")
 	flag.StringVar(&o.dir, "dir", "", "data dir of the embedded store; default: a temporary directory")
@@ -91,6 +92,7 @@ type flags struct {
 	events        int
 	orgs          int
 	memberships   int
+	payers        int
 	requests      int
 	budget        time.Duration
 	dir           string
@@ -105,7 +107,7 @@ type flags struct {
 }
 
 // size is one measurement point.
-type size struct{ users, events, orgs, memberships int }
+type size struct{ users, events, orgs, memberships, payers int }
 
 func (o flags) parseSizes() ([]size, error) {
 	var out []size
@@ -114,7 +116,7 @@ func (o flags) parseSizes() ([]size, error) {
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("-sizes: %q is not a positive number", f)
 		}
-		s := size{users: n, events: int(float64(n) * o.eventsPerUser), orgs: o.orgs, memberships: min(o.memberships, n)}
+		s := size{users: n, events: int(float64(n) * o.eventsPerUser), orgs: o.orgs, memberships: min(o.memberships, n), payers: min(o.payers, n)}
 		if o.events > 0 {
 			s.events = o.events
 		}

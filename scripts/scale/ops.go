@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -267,6 +268,18 @@ func (b *bench) ops(s size, cursor string) []op {
 		{name: "GET /v1/users/{id}/memberships", skip: s.memberships == 0, call: get(apiKey, func(i int) string {
 			return "/v1/users/" + seedUser(b.pick(i, max(s.memberships, 1))) + "/memberships"
 		}, nonEmpty)},
+		{name: "GET /v1/users/{id}/billing", skip: s.payers == 0, call: get(apiKey, func(i int) string {
+			return "/v1/users/" + seedUser(b.pick(i, s.payers)) + "/billing"
+		}, func(resp []byte) string {
+			if !strings.Contains(string(resp), `"slug":"`) {
+				return "no plan"
+			}
+			return ""
+		})},
+		{name: "webhook: a payer's new subscription item state", skip: s.payers == 0, call: webhook(applied, func(i int) (string, []byte) {
+			b.seq++
+			return fmt.Sprintf("msg_scale_%s_%d", b.run, b.seq), itemBody(seedUser(b.pick(i, s.payers)), "team", time.Now().Add(time.Duration(b.seq)*time.Millisecond))
+		})},
 		{name: "GET /metrics", call: get("", fixed("/metrics"), nil)},
 		{name: fmt.Sprintf("sweep pass (%d failed events due)", due),
 			prepare: func(ctx context.Context) error {

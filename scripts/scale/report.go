@@ -54,6 +54,10 @@ func printTable(w io.Writer, s size, sd seeded, rows []row, o flags) {
 		fmt.Fprintf(w, "Seeded %s organizations and %s memberships through Apply in %s (%s/s).\n",
 			thousands(sd.orgs), thousands(sd.memberships), sd.orgsIn.Round(time.Second), rate(sd.orgs+sd.memberships, sd.orgsIn))
 	}
+	if sd.payers > 0 {
+		fmt.Fprintf(w, "Seeded %s Clerk Billing payers through Deliver in %s (%s/s).\n",
+			thousands(sd.payers), sd.payersIn.Round(time.Second), rate(sd.payers, sd.payersIn))
+	}
 	var capped []string
 	for _, r := range rows {
 		if r.capped {

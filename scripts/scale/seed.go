@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	stdsync "sync"
 	"time"
 
@@ -44,6 +45,8 @@ type seeded struct {
 	usersIn, eventsIn   time.Duration // time spent adding them
 	orgs, memberships   int           // added
 	orgsIn              time.Duration // time spent adding both
+	payers              int           // added
+	payersIn            time.Duration // time spent adding them
 }
 
 type seedState struct {
@@ -51,6 +54,7 @@ type seedState struct {
 	Events      int `bson:"events" json:"events"`
 	Orgs        int `bson:"orgs" json:"orgs"`
 	Memberships int `bson:"memberships" json:"memberships"`
+	Payers      int `bson:"payers" json:"payers"`
 }
 
 // setupTimeout bounds each untimed step (a seeding call, a lookup),
@@ -153,7 +157,54 @@ func (b *bench) seedTo(ctx context.Context, s size) (seeded, error) {
 		return b.saveSeedState(ctx, st)
 	})
 	res.orgsIn = time.Since(start)
+	if err != nil {
+		return res, err
+	}
+	start = time.Now()
+	res.payers = max(s.payers-st.Payers, 0)
+	err = b.seedRange(ctx, "payers", st.Payers, s.payers, func(lo, hi int) error {
+		return b.applyEach(ctx, lo, hi, func(ctx context.Context, i int) error {
+			ev, ch, err := seedPayer(i, now)
+			if err == nil {
+				_, err = b.store.Deliver(ctx, ev, ch, now)
+			}
+			return err
+		})
+	}, func(n int) error {
+		st.Payers = n
+		return b.saveSeedState(ctx, st)
+	})
+	res.payersIn = time.Since(start)
 	return res, err
+}
+
+// itemBody is a subscriptionItem.updated webhook body: payer user userID's
+// item, active on plan slug, at Clerk time at.
+func itemBody(userID, slug string, at time.Time) []byte {
+	ms := at.UnixMilli()
+	return []byte(fmt.Sprintf(`{"object":"event","type":"subscriptionItem.updated","timestamp":%d,"data":{"object":"subscription_item",`+
+		`"id":"csub_item_%s","status":"active","plan":{"id":"cplan_%s","slug":%q,"name":%q},"payer":{"user_id":%q,"organization_id":""},`+
+		`"period_end":%d,"updated_at":%d}}`, ms, strings.TrimPrefix(userID, "user_"), slug, slug, slug, userID, ms+30*24*3600*1000, ms))
+}
+
+// seedPayer is the delivery of payer i's item, as its webhook carried it.
+func seedPayer(i int, now time.Time) (models.Event, models.Change, error) {
+	userID := seedUser(i)
+	at := epoch.Add(time.Duration(i) * time.Millisecond)
+	body := itemBody(userID, "pro", at)
+	ce, err := models.DecodeEvent(body)
+	if err != nil {
+		return models.Event{}, nil, err
+	}
+	id := "msg_seed_payer_" + strconv.Itoa(i)
+	ch, err := ce.Decode(id, now)
+	if err != nil {
+		return models.Event{}, nil, err
+	}
+	_, objectID := ch.IDs()
+	ts := at.UTC()
+	return models.Event{EventID: id, Type: ce.Type, EventType: ce.EventType(), UserID: userID, ObjectID: objectID, RawBody: body,
+		Source: models.SourceClerk, SourceTimestamp: &ts, ReceivedAt: now.UTC().Truncate(time.Millisecond), Status: models.StatusStored}, ch, nil
 }
 
 // applyEach applies the objects [lo, hi) through the store's Apply, 16 at
