@@ -32,7 +32,7 @@ func clerkItemData(itemID, userID, planID, slug string, amount int64, status str
 		"object": "subscription_item", "id": itemID, "status": status, "is_free_trial": false,
 		"created_at": baseUpdatedAt, "updated_at": updatedAt, "period_start": baseUpdatedAt, "period_end": nil,
 		"interval": "month", "plan_id": planID,
-		"plan": map[string]any{"id": planID, "slug": slug, "name": slug, "is_recurring": amount > 0, "amount": amount, "currency": "USD"},
+		"plan":  map[string]any{"id": planID, "slug": slug, "name": slug, "is_recurring": amount > 0, "amount": amount, "currency": "USD"},
 		"seats": map[string]any{"quantity": 5},
 		"payer": map[string]any{
 			"object": "commerce_payer", "id": "cpayer_" + userID[len("user_"):], "user_id": userID, "organization_id": "",
