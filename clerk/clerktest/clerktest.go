@@ -145,6 +145,36 @@ func LoadFixtures(dir string) (users, orgs, members []json.RawMessage, err error
 	return lists[0], lists[1], lists[2], nil
 }
 
+// SubscriptionItemsFile is the file LoadSubscriptionItems reads: a JSON
+// array of Clerk Billing's subscription items, newest first, as GET
+// /v1/billing/subscription_items lists them.
+const SubscriptionItemsFile = "subscription_items.json"
+
+// LoadSubscriptionItems reads the subscription items of a stand-in Clerk
+// from dir's SubscriptionItemsFile; a missing file is none (an instance
+// with Billing and no item). Each must be a JSON object with a string
+// "id".
+func LoadSubscriptionItems(dir string) ([]json.RawMessage, error) {
+	name := filepath.Join(dir, SubscriptionItemsFile)
+	b, err := os.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(b, &items); err != nil {
+		return nil, fmt.Errorf("%s: not a JSON array of objects: %w", name, err)
+	}
+	for j, o := range items {
+		if id, _, _ := ids(o); id == "" {
+			return nil, fmt.Errorf("%s: item %d has no string \"id\"", name, j)
+		}
+	}
+	return items, nil
+}
+
 // ids reads the id of an object, and of a membership its organization's
 // and user's.
 func ids(raw json.RawMessage) (id, orgID, userID string) {
