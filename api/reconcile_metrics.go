@@ -4,7 +4,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/sync"
 )
 
 // reconcileMetrics describe the last reconcile run of this process.
@@ -44,7 +43,7 @@ func newReconcileMetrics(reg *prometheus.Registry) *reconcileMetrics {
 	// Present from start-up, at 0, as every other metric.
 	for _, kind := range reconcileKinds {
 		m.users.WithLabelValues(kind)
-		for _, k := range sync.ReconcileKinds() {
+		for _, k := range models.SummaryKinds { // the kinds a summary counts
 			m.objects.WithLabelValues(k.Plural(), kind)
 		}
 	}
@@ -68,7 +67,7 @@ func (m *Metrics) ObserveReconcile(r models.ReconcileSummary) {
 	}
 	rm.success.Set(ok)
 	rm.runs.WithLabelValues(result).Inc()
-	for _, k := range sync.ReconcileKinds() {
+	for _, k := range models.SummaryKinds { // the kinds a summary counts
 		c := r.Of(k)
 		if c == nil {
 			c = &models.ReconcileCounts{Local: -1} // none read

@@ -1,6 +1,7 @@
 // Package clerk is a client of Clerk's Backend API, for what usersync reads
-// from it: the lists of users, organizations and memberships, page by
-// page, and single users and organizations. It waits out
+// from it: the lists of users, organizations, memberships and Clerk
+// Billing's subscription items, page by page, and single users and
+// organizations. It waits out
 // 429s as Clerk asks, tries server and network errors again with backoff,
 // and keeps a process's requests under a rate limit.
 package clerk
@@ -115,15 +116,35 @@ func isLoopback(host string) bool {
 // sent. It waits out 429s and tries server and network errors again a few
 // times; the error of a read that still fails says why.
 func (c *Client) ListUsers(ctx context.Context, offset, limit int) ([]json.RawMessage, error) {
-	return c.list(ctx, "/users", "users", "offset "+strconv.Itoa(offset), offset, limit, nil)
+	return c.list(ctx, "/users", "users", "offset "+strconv.Itoa(offset), offset, limit, byCreation)
 }
+
+// byCreation is the order of the lists of users, organizations and
+// memberships: oldest first.
+var byCreation = url.Values{"order_by": {"+created_at"}}
+
+// ListSubscriptionItems returns the Clerk Billing subscription items of
+// the whole instance at offset in Clerk's list (GET
+// /billing/subscription_items), the newest first (Clerk's only order), at
+// most limit (1 to MaxPageLimit) of them, as ListUsers does users. It
+// asks for the free plans' items too (include_free=true): without it
+// Clerk leaves them out, and a payer on a free plan would look
+// unsubscribed. An instance without Billing enabled answers an error
+// wrapping models.ErrFeatureOff (see get).
+func (c *Client) ListSubscriptionItems(ctx context.Context, offset, limit int) ([]json.RawMessage, error) {
+	return c.list(ctx, billingItemsPath, "subscription items", "subscription_items offset "+strconv.Itoa(offset), offset, limit,
+		url.Values{"include_free": {"true"}})
+}
+
+// billingItemsPath is Clerk's list of subscription items.
+const billingItemsPath = "/billing/subscription_items"
 
 // ListOrganizations returns the organizations at offset in Clerk's list
 // (GET /organizations) in creation order, with their members_count, at
 // most limit (1 to MaxPageLimit) of them, as ListUsers does users.
 func (c *Client) ListOrganizations(ctx context.Context, offset, limit int) ([]json.RawMessage, error) {
 	return c.list(ctx, "/organizations", "organizations", "organizations offset "+strconv.Itoa(offset), offset, limit,
-		url.Values{"include_members_count": {"true"}})
+		url.Values{"include_members_count": {"true"}, "order_by": {"+created_at"}})
 }
 
 // ListMemberships returns the organization memberships of the whole
@@ -131,7 +152,7 @@ func (c *Client) ListOrganizations(ctx context.Context, offset, limit int) ([]js
 // creation order, at most limit (1 to MaxPageLimit) of them, as ListUsers
 // does users.
 func (c *Client) ListMemberships(ctx context.Context, offset, limit int) ([]json.RawMessage, error) {
-	return c.list(ctx, "/organization_memberships", "memberships", "memberships offset "+strconv.Itoa(offset), offset, limit, nil)
+	return c.list(ctx, "/organization_memberships", "memberships", "memberships offset "+strconv.Itoa(offset), offset, limit, byCreation)
 }
 
 // UserMemberships returns the organization memberships of one user at
@@ -143,20 +164,20 @@ func (c *Client) UserMemberships(ctx context.Context, userID string, offset, lim
 		return nil, models.Public(models.ErrInvalid, "%s is not a Clerk user id", models.Quote(userID)).In("userId")
 	}
 	return c.list(ctx, "/users/"+url.PathEscape(userID)+"/organization_memberships", "memberships",
-		"memberships of user "+userID, offset, limit, nil)
+		"memberships of user "+userID, offset, limit, byCreation)
 }
 
-// list reads one page of a list at path; noun names its items in errors,
-// what the page in OnRetry.
+// list reads one page of a list at path, with the parameters extra (its
+// order among them); noun names its items in errors, what the page in
+// OnRetry.
 func (c *Client) list(ctx context.Context, path, noun, what string, offset, limit int, extra url.Values) ([]json.RawMessage, error) {
 	op := "read " + noun
 	if limit < 1 || limit > MaxPageLimit || offset < 0 {
 		return nil, fmt.Errorf("%s: limit %d or offset %d out of range", op, limit, offset)
 	}
 	q := url.Values{
-		"limit":    {strconv.Itoa(limit)},
-		"offset":   {strconv.Itoa(offset)},
-		"order_by": {"+created_at"},
+		"limit":  {strconv.Itoa(limit)},
+		"offset": {strconv.Itoa(offset)},
 	}
 	for k, v := range extra {
 		q[k] = v
@@ -326,6 +347,8 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, maxBytes in
 		}
 	case resp.StatusCode >= 500:
 		return nil, "", &tryError{err: fmt.Errorf("%s: Clerk answered %s", op, resp.Status)}
+	case path == billingItemsPath && billingOff(resp.StatusCode, body):
+		return nil, "", fmt.Errorf("%s: Clerk answered %s: %s: Billing is not enabled in this instance: %w", op, resp.Status, c.snippet(body), models.ErrFeatureOff)
 	case resp.StatusCode == http.StatusNotFound:
 		return nil, "", fmt.Errorf("%s: Clerk answered %s: %s: %w", op, resp.Status, c.snippet(body), models.ErrNotFound)
 	case resp.StatusCode == http.StatusForbidden && hasErrorCode(body, "organization_not_enabled_in_instance"):
@@ -338,6 +361,37 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, maxBytes in
 		return nil, "", fmt.Errorf("%s: the answer is larger than %d MiB: use a smaller -limit", op, maxBytes>>20)
 	}
 	return body, resp.Header.Get("Content-Type"), nil
+}
+
+// billingOff reports whether Clerk's answer to the list of subscription
+// items says that the instance has Clerk Billing turned off. Clerk does
+// not document that answer: a list (not one object) answered 404 has no
+// route in this instance, and a 403 whose error code says a feature is
+// not enabled (organizations' is organization_not_enabled_in_instance)
+// or names billing is taken for it too. Any other 401 or 403 is a
+// key's (check CLERK_SECRET_KEY). A wrong CLERK_API_URL answers 404 to
+// the users' list as well, which fails the run.
+func billingOff(status int, body []byte) bool {
+	switch status {
+	case http.StatusNotFound:
+		return true
+	case http.StatusForbidden:
+		var e struct {
+			Errors []struct {
+				Code string `json:"code"`
+			} `json:"errors"`
+		}
+		if json.Unmarshal(body, &e) != nil {
+			return false
+		}
+		for _, err := range e.Errors {
+			code := strings.ToLower(err.Code)
+			if strings.Contains(code, "not_enabled") || strings.Contains(code, "billing") || strings.Contains(code, "commerce") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hasErrorCode reports whether a Clerk error body ({"errors": [{"code":

@@ -246,3 +246,51 @@ func TestListOrganizations_AnInstanceWithOrganizationsOffIsErrFeatureOff(t *test
 		t.Errorf("ListUsers after a 403 = %v, want an error naming CLERK_SECRET_KEY", err)
 	}
 }
+
+func TestListSubscriptionItems_PagesNewestFirstFreeOnesIncluded(t *testing.T) {
+	c, fake := newClient(t)
+	fake.SetSubscriptionItems([]json.RawMessage{
+		json.RawMessage(`{"id":"csub_item_c","updated_at":3,"plan":{"amount":5000}}`),
+		json.RawMessage(`{"id":"csub_item_b","updated_at":2,"plan":{"amount":0}}`),
+		json.RawMessage(`{"id":"csub_item_a","updated_at":1,"plan":{"amount":2000}}`),
+	})
+	ctx := context.Background()
+	items, err := c.ListSubscriptionItems(ctx, 1, 2)
+	if err != nil || len(items) != 2 || !strings.Contains(string(items[0]), `"csub_item_b"`) {
+		t.Fatalf("ListSubscriptionItems(1, 2) = %s, %v; want csub_item_b (free) and csub_item_a", items, err)
+	}
+	for _, r := range fake.Requests() {
+		if r.Path != "/v1/billing/subscription_items" || r.IncludeFree != "true" || r.OrderBy != "" {
+			t.Errorf("%s: include_free %q, order_by %q; want the items' list, true, none", r.Path, r.IncludeFree, r.OrderBy)
+		}
+	}
+}
+
+func TestListSubscriptionItems_AnInstanceWithoutBillingIsErrFeatureOff(t *testing.T) {
+	c, fake := newClient(t, "user_a")
+	fake.TurnBillingOff() // a 404
+	ctx := context.Background()
+	if _, err := c.ListSubscriptionItems(ctx, 0, 10); !errors.Is(err, models.ErrFeatureOff) || errors.Is(err, models.ErrNotFound) {
+		t.Errorf("ListSubscriptionItems = %v, want ErrFeatureOff", err)
+	}
+	answer := func(code string) {
+		fake.SetAnswer(func(w http.ResponseWriter, _ clerktest.Request, _ int) int {
+			http.Error(w, `{"errors":[{"code":"`+code+`"}]}`, http.StatusForbidden)
+			return http.StatusForbidden
+		})
+	}
+	answer("billing_not_enabled_in_instance")
+	if _, err := c.ListSubscriptionItems(ctx, 0, 10); !errors.Is(err, models.ErrFeatureOff) {
+		t.Errorf("ListSubscriptionItems after a 403 of Billing = %v, want ErrFeatureOff", err)
+	}
+	// Any other 403 is a key's problem, not Billing turned off.
+	answer("authorization_invalid")
+	if _, err := c.ListSubscriptionItems(ctx, 0, 10); err == nil || errors.Is(err, models.ErrFeatureOff) || !strings.Contains(err.Error(), "CLERK_SECRET_KEY") {
+		t.Errorf("ListSubscriptionItems after a 403 = %v, want an error naming CLERK_SECRET_KEY", err)
+	}
+	// A 404 of another route is not Billing's.
+	fake.SetAnswer(nil)
+	if _, err := c.GetUser(ctx, "user_b"); !errors.Is(err, models.ErrNotFound) || errors.Is(err, models.ErrFeatureOff) {
+		t.Errorf("GetUser(user_b) = %v, want not found", err)
+	}
+}

@@ -42,6 +42,10 @@ type ReconcileCounts struct {
 	ToDelete int
 }
 
+// SummaryKinds are the kinds a ReconcileSummary keeps counts of: a run's
+// subscription items (Clerk Billing) are not among them yet.
+var SummaryKinds = []Kind{KindUser, KindOrganization, KindMembership}
+
 // Of returns the counts of kind k, nil when the run did not read it.
 func (r ReconcileSummary) Of(k Kind) *ReconcileCounts {
 	switch k {

@@ -39,6 +39,30 @@ type ClerkOrganizations interface {
 	UserMemberships(ctx context.Context, userID string, offset, limit int) ([]json.RawMessage, error)
 }
 
+// ClerkBilling is what a reconcile of Clerk Billing's subscription items
+// reads from Clerk's Backend API.
+type ClerkBilling interface {
+	// ListSubscriptionItems returns the subscription items of the whole
+	// instance at offset in Clerk's list, the newest first, free plans'
+	// included, at most limit of them, as Clerk sent them; an error
+	// wrapping models.ErrFeatureOff when the instance has no Billing.
+	ListSubscriptionItems(ctx context.Context, offset, limit int) ([]json.RawMessage, error)
+}
+
+// LocalBilling is what a reconcile reads of the billing objects.
+type LocalBilling interface {
+	// Items returns the payer's stored items (each item's newest state),
+	// the newest Clerk time first, at most models.MaxPayerItems.
+	Items(ctx context.Context, payer models.Payer) ([]models.SubscriptionItem, error)
+}
+
+// BillingSources are what a reconcile of subscription items reads:
+// Clerk's list and the store.
+type BillingSources struct {
+	Clerk   ClerkBilling
+	Billing LocalBilling
+}
+
 // LocalUsers is what a reconcile reads of the users collection.
 type LocalUsers interface {
 	// Get returns the user, deleted or not, or an error wrapping
@@ -88,6 +112,10 @@ type Reconciler struct {
 	// Orgs, if set, adds organizations and memberships to the kinds a run
 	// reconciles.
 	Orgs *OrganizationSources
+	// Billing, if set, adds Clerk Billing's subscription items to the
+	// kinds a run reconciles. Their states are applied; none is ever
+	// deleted (Clerk never deletes billing objects).
+	Billing *BillingSources
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -95,7 +123,8 @@ type Reconciler struct {
 // ReconcileOptions say what one run does.
 type ReconcileOptions struct {
 	// Kinds are the kinds to reconcile; nil means every kind the
-	// Reconciler has (users, and organizations and memberships with Orgs).
+	// Reconciler has (users, organizations and memberships with Orgs,
+	// subscription items with Billing).
 	Kinds []models.Kind
 	// Deletions turns on the search for objects deleted in Clerk. Without
 	// it a run only applies Clerk's states (a backfill).
@@ -230,7 +259,8 @@ type KindReport struct {
 	End      int  // the offset after the last object read
 	Complete bool // the whole list was read without an error
 	// Off says that the Clerk instance has the kind's feature turned off
-	// (organizations): Clerk answered its list with models.ErrFeatureOff.
+	// (organizations, Billing): Clerk answered its list with
+	// models.ErrFeatureOff.
 	// The kind has no objects to read, and nothing of it is deleted.
 	Off bool
 	// Stopped is why the listing stopped before the end of Clerk's list.
@@ -343,6 +373,11 @@ func (r *Reconciler) Run(ctx context.Context, opts ReconcileOptions) (rep Reconc
 			l.rep.DeletesSkipped = fmt.Sprintf("%s are not enabled in the Clerk instance", l.src.kind.Plural())
 			continue
 		}
+		if l.src.walk == nil {
+			// Subscription items: Clerk never deletes them.
+			l.rep.DeletesSkipped = fmt.Sprintf("Clerk never deletes %s", l.src.kind.Plural())
+			continue
+		}
 		if l.unreadable > 0 {
 			l.rep.DeletesSkipped = fmt.Sprintf("%d listed %s had no readable id", l.unreadable, l.src.kind.Plural())
 			continue
@@ -368,7 +403,8 @@ type listing struct {
 func (r *Reconciler) page(ctx context.Context, l *listing, opts ReconcileOptions) error {
 	objs, err := l.src.list(ctx, l.rep.End, opts.Limit)
 	if errors.Is(err, models.ErrFeatureOff) && l.rep.End == l.rep.Offset {
-		// An instance without organizations: not a failure of the run.
+		// An instance without organizations, or without Billing: not a
+		// failure of the run.
 		l.done, l.rep.Off = true, true
 		return nil
 	}
@@ -442,8 +478,12 @@ func (r *Reconciler) one(ctx context.Context, src *source, raw json.RawMessage, 
 		page.DeletedHere++
 	case res.Outcome == models.OutcomeStale:
 		// Stale is also what a state equal to a webhook's is: tell them apart.
-		cur, err := src.stored(ctx, id)
-		if err != nil || cur == nil || invalid != nil {
+		if invalid != nil {
+			page.Stale++
+			break
+		}
+		cur, err := src.version(ctx, id, ch)
+		if err != nil || cur == nil {
 			page.Stale++
 		} else {
 			page.stale(*cur, ch.Version())
@@ -458,7 +498,7 @@ func (r *Reconciler) one(ctx context.Context, src *source, raw json.RawMessage, 
 // preview counts what applying ch to the object id would do, without
 // writing, as models.Decide says.
 func (r *Reconciler) preview(ctx context.Context, src *source, id string, ch models.Change, page *Tally, note func(string, error)) error {
-	cur, err := src.stored(ctx, id)
+	cur, err := src.version(ctx, id, ch)
 	if err != nil {
 		return fmt.Errorf("read %s %q: %w", src.kind, id, err)
 	}

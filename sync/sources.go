@@ -21,7 +21,13 @@ type source struct {
 	check func(ctx context.Context, id string) (json.RawMessage, error)
 	// stored is the version of the object here; nil when it is unknown.
 	stored func(ctx context.Context, id string) (*models.Version, error)
-	// walk is the stores' WalkActive.
+	// storedOf, if set, is used instead of stored: the version here of
+	// the object ch changes (a subscription item is found among its
+	// payer's).
+	storedOf func(ctx context.Context, ch models.Change) (*models.Version, error)
+	// walk is the stores' WalkActive; nil for a kind Clerk never deletes
+	// (subscription items): a run looks for no deletion of it, and check
+	// and deletion are unused.
 	walk func(ctx context.Context, writtenBefore time.Time, fn func(id string) error) error
 	// deletion is the delivery that deletes the object as a webhook would.
 	deletion func(ctx context.Context, id, runID string, at time.Time) (Delivery, error)
@@ -33,10 +39,33 @@ var sourceOf = map[models.Kind]func(r *Reconciler) *source{
 	models.KindUser:         (*Reconciler).userSource,
 	models.KindOrganization: (*Reconciler).orgSource,
 	models.KindMembership:   (*Reconciler).membershipSource,
+	// Subscriptions and payment attempts are not read from Clerk: a
+	// payer's plan is computed from its items alone.
+	models.KindSubscriptionItem: (*Reconciler).subscriptionItemSource,
+}
+
+// has reports whether r has what a reconcile of kind k reads.
+func (r *Reconciler) has(k models.Kind) bool {
+	switch k {
+	case models.KindUser:
+		return true
+	case models.KindSubscriptionItem:
+		return r.Billing != nil
+	}
+	return r.Orgs != nil
+}
+
+// version is the version here of the object id that ch changes.
+func (s *source) version(ctx context.Context, id string, ch models.Change) (*models.Version, error) {
+	if s.storedOf != nil {
+		return s.storedOf(ctx, ch)
+	}
+	return s.stored(ctx, id)
 }
 
 // ReconcileKinds are the kinds a reconcile reads from Clerk's lists, in
-// the order of the kinds table (users, organizations, memberships).
+// the order of the kinds table (users, organizations, memberships,
+// subscription items).
 func ReconcileKinds() []models.Kind {
 	var kinds []models.Kind
 	for _, k := range models.Kinds {
@@ -51,16 +80,21 @@ func ReconcileKinds() []models.Kind {
 // reconciler has), in the order of the kinds table.
 func (r *Reconciler) sources(kinds []models.Kind) ([]*source, error) {
 	if kinds == nil {
-		kinds = []models.Kind{models.KindUser}
-		if r.Orgs != nil {
-			kinds = ReconcileKinds()
+		for _, k := range ReconcileKinds() {
+			if r.has(k) {
+				kinds = append(kinds, k)
+			}
 		}
 	}
 	for _, k := range kinds {
 		if sourceOf[k] == nil {
 			return nil, fmt.Errorf("%q is not a kind a reconcile knows (%s)", k, kindNames(ReconcileKinds()))
 		}
-		if k != models.KindUser && r.Orgs == nil {
+		switch {
+		case r.has(k):
+		case k == models.KindSubscriptionItem:
+			return nil, fmt.Errorf("this reconcile has no billing to reconcile %s", k.Plural())
+		default:
 			return nil, fmt.Errorf("this reconcile has no organizations and memberships to reconcile %s", k.Plural())
 		}
 	}
@@ -175,6 +209,42 @@ func (r *Reconciler) membershipSource() *source {
 				return Delivery{}, err
 			}
 			return clerkDeletion(models.KindMembership, id, m.OrgID, m.UserID, runID, at)
+		},
+	}
+}
+
+// subscriptionItemSource is Clerk Billing's subscription items: their
+// states are applied, as subscriptionItem.updated webhooks carrying them
+// would be (each payer's plan recomputed), and none is deleted: Clerk
+// never deletes one (it ends, cancels or abandons it). Clerk's list is
+// the newest first: an item created during the listing shifts the pages
+// after it and makes an item be read twice (the second time a
+// duplicate), never skipped.
+func (r *Reconciler) subscriptionItemSource() *source {
+	b := r.Billing
+	return &source{
+		kind: models.KindSubscriptionItem,
+		list: b.Clerk.ListSubscriptionItems,
+		// The store reads items by payer: the item is looked for among
+		// the payer's newest models.MaxPayerItems. One that moved from
+		// another payer, or a payer's beyond those, is taken for unknown
+		// here: a dry run counts it as would create.
+		storedOf: func(ctx context.Context, ch models.Change) (*models.Version, error) {
+			it, ok := ch.(models.SubscriptionItemChange)
+			if !ok {
+				return nil, fmt.Errorf("%T is not a subscription item's state", ch)
+			}
+			items, err := b.Billing.Items(ctx, it.Payer)
+			if err != nil {
+				return nil, err
+			}
+			for _, stored := range items {
+				if stored.ItemID == it.ItemID {
+					v := stored.Version()
+					return &v, nil
+				}
+			}
+			return nil, nil
 		},
 	}
 }

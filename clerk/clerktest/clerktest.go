@@ -4,8 +4,10 @@
 // of the instance (GET /v1/organization_memberships), a user's memberships
 // (GET /v1/users/{id}/organization_memberships), the last three as
 // {"data", "total_count"}; single users and organizations (GET
-// /v1/users/{id}, GET /v1/organizations/{id}); and, if asked, a 429 every
-// Nth request. Tests serve it on a loopback httptest server (New);
+// /v1/users/{id}, GET /v1/organizations/{id}); Clerk Billing's
+// subscription items (GET /v1/billing/subscription_items, newest first,
+// the free plans' items only with include_free=true, as Clerk serves
+// them); and, if asked, a 429 every Nth request. Tests serve it on a loopback httptest server (New);
 // cmd/clerk-standin serves it from fixture files (LoadFixtures), so that
 // backfill, reconcile and the sync routes can be tried without a Clerk.
 package clerktest
@@ -33,7 +35,9 @@ type Request struct {
 	Auth, Limit, Offset, OrderBy string
 	// IncludeMembersCount is the include_members_count parameter.
 	IncludeMembersCount string
-	At                  time.Time
+	// IncludeFree is the include_free parameter.
+	IncludeFree string
+	At          time.Time
 	// Done is closed when the client gives up the request.
 	Done <-chan struct{}
 }
@@ -52,9 +56,12 @@ type Server struct {
 	users   []json.RawMessage
 	orgs    []json.RawMessage
 	members []json.RawMessage
-	reqs    []Request
-	answer  Answer
-	orgsOff bool
+	// items are the subscription items, newest first.
+	items      []json.RawMessage
+	reqs       []Request
+	answer     Answer
+	orgsOff    bool
+	billingOff bool
 	// forget keeps no requests (a stand-in that serves for long).
 	forget bool
 	// throttleEvery answers every throttleEvery-th request 429, with
@@ -138,6 +145,36 @@ func LoadFixtures(dir string) (users, orgs, members []json.RawMessage, err error
 	return lists[0], lists[1], lists[2], nil
 }
 
+// SubscriptionItemsFile is the file LoadSubscriptionItems reads: a JSON
+// array of Clerk Billing's subscription items, newest first, as GET
+// /v1/billing/subscription_items lists them.
+const SubscriptionItemsFile = "subscription_items.json"
+
+// LoadSubscriptionItems reads the subscription items of a stand-in Clerk
+// from dir's SubscriptionItemsFile; a missing file is none (an instance
+// with Billing and no item). Each must be a JSON object with a string
+// "id".
+func LoadSubscriptionItems(dir string) ([]json.RawMessage, error) {
+	name := filepath.Join(dir, SubscriptionItemsFile)
+	b, err := os.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(b, &items); err != nil {
+		return nil, fmt.Errorf("%s: not a JSON array of objects: %w", name, err)
+	}
+	for j, o := range items {
+		if id, _, _ := ids(o); id == "" {
+			return nil, fmt.Errorf("%s: item %d has no string \"id\"", name, j)
+		}
+	}
+	return items, nil
+}
+
 // ids reads the id of an object, and of a membership its organization's
 // and user's.
 func ids(raw json.RawMessage) (id, orgID, userID string) {
@@ -173,7 +210,8 @@ func (c *Server) serve(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := Request{
 		Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Limit: q.Get("limit"), Offset: q.Get("offset"),
-		OrderBy: q.Get("order_by"), IncludeMembersCount: q.Get("include_members_count"), At: time.Now(), Done: r.Context().Done(),
+		OrderBy: q.Get("order_by"), IncludeMembersCount: q.Get("include_members_count"), IncludeFree: q.Get("include_free"),
+		At: time.Now(), Done: r.Context().Done(),
 	}
 	c.mu.Lock()
 	before := 0
@@ -204,6 +242,7 @@ func (c *Server) serve(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	// As the answer may have changed them.
 	users, orgs, members, orgsOff := c.users, c.orgs, c.members, c.orgsOff
+	items, billingOff := c.items, c.billingOff
 	c.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	path := r.URL.Path
@@ -211,6 +250,16 @@ func (c *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case orgsOff && (strings.HasPrefix(path, "/v1/organization") || strings.HasSuffix(path, "/organization_memberships")):
 		w.WriteHeader(http.StatusForbidden)
 		_, _ = w.Write([]byte(`{"errors":[{"message":"access denied","long_message":"The organizations feature is not enabled for this instance. You can enable it at https://dashboard.clerk.com.","code":"organization_not_enabled_in_instance"}]}`))
+	case path == "/v1/billing/subscription_items" && billingOff:
+		// What Clerk answers is not documented: a 404, as for a route the
+		// instance does not have (see clerk.billingOff).
+		notFound(w)
+	case path == "/v1/billing/subscription_items":
+		if req.IncludeFree != "true" {
+			// Clerk's include_free defaults to false.
+			items = without(items, isFree)
+		}
+		page(w, req, items, true)
 	case path == "/v1/users":
 		page(w, req, users, false)
 	case path == "/v1/organizations":
@@ -294,6 +343,34 @@ func (c *Server) TurnOrganizationsOff() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.orgsOff = true
+}
+
+// TurnBillingOff makes the fake answer as an instance without Clerk
+// Billing: 404 to the list of subscription items.
+func (c *Server) TurnBillingOff() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.billingOff = true
+}
+
+// SetSubscriptionItems sets the subscription items of the instance, the
+// newest first, as GET /v1/billing/subscription_items lists them.
+func (c *Server) SetSubscriptionItems(items []json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.items = items
+}
+
+// isFree reports whether a subscription item is on a free plan: its
+// plan's amount is 0 or absent.
+func isFree(raw json.RawMessage) bool {
+	var it struct {
+		Plan struct {
+			Amount *int64 `json:"amount"`
+		} `json:"plan"`
+	}
+	_ = json.Unmarshal(raw, &it)
+	return it.Plan.Amount == nil || *it.Plan.Amount == 0
 }
 
 // SetAnswer sets the hook that may answer requests instead of the fake.

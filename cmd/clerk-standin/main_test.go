@@ -59,7 +59,28 @@ func TestStandin_ServesTheFixturesInOffsetPagesAndA429EveryNthRequest(t *testing
 	if code, body := get("/organization_memberships?limit=10&offset=0"); code != http.StatusOK || !json.Valid(body) {
 		t.Errorf("memberships = %d %s", code, body)
 	}
-	if code, _ := get("/users/user_standin03"); code != http.StatusOK {
+	// Past the 429 of every 3rd request: two in a row are never both 429.
+	getPast429 := func(path string) (int, []byte) {
+		t.Helper()
+		if code, body := get(path); code != http.StatusTooManyRequests {
+			return code, body
+		}
+		return get(path)
+	}
+	// The free plan's item only with include_free=true, as Clerk lists them.
+	for _, tc := range []struct {
+		query string
+		want  int
+	}{{"", 2}, {"&include_free=true", 3}} {
+		var page struct {
+			Data []json.RawMessage `json:"data"`
+		}
+		code, body := getPast429("/billing/subscription_items?limit=10&offset=0" + tc.query)
+		if code != http.StatusOK || json.Unmarshal(body, &page) != nil || len(page.Data) != tc.want {
+			t.Errorf("subscription items%s = %d %s, want %d items", tc.query, code, body, tc.want)
+		}
+	}
+	if code, _ := getPast429("/users/user_standin03"); code != http.StatusOK {
 		t.Errorf("one user = %d", code)
 	}
 	cancel()

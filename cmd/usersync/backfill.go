@@ -25,7 +25,7 @@ func backfillCommand(fs *flag.FlagSet) func(context.Context, config, io.Writer) 
 	var opts backfillOptions
 	fs.IntVar(&opts.limit, "limit", clerk.MaxPageLimit, "objects per page read from Clerk, 1 to 500")
 	fs.IntVar(&opts.offset, "offset", 0, "start at this offset in the list of the one kind -kinds names (to resume a run that stopped)")
-	fs.StringVar(&opts.kinds, "kinds", allKinds, "the kinds to read, comma-separated")
+	fs.StringVar(&opts.kinds, "kinds", "", "the kinds, comma-separated (default: "+allKinds+")")
 	return func(ctx context.Context, cfg config, out io.Writer) error { return runBackfill(ctx, cfg, opts, out) }
 }
 
@@ -54,9 +54,9 @@ func newClerk(cfg config, out io.Writer, prefix string) (*clerk.Client, error) {
 	return c, nil
 }
 
-// runBackfill reads every user, organization and membership from Clerk's
-// Backend API, page by page in creation order (a page of each list in
-// turn), and applies each one as a .updated webhook carrying that state
+// runBackfill reads every user, organization, membership and
+// subscription item from Clerk's Backend API, page by page (in creation
+// order; the items newest first), a page of each list in turn, and applies each one as a .updated webhook carrying that state
 // would be (see sync.Reconciler, which does the work).
 //
 // An object that can never be applied is counted as failed and the run
@@ -79,7 +79,7 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 		return err
 	}
 	if opts.offset > 0 && len(kinds) != 1 {
-		return fmt.Errorf("-offset: an offset is in one list: name its kind with -kinds (users, organizations or memberships)")
+		return fmt.Errorf("-offset: an offset is in one list: name its kind with -kinds (users, organizations, memberships or subscription_items)")
 	}
 	rec, store, closeStore, err := openReconciler(ctx, cfg, cl)
 	if err != nil {
@@ -102,6 +102,10 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 		fmt.Fprintf(out, "backfill: %v\n", rerr)
 	}
 	for _, kr := range rep.Kinds {
+		if kr.Off && kr.Kind == models.KindSubscriptionItem {
+			fmt.Fprintf(out, "backfill: Billing is not enabled in the Clerk instance: no %s read\n", kr.Kind.Plural())
+			continue
+		}
 		if kr.Off {
 			fmt.Fprintf(out, "backfill: %s are not enabled in the Clerk instance: none read\n", kr.Kind.Plural())
 			continue

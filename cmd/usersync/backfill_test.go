@@ -220,7 +220,11 @@ func TestBackfill_AppliesEveryUserOfEveryPage(t *testing.T) {
 		t.Errorf("offsets read = %s, want 0,2,4", got)
 	}
 	for _, r := range reqs {
-		if r.Auth != "Bearer "+testClerkKey || r.Limit != "2" || r.OrderBy != "+created_at" {
+		wantOrder := "+created_at"
+		if r.Path == "/v1/billing/subscription_items" {
+			wantOrder = "" // Clerk's only order: the newest first
+		}
+		if r.Auth != "Bearer "+testClerkKey || r.Limit != "2" || r.OrderBy != wantOrder {
 			t.Errorf("request at offset %s: Authorization %q, limit %q, order_by %q; want the key as a bearer token, 2, +created_at",
 				r.Offset, r.Auth, r.Limit, r.OrderBy)
 		}

@@ -34,8 +34,9 @@ type reconcileOptions struct {
 	kinds      string
 }
 
-// allKinds is the default of -kinds.
-const allKinds = "users,organizations,memberships"
+// allKinds are the kinds -kinds names when it is not given (its default,
+// "", is all of them: the help would be too wide with their names).
+const allKinds = "users,organizations,memberships,subscription_items"
 
 // reconcileCommand is `usersync reconcile`.
 func reconcileCommand(fs *flag.FlagSet) func(context.Context, config, io.Writer) error {
@@ -43,13 +44,16 @@ func reconcileCommand(fs *flag.FlagSet) func(context.Context, config, io.Writer)
 	fs.IntVar(&opts.limit, "limit", clerk.MaxPageLimit, "objects per page read from Clerk, 1 to 500")
 	fs.IntVar(&opts.maxDeletes, "max-deletes", defaultMaxDeletes, "delete none of a kind with more to delete than this; -1 for no limit")
 	fs.BoolVar(&opts.dryRun, "dry-run", false, "change nothing; print what would change")
-	fs.StringVar(&opts.kinds, "kinds", allKinds, "the kinds to reconcile, comma-separated")
+	fs.StringVar(&opts.kinds, "kinds", "", "the kinds, comma-separated (default: "+allKinds+")")
 	return func(ctx context.Context, cfg config, out io.Writer) error { return runReconcile(ctx, cfg, opts, out) }
 }
 
-// parseKinds reads -kinds: users, organizations, memberships (or their
-// singulars), comma-separated, in any order.
+// parseKinds reads -kinds: users, organizations, memberships,
+// subscription_items (or their singulars), comma-separated, in any order.
 func parseKinds(s string) ([]models.Kind, error) {
+	if strings.TrimSpace(s) == "" {
+		s = allKinds
+	}
 	var kinds []models.Kind
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
@@ -60,7 +64,7 @@ func parseKinds(s string) ([]models.Kind, error) {
 			}
 		}
 		if k == "" {
-			return nil, fmt.Errorf("-kinds: %q is not users, organizations or memberships", f)
+			return nil, fmt.Errorf("-kinds: %q is not users, organizations, memberships or subscription_items", f)
 		}
 		if !slices.Contains(kinds, k) {
 			kinds = append(kinds, k)
@@ -69,9 +73,9 @@ func parseKinds(s string) ([]models.Kind, error) {
 	return kinds, nil
 }
 
-// runReconcile applies every user, organization and membership of Clerk's
-// lists, as backfill does, then deletes the active ones Clerk no longer
-// has (see sync.Reconciler.Run for the rules that keep it from deleting
+// runReconcile applies every user, organization, membership and
+// subscription item of Clerk's lists, as backfill does, then deletes the
+// active users, organizations and memberships Clerk no longer has (see sync.Reconciler.Run for the rules that keep it from deleting
 // one by mistake).
 func runReconcile(ctx context.Context, cfg config, opts reconcileOptions, out io.Writer) error {
 	cl, err := newClerk(cfg, out, "reconcile")
@@ -134,6 +138,11 @@ func runReconcile(ctx context.Context, cfg config, opts reconcileOptions, out io
 			fmt.Fprintf(out, "reconcile: refused: %s absent from Clerk, more than -max-deletes %d: nothing deleted: %s\n",
 				count(kr.Kind, len(kr.ToDelete), "is", "are"), opts.maxDeletes, summary(kr))
 			continue
+		case kr.Kind == models.KindSubscriptionItem && kr.Off:
+			fmt.Fprintf(out, "reconcile: Billing is not enabled in the Clerk instance: no %s read\n", kr.Kind.Plural())
+			continue
+		case kr.Kind == models.KindSubscriptionItem:
+			// Never deleted: nothing to say about deletions.
 		case kr.DeletesSkipped != "":
 			fmt.Fprintf(out, "reconcile: nothing deleted: %s\n", kr.DeletesSkipped)
 		}
@@ -331,7 +340,8 @@ func clerkForServe(cfg config, svc *sync.Service) (*clerk.Client, api.ClerkSynce
 func newReconciler(svc *sync.Service, store repository.Store, cl *clerk.Client) *sync.Reconciler {
 	return &sync.Reconciler{
 		Service: svc, Clerk: cl, Users: store.Users(),
-		Orgs: &sync.OrganizationSources{Clerk: cl, Organizations: store.Organizations(), Memberships: store.Memberships()},
+		Orgs:    &sync.OrganizationSources{Clerk: cl, Organizations: store.Organizations(), Memberships: store.Memberships()},
+		Billing: &sync.BillingSources{Clerk: cl, Billing: store.Billing()},
 	}
 }
 

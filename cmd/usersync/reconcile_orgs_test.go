@@ -432,7 +432,7 @@ func TestBackfill_AppliesOrganizationsAndMembershipsAPageOfEachListInTurn(t *tes
 		}
 	}
 	// One limiter for all: the lists take turns, a page each.
-	if got, want := strings.Join(order, " "), "users@0 organizations@0 organization_memberships@0 "+
+	if got, want := strings.Join(order, " "), "users@0 organizations@0 organization_memberships@0 billing/subscription_items@0 "+
 		"users@2 organizations@2 organization_memberships@2"; got != want {
 		t.Errorf("requests = %s, want %s", got, want)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/usersync/usersync/clerk/clerktest"
+	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository/repotest"
 )
 
@@ -24,7 +25,12 @@ func newStandinEnv(t *testing.T, throttleEvery int) *backfillEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	items, err := clerktest.LoadSubscriptionItems(standinDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := clerktest.NewServer(users, orgs, members)
+	c.SetSubscriptionItems(items)
 	c.Throttle(throttleEvery, 0)
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
@@ -36,7 +42,8 @@ func newStandinEnv(t *testing.T, throttleEvery int) *backfillEnv {
 
 // TestStandin_TheWalkthroughBackfillsAndReconcilesItsFixture runs the
 // walkthrough's steps on its fixture: backfill brings in every user,
-// organization and membership through the stand-in's pages and 429s; a
+// organization, membership and subscription item (the free plan's too)
+// through the stand-in's pages and 429s; a
 // reconcile after a user is deleted in the stand-in deletes it, and its
 // memberships, here.
 func TestStandin_TheWalkthroughBackfillsAndReconcilesItsFixture(t *testing.T) {
@@ -49,6 +56,12 @@ func TestStandin_TheWalkthroughBackfillsAndReconcilesItsFixture(t *testing.T) {
 	wantLine(t, out, "backfill: done, offsets 0 to 8: 8 users (applied 8, stale 0, deleted 0, duplicate 0, failed 0)")
 	wantLine(t, out, "backfill: done, organizations offsets 0 to 2: 2 organizations (applied 2, stale 0, deleted 0, duplicate 0, failed 0)")
 	wantLine(t, out, "backfill: done, memberships offsets 0 to 4: 4 memberships (applied 4, stale 0, deleted 0, duplicate 0, failed 0)")
+	wantLine(t, out, "backfill: done, subscription_items offsets 0 to 3: 3 subscription_items (applied 3, stale 0, deleted 0, duplicate 0, failed 0)")
+	for userID, slug := range map[string]string{"user_standin00": "team-plan", "user_standin01": "free-plan"} {
+		if p, ok := e.plan(t, userID); !ok || p.Status != models.PlanActive || planSlug(p) != slug {
+			t.Errorf("plan of %s = %+v, want active with %s", userID, p.PayerPlan, slug)
+		}
+	}
 	u, ok := e.user(t, "user_standin00")
 	if !ok || u.Email != "ada.lovelace@example.org" || u.SourceCreatedAt == nil || u.SourceCreatedAt.UnixMilli() != 1735689600000 {
 		t.Errorf("user_standin00 = %+v (sourceCreatedAt %v), want Ada with Clerk's created_at", u, u.SourceCreatedAt)
