@@ -11,10 +11,13 @@ import (
 	"github.com/usersync/usersync/models"
 )
 
-// BillingReader reads a payer's plan and subscription items.
+// BillingReader reads a payer's plan and subscription items, one
+// subscription, and pages of payment attempts (repository.Billing).
 type BillingReader interface {
 	Plan(ctx context.Context, payer models.Payer) (models.StoredPlan, error)
 	Items(ctx context.Context, payer models.Payer) ([]models.SubscriptionItem, error)
+	Subscription(ctx context.Context, subscriptionID string) (models.Subscription, error)
+	PaymentAttempts(ctx context.Context, f models.PaymentAttemptFilter) (models.PaymentAttemptPage, error)
 }
 
 // PlanEnded is the status a plan reads with when it no longer gives

@@ -206,3 +206,64 @@ func TestBilling_EveryCatalogTypeIsStoredAndApplied(t *testing.T) {
 		}
 	}
 }
+
+// TestBilling_AnUnknownBillingTypeIsStoredAndProcessedAsIgnored sends a
+// billing type usersync does not know, signed through the router: it is
+// stored, processed at once with the outcome ignored, of its prefix's kind
+// and short type other, applies nothing, and is counted under bounded
+// labels only.
+func TestBilling_AnUnknownBillingTypeIsStoredAndProcessedAsIgnored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: billingUser, UpdatedAt: t0}))
+	id := newID()
+	body := billingBody(t, "plan-change.2.subscriptionItem.active.json", "subscriptionItem.somethingNew", nil)
+	r := h.mustDeliver(id, body)
+	if r["status"] != "processed" || r["outcome"] != "ignored" || r["duplicate"] != false {
+		t.Errorf("delivery = %v; want processed, ignored", r)
+	}
+	if again := h.mustDeliver(id, body); again["duplicate"] != true || again["outcome"] != "ignored" {
+		t.Errorf("second delivery = %v; want a duplicate, ignored", again)
+	}
+	// A body that is no billing object at all is ignored the same way.
+	if r := h.mustDeliver(newID(), []byte(`{"type":"paymentAttempt.refunded","data":"not an object"}`)); r["outcome"] != "ignored" {
+		t.Errorf("paymentAttempt.refunded = %v; want ignored", r)
+	}
+	if code, b := h.billingOf("/v1/users/" + billingUser + "/billing"); code != http.StatusOK || b["plan"] != nil || len(b["items"].([]any)) != 0 {
+		t.Errorf("billing after an ignored item event = %d %v; want nothing applied", code, b)
+	}
+	evs := h.get("/v1/events?userId="+billingUser+"&limit=10", testAdminKey).JSON(t)["data"].([]any)
+	var found bool
+	for _, e := range evs {
+		e := e.(map[string]any)
+		if e["eventId"] != id {
+			continue
+		}
+		found = true
+		if e["status"] != "processed" || e["outcome"] != "ignored" || e["eventType"] != "other" ||
+			e["type"] != "subscriptionItem.somethingNew" || e["objectId"] == nil || e["processedAt"] == nil {
+			t.Errorf("stored event = %v; want processed, ignored, eventType other, its object", e)
+		}
+	}
+	if !found {
+		t.Errorf("the ignored event is not among the user's: %v", evs)
+	}
+	st := h.get("/v1/events/stats", testAdminKey).JSON(t)
+	if o := st["outcome"].(map[string]any); o["ignored"] != float64(2) {
+		t.Errorf("stats outcome = %v; want ignored 2", o)
+	}
+	if s := st["status"].(map[string]any); s["stored"] != float64(0) || s["failed"] != float64(0) {
+		t.Errorf("stats status = %v; want none stored or failed", s)
+	}
+	m := string(h.get("/metrics", "").Body)
+	for series, want := range map[string]float64{
+		`usersync_webhook_events_total{kind="subscription_item",result="processed"}`: 1,
+		`usersync_webhook_events_total{kind="subscription_item",result="duplicate"}`: 1,
+		`usersync_webhook_events_total{kind="payment_attempt",result="processed"}`:   1,
+		`usersync_webhook_ignored_total{type="other"}`:                               0,
+	} {
+		if v := metricValue(t, m, series); v != want {
+			t.Errorf("%s = %v, want %v", series, v, want)
+		}
+	}
+}

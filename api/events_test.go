@@ -163,7 +163,7 @@ func TestEvents_StatsCountPerStatusAndOutcome(t *testing.T) {
 	delete(got, "asOf")
 	want := map[string]any{
 		"status":  map[string]any{"stored": 0.0, "processed": 4.0, "failed": 1.0, "discarded": 0.0},
-		"outcome": map[string]any{"applied": 2.0, "stale": 1.0, "deleted": 1.0},
+		"outcome": map[string]any{"applied": 2.0, "stale": 1.0, "deleted": 1.0, "ignored": 0.0},
 		"gaveUp":  1.0,
 		"kind": map[string]any{
 			"user":         map[string]any{"stored": 0.0, "failed": 1.0, "gaveUp": 1.0},

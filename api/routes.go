@@ -61,6 +61,10 @@ func (s *server) routes(e *echo.Echo) {
 	e.POST("/v1/reconcile/dry-run", s.startDryRun, adminKey)
 	e.GET("/v1/admin/backup", s.backupState, adminKey)
 	e.POST("/v1/admin/backup", s.startBackup, adminKey)
+
+	// Admin key: Clerk Billing's objects (a payer's plan is read above).
+	e.GET("/v1/billing/payment-attempts", s.listPaymentAttempts, adminKey)
+	e.GET("/v1/billing/subscriptions/:subscriptionId", s.getSubscription, adminKey)
 }
 
 // webhookRoutes is the surface of the webhook's own listener: the webhook

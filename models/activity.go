@@ -16,11 +16,12 @@ const (
 	ActivityApplied  = string(OutcomeApplied)
 	ActivityStale    = string(OutcomeStale)
 	ActivityDeleted  = string(OutcomeDeleted)
+	ActivityIgnored  = string(OutcomeIgnored)
 	ActivityFailed   = "failed"
 )
 
 // ActivityKinds are the activity kinds, in the order the console shows them.
-var ActivityKinds = []string{ActivityReceived, ActivityApplied, ActivityStale, ActivityDeleted, ActivityFailed}
+var ActivityKinds = []string{ActivityReceived, ActivityApplied, ActivityStale, ActivityDeleted, ActivityIgnored, ActivityFailed}
 
 // ReadActivityKind is the activity kind a stored (or given) kind name
 // means: the name of an outcome reads as ReadOutcome reads it (deleted_user

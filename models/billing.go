@@ -59,6 +59,10 @@ const (
 	EventAbandoned       EventType = "abandoned"
 	EventIncomplete      EventType = "incomplete"
 	EventFreeTrialEnding EventType = "free_trial_ending"
+	// EventOther is the short type of every billing event of a type
+	// usersync does not know (IsUnknownBillingType): one bounded value,
+	// whatever type a body names.
+	EventOther EventType = "other"
 )
 
 // IsBillingType reports whether t is a type of Clerk Billing's objects
@@ -66,13 +70,79 @@ const (
 // usersync or not: an event of a billing type usersync does not know is
 // recognised as billing, to be acknowledged and recorded as such rather
 // than taken for some other object's.
-func IsBillingType(t string) bool {
-	for _, p := range []string{"subscription.", "subscriptionItem.", "paymentAttempt."} {
-		if rest, ok := strings.CutPrefix(t, p); ok && rest != "" {
-			return true
+func IsBillingType(t string) bool { return billingPrefixKind(t) != "" }
+
+// billingPrefixes are the prefixes of Clerk Billing's types, and the kind
+// of each.
+var billingPrefixes = []struct {
+	prefix string
+	kind   Kind
+}{
+	{"subscription.", KindSubscription}, {"subscriptionItem.", KindSubscriptionItem}, {"paymentAttempt.", KindPaymentAttempt},
+}
+
+// billingPrefixKind returns the billing kind of t's prefix ("" when t is
+// no billing type).
+func billingPrefixKind(t string) Kind {
+	for _, p := range billingPrefixes {
+		if rest, ok := strings.CutPrefix(t, p.prefix); ok && rest != "" {
+			return p.kind
 		}
 	}
-	return false
+	return ""
+}
+
+// IsUnknownBillingType reports whether t is a billing type (IsBillingType)
+// that the kinds table does not have: subscriptionItem.somethingNew. Such
+// an event is stored, of the billing kind of its prefix and short type
+// EventOther, and processed at once with OutcomeIgnored: never applied,
+// never failed, never left stored.
+func IsUnknownBillingType(t string) bool {
+	return KindOf(t) == "" && billingPrefixKind(t) != ""
+}
+
+// IgnoredChange is the change of an event of a billing type usersync does
+// not know: it carries no state. A store applies it by writing nothing,
+// with OutcomeIgnored.
+type IgnoredChange struct {
+	Of         Kind // the billing kind of the type's prefix
+	EventID    string
+	SourceTime time.Time // data.updated_at when it has a usable one, else when it was received
+	UserID     string    // the payer, when it is a user, as far as it can be read
+	ObjectID   string    // data.id, as far as it can be read
+}
+
+// Kind is the billing kind of the event's type.
+func (ch IgnoredChange) Kind() Kind { return ch.Of }
+
+// Version is the event's: nothing orders by it.
+func (ch IgnoredChange) Version() Version {
+	return Version{SourceTime: ch.SourceTime, EventID: ch.EventID}
+}
+
+// IDs are the payer (a user) and data.id, read as a failed event's are.
+func (ch IgnoredChange) IDs() (userID, objectID string) { return ch.UserID, ch.ObjectID }
+
+// ignoredChange returns the IgnoredChange of an event of a billing type
+// usersync does not know. Only the body's limits are checked (its error
+// wraps ErrInvalid, as for every event): nothing else of the data is read
+// but its ids and updated_at, each only when it is usable.
+func (e ClerkEvent) ignoredChange(eventID string, now time.Time) (Change, error) {
+	if err := e.checkLimits(); err != nil {
+		return nil, err
+	}
+	ch := IgnoredChange{Of: billingPrefixKind(e.Type), EventID: eventID, SourceTime: now.UTC().Truncate(time.Millisecond),
+		UserID: e.UserID(), ObjectID: e.ObjectID()}
+	var d struct {
+		UpdatedAt json.RawMessage `json:"updated_at"`
+	}
+	var ms int64
+	if json.Unmarshal(e.Data, &d) == nil && json.Unmarshal(d.UpdatedAt, &ms) == nil && ms > 0 {
+		if t := time.UnixMilli(ms).UTC(); !t.After(now.Add(MaxFutureSkew)) {
+			ch.SourceTime = t
+		}
+	}
+	return ch, nil
 }
 
 // BillingKindSpecs returns the rows of the kinds table of Clerk Billing's

@@ -444,6 +444,38 @@ func TestIsBillingType_KnownOrNot(t *testing.T) {
 	}
 }
 
+func TestDecode_AnUnknownBillingTypeIsAnIgnoredChangeOfItsPrefixsKind(t *testing.T) {
+	for typ, kind := range map[string]models.Kind{
+		"subscription.deleted": models.KindSubscription, "subscriptionItem.somethingNew": models.KindSubscriptionItem,
+		"paymentAttempt.refunded": models.KindPaymentAttempt,
+	} {
+		ev := decode(t, []byte(minimalBilling(typ)))
+		if !ev.IsStored() || ev.Kind() != kind || ev.EventType() != models.EventOther {
+			t.Errorf("%s: stored %v, kind %q, short type %q; want stored, %s, other", typ, ev.IsStored(), ev.Kind(), ev.EventType(), kind)
+		}
+		ch, err := ev.Decode("msg_1", billingNow)
+		ig, ok := ch.(models.IgnoredChange)
+		if err != nil || !ok || ig.Kind() != kind || ig.Version().EventID != "msg_1" {
+			t.Fatalf("%s: Decode = %#v, %v; want an IgnoredChange of %s", typ, ch, err, kind)
+		}
+		if userID, _ := ig.IDs(); userID != "user_1" || !ig.SourceTime.Equal(time.UnixMilli(1760000000000)) {
+			t.Errorf("%s: user %q, time %v; want the payer and data.updated_at", typ, userID, ig.SourceTime)
+		}
+	}
+	// Data that is no billing object is ignored all the same, at the
+	// time it was received; a known type's is refused.
+	ev := decode(t, []byte(`{"type":"subscription.renamed","data":[1,2]}`))
+	if ch, err := ev.Decode("msg_2", billingNow); err != nil || !ch.Version().SourceTime.Equal(billingNow) {
+		t.Errorf("Decode = %#v, %v; want ignored at the time received", ch, err)
+	}
+	if _, err := decode(t, []byte(`{"type":"subscription.created","data":[1,2]}`)).Decode("msg_3", billingNow); !errors.Is(err, models.ErrInvalid) {
+		t.Errorf("a known type's bad data: %v; want invalid", err)
+	}
+	if ev := decode(t, []byte(`{"type":"session.created","data":{}}`)); ev.IsStored() || ev.EventType() != "" {
+		t.Errorf("session.created is stored: %v", ev.EventType())
+	}
+}
+
 // FuzzBilling checks that the billing decoder never panics, refuses only
 // with ErrInvalid, and that what it accepts keeps its promises: ids of
 // their kinds, a payer that is a user or an organization, items that

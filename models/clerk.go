@@ -128,13 +128,19 @@ func DecodeEvent(body []byte) (ClerkEvent, error) {
 	return ClerkEvent{Type: typ, Timestamp: env.Timestamp, Data: env.Data, checked: true, limit: limit}, nil
 }
 
-// IsStored reports whether usersync stores and applies this event: an
-// event of a user, an organization or a membership.
+// IsStored reports whether usersync stores this event: an event of a kind
+// of the kinds table, or of a billing type it does not know (stored and
+// ignored: IsUnknownBillingType).
 func (e ClerkEvent) IsStored() bool { return e.Kind() != "" }
 
-// EventType returns the short type of an event usersync stores ("" for
-// other events).
-func (e ClerkEvent) EventType() EventType { return EventTypeOf(e.Type) }
+// EventType returns the short type of an event usersync stores: EventOther
+// for a billing type it does not know, "" for events it does not store.
+func (e ClerkEvent) EventType() EventType {
+	if IsUnknownBillingType(e.Type) {
+		return EventOther
+	}
+	return EventTypeOf(e.Type)
+}
 
 // maxUserID is the longest user id accepted, as the validate tags of
 // ClerkUser and clerkDeleted say.

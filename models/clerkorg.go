@@ -96,7 +96,7 @@ type clerkMembershipDeleted struct {
 
 // Kind returns the kind of object the event changes, "" for an event
 // usersync does not store.
-func (e ClerkEvent) Kind() Kind { return KindOf(e.Type) }
+func (e ClerkEvent) Kind() Kind { return StoredKindOf(e.Type) }
 
 // ObjectID returns the organization or membership an event changes
 // (data.id) when it is a string of at most 128 bytes, even if the rest of
@@ -105,6 +105,9 @@ func (e ClerkEvent) Kind() Kind { return KindOf(e.Type) }
 func (e ClerkEvent) ObjectID() string {
 	if t, ok := byType[e.Type]; ok {
 		return t.spec.objectID(e)
+	}
+	if IsUnknownBillingType(e.Type) {
+		return e.dataID()
 	}
 	return ""
 }
@@ -116,6 +119,9 @@ func (e ClerkEvent) ObjectID() string {
 func (e ClerkEvent) UserID() string {
 	if t, ok := byType[e.Type]; ok {
 		return t.spec.userID(e)
+	}
+	if IsUnknownBillingType(e.Type) {
+		return e.payerUserID()
 	}
 	return ""
 }

@@ -72,6 +72,10 @@ const (
 	// already deleted, or, for a membership, its organization or its user:
 	// the object is a tombstone.
 	OutcomeDeleted Outcome = "deleted"
+	// OutcomeIgnored: the event is of a type usersync recognises as its
+	// kind's (a billing type it does not know: IsUnknownBillingType) and
+	// does not apply; it changed nothing.
+	OutcomeIgnored Outcome = "ignored"
 	// OutcomeDeletedUserLegacy is what earlier versions wrote instead of
 	// deleted for an event of a deleted user (they wrote deleted only for
 	// organizations and memberships); it is read as deleted (ReadOutcome),
@@ -81,7 +85,7 @@ const (
 )
 
 // Outcomes are every outcome, in the order stats list them.
-var Outcomes = []Outcome{OutcomeApplied, OutcomeStale, OutcomeDeleted}
+var Outcomes = []Outcome{OutcomeApplied, OutcomeStale, OutcomeDeleted, OutcomeIgnored}
 
 // ReadOutcome is the outcome a stored outcome (or a name given for one)
 // means: OutcomeDeletedUserLegacy is OutcomeDeleted, and any other value
@@ -144,7 +148,7 @@ type Event struct {
 
 // Kind returns the kind of object the event changes ("" for a type
 // usersync does not store).
-func (e Event) Kind() Kind { return KindOf(e.Type) }
+func (e Event) Kind() Kind { return StoredKindOf(e.Type) }
 
 // EventFilter selects events for the event log.
 type EventFilter struct {

@@ -236,6 +236,17 @@ func KindOf(typ string) Kind {
 	return ""
 }
 
+// StoredKindOf returns the kind of the events of Clerk type typ that
+// usersync stores: KindOf, or for a billing type usersync does not know
+// (IsUnknownBillingType) the billing kind of its prefix; "" for a type it
+// does not store.
+func StoredKindOf(typ string) Kind {
+	if k := KindOf(typ); k != "" {
+		return k
+	}
+	return billingPrefixKind(typ)
+}
+
 // TypesOf returns the Clerk types of the events of kind k, nil for an
 // unknown kind.
 func TypesOf(k Kind) []string {
@@ -298,6 +309,9 @@ func IsEventType(t EventType) bool {
 // an event can never be applied.
 func (e ClerkEvent) Decode(eventID string, now time.Time) (Change, error) {
 	t, ok := byType[e.Type]
+	if !ok && IsUnknownBillingType(e.Type) {
+		return e.ignoredChange(eventID, now)
+	}
 	if !ok {
 		return nil, Public(ErrInvalid, "%s is not an event usersync stores", Quote(e.Type)).In("type")
 	}

@@ -8,11 +8,12 @@
 
 (function () {
   const KEY = "usersync.adminKey";
-  const KINDS = ["received", "applied", "stale", "deleted", "failed"];
-  const OUTCOMES = ["applied", "stale", "deleted", "failed"];
-  const KIND_LABEL = { received: "received", applied: "applied", stale: "stale", deleted: "deleted", failed: "failed" };
+  const KINDS = ["received", "applied", "stale", "deleted", "ignored", "failed"];
+  const OUTCOMES = ["applied", "stale", "deleted", "ignored", "failed"];
+  const KIND_LABEL = { received: "received", applied: "applied", stale: "stale", deleted: "deleted", ignored: "ignored", failed: "failed" };
   const KIND_TITLE = { deleted: "an event of a deleted user, organization or membership, or of a membership of a deleted organization or user" +
-    " (changed in this version: a deleted user's events were counted apart, as deleted_user; they are counted here now)" };
+    " (changed in this version: a deleted user's events were counted apart, as deleted_user; they are counted here now)",
+    ignored: "an event of a billing type usersync does not know: stored, never applied" };
   // The kinds of objects reconcile counts, as the runs and dry runs name them.
   const OBJECTS = ["users", "organizations", "memberships"];
 

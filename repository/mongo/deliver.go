@@ -35,6 +35,9 @@ var appliers = map[models.Kind]func(ctx context.Context, s *Store, ch models.Cha
 
 // apply writes ch to its kind's collections.
 func (s *Store) apply(ctx context.Context, ch models.Change, now time.Time) (models.Outcome, error) {
+	if _, ok := ch.(models.IgnoredChange); ok {
+		return models.OutcomeIgnored, nil // a billing type usersync does not know: nothing to write
+	}
 	apply, ok := appliers[ch.Kind()]
 	if !ok {
 		return "", fmt.Errorf("%w: the MongoDB store keeps no %q", models.ErrInvalid, ch.Kind())

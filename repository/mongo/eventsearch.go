@@ -49,7 +49,7 @@ func (e *Events) countUnprocessed(ctx context.Context) (models.EventStats, error
 		return st, translate(err)
 	}
 	for _, g := range groups {
-		st.AddUnprocessed(g.ID.Status, models.KindOf(g.ID.Type), g.ID.Retry, g.N)
+		st.AddUnprocessed(g.ID.Status, models.StoredKindOf(g.ID.Type), g.ID.Retry, g.N)
 	}
 	return st, nil
 }

@@ -34,6 +34,9 @@ var appliers = map[models.Kind]func(t *wtx, ch models.Change, now time.Time) (mo
 
 // applyChange applies ch in t to its kind's tables.
 func applyChange(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
+	if _, ok := ch.(models.IgnoredChange); ok {
+		return models.OutcomeIgnored, nil // a billing type usersync does not know: nothing to write
+	}
 	apply, ok := appliers[ch.Kind()]
 	if !ok {
 		return "", fmt.Errorf("%w: the embedded store keeps no %q", models.ErrInvalid, ch.Kind())

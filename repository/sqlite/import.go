@@ -250,7 +250,7 @@ func importEvent(t *wtx, doc sjson) (models.Outcome, error) {
 	_, err := t.exec(`INSERT INTO events (event_id, type, kind, event_type, user_id, raw_body, source, signature,
 		signature_valid, source_timestamp, received_at, processed_at, status, outcome, attempts, error, retry_at,
 		erased_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		doc.opt("eventId"), doc.str("type"), text(string(models.KindOf(doc.str("type")))), doc.str("eventType"), doc.opt("userId"), doc.binary("rawBody"),
+		doc.opt("eventId"), doc.str("type"), text(string(models.StoredKindOf(doc.str("type")))), doc.str("eventType"), doc.opt("userId"), doc.binary("rawBody"),
 		doc.str("source"), doc.str("signature"), valid, doc.date("sourceTimestamp"), doc.num("receivedAt"),
 		doc.date("processedAt"), status, doc.opt("outcome"), doc.num("attempts"), doc.opt("error"),
 		doc.date("retryAt"), doc.date("erasedAt"))

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -205,5 +206,55 @@ func billingKindFixtures() map[models.Kind]kindFixture {
 func init() {
 	for k, f := range billingKindFixtures() {
 		kindFixtures[k] = f
+	}
+}
+
+// testBillingUnknownTypeIsIgnored delivers an event of a billing type
+// usersync does not know: it is processed with the outcome ignored,
+// counted so, of its prefix's kind, and writes no billing object.
+func testBillingUnknownTypeIsIgnored(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	body, err := os.ReadFile(filepath.Join("..", "..", "models", "testdata", "billing", "plan-change.2.subscriptionItem.active.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]any
+	if err := json.Unmarshal(body, &env); err != nil {
+		t.Fatal(err)
+	}
+	env["type"] = "subscriptionItem.somethingNew"
+	if body, err = json.Marshal(env); err != nil {
+		t.Fatal(err)
+	}
+	ce, err := models.DecodeEvent(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := ce.Decode("msg_unknown", time.Now())
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	userID, objectID := ch.IDs()
+	ts := ch.Version().SourceTime
+	ev := models.Event{EventID: "msg_unknown", Type: ce.Type, EventType: ce.EventType(), UserID: userID, ObjectID: objectID,
+		RawBody: body, Source: models.SourceClerk, SourceTimestamp: &ts, ReceivedAt: t0, Status: models.StatusStored}
+	d, err := s.Deliver(ctx, ev, ch, time.Now())
+	if err != nil || d.Outcome != models.OutcomeIgnored || d.Event.Status != models.StatusProcessed {
+		t.Fatalf("Deliver = %+v, %v; want processed, ignored", d, err)
+	}
+	got, err := s.Events().Get(ctx, "msg_unknown")
+	if err != nil || got.Status != models.StatusProcessed || got.Outcome != models.OutcomeIgnored ||
+		got.Kind() != models.KindSubscriptionItem || got.EventType != models.EventOther || got.UserID != billingPayer.ID {
+		t.Errorf("stored event = %+v, %v; want processed, ignored, a subscription item's, short type other, the payer's", got, err)
+	}
+	if p, err := s.Billing().Plan(ctx, billingPayer); err == nil || !errors.Is(err, models.ErrNotFound) {
+		t.Errorf("plan = %+v, %v; want none: nothing applied", p, err)
+	}
+	if items, err := s.Billing().Items(ctx, billingPayer); err != nil || len(items) != 0 {
+		t.Errorf("items = %v, %v; want none", items, err)
+	}
+	st, err := s.Events().Stats(ctx)
+	if err != nil || st.ByOutcome[models.OutcomeIgnored] != 1 || st.ByStatus[models.StatusProcessed] != 1 {
+		t.Errorf("stats = %+v, %v; want one processed, ignored", st, err)
 	}
 }

@@ -53,6 +53,7 @@ func Run(t *testing.T, open Opener) {
 		{"Deliver_ACrashBetweenTheStepsIsHealedByTheNextDeliveryOrTheSweep", testDeliverCrashBetweenStepsIsHealed},
 		{"Billing_ASubscriptionAppliesItsItemsAsTheirOwnStates", testBillingSubscriptionAppliesItsItems},
 		{"Billing_AnItemOfAPlanChangeAloneIsTheNewPlan", testBillingHalfAPlanChangeIsPending},
+		{"Billing_AnUnknownTypeIsProcessedAsIgnoredAndAppliesNothing", testBillingUnknownTypeIsIgnored},
 		{"Events_ARetryIsRecognised", testRetryRecognised},
 		{"Events_ConcurrentDeliveriesStoreOneEvent", testConcurrentRecord},
 		{"Events_KeepTheBodyExactly", testBodyExact},
