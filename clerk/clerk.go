@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -376,16 +377,8 @@ func billingOff(status int, body []byte) bool {
 	case http.StatusNotFound:
 		return true
 	case http.StatusForbidden:
-		var e struct {
-			Errors []struct {
-				Code string `json:"code"`
-			} `json:"errors"`
-		}
-		if json.Unmarshal(body, &e) != nil {
-			return false
-		}
-		for _, err := range e.Errors {
-			code := strings.ToLower(err.Code)
+		for _, code := range errorCodes(body) {
+			code = strings.ToLower(code)
 			if strings.Contains(code, "not_enabled") || strings.Contains(code, "billing") || strings.Contains(code, "commerce") {
 				return true
 			}
@@ -397,20 +390,25 @@ func billingOff(status int, body []byte) bool {
 // hasErrorCode reports whether a Clerk error body ({"errors": [{"code":
 // ...}]}) has an error with code.
 func hasErrorCode(body []byte, code string) bool {
+	return slices.Contains(errorCodes(body), code)
+}
+
+// errorCodes are the codes of a Clerk error body's errors; none when the
+// body is not one.
+func errorCodes(body []byte) []string {
 	var e struct {
 		Errors []struct {
 			Code string `json:"code"`
 		} `json:"errors"`
 	}
 	if json.Unmarshal(body, &e) != nil {
-		return false
+		return nil
 	}
-	for _, err := range e.Errors {
-		if err.Code == code {
-			return true
-		}
+	codes := make([]string, len(e.Errors))
+	for i, err := range e.Errors {
+		codes[i] = err.Code
 	}
-	return false
+	return codes
 }
 
 // redact removes the key from an error that may quote the request.
