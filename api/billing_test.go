@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -265,5 +266,24 @@ func TestBilling_AnUnknownBillingTypeIsStoredAndProcessedAsIgnored(t *testing.T)
 		if v := metricValue(t, m, series); v != want {
 			t.Errorf("%s = %v, want %v", series, v, want)
 		}
+	}
+}
+
+// TestBilling_AnUnknownBillingTypeIsStoredOnlyWhenItIsShort: a type is
+// kept in the event log (and its indexes) only when it has the length of
+// a Clerk type; a longer one is acknowledged and counted as ignored, and
+// stored nowhere.
+func TestBilling_AnUnknownBillingTypeIsStoredOnlyWhenItIsShort(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	long := "subscriptionItem." + strings.Repeat("a", 5000)
+	body := billingBody(t, "plan-change.2.subscriptionItem.active.json", long, nil)
+	r := h.mustDeliver(newID(), body)
+	if r["status"] != "ignored" {
+		t.Errorf("a %d-byte billing type = %v; want ignored, not stored", len(long), r)
+	}
+	st := h.get("/v1/events/stats", testAdminKey).JSON(t)
+	if s := st["status"].(map[string]any); s["processed"] != float64(0) || s["stored"] != float64(0) {
+		t.Errorf("stats = %v; want nothing stored", st)
 	}
 }

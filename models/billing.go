@@ -81,9 +81,17 @@ var billingPrefixes = []struct {
 	{"subscription.", KindSubscription}, {"subscriptionItem.", KindSubscriptionItem}, {"paymentAttempt.", KindPaymentAttempt},
 }
 
+// maxBillingType bounds a billing type usersync does not know but stores
+// (IsUnknownBillingType): Clerk's are under 40 bytes; a longer type is no
+// billing type, and is never written to the event log and its indexes.
+const maxBillingType = 64
+
 // billingPrefixKind returns the billing kind of t's prefix ("" when t is
 // no billing type).
 func billingPrefixKind(t string) Kind {
+	if len(t) > maxBillingType {
+		return ""
+	}
 	for _, p := range billingPrefixes {
 		if rest, ok := strings.CutPrefix(t, p.prefix); ok && rest != "" {
 			return p.kind
