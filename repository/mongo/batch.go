@@ -271,14 +271,11 @@ func (s *Store) storeBatch(ctx context.Context, fresh []*delivery) {
 			r.step, r.d.Event, r.d.Created = stepMarked, r.doc.model(), true
 		case !refused:
 			r.step, r.d.Event, r.d.Created = stepStored, r.doc.model(), true
-		case code == duplicateKey:
+		case isDuplicateKeyCode(code):
 			r.step, r.d = stepFound, models.Delivered{}
 		}
 	}
 }
-
-// duplicateKey is the server's code of a write refused by a unique index.
-const duplicateKey = 11000
 
 // writeErrors says which writes of an unordered insertMany or bulkWrite
 // failed, by index, with their codes: ok is false when the error leaves
