@@ -183,3 +183,34 @@ func TestDeliver_ConcurrentDeliveriesInBatchesEndInTheNewestState(t *testing.T) 
 		}
 	}
 }
+
+// TestDeliver_AKindNoBatchWritesGoesAloneWithoutTheBatchsFind: a
+// membership's delivery, whose change no batch can write, makes its own
+// writes at once; in a batch it would only add the batch's find.
+func TestDeliver_AKindNoBatchWritesGoesAloneWithoutTheBatchsFind(t *testing.T) {
+	ctx := context.Background()
+	var mu stdsync.Mutex
+	var cmds []string
+	s := mongotest.OpenWith(t, mongo.Options{Monitor: &event.CommandMonitor{
+		Started: func(_ context.Context, e *event.CommandStartedEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			cmds = append(cmds, e.CommandName)
+		},
+	}})
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	member := models.MembershipChange{MembershipID: "orgmem_alone", OrgID: "org_alone", UserID: "user_alone", EventID: "msg_alone",
+		SourceTime: t0, Role: "admin", Metadata: json.RawMessage(`{}`)}
+	mu.Lock()
+	cmds = nil
+	mu.Unlock()
+	d, err := s.Deliver(ctx, batchEvent(member, models.TypeMembershipCreated), member, time.Now().UTC())
+	if err != nil || d.Outcome != models.OutcomeApplied {
+		t.Fatalf("Deliver = %+v, %v", d, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(cmds) == 0 || cmds[0] != "insert" {
+		t.Errorf("commands %v; want the event's insert first, no batch's find", cmds)
+	}
+}

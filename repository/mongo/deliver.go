@@ -55,9 +55,11 @@ func (s *Store) apply(ctx context.Context, ch models.Change, now time.Time) (mod
 // the caller to mark it failed.
 //
 // Deliveries in flight at once share their round trips (batch.go), unless
-// Options.DeliveryBatch is 1.
+// Options.DeliveryBatch is 1. A change of a kind a batch cannot write
+// (none of oneWrites: a membership, Clerk Billing's) goes alone at once:
+// in a batch it would only add the batch's find to its own writes.
 func (s *Store) Deliver(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error) {
-	if s.batch != nil {
+	if _, shared := oneWrites[ch.Kind()]; shared && s.batch != nil {
 		r := &delivery{ctx: ctx, ev: ev, ch: ch, now: now, done: make(chan struct{})}
 		if s.batch.deliver(r) {
 			return s.finish(r)
