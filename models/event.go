@@ -125,9 +125,12 @@ type Event struct {
 	// ObjectID is the organization (data.id) or membership (data.id) an
 	// organization or membership event changes; "" for a user event (its
 	// UserID) and when the payload has no usable id.
-	ObjectID        string
-	RawBody         []byte // the exact bytes received
-	Source          string
+	ObjectID string
+	RawBody  []byte // the exact bytes received
+	Source   string
+	// Origin is where this delivery of the event came from (OriginOf),
+	// for the outbound deliveries of its change; not stored.
+	Origin          string
 	Signature       string
 	SignatureValid  *bool
 	SourceTimestamp *time.Time // nil when the payload has no usable time

@@ -34,6 +34,7 @@ type Store interface {
 	Activity() Activity
 	Runs() Runs
 	Billing() Billing
+	Outbound() Outbound
 
 	// Deliver stores ev as Events.Record does, applies ch (the change ev
 	// carries, of any kind) as its kind's Apply does, and marks ev
@@ -174,6 +175,56 @@ type Billing interface {
 	// them, the newest Clerk time first; NextCursor is "" on the last
 	// page. A malformed cursor wraps models.ErrInvalid.
 	PaymentAttempts(ctx context.Context, f models.PaymentAttemptFilter) (models.PaymentAttemptPage, error)
+}
+
+// Outbound is what outbound webhooks keep: the endpoints, the outbox of
+// changes that applied (written with each change: Deliver and Reapply
+// record one while recording is on), each endpoint's delivery of each
+// object, and the attempts.
+type Outbound interface {
+	// SetRecording says whether Deliver and Reapply record the changes
+	// that apply in the outbox: while some endpoint is enabled.
+	SetRecording(on bool)
+
+	// Endpoints returns every endpoint, by id.
+	Endpoints(ctx context.Context) ([]models.Endpoint, error)
+	// Endpoint returns one endpoint (models.ErrNotFound: none).
+	Endpoint(ctx context.Context, id string) (models.Endpoint, error)
+	// PutEndpoint inserts e, or replaces the endpoint of its id.
+	PutEndpoint(ctx context.Context, e models.Endpoint) error
+	// DeleteEndpoint deletes an endpoint and its deliveries
+	// (models.ErrNotFound: none).
+	DeleteEndpoint(ctx context.Context, id string) error
+
+	// Outbox returns up to limit entries of the outbox, oldest first.
+	Outbox(ctx context.Context, limit int) ([]models.Outboxed, error)
+	// Fanout queues each change for the endpoints that want it
+	// (models.Delivery.Queue), then takes the entries done out of the
+	// outbox. Doing it again changes nothing.
+	Fanout(ctx context.Context, fs []models.Fanout, done []string, now time.Time) error
+	// Due returns up to limit pending deliveries due by now, soonest
+	// first.
+	Due(ctx context.Context, now time.Time, limit int) ([]models.Delivery, error)
+	// Settle records result, what became of the attempt to send sent
+	// (models.Settled), and the attempt a.
+	Settle(ctx context.Context, sent, result models.Delivery, a models.Attempt) error
+	// Delivery returns an endpoint's delivery of one object
+	// (models.ErrNotFound: none).
+	Delivery(ctx context.Context, endpointID string, kind models.Kind, objectID string) (models.Delivery, error)
+	// Deliveries returns a page of an endpoint's deliveries, by key.
+	Deliveries(ctx context.Context, f models.DeliveryFilter) (items []models.Delivery, next string, err error)
+	// Requeue makes the deliveries f selects pending again, due at now,
+	// their last state received forgotten (so it is sent whole): the
+	// operator's replay. It returns how many it requeued.
+	Requeue(ctx context.Context, f models.Requeue, now time.Time) (int, error)
+	// Backlog returns the pending deliveries of each endpoint that has
+	// some.
+	Backlog(ctx context.Context) (map[string]models.Backlog, error)
+	// Attempts returns a page of attempts, newest first.
+	Attempts(ctx context.Context, f models.AttemptFilter) (items []models.Attempt, next string, err error)
+	// DeleteAttemptsBefore deletes up to limit attempts made before
+	// cutoff, and returns how many it deleted.
+	DeleteAttemptsBefore(ctx context.Context, cutoff time.Time, limit int) (int, error)
 }
 
 // Events is the event inbox and log of a store.

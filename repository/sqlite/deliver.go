@@ -82,6 +82,7 @@ func (s *Store) Deliver(ctx context.Context, ev models.Event, ch models.Change, 
 		if d.Event, d.Created, err = recordTx(t, ev); err != nil || d.Event.Status.Finished() {
 			return err
 		}
+		d.Event.Origin = ev.Origin
 		applyErr, err = s.applyAndMark(t, &d, ch, now)
 		return err
 	})
@@ -141,6 +142,11 @@ func (s *Store) applyAndMark(t *wtx, d *models.Delivered, ch models.Change, now 
 	}
 	if _, err := markProcessedTx(s, t, id, outcome, now); err != nil {
 		return nil, err
+	}
+	if outcome == models.OutcomeApplied {
+		if err := s.outbound.record(t, d.Event, ch, now); err != nil {
+			return nil, err
+		}
 	}
 	d.Outcome = outcome
 	d.Event.Status, d.Event.Outcome, d.Event.Attempts = models.StatusProcessed, outcome, d.Event.Attempts+1

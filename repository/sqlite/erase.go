@@ -35,19 +35,25 @@ type subject struct {
 	pending string // count the events left: (id)
 	done    string // erased: (now, id)
 	soon    string // due at the next pass: (id)
-	count   func(*models.Erasure)
+	// deliveries deletes the outbound deliveries whose fingerprints are
+	// of the tombstone's personal data: (id)
+	deliveries string
+	count      func(*models.Erasure)
 }
 
 var (
 	userSubject = subject{name: "user", due: qEraseDue, events: qEraseEvents, pending: qErasePending,
-		done:  `UPDATE users SET erase_after = NULL, erased_at = ? WHERE user_id = ?`,
-		soon:  `UPDATE users SET erase_after = 0 WHERE user_id = ?`,
-		count: func(e *models.Erasure) { e.Users++ }}
+		done:       `UPDATE users SET erase_after = NULL, erased_at = ? WHERE user_id = ?`,
+		soon:       `UPDATE users SET erase_after = 0 WHERE user_id = ?`,
+		deliveries: `DELETE FROM deliveries WHERE user_id = ?`,
+		count:      func(e *models.Erasure) { e.Users++ }}
 	membershipSubject = subject{name: "membership", due: qMembershipsEraseDue, events: qEraseMembershipEvents,
 		pending: qMembershipErasePending,
 		done:    `UPDATE memberships SET erase_after = NULL, erased_at = ? WHERE membership_id = ?`,
 		soon:    `UPDATE memberships SET erase_after = 0 WHERE membership_id = ?`,
-		count:   func(e *models.Erasure) { e.Memberships++ }}
+		deliveries: `DELETE FROM deliveries WHERE user_id IN (SELECT user_id FROM memberships WHERE membership_id = ?1)
+			AND kind = 'membership' AND object_id = ?1`,
+		count: func(e *models.Erasure) { e.Memberships++ }}
 )
 
 // EraseDeletedBefore erases the events of every user and membership
@@ -128,6 +134,9 @@ func (s *Store) EraseUser(ctx context.Context, userID string, now time.Time) (mo
 // when an admin asked (asked), due at the next pass.
 func (s *Store) eraseEvents(t *wtx, subj subject, id string, now time.Time, asked bool) (models.Erasure, error) {
 	var res models.Erasure
+	if _, err := t.exec(subj.deliveries, id); err != nil {
+		return res, err
+	}
 	n, err := t.execN(subj.events, ms(now), id)
 	if err != nil {
 		return res, err

@@ -103,6 +103,7 @@ type Store struct {
 	activity *Activity
 	runs     *Runs
 	billing  *Billing
+	outbound *Outbound
 }
 
 var _ repository.Store = (*Store)(nil)
@@ -155,6 +156,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	s.activity = &Activity{s: s}
 	s.runs = &Runs{s: s}
 	s.billing = &Billing{s: s}
+	s.outbound = &Outbound{s: s}
 	go s.writer()
 	return s, nil
 }

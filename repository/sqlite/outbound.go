@@ -1,0 +1,453 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
+)
+
+// Outbound is the tables of outbound webhooks (schema 10): endpoints,
+// outbox, deliveries and delivery_attempts.
+type Outbound struct {
+	s *Store
+	// recording: Deliver and Reapply write an outbox row for each change
+	// that applied.
+	recording atomic.Bool
+}
+
+var _ repository.Outbound = (*Outbound)(nil)
+
+// Outbound returns the tables of outbound webhooks.
+func (s *Store) Outbound() repository.Outbound { return s.outbound }
+
+// SetRecording says whether the changes that apply are recorded in the
+// outbox.
+func (o *Outbound) SetRecording(on bool) { o.recording.Store(on) }
+
+// record writes the outbox row of ch, the change of ev, which applied in
+// t, when recording is on.
+func (o *Outbound) record(t *wtx, ev models.Event, ch models.Change, now time.Time) error {
+	if !o.recording.Load() {
+		return nil
+	}
+	p := models.PendingOf(ev, ch, now)
+	_, err := t.exec(`INSERT INTO outbox (kind, object_id, user_id, source_time, event_id, deleted, change, origin, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, string(p.Kind), p.ObjectID, p.UserID, ms(p.Version.SourceTime),
+		p.Version.EventID, p.Version.Deleted, string(p.Change), p.Origin, ms(p.At))
+	return err
+}
+
+const endpointColumns = `id, url, description, event_types, enabled, disabled, secret, previous_secret, previous_until,
+	from_config, failing_since, created_at, updated_at`
+
+func scanEndpoint(sc interface{ Scan(...any) error }) (models.Endpoint, error) {
+	var (
+		e                   models.Endpoint
+		types               string
+		until, failing      sql.NullInt64
+		created, updated    int64
+		enabled, fromConfig bool
+	)
+	err := sc.Scan(&e.ID, &e.URL, &e.Description, &types, &enabled, &e.Disabled, &e.Secret, &e.PreviousSecret, &until,
+		&fromConfig, &failing, &created, &updated)
+	if err != nil {
+		return e, translate(err)
+	}
+	if err := json.Unmarshal([]byte(types), &e.EventTypes); err != nil {
+		return e, fmt.Errorf("endpoint %s: its event types: %w", e.ID, err)
+	}
+	e.Enabled, e.FromConfig, e.PreviousUntil, e.FailingSince = enabled, fromConfig, timePtr(until), timePtr(failing)
+	e.CreatedAt, e.UpdatedAt = fromMS(created), fromMS(updated)
+	return e, nil
+}
+
+// Endpoints returns every endpoint, by id.
+func (o *Outbound) Endpoints(ctx context.Context) ([]models.Endpoint, error) {
+	rows, err := o.s.r.QueryContext(ctx, `SELECT `+endpointColumns+` FROM endpoints ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("read endpoints: %w", translate(err))
+	}
+	defer rows.Close()
+	out := []models.Endpoint{}
+	for rows.Next() {
+		e, err := scanEndpoint(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read endpoints: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read endpoints: %w", translate(err))
+	}
+	return out, nil
+}
+
+// Endpoint returns one endpoint.
+func (o *Outbound) Endpoint(ctx context.Context, id string) (models.Endpoint, error) {
+	e, err := scanEndpoint(o.s.r.QueryRowContext(ctx, `SELECT `+endpointColumns+` FROM endpoints WHERE id = ?`, id))
+	if err != nil {
+		return e, fmt.Errorf("read endpoint %s: %w", models.Quote(id), err)
+	}
+	return e, nil
+}
+
+// PutEndpoint inserts e, or replaces the endpoint of its id.
+func (o *Outbound) PutEndpoint(ctx context.Context, e models.Endpoint) error {
+	types, err := json.Marshal(nonNil(e.EventTypes))
+	if err != nil {
+		return err
+	}
+	err = o.s.write(ctx, func(t *wtx) error {
+		_, err := t.exec(`INSERT OR REPLACE INTO endpoints (`+endpointColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			e.ID, e.URL, e.Description, string(types), e.Enabled, e.Disabled, e.Secret, e.PreviousSecret,
+			msPtr(e.PreviousUntil), e.FromConfig, msPtr(e.FailingSince), ms(e.CreatedAt), ms(e.UpdatedAt))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("write endpoint %s: %w", models.Quote(e.ID), err)
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// DeleteEndpoint deletes an endpoint and its deliveries; its attempts
+// stay until they are old.
+func (o *Outbound) DeleteEndpoint(ctx context.Context, id string) error {
+	err := o.s.write(ctx, func(t *wtx) error {
+		n, err := t.execN(`DELETE FROM endpoints WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return models.ErrNotFound
+		}
+		_, err = t.exec(`DELETE FROM deliveries WHERE endpoint_id = ?`, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete endpoint %s: %w", models.Quote(id), err)
+	}
+	return nil
+}
+
+// Outbox returns up to limit entries of the outbox, oldest first.
+func (o *Outbound) Outbox(ctx context.Context, limit int) ([]models.Outboxed, error) {
+	rows, err := o.s.r.QueryContext(ctx, `SELECT id, kind, object_id, user_id, source_time, event_id, deleted, change, origin, at
+		FROM outbox ORDER BY id LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox: %w", translate(err))
+	}
+	defer rows.Close()
+	out := []models.Outboxed{}
+	for rows.Next() {
+		var (
+			e            models.Outboxed
+			id, src, at  int64
+			kind, change string
+		)
+		if err := rows.Scan(&id, &kind, &e.ObjectID, &e.UserID, &src, &e.Version.EventID, &e.Version.Deleted,
+			&change, &e.Origin, &at); err != nil {
+			return nil, fmt.Errorf("read the outbox: %w", translate(err))
+		}
+		e.Key, e.Kind, e.Change = strconv.FormatInt(id, 10), models.Kind(kind), models.EventType(change)
+		e.Version.SourceTime, e.At = fromMS(src), fromMS(at)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the outbox: %w", translate(err))
+	}
+	return out, nil
+}
+
+// Fanout queues each change for its endpoints and deletes the outbox rows
+// done, in one transaction.
+func (o *Outbound) Fanout(ctx context.Context, fs []models.Fanout, done []string, now time.Time) error {
+	err := o.s.write(ctx, func(t *wtx) error {
+		for _, f := range fs {
+			for _, ep := range f.Endpoints {
+				cur, err := readDelivery(t.row(`SELECT `+deliveryColumns+` FROM deliveries
+					WHERE endpoint_id = ? AND kind = ? AND object_id = ?`, ep, string(f.Pending.Kind), f.Pending.ObjectID))
+				if err != nil && !errors.Is(err, models.ErrNotFound) {
+					return err
+				}
+				if d, changed := cur.Queue(ep, f.Pending, now); changed {
+					if err := putDelivery(t, d); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		for _, key := range done {
+			if _, err := t.exec(`DELETE FROM outbox WHERE id = ?`, key); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("fan out the outbox: %w", err)
+	}
+	return nil
+}
+
+const deliveryColumns = `endpoint_id, kind, object_id, user_id, message_id, source_time, event_id, deleted, change, origin,
+	status, attempts, next_at, since, fields, last_status, last_error, last_at, delivered_at, delivered_msg`
+
+func readDelivery(sc interface{ Scan(...any) error }) (models.Delivery, error) {
+	var (
+		d                   models.Delivery
+		kind, change        string
+		src, next, since    int64
+		fields              sql.NullString
+		lastAt, deliveredAt sql.NullInt64
+	)
+	err := sc.Scan(&d.EndpointID, &kind, &d.ObjectID, &d.UserID, &d.MessageID, &src, &d.Version.EventID, &d.Version.Deleted,
+		&change, &d.Origin, &d.Status, &d.Attempts, &next, &since, &fields, &d.LastStatus, &d.LastError, &lastAt,
+		&deliveredAt, &d.DeliveredMsg)
+	if err != nil {
+		return models.Delivery{}, translate(err)
+	}
+	d.Kind, d.Change = models.Kind(kind), models.EventType(change)
+	d.Version.SourceTime, d.NextAt, d.Since = fromMS(src), fromMS(next), fromMS(since)
+	d.LastAt, d.DeliveredAt = timePtr(lastAt), timePtr(deliveredAt)
+	if fields.Valid {
+		if err := json.Unmarshal([]byte(fields.String), &d.Fields); err != nil {
+			return d, fmt.Errorf("delivery %s: its fields: %w", d.Key(), err)
+		}
+	}
+	return d, nil
+}
+
+func putDelivery(t *wtx, d models.Delivery) error {
+	var fields any
+	if d.Fields != nil {
+		b, err := json.Marshal(d.Fields)
+		if err != nil {
+			return err
+		}
+		fields = string(b)
+	}
+	_, err := t.exec(`INSERT OR REPLACE INTO deliveries (`+deliveryColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		d.EndpointID, string(d.Kind), d.ObjectID, d.UserID, d.MessageID, ms(d.Version.SourceTime), d.Version.EventID,
+		d.Version.Deleted, string(d.Change), d.Origin, d.Status, d.Attempts, ms(d.NextAt), ms(d.Since), fields,
+		d.LastStatus, d.LastError, msPtr(d.LastAt), msPtr(d.DeliveredAt), d.DeliveredMsg)
+	return err
+}
+
+// queryDeliveries reads the deliveries a query selects.
+func (o *Outbound) queryDeliveries(ctx context.Context, what, q string, args ...any) ([]models.Delivery, error) {
+	rows, err := o.s.r.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries `+q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, translate(err))
+	}
+	defer rows.Close()
+	out := []models.Delivery{}
+	for rows.Next() {
+		d, err := readDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", what, err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, translate(err))
+	}
+	return out, nil
+}
+
+// Due returns up to limit pending deliveries due by now, soonest first
+// (index deliveries_due).
+func (o *Outbound) Due(ctx context.Context, now time.Time, limit int) ([]models.Delivery, error) {
+	return o.queryDeliveries(ctx, "the deliveries due", `INDEXED BY deliveries_due
+		WHERE status = 'pending' AND next_at <= ? ORDER BY next_at LIMIT ?`, ms(now), limit)
+}
+
+// Settle records what became of an attempt, and the attempt, in one
+// transaction.
+func (o *Outbound) Settle(ctx context.Context, sent, result models.Delivery, a models.Attempt) error {
+	err := o.s.write(ctx, func(t *wtx) error {
+		cur, err := readDelivery(t.row(`SELECT `+deliveryColumns+` FROM deliveries
+			WHERE endpoint_id = ? AND kind = ? AND object_id = ?`, sent.EndpointID, string(sent.Kind), sent.ObjectID))
+		switch {
+		case errors.Is(err, models.ErrNotFound):
+			// Its endpoint was deleted, or its user erased, meanwhile.
+		case err != nil:
+			return err
+		default:
+			if err := putDelivery(t, models.Settled(cur, sent, result)); err != nil {
+				return err
+			}
+		}
+		return addAttempt(t, a)
+	})
+	if err != nil {
+		return fmt.Errorf("record a delivery to endpoint %s: %w", models.Quote(sent.EndpointID), err)
+	}
+	return nil
+}
+
+func addAttempt(t *wtx, a models.Attempt) error {
+	_, err := t.exec(`INSERT INTO delivery_attempts (endpoint_id, message_id, type, object_id, at, status, latency_ms, error, delivered)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, a.EndpointID, a.MessageID, a.Type, a.ObjectID, ms(a.At), a.Status,
+		a.Latency.Milliseconds(), a.Error, a.Delivered)
+	return err
+}
+
+// Delivery returns an endpoint's delivery of one object.
+func (o *Outbound) Delivery(ctx context.Context, endpointID string, kind models.Kind, objectID string) (models.Delivery, error) {
+	d, err := readDelivery(o.s.r.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries
+		WHERE endpoint_id = ? AND kind = ? AND object_id = ?`, endpointID, string(kind), objectID))
+	if err != nil {
+		return d, fmt.Errorf("read a delivery: %w", err)
+	}
+	return d, nil
+}
+
+// deliveryCursor is a delivery's place in its endpoint's list: kind and
+// object id.
+func deliveryCursor(d models.Delivery) string { return string(d.Kind) + "/" + d.ObjectID }
+
+// Deliveries returns a page of an endpoint's deliveries, by kind and
+// object (the primary key).
+func (o *Outbound) Deliveries(ctx context.Context, f models.DeliveryFilter) ([]models.Delivery, string, error) {
+	kind, object, _ := strings.Cut(f.After, "/")
+	q := `WHERE endpoint_id = ? AND (kind, object_id) > (?, ?)`
+	args := []any{f.EndpointID, kind, object}
+	if f.Status != "" {
+		q += ` AND status = ?`
+		args = append(args, f.Status)
+	}
+	return repository.Page(f.Limit, f.After, func(after string, n int) ([]models.Delivery, error) {
+		kind, object, _ := strings.Cut(after, "/")
+		args[1], args[2] = kind, object
+		return o.queryDeliveries(ctx, "deliveries", q+` ORDER BY kind, object_id LIMIT ?`, append(args, n)...)
+	}, func(models.Delivery) bool { return true }, deliveryCursor)
+}
+
+// Requeue makes the deliveries f selects pending again, due at now.
+func (o *Outbound) Requeue(ctx context.Context, f models.Requeue, now time.Time) (int, error) {
+	var n int64
+	err := o.s.write(ctx, func(t *wtx) error {
+		var err error
+		const set = `UPDATE deliveries SET status = 'pending', attempts = 0, next_at = ?, since = ?, fields = NULL
+			WHERE endpoint_id = ? AND status <> 'pending' `
+		if f.Kind != "" {
+			n, err = t.execN(set+`AND kind = ? AND object_id = ?`, ms(now), ms(now), f.EndpointID, string(f.Kind), f.ObjectID)
+			return err
+		}
+		n, err = t.execN(set+`AND (endpoint_id, kind, object_id) IN (SELECT endpoint_id, kind, object_id
+			FROM deliveries INDEXED BY deliveries_last WHERE endpoint_id = ? AND last_at >= ? AND status <> 'pending' LIMIT ?)`,
+			ms(now), ms(now), f.EndpointID, f.EndpointID, ms(f.Since), f.Limit)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("requeue deliveries of endpoint %s: %w", models.Quote(f.EndpointID), err)
+	}
+	return int(n), nil
+}
+
+// Backlog returns the pending deliveries of each endpoint that has some
+// (index deliveries_backlog), counted up to models.MaxBacklogCount each.
+func (o *Outbound) Backlog(ctx context.Context) (map[string]models.Backlog, error) {
+	eps, err := o.Endpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]models.Backlog{}
+	for _, e := range eps {
+		var (
+			n      int64
+			oldest sql.NullInt64
+		)
+		err := o.s.r.QueryRowContext(ctx, `SELECT count(*), min(since) FROM (SELECT since FROM deliveries INDEXED BY deliveries_backlog
+			WHERE endpoint_id = ? AND status = 'pending' ORDER BY since LIMIT ?)`, e.ID, models.MaxBacklogCount).Scan(&n, &oldest)
+		if err != nil {
+			return nil, fmt.Errorf("count the backlog of endpoint %s: %w", models.Quote(e.ID), translate(err))
+		}
+		if n > 0 {
+			out[e.ID] = models.Backlog{Pending: n, Oldest: timePtr(oldest)}
+		}
+	}
+	return out, nil
+}
+
+// Attempts returns a page of attempts, newest first.
+func (o *Outbound) Attempts(ctx context.Context, f models.AttemptFilter) ([]models.Attempt, string, error) {
+	var after int64 = 1<<63 - 1
+	if f.After != "" {
+		n, err := strconv.ParseInt(f.After, 10, 64)
+		if err != nil {
+			return nil, "", models.Public(models.ErrInvalid, "the cursor is not one this list gave").In("cursor")
+		}
+		after = n
+	}
+	q := `SELECT id, endpoint_id, message_id, type, object_id, at, status, latency_ms, error, delivered
+		FROM delivery_attempts WHERE id < ?`
+	args := []any{after}
+	if f.EndpointID != "" {
+		q += ` AND endpoint_id = ?`
+		args = append(args, f.EndpointID)
+	}
+	if f.Failed {
+		q += ` AND delivered = 0`
+	}
+	rows, err := o.s.r.QueryContext(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, f.Limit+1)...)
+	if err != nil {
+		return nil, "", fmt.Errorf("read attempts: %w", translate(err))
+	}
+	defer rows.Close()
+	out := []models.Attempt{}
+	for rows.Next() {
+		var (
+			a                 models.Attempt
+			id, at, latencyMS int64
+		)
+		if err := rows.Scan(&id, &a.EndpointID, &a.MessageID, &a.Type, &a.ObjectID, &at, &a.Status, &latencyMS,
+			&a.Error, &a.Delivered); err != nil {
+			return nil, "", fmt.Errorf("read attempts: %w", translate(err))
+		}
+		a.ID, a.At, a.Latency = strconv.FormatInt(id, 10), fromMS(at), time.Duration(latencyMS)*time.Millisecond
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("read attempts: %w", translate(err))
+	}
+	next := ""
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+		next = out[f.Limit-1].ID
+	}
+	return out, next, nil
+}
+
+// DeleteAttemptsBefore deletes up to limit attempts made before cutoff
+// (index delivery_attempts_at).
+func (o *Outbound) DeleteAttemptsBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	var n int64
+	err := o.s.write(ctx, func(t *wtx) error {
+		var err error
+		n, err = t.execN(`DELETE FROM delivery_attempts WHERE id IN (
+			SELECT id FROM delivery_attempts WHERE at < ? ORDER BY at LIMIT ?)`, ms(cutoff), limit)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete old attempts: %w", err)
+	}
+	return int(n), nil
+}

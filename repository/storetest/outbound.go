@@ -1,0 +1,397 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
+)
+
+// The promises of outbound webhooks' storage: a change that applies is
+// recorded with it (and nothing else is); the fan-out keeps, per endpoint
+// and object, the newest change not yet received; a settle never loses a
+// change queued meanwhile; endpoints, attempts, replays and backlogs
+// round-trip; erasure takes a user's deliveries.
+
+func outboxOf(t *testing.T, s repository.Store) []models.Outboxed {
+	t.Helper()
+	out, err := s.Outbound().Outbox(context.Background(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func testOutboundRecordsEachChangeThatApplied(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	s.Outbound().SetRecording(true)
+	forEachKind(t, func(t *testing.T, k models.Kind, f kindFixture) {
+		before := len(outboxOf(t, s))
+		first, newer := "msg_ob_"+string(k), "msg_ob_newer_"+string(k)
+		ev := eventOf(f.state(first, 2*time.Second), models.EventCreated)
+		ev.Origin = models.OriginReplay
+		if _, err := s.Deliver(ctx, ev, f.state(first, 2*time.Second), now); err != nil {
+			t.Fatal(err)
+		}
+		// A duplicate and a stale state change nothing: nothing recorded.
+		if _, err := s.Deliver(ctx, ev, f.state(first, 2*time.Second), now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Deliver(ctx, eventOf(f.state("msg_ob_stale_"+string(k), time.Second), models.EventUpdated),
+			f.state("msg_ob_stale_"+string(k), time.Second), now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Deliver(ctx, eventOf(f.state(newer, 3*time.Second), models.EventUpdated), f.state(newer, 3*time.Second), now); err != nil {
+			t.Fatal(err)
+		}
+		got := outboxOf(t, s)[before:]
+		if len(got) != 2 {
+			t.Fatalf("outbox = %+v, want the two changes that applied", got)
+		}
+		want := models.PendingOf(ev, f.state(first, 2*time.Second), now)
+		if want.Change != models.EventCreated || want.Origin != models.OriginReplay {
+			t.Fatalf("PendingOf = %+v", want)
+		}
+		if !samePending(got[0].Pending, want) || got[1].Version.EventID != newer || got[1].Change != models.EventUpdated ||
+			got[1].Origin != models.OriginWebhook {
+			t.Errorf("outbox = %+v, want %+v then the newer update", got, want)
+		}
+	})
+	s.Outbound().SetRecording(false)
+	before := len(outboxOf(t, s))
+	ch := change("user_ob_off", "msg_ob_off", time.Second, "")
+	if _, err := s.Deliver(ctx, eventOf(ch, models.EventCreated), ch, now); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(outboxOf(t, s)); n != before {
+		t.Errorf("with recording off, the outbox grew to %d entries", n)
+	}
+}
+
+// testOutboundReapplyRecordsAgain: a change applied, then its mark lost
+// (a crash), is recorded again by the Reapply that heals it.
+func testOutboundReapplyRecordsAgain(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	s.Outbound().SetRecording(true)
+	ch := change("user_ob_crash", "msg_ob_crash", time.Second, "")
+	stored, _, err := s.Events().Record(ctx, eventOf(ch, models.EventCreated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Users().Apply(ctx, ch, now); err != nil { // the crash: applied, not marked
+		t.Fatal(err)
+	}
+	stored.Origin = models.OriginSweep
+	if d, err := s.Reapply(ctx, stored, ch, now); err != nil || d.Outcome != models.OutcomeApplied {
+		t.Fatalf("Reapply = %+v, %v", d, err)
+	}
+	got := outboxOf(t, s)
+	if len(got) != 1 || got[0].ObjectID != "user_ob_crash" || got[0].Origin != models.OriginSweep {
+		t.Errorf("outbox = %+v, want the change recorded by the sweep's re-apply", got)
+	}
+}
+
+func samePending(a, b models.Pending) bool {
+	return a.Kind == b.Kind && a.ObjectID == b.ObjectID && a.UserID == b.UserID && a.Version.EventID == b.Version.EventID &&
+		a.Version.SourceTime.Equal(b.Version.SourceTime) && a.Version.Deleted == b.Version.Deleted &&
+		a.Change == b.Change && a.Origin == b.Origin && a.At.Equal(b.At)
+}
+
+func pendingUser(userID, eventID string, at time.Duration, c models.EventType) models.Pending {
+	return models.Pending{Kind: models.KindUser, ObjectID: userID, UserID: userID, Change: c, Origin: models.OriginWebhook,
+		Version: models.Version{SourceTime: t0.Add(at), EventID: eventID, Deleted: c == models.EventDeleted}, At: t0.Add(at)}
+}
+
+func due(t *testing.T, s repository.Store, now time.Time) []models.Delivery {
+	t.Helper()
+	ds, err := s.Outbound().Due(context.Background(), now, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+func testOutboundFanoutKeepsTheNewestChange(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	o := s.Outbound()
+	now := t0.Add(time.Hour)
+	s.Outbound().SetRecording(true)
+	ch := change("user_fo_entry", "msg_fo_entry", time.Second, "")
+	if _, err := s.Deliver(ctx, eventOf(ch, models.EventCreated), ch, now); err != nil {
+		t.Fatal(err)
+	}
+	entries := outboxOf(t, s)
+	created := pendingUser("user_fo", "msg_fo_1", time.Second, models.EventCreated)
+	fs := []models.Fanout{{Pending: created, Endpoints: []string{"ep_a", "ep_b"}}}
+	for range 2 { // twice: the same
+		if err := o.Fanout(ctx, fs, []string{entries[0].Key}, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := outboxOf(t, s); len(got) != 0 {
+		t.Errorf("outbox after the fan-out = %+v, want it empty", got)
+	}
+	ds := due(t, s, now)
+	if len(ds) != 2 || ds[0].MessageID != created.MessageID() || ds[0].Status != models.DeliveryPending ||
+		ds[0].Change != models.EventCreated || !ds[0].NextAt.Equal(now) || !ds[0].Since.Equal(created.At) {
+		t.Fatalf("due = %+v, want the creation pending for both endpoints", ds)
+	}
+	if len(due(t, s, now.Add(-time.Millisecond))) != 0 {
+		t.Error("a delivery is due before its time")
+	}
+	// An update while the creation waits replaces it, and stays a
+	// creation; a stale one and a duplicate change nothing.
+	updated := pendingUser("user_fo", "msg_fo_2", 2*time.Second, models.EventUpdated)
+	stale := pendingUser("user_fo", "msg_fo_0", 0, models.EventUpdated)
+	if err := o.Fanout(ctx, []models.Fanout{{Pending: updated, Endpoints: []string{"ep_a"}},
+		{Pending: stale, Endpoints: []string{"ep_a"}}, {Pending: updated, Endpoints: []string{"ep_a"}}}, nil, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	d, err := o.Delivery(ctx, "ep_a", models.KindUser, "user_fo")
+	if err != nil || d.MessageID != updated.MessageID() || d.Change != models.EventCreated || !d.NextAt.Equal(now) ||
+		d.Version.EventID != "msg_fo_2" {
+		t.Errorf("delivery = %+v, %v; want the update in place of the creation, still a creation, due as before", d, err)
+	}
+	if _, err := o.Delivery(ctx, "ep_c", models.KindUser, "user_fo"); !errors.Is(err, models.ErrNotFound) {
+		t.Errorf("an endpoint never queued has a delivery: %v", err)
+	}
+	// After a deletion, a late update of the object is never queued.
+	deleted := pendingUser("user_fo", "msg_fo_del", 3*time.Second, models.EventDeleted)
+	late := pendingUser("user_fo", "msg_fo_late", 4*time.Second, models.EventUpdated)
+	if err := o.Fanout(ctx, []models.Fanout{{Pending: deleted, Endpoints: []string{"ep_b"}}, {Pending: late, Endpoints: []string{"ep_b"}}}, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := o.Delivery(ctx, "ep_b", models.KindUser, "user_fo"); err != nil || d.MessageID != deleted.MessageID() || d.Change != models.EventDeleted {
+		t.Errorf("delivery = %+v, %v; want the deletion, never the late update", d, err)
+	}
+}
+
+func testOutboundSettleKeepsAChangeQueuedMeanwhile(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	o := s.Outbound()
+	now := t0.Add(time.Hour)
+	first := pendingUser("user_st", "msg_st_1", time.Second, models.EventCreated)
+	if err := o.Fanout(ctx, []models.Fanout{{Pending: first, Endpoints: []string{"ep_st"}}}, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	sent := due(t, s, now)[0]
+	delivered := func(d models.Delivery, at time.Time) models.Delivery {
+		d.Status, d.Attempts, d.Fields = models.DeliveryDelivered, 0, map[string]string{"email": "h1"}
+		d.LastStatus, d.LastAt, d.DeliveredAt, d.DeliveredMsg = 204, &at, &at, d.MessageID
+		return d
+	}
+	attempt := models.Attempt{EndpointID: "ep_st", MessageID: sent.MessageID, Type: "user.created", ObjectID: "user_st",
+		At: now, Status: 204, Latency: 12 * time.Millisecond, Delivered: true}
+	// While it was being sent, a newer change was queued.
+	second := pendingUser("user_st", "msg_st_2", 2*time.Second, models.EventUpdated)
+	if err := o.Fanout(ctx, []models.Fanout{{Pending: second, Endpoints: []string{"ep_st"}}}, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	at := now.Add(time.Second)
+	if err := o.Settle(ctx, sent, delivered(sent, at), attempt); err != nil {
+		t.Fatal(err)
+	}
+	d, err := o.Delivery(ctx, "ep_st", models.KindUser, "user_st")
+	if err != nil || d.Status != models.DeliveryPending || d.MessageID != second.MessageID() || d.DeliveredMsg != first.MessageID() ||
+		!reflect.DeepEqual(d.Fields, map[string]string{"email": "h1"}) || !d.NextAt.Equal(at) {
+		t.Fatalf("delivery = %+v, %v; want the newer change pending, due now, the first one received", d, err)
+	}
+	// Sent and received: delivered.
+	if err := o.Settle(ctx, d, delivered(d, at), attempt); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := o.Delivery(ctx, "ep_st", models.KindUser, "user_st"); err != nil || d.Status != models.DeliveryDelivered ||
+		d.DeliveredMsg != second.MessageID() {
+		t.Errorf("delivery = %+v, %v; want it delivered", d, err)
+	}
+	if len(due(t, s, at.Add(time.Hour))) != 0 {
+		t.Error("a delivered delivery is still due")
+	}
+	// A delivery settled after its endpoint was deleted records the
+	// attempt only.
+	if err := o.Settle(ctx, models.Delivery{EndpointID: "ep_gone", Kind: models.KindUser, ObjectID: "user_st"}, d, attempt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Delivery(ctx, "ep_gone", models.KindUser, "user_st"); !errors.Is(err, models.ErrNotFound) {
+		t.Errorf("a settle revived a delivery: %v", err)
+	}
+	as, _, err := o.Attempts(ctx, models.AttemptFilter{EndpointID: "ep_st", Limit: 10})
+	if err != nil || len(as) != 3 || as[0].Status != 204 || as[0].Latency != 12*time.Millisecond || !as[0].Delivered {
+		t.Errorf("attempts = %+v, %v; want the three recorded", as, err)
+	}
+}
+
+func testOutboundEndpointsRoundTrip(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	o := s.Outbound()
+	until := t0.Add(24 * time.Hour)
+	e := models.Endpoint{ID: "ep_rt", URL: "https://example.com/hook", Description: "CRM", EventTypes: []string{"user.*", "organization.created"},
+		Enabled: true, Secret: "whsec_a", PreviousSecret: "whsec_b", PreviousUntil: &until, CreatedAt: t0, UpdatedAt: t0}
+	cfg := models.Endpoint{ID: "cfg_x", URL: "https://example.com/x", FromConfig: true, Secret: "whsec_c", CreatedAt: t0, UpdatedAt: t0,
+		FailingSince: &until, Disabled: models.DisabledFailing}
+	for _, ep := range []models.Endpoint{e, cfg} {
+		if err := o.PutEndpoint(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := o.Endpoints(ctx)
+	cfg.EventTypes = []string{}
+	if err != nil || len(got) != 2 || !reflect.DeepEqual(got[0], cfg) || !reflect.DeepEqual(got[1], e) {
+		t.Fatalf("endpoints = %+v, %v; want both as written, by id", got, err)
+	}
+	e.Enabled, e.URL = false, "https://example.com/other"
+	if err := o.PutEndpoint(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := o.Endpoint(ctx, "ep_rt"); err != nil || !reflect.DeepEqual(got, e) {
+		t.Errorf("endpoint = %+v, %v; want it replaced", got, err)
+	}
+	if err := o.Fanout(ctx, []models.Fanout{{Pending: pendingUser("user_ep", "msg_ep", 0, models.EventCreated),
+		Endpoints: []string{"ep_rt", "cfg_x"}}}, nil, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.DeleteEndpoint(ctx, "ep_rt"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Endpoint(ctx, "ep_rt"); !errors.Is(err, models.ErrNotFound) {
+		t.Errorf("a deleted endpoint reads: %v", err)
+	}
+	if err := o.DeleteEndpoint(ctx, "ep_rt"); !errors.Is(err, models.ErrNotFound) {
+		t.Errorf("deleting it again = %v, want not found", err)
+	}
+	if ds := due(t, s, t0); len(ds) != 1 || ds[0].EndpointID != "cfg_x" {
+		t.Errorf("due = %+v, want the deleted endpoint's delivery gone", ds)
+	}
+}
+
+func testOutboundAttemptsPageAndAge(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	o := s.Outbound()
+	if err := o.Fanout(ctx, []models.Fanout{{Pending: pendingUser("user_at", "msg_at", 0, models.EventCreated),
+		Endpoints: []string{"ep_at"}}}, nil, t0); err != nil {
+		t.Fatal(err)
+	}
+	d := due(t, s, t0)[0]
+	for i := range 5 {
+		a := models.Attempt{EndpointID: "ep_at", MessageID: d.MessageID, Type: "user.created", ObjectID: "user_at",
+			At: t0.Add(time.Duration(i) * time.Hour), Status: 500, Error: "status 500", Delivered: i == 4}
+		if i == 4 {
+			a.Status, a.Error = 200, ""
+		}
+		if err := o.Settle(ctx, d, d, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all []models.Attempt
+	for after := ""; ; {
+		page, next, err := o.Attempts(ctx, models.AttemptFilter{EndpointID: "ep_at", After: after, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, page...)
+		if after = next; next == "" {
+			break
+		}
+	}
+	if len(all) != 5 || !all[0].Delivered || !all[0].At.Equal(t0.Add(4*time.Hour)) || !all[4].At.Equal(t0) {
+		t.Fatalf("attempts = %+v, want five, newest first", all)
+	}
+	if failed, _, err := o.Attempts(ctx, models.AttemptFilter{Failed: true, Limit: 10}); err != nil || len(failed) != 4 || failed[0].Delivered {
+		t.Errorf("failed attempts = %+v, %v; want the four failures", failed, err)
+	}
+	if n, err := o.DeleteAttemptsBefore(ctx, t0.Add(2*time.Hour), 100); err != nil || n != 2 {
+		t.Errorf("DeleteAttemptsBefore = %d, %v; want the two older attempts", n, err)
+	}
+	if _, _, err := o.Attempts(ctx, models.AttemptFilter{After: "not-a-cursor", Limit: 2}); !errors.Is(err, models.ErrInvalid) {
+		t.Errorf("a bad cursor = %v, want invalid", err)
+	}
+}
+
+func testOutboundRequeueAndBacklog(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	o := s.Outbound()
+	if err := o.PutEndpoint(ctx, models.Endpoint{ID: "ep_rq", URL: "https://example.com", Enabled: true, Secret: "whsec_a",
+		CreatedAt: t0, UpdatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	var fs []models.Fanout
+	for _, id := range []string{"user_rq1", "user_rq2", "user_rq3"} {
+		fs = append(fs, models.Fanout{Pending: pendingUser(id, "msg_"+id, 0, models.EventCreated), Endpoints: []string{"ep_rq"}})
+	}
+	if err := o.Fanout(ctx, fs, nil, t0); err != nil {
+		t.Fatal(err)
+	}
+	b, err := o.Backlog(ctx)
+	if err != nil || b["ep_rq"].Pending != 3 || b["ep_rq"].Oldest == nil || !b["ep_rq"].Oldest.Equal(t0) {
+		t.Fatalf("backlog = %+v, %v; want 3 pending since t0", b, err)
+	}
+	// Two are delivered (at t0+1h and t0+2h), one fails for good.
+	for i, d := range due(t, s, t0) {
+		at := t0.Add(time.Duration(i+1) * time.Hour)
+		r := d
+		r.Status, r.LastAt, r.DeliveredAt, r.DeliveredMsg, r.Fields = models.DeliveryDelivered, &at, &at, d.MessageID, map[string]string{"a": "1"}
+		if i == 2 {
+			r.Status, r.DeliveredAt, r.DeliveredMsg, r.Fields = models.DeliveryFailed, nil, "", nil
+		}
+		if err := o.Settle(ctx, d, r, models.Attempt{EndpointID: "ep_rq", MessageID: d.MessageID, At: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, err := o.Backlog(ctx); err != nil || len(b) != 0 {
+		t.Errorf("backlog = %+v, %v; want none", b, err)
+	}
+	// A window from t0+2h: the last two.
+	n, err := o.Requeue(ctx, models.Requeue{EndpointID: "ep_rq", Since: t0.Add(2 * time.Hour), Limit: 100}, t0.Add(5*time.Hour))
+	if err != nil || n != 2 {
+		t.Fatalf("Requeue(window) = %d, %v; want 2", n, err)
+	}
+	// One object: the first.
+	if n, err := o.Requeue(ctx, models.Requeue{EndpointID: "ep_rq", Kind: models.KindUser, ObjectID: "user_rq1"}, t0.Add(5*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("Requeue(one) = %d, %v; want 1", n, err)
+	}
+	ds := due(t, s, t0.Add(5*time.Hour))
+	if len(ds) != 3 {
+		t.Fatalf("due = %+v, want the three requeued", ds)
+	}
+	for _, d := range ds {
+		if d.Fields != nil || d.Attempts != 0 {
+			t.Errorf("requeued %+v, want it sent whole, its schedule from the start", d)
+		}
+	}
+	if n, err := o.Requeue(ctx, models.Requeue{EndpointID: "ep_rq", Kind: models.KindUser, ObjectID: "user_rq1"}, t0.Add(6*time.Hour)); err != nil || n != 0 {
+		t.Errorf("Requeue of a pending delivery = %d, %v; want nothing to do", n, err)
+	}
+}
+
+func testOutboundErasureTakesAUsersDeliveries(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	o := s.Outbound()
+	now := time.Now().UTC()
+	for _, ch := range []models.UserChange{change("user_oe", "msg_oe_1", time.Second, "oe@example.com"), deletion("user_oe", "msg_oe_2", 2*time.Second)} {
+		if _, err := s.Deliver(ctx, eventOf(ch, models.EventUpdated), ch, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs := []models.Fanout{
+		{Pending: pendingUser("user_oe", "msg_oe_2", 2*time.Second, models.EventDeleted), Endpoints: []string{"ep_oe"}},
+		{Pending: pendingUser("user_keep", "msg_keep", time.Second, models.EventCreated), Endpoints: []string{"ep_oe"}},
+	}
+	if err := o.Fanout(ctx, fs, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EraseUser(ctx, "user_oe", now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Delivery(ctx, "ep_oe", models.KindUser, "user_oe"); !errors.Is(err, models.ErrNotFound) {
+		t.Errorf("an erased user's delivery stays: %v", err)
+	}
+	if _, err := o.Delivery(ctx, "ep_oe", models.KindUser, "user_keep"); err != nil {
+		t.Errorf("another user's delivery went: %v", err)
+	}
+}
