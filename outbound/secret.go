@@ -48,8 +48,10 @@ func CheckSecret(s string) error {
 	if len(s) > maxSecretLen {
 		return bad("secret is too long: its key must be 24 to 64 bytes")
 	}
-	key, err := base64.StdEncoding.Strict().DecodeString(s[len(SecretPrefix):])
-	if err != nil {
+	body := s[len(SecretPrefix):]
+	// base64's decoder skips line breaks; a secret has none.
+	key, err := base64.StdEncoding.Strict().DecodeString(body)
+	if err != nil || strings.ContainsAny(body, "\r\n") {
 		return bad("secret must be " + SecretPrefix + " followed by standard base64")
 	}
 	if len(key) < minSecretKey || len(key) > maxSecretKey {
