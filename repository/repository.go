@@ -206,7 +206,8 @@ type Outbound interface {
 	// first.
 	Due(ctx context.Context, now time.Time, limit int) ([]models.Delivery, error)
 	// Settle records result, what became of the attempt to send sent
-	// (models.Settled), and the attempt a.
+	// (models.Settled), and the attempt a (none when a.MessageID is "":
+	// nothing was sent).
 	Settle(ctx context.Context, sent, result models.Delivery, a models.Attempt) error
 	// Delivery returns an endpoint's delivery of one object
 	// (models.ErrNotFound: none).

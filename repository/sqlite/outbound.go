@@ -294,6 +294,9 @@ func (o *Outbound) Settle(ctx context.Context, sent, result models.Delivery, a m
 				return err
 			}
 		}
+		if a.MessageID == "" {
+			return nil // nothing was sent
+		}
 		return addAttempt(t, a)
 	})
 	if err != nil {

@@ -1,0 +1,546 @@
+package outbound
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository"
+)
+
+// The dispatcher moves changes from the outbox to the endpoints. One
+// instance at a time dispatches: the one holding the lease LeaseName, as
+// the sweep's. A round (Step):
+//  1. fans the outbox out: each change that applied is queued for every
+//     enabled endpoint that wants its type, in each endpoint's delivery of
+//     its object (models.Delivery.Queue keeps the newest change not yet
+//     received); a deletion that cascaded queues the deletion of each
+//     child it deleted;
+//  2. sends the deliveries due, at most one per endpoint and object at a
+//     time, rendering the object's state as it is now (so an app never
+//     receives an older state after a newer one), naming the fields
+//     changed since the state it last received, and skipping a state whose
+//     fields did not change;
+//  3. records each attempt, the retry schedule, and the endpoint's health.
+//
+// Several instances never send one delivery at once: a send starts only
+// while the lease has longer to run than a send may take (the request's
+// timeout and the settle's), so a holder that lost the lease (and cannot
+// tell) has finished its sends before another can take it.
+
+// LeaseName is the lease of the instance that dispatches.
+const LeaseName = "outbound"
+
+// Renderer renders an object as the REST API shows it to an admin (a
+// tombstone too), and says whether it is deleted. An object usersync no
+// longer has (erased) is models.ErrNotFound.
+type Renderer func(ctx context.Context, k models.Kind, objectID string) (data json.RawMessage, deleted bool, err error)
+
+// Observer is told of each attempt and each endpoint usersync disables
+// (the metrics).
+type Observer interface {
+	Attempted(endpointID string, v Verdict, latency time.Duration)
+	Disabled(endpointID, reason string)
+}
+
+// Options configure a Dispatcher. Store, Render and Sender are required.
+type Options struct {
+	Store  repository.Store
+	Render Renderer
+	Sender *Sender
+	// SendTimeout is the Sender's time limit of a request (DefaultTimeout).
+	SendTimeout time.Duration
+	Owner       string // names this instance in the lease
+	Now         func() time.Time
+	Jitter      func() float64 // in [0, 1): the retry schedule's jitter
+	Log         *slog.Logger
+	Observer    Observer
+	MaxInFlight int           // sends at once, in all (32)
+	PerEndpoint int           // sends at once to one endpoint (8)
+	Lease       time.Duration // the lease's length (60 s)
+	Tick        time.Duration // Run's round when nothing wakes it (1 s)
+}
+
+// Dispatcher sends outbound webhooks.
+type Dispatcher struct {
+	o    Options
+	wake chan struct{}
+	wg   sync.WaitGroup
+
+	mu          sync.Mutex
+	endpoints   map[string]models.Endpoint
+	inflight    map[string]bool
+	perEndpoint map[string]int
+	leaseUntil  time.Time
+	prunedAt    time.Time
+}
+
+// NewDispatcher returns a dispatcher with o's defaults filled in.
+func NewDispatcher(o Options) *Dispatcher {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Jitter == nil {
+		o.Jitter = rand.Float64
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.SendTimeout <= 0 {
+		o.SendTimeout = DefaultTimeout
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 32
+	}
+	if o.PerEndpoint <= 0 {
+		o.PerEndpoint = 8
+	}
+	if o.Lease <= 0 {
+		o.Lease = 60 * time.Second
+	}
+	if o.Tick <= 0 {
+		o.Tick = time.Second
+	}
+	return &Dispatcher{o: o, wake: make(chan struct{}, 1), endpoints: map[string]models.Endpoint{},
+		inflight: map[string]bool{}, perEndpoint: map[string]int{}}
+}
+
+// Notify wakes Run for a round now: a change applied.
+func (d *Dispatcher) Notify() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run dispatches until ctx ends, then waits for the sends under way.
+func (d *Dispatcher) Run(ctx context.Context) {
+	t := time.NewTicker(d.o.Tick)
+	defer t.Stop()
+	var lastErr string
+	for {
+		if err := d.step(ctx, false); err != nil && ctx.Err() == nil && err.Error() != lastErr {
+			lastErr = err.Error()
+			d.o.Log.LogAttrs(ctx, slog.LevelWarn, "outbound webhooks: a round failed", slog.String("err", lastErr))
+		} else if err == nil {
+			lastErr = ""
+		}
+		select {
+		case <-ctx.Done():
+			d.wg.Wait()
+			return
+		case <-t.C:
+		case <-d.wake:
+		}
+	}
+}
+
+// Step runs one round and waits for the sends it started.
+func (d *Dispatcher) Step(ctx context.Context) error {
+	err := d.step(ctx, true)
+	d.wg.Wait()
+	return err
+}
+
+func (d *Dispatcher) step(ctx context.Context, wait bool) error {
+	if err := d.Refresh(ctx); err != nil {
+		return err
+	}
+	lead, err := d.lead(ctx)
+	if err != nil || !lead {
+		return err
+	}
+	if err := d.fanout(ctx); err != nil {
+		return err
+	}
+	d.prune(ctx)
+	return d.sendDue(ctx)
+}
+
+// Refresh reads the endpoints, and turns the outbox's recording on while
+// one is enabled. Every instance refreshes, leading or not: each records
+// the changes it applies.
+func (d *Dispatcher) Refresh(ctx context.Context) error {
+	eps, err := d.o.Store.Outbound().Endpoints(ctx)
+	if err != nil {
+		return err
+	}
+	m := make(map[string]models.Endpoint, len(eps))
+	on := false
+	for _, e := range eps {
+		m[e.ID] = e
+		on = on || e.Enabled
+	}
+	d.o.Store.Outbound().SetRecording(on)
+	d.mu.Lock()
+	d.endpoints = m
+	d.mu.Unlock()
+	return nil
+}
+
+// sendBudget is the longest a send may take: the request, then its
+// settle.
+func (d *Dispatcher) sendBudget() time.Duration { return d.o.SendTimeout + settleTimeout }
+
+// settleTimeout bounds the write that records an attempt.
+const settleTimeout = 5 * time.Second
+
+// lead takes or extends the lease; false when another instance holds it.
+func (d *Dispatcher) lead(ctx context.Context) (bool, error) {
+	now := d.o.Now()
+	d.mu.Lock()
+	held := d.leaseUntil
+	d.mu.Unlock()
+	if now.Before(held.Add(-d.o.Lease * 2 / 3)) {
+		return true, nil
+	}
+	until := now.Add(d.o.Lease)
+	l := d.o.Store.Leases()
+	ok, err := false, error(nil)
+	if now.Before(held) {
+		ok, err = l.Extend(ctx, LeaseName, d.o.Owner, until)
+	}
+	if err == nil && !ok {
+		ok, err = l.Acquire(ctx, LeaseName, d.o.Owner, now, until)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case err != nil:
+		return false, err // the lease runs out as it is
+	case ok:
+		d.leaseUntil = until
+	default:
+		d.leaseUntil = time.Time{}
+	}
+	return ok, nil
+}
+
+// fanoutBatch is how many outbox entries one fan-out reads; fanoutRounds
+// bounds the reads of one round.
+const (
+	fanoutBatch  = 256
+	fanoutRounds = 8
+	cascadePage  = 500
+)
+
+// fanout queues the outbox's changes for the endpoints that want them.
+func (d *Dispatcher) fanout(ctx context.Context) error {
+	ob := d.o.Store.Outbound()
+	for range fanoutRounds {
+		entries, err := ob.Outbox(ctx, fanoutBatch)
+		if err != nil || len(entries) == 0 {
+			return err
+		}
+		now := d.o.Now()
+		fs := make([]models.Fanout, 0, len(entries))
+		done := make([]string, 0, len(entries))
+		for _, e := range entries {
+			fs = append(fs, models.Fanout{Pending: e.Pending, Endpoints: d.wanting(e.Pending)})
+			if e.Change == models.EventDeleted {
+				if err := d.fanoutCascade(ctx, e.Pending, now); err != nil {
+					return err
+				}
+			}
+			done = append(done, e.Key)
+		}
+		if err := ob.Fanout(ctx, fs, done, now); err != nil {
+			return err
+		}
+		if len(entries) < fanoutBatch {
+			return nil
+		}
+	}
+	return nil
+}
+
+// wanting returns the enabled endpoints that want p's type.
+func (d *Dispatcher) wanting(p models.Pending) []string {
+	typ := models.OutboundType(p.Kind, p.Change)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var ids []string
+	for id, e := range d.endpoints {
+		if e.Wants(typ) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// children are, for each kind whose deletion cascades, how to walk the
+// objects of the child kind it deleted: memberships, deleted with their
+// user or organization.
+var children = map[models.Kind]func(ctx context.Context, s repository.Store, p models.Pending, each func([]models.Pending) error) error{
+	models.KindUser:         walkMemberships(func(id string) models.MembershipFilter { return models.MembershipFilter{UserID: id} }),
+	models.KindOrganization: walkMemberships(func(id string) models.MembershipFilter { return models.MembershipFilter{OrgID: id} }),
+}
+
+// walkMemberships walks the memberships of a deleted parent that its
+// deletion deleted: tombstones whose last event is the parent's deletion.
+func walkMemberships(filter func(parentID string) models.MembershipFilter) func(ctx context.Context, s repository.Store, p models.Pending, each func([]models.Pending) error) error {
+	return func(ctx context.Context, s repository.Store, p models.Pending, each func([]models.Pending) error) error {
+		f := filter(p.ObjectID)
+		f.IncludeDeleted, f.Limit = true, cascadePage
+		for {
+			page, err := s.Memberships().List(ctx, f)
+			if err != nil {
+				return err
+			}
+			var ps []models.Pending
+			for _, m := range page.Memberships {
+				if m.DeletedAt == nil || m.LastEventID != p.Version.EventID {
+					continue
+				}
+				ps = append(ps, models.Pending{Kind: models.KindMembership, ObjectID: m.MembershipID, UserID: m.UserID,
+					Version: models.Version{SourceTime: m.SourceUpdatedAt, EventID: m.LastEventID, Deleted: true},
+					Change: models.EventDeleted, Origin: models.OriginCascade, At: p.At})
+			}
+			if len(ps) > 0 {
+				if err := each(ps); err != nil {
+					return err
+				}
+			}
+			if f.After = page.NextCursor; f.After == "" {
+				return nil
+			}
+		}
+	}
+}
+
+// fanoutCascade queues the deletions p's cascade made.
+func (d *Dispatcher) fanoutCascade(ctx context.Context, p models.Pending, now time.Time) error {
+	walk, ok := children[p.Kind]
+	if !ok {
+		return nil
+	}
+	return walk(ctx, d.o.Store, p, func(ps []models.Pending) error {
+		fs := make([]models.Fanout, len(ps))
+		for i, c := range ps {
+			fs[i] = models.Fanout{Pending: c, Endpoints: d.wanting(c)}
+		}
+		return d.o.Store.Outbound().Fanout(ctx, fs, nil, now)
+	})
+}
+
+// prune deletes the attempts older than models.AttemptsKept, once an hour.
+func (d *Dispatcher) prune(ctx context.Context) {
+	now := d.o.Now()
+	if now.Sub(d.prunedAt) < time.Hour {
+		return
+	}
+	d.prunedAt = now
+	if _, err := d.o.Store.Outbound().DeleteAttemptsBefore(ctx, now.Add(-models.AttemptsKept), 10000); err != nil {
+		d.o.Log.LogAttrs(ctx, slog.LevelWarn, "outbound webhooks: old attempts not deleted", slog.String("err", err.Error()))
+	}
+}
+
+// sendDue starts the sends of the deliveries due, within the bounds.
+func (d *Dispatcher) sendDue(ctx context.Context) error {
+	d.mu.Lock()
+	busy := len(d.inflight)
+	d.mu.Unlock()
+	if busy >= d.o.MaxInFlight {
+		return nil
+	}
+	now := d.o.Now()
+	due, err := d.o.Store.Outbound().Due(ctx, now, d.o.MaxInFlight+busy)
+	if err != nil {
+		return err
+	}
+	for _, dl := range due {
+		d.mu.Lock()
+		ep, known := d.endpoints[dl.EndpointID]
+		start := !d.inflight[dl.Key()] && len(d.inflight) < d.o.MaxInFlight && d.perEndpoint[dl.EndpointID] < d.o.PerEndpoint &&
+			now.Add(d.sendBudget()).Before(d.leaseUntil)
+		if start {
+			d.inflight[dl.Key()] = true
+			d.perEndpoint[dl.EndpointID]++
+		}
+		d.mu.Unlock()
+		if !start {
+			continue
+		}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			defer d.release(dl)
+			if !known || !ep.Enabled {
+				d.drop(ctx, dl)
+				return
+			}
+			d.send(ctx, ep, dl)
+		}()
+	}
+	return nil
+}
+
+func (d *Dispatcher) release(dl models.Delivery) {
+	d.mu.Lock()
+	delete(d.inflight, dl.Key())
+	d.perEndpoint[dl.EndpointID]--
+	d.mu.Unlock()
+}
+
+// drop ends a delivery whose endpoint is disabled or deleted: dropped
+// (an operator's replay sends it again).
+func (d *Dispatcher) drop(ctx context.Context, dl models.Delivery) {
+	r := dl
+	r.Status = models.DeliveryDropped
+	d.settle(ctx, dl, r, models.Attempt{})
+}
+
+// payload is a delivery's body: Standard Webhooks' type, timestamp and
+// data, and what changed and where the change came from.
+type payload struct {
+	Type      string          `json:"type"`
+	Timestamp time.Time       `json:"timestamp"`
+	Data      json.RawMessage `json:"data"`
+	Changed   []string        `json:"changed"`
+	Origin    string          `json:"origin"`
+}
+
+// send sends one delivery and records what became of it.
+func (d *Dispatcher) send(ctx context.Context, ep models.Endpoint, dl models.Delivery) {
+	now := d.o.Now().UTC()
+	data, deleted, err := d.o.Render(ctx, dl.Kind, dl.ObjectID)
+	if errors.Is(err, models.ErrNotFound) {
+		d.drop(ctx, dl) // erased meanwhile
+		return
+	}
+	var fields map[string]string
+	if err == nil {
+		fields, err = Fingerprint(dl.Key(), data)
+	}
+	if err != nil {
+		d.failed(ctx, ep, dl, Result{Verdict: Retry, Err: "render: " + err.Error()}, "", now)
+		return
+	}
+	change := dl.Change
+	switch {
+	case deleted:
+		change = models.EventDeleted
+	case change == models.EventDeleted:
+		change = models.EventUpdated
+	case change == models.EventCreated && dl.Fields != nil:
+		change = models.EventUpdated
+	}
+	typ := models.OutboundType(dl.Kind, change)
+	changed := Changed(dl.Fields, fields)
+	if (dl.Fields != nil && len(changed) == 0) || !models.MatchesType(ep.EventTypes, typ) {
+		// Nothing the app has not seen, or a state it does not want: done.
+		r := dl
+		r.Status, r.Attempts, r.DeliveredMsg = models.DeliveryDelivered, 0, dl.MessageID
+		d.settle(ctx, dl, r, models.Attempt{})
+		return
+	}
+	body, err := json.Marshal(payload{Type: typ, Timestamp: now, Data: data, Changed: changed, Origin: dl.Origin})
+	if err != nil {
+		d.failed(ctx, ep, dl, Result{Verdict: Retry, Err: "render: " + err.Error()}, typ, now)
+		return
+	}
+	res := d.o.Sender.Send(ctx, Target{URL: ep.URL, Secrets: ep.Secrets(now)}, Message{ID: dl.MessageID, Timestamp: now, Body: body})
+	if d.o.Observer != nil {
+		d.o.Observer.Attempted(ep.ID, res.Verdict, res.Latency)
+	}
+	if res.Verdict != Delivered {
+		d.failed(ctx, ep, dl, res, typ, now)
+		return
+	}
+	r := dl
+	r.Status, r.Attempts, r.Fields = models.DeliveryDelivered, 0, fields
+	r.LastStatus, r.LastError, r.LastAt, r.DeliveredAt, r.DeliveredMsg = res.Status, "", &now, &now, dl.MessageID
+	d.settle(ctx, dl, r, attemptOf(dl, typ, now, res))
+	if ep.FailingSince != nil {
+		d.updateEndpoint(ctx, ep.ID, func(e *models.Endpoint) { e.FailingSince = nil })
+	}
+	d.Notify() // a change queued meanwhile is due now
+}
+
+func attemptOf(dl models.Delivery, typ string, at time.Time, res Result) models.Attempt {
+	return models.Attempt{EndpointID: dl.EndpointID, MessageID: dl.MessageID, Type: typ, ObjectID: dl.ObjectID, At: at,
+		Status: res.Status, Latency: res.Latency, Error: res.Err, Delivered: res.Verdict == Delivered}
+}
+
+// failed records a failed attempt: the next on the schedule (or none:
+// failed), and the endpoint's health: 410 disables it, and so does
+// failing every delivery for models.MaxFailingFor.
+func (d *Dispatcher) failed(ctx context.Context, ep models.Endpoint, dl models.Delivery, res Result, typ string, now time.Time) {
+	r := dl
+	r.LastStatus, r.LastError, r.LastAt = res.Status, res.Err, &now
+	r.Attempts++
+	if at, ok := NextAttempt(r.Attempts, now, res.RetryAfter, d.o.Jitter()); ok {
+		r.NextAt = at
+	} else {
+		r.Status = models.DeliveryFailed
+	}
+	if res.Verdict == Gone {
+		r.Status = models.DeliveryDropped
+	}
+	d.settle(ctx, dl, r, attemptOf(dl, typ, now, res))
+	switch {
+	case res.Verdict == Gone:
+		d.disable(ctx, ep.ID, models.DisabledGone)
+	case ep.FailingSince == nil:
+		d.updateEndpoint(ctx, ep.ID, func(e *models.Endpoint) {
+			if e.FailingSince == nil {
+				e.FailingSince = &now
+			}
+		})
+	case now.Sub(*ep.FailingSince) >= models.MaxFailingFor:
+		d.disable(ctx, ep.ID, models.DisabledFailing)
+	}
+}
+
+// disable disables an endpoint for reason.
+func (d *Dispatcher) disable(ctx context.Context, id, reason string) {
+	if d.updateEndpoint(ctx, id, func(e *models.Endpoint) { e.Enabled, e.Disabled = false, reason }) {
+		d.o.Log.LogAttrs(ctx, slog.LevelError, "outbound webhooks: endpoint disabled",
+			slog.String("endpoint", id), slog.String("reason", reason))
+		if d.o.Observer != nil {
+			d.o.Observer.Disabled(id, reason)
+		}
+	}
+}
+
+// updateEndpoint changes the stored endpoint id with fn, and the copy
+// this dispatcher reads; false when it is gone or the write failed.
+func (d *Dispatcher) updateEndpoint(ctx context.Context, id string, fn func(*models.Endpoint)) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	ob := d.o.Store.Outbound()
+	e, err := ob.Endpoint(ctx, id)
+	if err == nil {
+		fn(&e)
+		e.UpdatedAt = d.o.Now().UTC()
+		err = ob.PutEndpoint(ctx, e)
+	}
+	if err != nil {
+		if !errors.Is(err, models.ErrNotFound) {
+			d.o.Log.LogAttrs(ctx, slog.LevelWarn, "outbound webhooks: endpoint not updated",
+				slog.String("endpoint", id), slog.String("err", err.Error()))
+		}
+		return false
+	}
+	d.mu.Lock()
+	d.endpoints[id] = e
+	d.mu.Unlock()
+	return true
+}
+
+// settle records what became of a send, even when ctx has ended.
+func (d *Dispatcher) settle(ctx context.Context, sent, result models.Delivery, a models.Attempt) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if err := d.o.Store.Outbound().Settle(ctx, sent, result, a); err != nil {
+		// The delivery stays as it was, due: it is sent again (with its
+		// webhook-id), which at least once allows.
+		d.o.Log.LogAttrs(ctx, slog.LevelWarn, "outbound webhooks: a delivery's outcome not recorded",
+			slog.String("endpoint", sent.EndpointID), slog.String("webhook_id", sent.MessageID), slog.String("err", err.Error()))
+	}
+}
