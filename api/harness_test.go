@@ -22,6 +22,7 @@ import (
 	"github.com/usersync/usersync/internal/peer"
 	"github.com/usersync/usersync/internal/service"
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/outbound"
 	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
@@ -41,6 +42,10 @@ type harness struct {
 	t     *testing.T
 	store repotest.Store
 	url   string
+	// dispatcher sends outbound webhooks (harnessOptions.outbound): a
+	// test steps it.
+	dispatcher *outbound.Dispatcher
+	svc        *sync.Service
 }
 
 type harnessOptions struct {
@@ -57,6 +62,13 @@ type harnessOptions struct {
 	grace      time.Duration // of a pending billing plan; 0: the default
 	proxies    peer.Proxies
 	metrics    *api.Metrics
+	// outbound turns outbound webhooks on, endpoints on loopback allowed,
+	// with the dispatcher's clock (nil: the real one).
+	outbound bool
+	now      func() time.Time
+	// denyPrivate refuses endpoints on private addresses, as production
+	// does by default.
+	denyPrivate bool
 }
 
 func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
@@ -79,7 +91,14 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	if o.beforeApply != nil {
 		so.WrapStore = func(s repository.Store) sync.Store { return repotest.Hook(s, o.beforeApply) }
 	}
-	e, _, err := service.New(o.store, so, api.Config{
+	svc := service.Sync(o.store, so)
+	var d *outbound.Dispatcher
+	var ob *api.Outbound
+	if o.outbound {
+		d, ob = service.Outbound(o.store, svc, service.OutboundOptions{AllowPrivate: !o.denyPrivate, Owner: "harness", Now: o.now,
+			Jitter: func() float64 { return 0.5 }, Timeout: 5 * time.Second})
+	}
+	e, err := api.New(service.API(o.store, svc, api.Config{
 		Users:          reader,
 		Logger:         o.logger,
 		WebhookSecrets: o.secrets,
@@ -90,13 +109,14 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 		BillingGrace:   o.grace,
 		TrustedProxies: o.proxies,
 		Metrics:        o.metrics,
-	})
+		Outbound:       ob,
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	return &harness{t: t, store: o.store, url: srv.URL}
+	return &harness{t: t, store: o.store, url: srv.URL, dispatcher: d, svc: svc}
 }
 
 // response is what a request got back.

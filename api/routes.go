@@ -62,6 +62,18 @@ func (s *server) routes(e *echo.Echo) {
 	e.GET("/v1/admin/backup", s.backupState, adminKey)
 	e.POST("/v1/admin/backup", s.startBackup, adminKey)
 
+	// Admin key: the endpoints of outbound webhooks.
+	e.GET("/v1/endpoints", s.listEndpoints, adminKey)
+	e.POST("/v1/endpoints", s.createEndpoint, adminKey)
+	e.GET("/v1/endpoints/:id", s.getEndpoint, adminKey)
+	e.PATCH("/v1/endpoints/:id", s.patchEndpoint, adminKey)
+	e.DELETE("/v1/endpoints/:id", s.deleteEndpoint, adminKey)
+	e.POST("/v1/endpoints/:id/rotate-secret", s.rotateSecret, adminKey)
+	e.POST("/v1/endpoints/:id/test", s.testEndpoint, adminKey)
+	e.GET("/v1/endpoints/:id/attempts", s.listAttempts, adminKey)
+	e.GET("/v1/endpoints/:id/deliveries", s.listDeliveries, adminKey)
+	e.POST("/v1/endpoints/:id/replay", s.replayDeliveries, adminKey)
+
 	// Admin key: Clerk Billing's objects (a payer's plan is read above).
 	e.GET("/v1/billing/payment-attempts", s.listPaymentAttempts, adminKey)
 	e.GET("/v1/billing/subscriptions/:subscriptionId", s.getSubscription, adminKey)

@@ -117,6 +117,10 @@ type Config struct {
 	// DefaultBillingGrace.
 	BillingGrace time.Duration
 
+	// Outbound, if set, serves the endpoints of outbound webhooks
+	// (/v1/endpoints); without it they answer 501.
+	Outbound *Outbound
+
 	// MetricsKey, if set, is the bearer key GET /metrics requires.
 	MetricsKey string
 }
@@ -143,6 +147,7 @@ type server struct {
 	health       *health
 
 	clerkSync ClerkSyncer
+	outbound  *Outbound
 
 	consoleCfg Console
 	dryRun     dryRunJob
@@ -223,6 +228,7 @@ func newServer(cfg Config) (*server, error) {
 		health:       &health{},
 
 		clerkSync: cfg.ClerkSync,
+		outbound:  cfg.Outbound,
 
 		consoleCfg: cfg.Console,
 

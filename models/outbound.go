@@ -84,7 +84,7 @@ const (
 // means every type.
 func CheckEventTypes(patterns []string) error {
 	if len(patterns) > MaxEndpointTypes {
-		return Public(ErrInvalid, "at most %d event types", MaxEndpointTypes).In("eventTypes")
+		return Public(ErrInvalid, "eventTypes: at most %d", MaxEndpointTypes).In("eventTypes")
 	}
 	known := OutboundTypes()
 	for i, p := range patterns {
@@ -93,10 +93,10 @@ func CheckEventTypes(patterns []string) error {
 			(rest == "*" && slices.ContainsFunc(known, func(t string) bool { return strings.HasPrefix(t, name+".") }))
 		switch {
 		case len(p) > MaxEndpointType || !ok:
-			return Public(ErrInvalid, "%s is not an event type (one of %s, \"<object>.*\" or \"*\")",
+			return Public(ErrInvalid, "eventTypes: %s is not an event type (one of %s, \"<object>.*\" or \"*\")",
 				Quote(p), strings.Join(known, ", ")).In("eventTypes")
 		case slices.Contains(patterns[:i], p):
-			return Public(ErrInvalid, "%s is given twice", Quote(p)).In("eventTypes")
+			return Public(ErrInvalid, "eventTypes: %s is given twice", Quote(p)).In("eventTypes")
 		}
 	}
 	return nil

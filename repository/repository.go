@@ -171,6 +171,9 @@ type Billing interface {
 	// Subscription returns one subscription, or an error wrapping
 	// models.ErrNotFound.
 	Subscription(ctx context.Context, subscriptionID string) (models.Subscription, error)
+	// Item and PaymentAttempt read one object (models.ErrNotFound: none).
+	Item(ctx context.Context, itemID string) (models.SubscriptionItem, error)
+	PaymentAttempt(ctx context.Context, attemptID string) (models.PaymentAttempt, error)
 	// PaymentAttempts returns one page of payment attempts as f selects
 	// them, the newest Clerk time first; NextCursor is "" on the last
 	// page. A malformed cursor wraps models.ErrInvalid.

@@ -67,6 +67,7 @@ func (f *Fetcher) sync(ctx context.Context, k models.Kind, id string, get func(c
 		return Result{}, models.Public(models.ErrBadUpstream, "Clerk's answer for %s %s is not %s usersync can apply", k, models.Quote(id), k.WithArticle()).
 			Because(fmt.Errorf("read %s %q from Clerk: %w", k, id, err))
 	}
+	d.Origin = models.OriginSync
 	res, err := f.Service.Ingest(ctx, d)
 	if errors.Is(err, models.ErrInvalid) {
 		return res, models.Public(models.ErrBadUpstream, "Clerk's answer for %s %s is not %s usersync can apply", k, models.Quote(id), k.WithArticle()).

@@ -460,6 +460,10 @@ func (r *Reconciler) one(ctx context.Context, src *source, raw json.RawMessage, 
 		}
 		return id, r.preview(ctx, src, id, ch, page, note)
 	}
+	d.Origin = models.OriginBackfill
+	if opts.Deletions {
+		d.Origin = models.OriginReconcile
+	}
 	res, err := r.Service.Ingest(ctx, d)
 	switch {
 	case errors.Is(err, models.ErrInvalid) || errors.Is(err, models.ErrRetryLater):
@@ -598,6 +602,7 @@ func (r *Reconciler) deleteAbsent(ctx context.Context, l *listing, opts Reconcil
 		if err != nil {
 			return fmt.Errorf("delete %s %q: %w", src.kind, id, err)
 		}
+		d.Origin = models.OriginReconcile
 		res, err := r.Service.Ingest(ctx, d)
 		switch {
 		case errors.Is(err, models.ErrInvalid) || errors.Is(err, models.ErrRetryLater):

@@ -115,6 +115,7 @@ func (r *Recovery) SweepOnce(ctx context.Context) (Report, error) {
 		for _, ev := range evs {
 			if !seen[ev.ID] { // one still due failed again with a retry time already passed
 				seen[ev.ID] = true
+				ev.Origin = models.OriginSweep
 				fresh = append(fresh, ev)
 			}
 		}

@@ -65,7 +65,7 @@ func (s *Service) replayOne(ctx context.Context, ev models.Event, lease time.Dur
 		case err != nil:
 			return Replayed{}, err
 		}
-		ev = full
+		full.Origin, ev = ev.Origin, full
 	}
 	switch {
 	case ev.Status == models.StatusProcessed:

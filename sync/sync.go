@@ -45,6 +45,8 @@ type Service struct {
 	// activity, if set, counts events and outcomes per minute (see
 	// SetActivity).
 	activity *Activity
+	// applied, if set, is told that a change applied (see OnApplied).
+	applied func()
 }
 
 // New returns a service over the given stores. now may be nil for
@@ -56,6 +58,10 @@ func New(events EventStore, store Store, now func() time.Time) *Service {
 	}
 	return &Service{events: events, store: store, now: now, retry: DefaultBackoff}
 }
+
+// OnApplied makes the service call fn after each change that applied,
+// whatever the path (the outbound dispatcher wakes on it).
+func (s *Service) OnApplied(fn func()) { s.applied = fn }
 
 // SetBackoff sets when the recovery sweep retries failed events.
 func (s *Service) SetBackoff(b Backoff) { s.retry = b }
@@ -96,6 +102,9 @@ type Delivery struct {
 	Signature string
 	Body      []byte // the exact bytes received
 	Event     models.ClerkEvent
+	// Origin is where it came from (models.Origin…); "": from its id
+	// (models.OriginOf).
+	Origin string
 }
 
 // Result says what became of an event.
@@ -135,6 +144,7 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 		ObjectID:       objectID,
 		RawBody:        d.Body,
 		Source:         models.SourceClerk,
+		Origin:         d.Origin,
 		Signature:      d.Signature,
 		SignatureValid: valid,
 		ReceivedAt:     s.now().UTC().Truncate(time.Millisecond),
@@ -191,6 +201,9 @@ func (s *Service) delivered(ctx context.Context, dl models.Delivered, res Result
 		return res, nil
 	}
 	s.noteOutcome(dl.Outcome, false)
+	if dl.Outcome == models.OutcomeApplied && s.applied != nil {
+		s.applied()
+	}
 	res.Status, res.Outcome = models.StatusProcessed, dl.Outcome
 	return res, nil
 }
@@ -207,10 +220,14 @@ func applyError(err error) error {
 
 // Process processes a stored event again from its raw body, as a new
 // delivery of it would. It is how stored and failed events are recovered.
+// A change that applies comes from ev.Origin, by default a replay.
 // An erased event has no body left: that is an error wrapping
 // models.ErrConflict, and the event is not changed.
 func (s *Service) Process(ctx context.Context, ev models.Event) (Result, error) {
 	res := Result{EventID: ev.EventID, UserID: ev.UserID, ObjectID: ev.ObjectID, Status: ev.Status, Outcome: ev.Outcome}
+	if ev.Origin == "" {
+		ev.Origin = models.OriginReplay
+	}
 	if ev.ErasedAt != nil {
 		return res, models.Public(models.ErrConflict, "event %s was erased (its user is deleted)", models.Quote(ev.EventID))
 	}

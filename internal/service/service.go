@@ -5,9 +5,13 @@
 package service
 
 import (
+	"log/slog"
+	"time"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/outbound"
 	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/sync"
 )
@@ -81,4 +85,36 @@ func New(store repository.Store, o Options, c api.Config) (*echo.Echo, *sync.Ser
 		return nil, nil, err
 	}
 	return e, svc, nil
+}
+
+// OutboundOptions are how outbound webhooks are built.
+type OutboundOptions struct {
+	// AllowPrivate: endpoints on loopback and private addresses are
+	// allowed (USERSYNC_ENDPOINTS_ALLOW_PRIVATE).
+	AllowPrivate bool
+	// Owner names this instance in the dispatcher's lease.
+	Owner string
+	// Now and Jitter are the dispatcher's clock and the retry schedule's
+	// jitter; nil: the real ones.
+	Now    func() time.Time
+	Jitter func() float64
+	// Timeout bounds a request to an endpoint; 0: outbound.DefaultTimeout.
+	Timeout  time.Duration
+	Log      *slog.Logger
+	Observer outbound.Observer
+}
+
+// Outbound is outbound webhooks over store: the dispatcher, woken by each
+// change svc applies, and what the API's endpoints routes need. The
+// caller runs the dispatcher (Run), or steps it (tests).
+func Outbound(store repository.Store, svc *sync.Service, o OutboundOptions) (*outbound.Dispatcher, *api.Outbound) {
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = outbound.DefaultTimeout
+	}
+	sender := outbound.NewSender(outbound.SenderOptions{AllowPrivate: o.AllowPrivate, Timeout: timeout})
+	d := outbound.NewDispatcher(outbound.Options{Store: store, Render: api.Renderer(store), Sender: sender, SendTimeout: timeout,
+		Owner: o.Owner, Now: o.Now, Jitter: o.Jitter, Log: o.Log, Observer: o.Observer})
+	svc.OnApplied(d.Notify)
+	return d, &api.Outbound{Store: store.Outbound(), Sender: sender, AllowPrivate: o.AllowPrivate, Notify: d.Notify}
 }

@@ -585,6 +585,26 @@ func (b *Billing) Subscription(ctx context.Context, subscriptionID string) (mode
 	return d.model(), nil
 }
 
+// Item returns one subscription item, or an error wrapping
+// models.ErrNotFound.
+func (b *Billing) Item(ctx context.Context, itemID string) (models.SubscriptionItem, error) {
+	var d itemDoc
+	if err := findByID(ctx, b.items, docID(itemID), &d, nil); err != nil {
+		return models.SubscriptionItem{}, fmt.Errorf("subscription item %s: %w", itemID, err)
+	}
+	return d.model(), nil
+}
+
+// PaymentAttempt returns one payment attempt, or an error wrapping
+// models.ErrNotFound.
+func (b *Billing) PaymentAttempt(ctx context.Context, attemptID string) (models.PaymentAttempt, error) {
+	var d attemptDoc
+	if err := findByID(ctx, b.attempts, docID(attemptID), &d, nil); err != nil {
+		return models.PaymentAttempt{}, fmt.Errorf("payment attempt %s: %w", attemptID, err)
+	}
+	return d.model()
+}
+
 // attemptsFilter is the filter of one page of payment attempts f: by
 // paymentId (paymentId_1_sourceUpdatedAt_-1__id_-1), by payer
 // (payerKind_1_payerId_1_sourceUpdatedAt_-1__id_-1) or all

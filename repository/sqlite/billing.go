@@ -269,6 +269,26 @@ func (b *Billing) Subscription(ctx context.Context, subscriptionID string) (mode
 	return sub, nil
 }
 
+// Item returns one subscription item (the primary key), or an error
+// wrapping models.ErrNotFound.
+func (b *Billing) Item(ctx context.Context, itemID string) (models.SubscriptionItem, error) {
+	it, err := scanItem(b.s.r.QueryRowContext(ctx, `SELECT `+itemColumns+` FROM subscription_items WHERE item_id = ?`, itemID))
+	if err != nil {
+		return it, fmt.Errorf("subscription item %q: %w", itemID, err)
+	}
+	return it, nil
+}
+
+// PaymentAttempt returns one payment attempt (the primary key), or an
+// error wrapping models.ErrNotFound.
+func (b *Billing) PaymentAttempt(ctx context.Context, attemptID string) (models.PaymentAttempt, error) {
+	a, err := scanAttempt(b.s.r.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM payment_attempts WHERE attempt_id = ?`, attemptID))
+	if err != nil {
+		return a, fmt.Errorf("payment attempt %q: %w", attemptID, err)
+	}
+	return a, nil
+}
+
 // PaymentAttempts returns one page of payment attempts, the newest Clerk
 // time (source_updated_at) first, then the larger attempt id: those of
 // f.PaymentID (payment_attempts_payment; with a payer too, it is checked

@@ -1,0 +1,558 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/outbound"
+	"github.com/usersync/usersync/repository"
+)
+
+// The endpoints of outbound webhooks (admin): register, read, change,
+// delete, rotate a secret, send a test message, read the deliveries and
+// attempts, replay.
+
+// Outbound is what the endpoints' routes need.
+type Outbound struct {
+	Store  repository.Outbound
+	Sender *outbound.Sender
+	// AllowPrivate: USERSYNC_ENDPOINTS_ALLOW_PRIVATE (loopback and private
+	// addresses are allowed).
+	AllowPrivate bool
+	// Notify wakes the dispatcher (a replay is due at once).
+	Notify func()
+}
+
+// endpointsFileVar is the setting that endpoints from configuration come
+// from: what a refusal to change one names.
+const endpointsFileVar = "USERSYNC_ENDPOINTS_FILE"
+
+var endpointIDPattern = regexp.MustCompile(`^(ep|cfg)_[a-z0-9_-]{1,40}$`)
+
+type endpointRequest struct {
+	ID string `param:"id" validate:"required,max=44"`
+}
+
+func (r endpointRequest) check() error {
+	if !endpointIDPattern.MatchString(r.ID) {
+		return models.Public(models.ErrInvalid, "the endpoint id must be ep_… or cfg_… (letters, digits, _ and -)").In("id")
+	}
+	return nil
+}
+
+type endpointJSON struct {
+	ID                  string   `json:"id"`
+	URL                 string   `json:"url"`
+	Description         string   `json:"description"`
+	EventTypes          []string `json:"eventTypes"`
+	Enabled             bool     `json:"enabled"`
+	DisabledReason      string   `json:"disabledReason,omitempty"`
+	FromConfig          bool     `json:"fromConfig"`
+	FailingSince        *string  `json:"failingSince"`
+	PreviousSecretUntil *string  `json:"previousSecretUntil"`
+	CreatedAt           string   `json:"createdAt"`
+	UpdatedAt           string   `json:"updatedAt"`
+	Backlog             *int64   `json:"backlog,omitempty"`
+	OldestPendingAt     *string  `json:"oldestPendingAt,omitempty"`
+	// Secret is shown once: when the endpoint is created, and when it is
+	// rotated.
+	Secret string `json:"secret,omitempty"`
+}
+
+func newEndpointJSON(e models.Endpoint) endpointJSON {
+	types := e.EventTypes
+	if types == nil {
+		types = []string{}
+	}
+	return endpointJSON{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: types, Enabled: e.Enabled,
+		DisabledReason: e.Disabled, FromConfig: e.FromConfig, FailingSince: optTime(e.FailingSince),
+		PreviousSecretUntil: optTime(e.PreviousUntil), CreatedAt: formatTime(e.CreatedAt), UpdatedAt: formatTime(e.UpdatedAt)}
+}
+
+// outboundOff answers the endpoints' routes of a server without them.
+func (s *server) outboundOff() error {
+	if s.outbound == nil {
+		return echo.NewHTTPError(http.StatusNotImplemented, "outbound webhooks are not configured on this server")
+	}
+	return nil
+}
+
+// maxEndpointBody bounds an endpoint's request body.
+const maxEndpointBody = 16 << 10
+
+// readJSON decodes the request's body, at most maxEndpointBody bytes, into
+// v; an empty body leaves v as it is when empty is allowed.
+func readJSON(c echo.Context, v any, shape string, empty bool) error {
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxEndpointBody+1))
+	if err != nil {
+		return models.Public(models.ErrInvalid, "the body could not be read").Because(err)
+	}
+	if len(body) > maxEndpointBody {
+		return models.Public(models.ErrInvalid, "the body is larger than %d bytes", maxEndpointBody).In("body")
+	}
+	if empty && len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil || dec.More() {
+		return models.Public(models.ErrInvalid, "the body must be a JSON object %s", shape).In("body")
+	}
+	return nil
+}
+
+// checkEndpoint validates what a request may set of an endpoint.
+func (s *server) checkEndpoint(e models.Endpoint) error {
+	if err := outbound.CheckURL(e.URL, s.outbound.AllowPrivate); err != nil {
+		return err
+	}
+	if len(e.Description) > models.MaxEndpointDesc {
+		return models.Public(models.ErrInvalid, "description must be at most %d bytes", models.MaxEndpointDesc).In("description")
+	}
+	return models.CheckEventTypes(e.EventTypes)
+}
+
+// newEndpointID is a new endpoint's id: ep_ and 24 random letters and
+// digits.
+func newEndpointID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return "ep_" + string(b)
+}
+
+type createEndpointBody struct {
+	URL         string   `json:"url"`
+	EventTypes  []string `json:"eventTypes"`
+	Description string   `json:"description"`
+	Enabled     *bool    `json:"enabled"`
+}
+
+const endpointShape = `{"url": "https://…", "eventTypes": ["user.created", "organization.*"], "description": "…", "enabled": true}`
+
+// createEndpoint answers POST /v1/endpoints: the endpoint, with its
+// secret, shown this once.
+func (s *server) createEndpoint(c echo.Context) error {
+	if err := s.outboundOff(); err != nil {
+		return err
+	}
+	var b createEndpointBody
+	if err := readJSON(c, &b, endpointShape, false); err != nil {
+		return err
+	}
+	if b.URL == "" {
+		return models.Public(models.ErrInvalid, "url is required").In("url")
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	e := models.Endpoint{ID: newEndpointID(), URL: b.URL, Description: strings.TrimSpace(b.Description), EventTypes: b.EventTypes,
+		Enabled: b.Enabled == nil || *b.Enabled, CreatedAt: now, UpdatedAt: now}
+	if err := s.checkEndpoint(e); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	all, err := s.outbound.Store.Endpoints(ctx)
+	if err != nil {
+		return err
+	}
+	if len(all) >= models.MaxEndpoints {
+		return models.Public(models.ErrConflict, "there are %d endpoints already, the most usersync keeps; delete one first", len(all))
+	}
+	if e.Secret, err = outbound.NewSecret(); err != nil {
+		return err
+	}
+	if err := s.outbound.Store.PutEndpoint(ctx, e); err != nil {
+		return err
+	}
+	s.logEndpoint(c, "endpoint created", e)
+	j := newEndpointJSON(e)
+	j.Secret = e.Secret
+	return c.JSON(http.StatusCreated, j)
+}
+
+// logEndpoint logs an admin's change of an endpoint: its id and host,
+// never its secret or the rest of its URL (which may carry a token).
+func (s *server) logEndpoint(c echo.Context, msg string, e models.Endpoint) {
+	host := e.URL
+	if i := strings.Index(host, "://"); i >= 0 {
+		host = host[i+3:]
+	}
+	if i := strings.IndexAny(host, "/?#"); i >= 0 {
+		host = host[:i]
+	}
+	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, msg, slog.String("endpoint", e.ID),
+		slog.String("host", boundMessage(host)), slog.String("by", KeyFingerprint(keyHash(c))),
+		slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)))
+}
+
+// listEndpoints answers GET /v1/endpoints: every endpoint, with its
+// backlog.
+func (s *server) listEndpoints(c echo.Context) error {
+	if err := s.outboundOff(); err != nil {
+		return err
+	}
+	if err := bind(c, &struct{}{}); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	eps, err := s.outbound.Store.Endpoints(ctx)
+	if err != nil {
+		return err
+	}
+	backlog, err := s.outbound.Store.Backlog(ctx)
+	if err != nil {
+		return err
+	}
+	out := make([]endpointJSON, len(eps))
+	for i, e := range eps {
+		out[i] = withBacklog(newEndpointJSON(e), backlog[e.ID])
+	}
+	return c.JSON(http.StatusOK, map[string]any{"endpoints": out})
+}
+
+func withBacklog(j endpointJSON, b models.Backlog) endpointJSON {
+	j.Backlog, j.OldestPendingAt = &b.Pending, optTime(b.Oldest)
+	return j
+}
+
+// endpoint reads the endpoint the path names.
+func (s *server) endpoint(c echo.Context, req any) (models.Endpoint, error) {
+	if err := s.outboundOff(); err != nil {
+		return models.Endpoint{}, err
+	}
+	if err := bind(c, req); err != nil {
+		return models.Endpoint{}, err
+	}
+	id := idOf(req)
+	if err := (endpointRequest{ID: id}).check(); err != nil {
+		return models.Endpoint{}, err
+	}
+	e, err := s.outbound.Store.Endpoint(c.Request().Context(), id)
+	return e, notFound(err, "endpoint", id)
+}
+
+// idOf is the endpoint id of a request type.
+func idOf(req any) string {
+	switch r := req.(type) {
+	case *endpointRequest:
+		return r.ID
+	case *endpointPageRequest:
+		return r.ID
+	}
+	return ""
+}
+
+// getEndpoint answers GET /v1/endpoints/{id}.
+func (s *server) getEndpoint(c echo.Context) error {
+	e, err := s.endpoint(c, &endpointRequest{})
+	if err != nil {
+		return err
+	}
+	backlog, err := s.outbound.Store.Backlog(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, withBacklog(newEndpointJSON(e), backlog[e.ID]))
+}
+
+// fromConfig refuses to change an endpoint that comes from the
+// configuration.
+func fromConfig(e models.Endpoint) error {
+	if e.FromConfig {
+		return models.Public(models.ErrConflict, "endpoint %s comes from the configuration (%s): change it there", e.ID, endpointsFileVar)
+	}
+	return nil
+}
+
+type patchEndpointBody struct {
+	URL         *string   `json:"url"`
+	EventTypes  *[]string `json:"eventTypes"`
+	Description *string   `json:"description"`
+	Enabled     *bool     `json:"enabled"`
+}
+
+// patchEndpoint answers PATCH /v1/endpoints/{id}: enabling an endpoint
+// usersync disabled clears why.
+func (s *server) patchEndpoint(c echo.Context) error {
+	e, err := s.endpoint(c, &endpointRequest{})
+	if err != nil {
+		return err
+	}
+	if err := fromConfig(e); err != nil {
+		return err
+	}
+	var b patchEndpointBody
+	if err := readJSON(c, &b, endpointShape, false); err != nil {
+		return err
+	}
+	if b.URL != nil {
+		e.URL = *b.URL
+	}
+	if b.EventTypes != nil {
+		e.EventTypes = *b.EventTypes
+	}
+	if b.Description != nil {
+		e.Description = strings.TrimSpace(*b.Description)
+	}
+	if b.Enabled != nil {
+		if *b.Enabled && !e.Enabled {
+			e.Disabled, e.FailingSince = "", nil
+		}
+		e.Enabled = *b.Enabled
+	}
+	if err := s.checkEndpoint(e); err != nil {
+		return err
+	}
+	e.UpdatedAt = s.now().UTC().Truncate(time.Millisecond)
+	if err := s.outbound.Store.PutEndpoint(c.Request().Context(), e); err != nil {
+		return err
+	}
+	s.logEndpoint(c, "endpoint changed", e)
+	return c.JSON(http.StatusOK, newEndpointJSON(e))
+}
+
+// deleteEndpoint answers DELETE /v1/endpoints/{id}.
+func (s *server) deleteEndpoint(c echo.Context) error {
+	e, err := s.endpoint(c, &endpointRequest{})
+	if err != nil {
+		return err
+	}
+	if err := fromConfig(e); err != nil {
+		return err
+	}
+	if err := s.outbound.Store.DeleteEndpoint(c.Request().Context(), e.ID); err != nil {
+		return notFound(err, "endpoint", e.ID)
+	}
+	s.logEndpoint(c, "endpoint deleted", e)
+	return c.NoContent(http.StatusNoContent)
+}
+
+type rotateBody struct {
+	// Overlap is how long the previous secret still signs: a Go duration
+	// ("24h", "0s"), at most models.MaxRotationOverlap.
+	Overlap string `json:"overlap"`
+}
+
+// defaultOverlap is how long a rotated secret signs by default.
+const defaultOverlap = 24 * time.Hour
+
+// rotateSecret answers POST /v1/endpoints/{id}/rotate-secret: a new
+// secret, shown this once; the previous one signs too until the overlap
+// ends.
+func (s *server) rotateSecret(c echo.Context) error {
+	e, err := s.endpoint(c, &endpointRequest{})
+	if err != nil {
+		return err
+	}
+	if err := fromConfig(e); err != nil {
+		return err
+	}
+	b := rotateBody{Overlap: defaultOverlap.String()}
+	if err := readJSON(c, &b, `{"overlap": "24h"}`, true); err != nil {
+		return err
+	}
+	overlap, err := time.ParseDuration(b.Overlap)
+	if err != nil || overlap < 0 || overlap > models.MaxRotationOverlap {
+		return models.Public(models.ErrInvalid, "overlap must be a duration from 0s to %s", models.MaxRotationOverlap).In("overlap")
+	}
+	secret, err := outbound.NewSecret()
+	if err != nil {
+		return err
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	until := now.Add(overlap)
+	e.PreviousSecret, e.PreviousUntil, e.Secret, e.UpdatedAt = e.Secret, &until, secret, now
+	if overlap == 0 {
+		e.PreviousSecret, e.PreviousUntil = "", nil
+	}
+	if err := s.outbound.Store.PutEndpoint(c.Request().Context(), e); err != nil {
+		return err
+	}
+	s.logEndpoint(c, "endpoint secret rotated", e)
+	j := newEndpointJSON(e)
+	j.Secret = secret
+	return c.JSON(http.StatusOK, j)
+}
+
+// testEndpoint answers POST /v1/endpoints/{id}/test: a usersync.test
+// message sent now, signed, and what the endpoint answered. It is not
+// queued, retried or recorded.
+func (s *server) testEndpoint(c echo.Context) error {
+	e, err := s.endpoint(c, &endpointRequest{})
+	if err != nil {
+		return err
+	}
+	now := s.now().UTC()
+	id := "msg_test_" + strings.TrimPrefix(newEndpointID(), "ep_")
+	body, err := json.Marshal(map[string]any{"type": "usersync.test", "timestamp": now,
+		"data": map[string]string{"endpointId": e.ID}, "changed": []string{}, "origin": "test"})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), outbound.DefaultTimeout+time.Second)
+	defer cancel()
+	res := s.outbound.Sender.Send(ctx, outbound.Target{URL: e.URL, Secrets: e.Secrets(now)}, outbound.Message{ID: id, Timestamp: now, Body: body})
+	return c.JSON(http.StatusOK, map[string]any{"webhookId": id, "delivered": res.Verdict == outbound.Delivered,
+		"status": res.Status, "latencyMs": res.Latency.Milliseconds(), "error": res.Err, "response": res.Body})
+}
+
+type endpointPageRequest struct {
+	ID     string `param:"id" validate:"required,max=44"`
+	Failed bool   `query:"failed"`
+	Status string `query:"status" validate:"omitempty,oneof=pending delivered failed dropped"`
+	Limit  int    `query:"limit" validate:"min=1,max=200"`
+	Cursor string `query:"cursor" validate:"max=1024"`
+}
+
+type attemptJSON struct {
+	ID        string `json:"id"`
+	WebhookID string `json:"webhookId"`
+	Type      string `json:"type"`
+	ObjectID  string `json:"objectId"`
+	At        string `json:"at"`
+	Status    int    `json:"status"`
+	LatencyMS int64  `json:"latencyMs"`
+	Error     string `json:"error,omitempty"`
+	Delivered bool   `json:"delivered"`
+}
+
+// listAttempts answers GET /v1/endpoints/{id}/attempts: the endpoint's
+// attempts, newest first (failed=true: its failures).
+func (s *server) listAttempts(c echo.Context) error {
+	req := endpointPageRequest{Limit: 50}
+	e, err := s.endpoint(c, &req)
+	if err != nil {
+		return err
+	}
+	as, next, err := s.outbound.Store.Attempts(c.Request().Context(),
+		models.AttemptFilter{EndpointID: e.ID, Failed: req.Failed, After: req.Cursor, Limit: req.Limit})
+	if err != nil {
+		return err
+	}
+	out := make([]attemptJSON, len(as))
+	for i, a := range as {
+		out[i] = attemptJSON{ID: a.ID, WebhookID: a.MessageID, Type: a.Type, ObjectID: a.ObjectID, At: formatTime(a.At),
+			Status: a.Status, LatencyMS: a.Latency.Milliseconds(), Error: a.Error, Delivered: a.Delivered}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"attempts": out, "nextCursor": next})
+}
+
+type deliveryJSON struct {
+	Kind        string  `json:"kind"`
+	ObjectID    string  `json:"objectId"`
+	WebhookID   string  `json:"webhookId"`
+	Type        string  `json:"type"`
+	Origin      string  `json:"origin"`
+	Status      string  `json:"status"`
+	Attempts    int     `json:"attempts"`
+	NextAt      *string `json:"nextAttemptAt"`
+	PendingAt   *string `json:"pendingSince"`
+	LastStatus  int     `json:"lastStatus"`
+	LastError   string  `json:"lastError,omitempty"`
+	LastAt      *string `json:"lastAttemptAt"`
+	DeliveredAt *string `json:"deliveredAt"`
+}
+
+// listDeliveries answers GET /v1/endpoints/{id}/deliveries: what the
+// endpoint has been told of each object, by kind and object (status=…:
+// those in that state).
+func (s *server) listDeliveries(c echo.Context) error {
+	req := endpointPageRequest{Limit: 50}
+	e, err := s.endpoint(c, &req)
+	if err != nil {
+		return err
+	}
+	if req.Failed {
+		return models.Public(models.ErrInvalid, "failed is a parameter of the attempts; deliveries take status").In("failed")
+	}
+	ds, next, err := s.outbound.Store.Deliveries(c.Request().Context(),
+		models.DeliveryFilter{EndpointID: e.ID, Status: req.Status, After: req.Cursor, Limit: req.Limit})
+	if err != nil {
+		return err
+	}
+	out := make([]deliveryJSON, len(ds))
+	for i, d := range ds {
+		j := deliveryJSON{Kind: string(d.Kind), ObjectID: d.ObjectID, WebhookID: d.MessageID,
+			Type: models.OutboundType(d.Kind, d.Change), Origin: d.Origin, Status: d.Status, Attempts: d.Attempts,
+			LastStatus: d.LastStatus, LastError: d.LastError, LastAt: optTime(d.LastAt), DeliveredAt: optTime(d.DeliveredAt)}
+		if d.Status == models.DeliveryPending {
+			j.NextAt, j.PendingAt = optTime(&d.NextAt), optTime(&d.Since)
+		}
+		out[i] = j
+	}
+	return c.JSON(http.StatusOK, map[string]any{"deliveries": out, "nextCursor": next})
+}
+
+type replayDeliveriesBody struct {
+	Kind     string `json:"kind"`
+	ObjectID string `json:"objectId"`
+	Since    string `json:"since"`
+}
+
+// maxReplayWindow bounds the deliveries one replay of a window requeues.
+const maxReplayWindow = 10000
+
+// replayDeliveries answers POST /v1/endpoints/{id}/replay: one object's
+// delivery ({"kind", "objectId"}) or those last attempted since a time
+// ({"since"}), sent again whole, with their webhook-id.
+func (s *server) replayDeliveries(c echo.Context) error {
+	e, err := s.endpoint(c, &endpointRequest{})
+	if err != nil {
+		return err
+	}
+	var b replayDeliveriesBody
+	if err := readJSON(c, &b, `{"kind": "user", "objectId": "user_…"} or {"since": "2026-01-02T03:04:05Z"}`, false); err != nil {
+		return err
+	}
+	r := models.Requeue{EndpointID: e.ID, Limit: maxReplayWindow}
+	switch {
+	case b.Since != "" && (b.Kind != "" || b.ObjectID != ""):
+		return models.Public(models.ErrInvalid, "give either kind and objectId, or since").In("body")
+	case b.Since != "":
+		t, err := time.Parse(time.RFC3339, b.Since)
+		if err != nil {
+			return models.Public(models.ErrInvalid, "since must be an RFC 3339 time").In("since")
+		}
+		r.Since = t
+	default:
+		k, ok := models.ParseKind(b.Kind)
+		if !ok {
+			return models.Public(models.ErrInvalid, "kind must be one of %s", strings.Join(kindList(), ", ")).In("kind")
+		}
+		if b.ObjectID == "" || len(b.ObjectID) > 128 {
+			return models.Public(models.ErrInvalid, "objectId is required (at most 128 bytes)").In("objectId")
+		}
+		r.Kind, r.ObjectID = k, b.ObjectID
+	}
+	n, err := s.outbound.Store.Requeue(c.Request().Context(), r, s.now().UTC())
+	if err != nil {
+		return err
+	}
+	if n > 0 && s.outbound.Notify != nil {
+		s.outbound.Notify()
+	}
+	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "deliveries replayed", slog.String("endpoint", e.ID),
+		slog.Int("requeued", n), slog.String("by", KeyFingerprint(keyHash(c))))
+	return c.JSON(http.StatusOK, map[string]any{"requeued": n})
+}
+
+func kindList() []string {
+	out := make([]string, len(models.Kinds))
+	for i, k := range models.Kinds {
+		out[i] = string(k)
+	}
+	return out
+}
