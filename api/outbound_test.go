@@ -226,7 +226,7 @@ func TestOutbound_AWebhookThatAppliedReachesTheAppOnceAsTheRESTAPIShowsIt(t *tes
 	created := userBody(t, "user.created", clerkUser{ID: "user_ob1", UpdatedAt: base, Email: "a@example.com", First: "Ada"})
 	h.mustDeliver("msg_ob1", created)
 	h.step()
-	h.mustDeliver("msg_ob1", created) // a duplicate
+	h.mustDeliver("msg_ob1", created)                                                                                                  // a duplicate
 	h.mustDeliver("msg_ob0", userBody(t, "user.updated", clerkUser{ID: "user_ob1", UpdatedAt: base - 1000, Email: "old@example.com"})) // stale
 	h.step()
 	h.mustDeliver("msg_ob2", userBody(t, "user.updated", clerkUser{ID: "user_ob1", UpdatedAt: base + 1000, Email: "b@example.com", First: "Ada"}))

@@ -299,7 +299,7 @@ func walkMemberships(filter func(parentID string) models.MembershipFilter) func(
 				}
 				ps = append(ps, models.Pending{Kind: models.KindMembership, ObjectID: m.MembershipID, UserID: m.UserID,
 					Version: models.Version{SourceTime: m.SourceUpdatedAt, EventID: m.LastEventID, Deleted: true},
-					Change: models.EventDeleted, Origin: models.OriginCascade, At: p.At})
+					Change:  models.EventDeleted, Origin: models.OriginCascade, At: p.At})
 			}
 			if len(ps) > 0 {
 				if err := each(ps); err != nil {
