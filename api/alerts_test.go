@@ -12,6 +12,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/outbound"
 	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
@@ -60,6 +62,10 @@ func exposedSeries(t *testing.T) map[string]map[string]bool {
 	if err := metrics.RefreshStats(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// The outbound series of an endpoint, as the dispatcher feeds them.
+	ep := models.Endpoint{ID: "ep_alerts", Enabled: true}
+	metrics.Outbound().Attempted(ep.ID, outbound.Delivered, time.Millisecond)
+	metrics.Outbound().Backlog([]models.Endpoint{ep}, map[string]models.Backlog{}, time.Now())
 	body := h.get("/metrics", "").Body
 	series := map[string]map[string]bool{}
 	sample := regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? `)

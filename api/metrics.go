@@ -38,6 +38,7 @@ type Metrics struct {
 	retention prometheus.Counter
 	engine    prometheus.Counter
 	reconcile *reconcileMetrics
+	outbound  *outboundMetrics
 
 	// Background work and freshness; see operations.go.
 	lastSweep     prometheus.Gauge
@@ -125,6 +126,7 @@ func NewMetrics(stats StatsSource) *Metrics {
 		m.listReads.WithLabelValues(state)
 	}
 	m.reconcile = newReconcileMetrics(m.reg)
+	m.outbound = newOutboundMetrics(m.reg)
 	m.registerOperations(stats)
 	return m
 }

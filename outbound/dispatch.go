@@ -41,12 +41,17 @@ const LeaseName = "outbound"
 // longer has (erased) is models.ErrNotFound.
 type Renderer func(ctx context.Context, k models.Kind, objectID string) (data json.RawMessage, deleted bool, err error)
 
-// Observer is told of each attempt and each endpoint usersync disables
-// (the metrics).
+// Observer is told of each attempt, each endpoint usersync disables, and,
+// every BacklogEvery while Run runs, the endpoints and their backlogs
+// (the metrics, which a scrape never reads from the store).
 type Observer interface {
 	Attempted(endpointID string, v Verdict, latency time.Duration)
 	Disabled(endpointID, reason string)
+	Backlog(endpoints []models.Endpoint, backlog map[string]models.Backlog, now time.Time)
 }
+
+// BacklogEvery is how often Run reads the backlogs for the Observer.
+const BacklogEvery = 15 * time.Second
 
 // Options configure a Dispatcher. Store, Render and Sender are required.
 type Options struct {
@@ -123,7 +128,12 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	t := time.NewTicker(d.o.Tick)
 	defer t.Stop()
 	var lastErr string
+	var observed time.Time
 	for {
+		if now := d.o.Now(); d.o.Observer != nil && now.Sub(observed) >= BacklogEvery {
+			observed = now
+			d.observeBacklog(ctx, now)
+		}
 		if err := d.step(ctx, false); err != nil && ctx.Err() == nil && err.Error() != lastErr {
 			lastErr = err.Error()
 			d.o.Log.LogAttrs(ctx, slog.LevelWarn, "outbound webhooks: a round failed", slog.String("err", lastErr))
@@ -138,6 +148,20 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		case <-d.wake:
 		}
 	}
+}
+
+// observeBacklog tells the Observer the endpoints and their backlogs.
+func (d *Dispatcher) observeBacklog(ctx context.Context, now time.Time) {
+	ob := d.o.Store.Outbound()
+	eps, err := ob.Endpoints(ctx)
+	var b map[string]models.Backlog
+	if err == nil {
+		b, err = ob.Backlog(ctx)
+	}
+	if err != nil {
+		return // the gauges keep their last values; the round's error is logged
+	}
+	d.o.Observer.Backlog(eps, b, now)
 }
 
 // Step runs one round and waits for the sends it started.

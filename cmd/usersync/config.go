@@ -64,6 +64,11 @@ type config struct {
 	MaxAttempts  int
 	Retention    time.Duration // 0 keeps processed events forever
 
+	// EndpointsAllowPrivate: outbound endpoints may be on loopback and
+	// private addresses; EndpointsFile: the endpoints from configuration.
+	EndpointsAllowPrivate bool
+	EndpointsFile         string
+
 	ReconcileInterval time.Duration // 0: serve never runs reconcile
 	EraseAfter        time.Duration // 0 never erases deleted users' events
 
@@ -143,6 +148,8 @@ var settings = []setting{
 	{Env: "USERSYNC_RETENTION", Flag: "retention", Shown: "forever with MongoDB, 7d embedded", Usage: "how long processed events are kept (90s, 36h, 30d; 0 keeps them forever)", Commands: serveOnly},
 	{Env: "USERSYNC_ERASE_AFTER", Flag: "erase-after", Default: "30d", Usage: "erase the event bodies of users deleted longer ago (0 never)", Commands: serveOnly},
 	{Env: "USERSYNC_BILLING_GRACE", Flag: "billing-grace", Default: "5m", Usage: "how long a payer's plan reads as pending between a plan change's two events (the old item ended, the new one not arrived) before it reads as ended", Commands: serveOnly},
+	{Env: "USERSYNC_ENDPOINTS_FILE", Flag: "endpoints-file", Shown: "none", Usage: "a JSON file of outbound webhook endpoints ({\"endpoints\": [{\"name\", \"url\", \"secret\", \"eventTypes\", \"description\", \"enabled\"}]}), each read-only through the API as cfg_<name>", Commands: serveOnly},
+	{Env: "USERSYNC_ENDPOINTS_ALLOW_PRIVATE", Flag: "endpoints-allow-private", Default: "false", Usage: "true lets outbound webhook endpoints be on loopback, private and link-local addresses (checked on the address dialled)", Commands: serveOnly},
 	{Env: "USERSYNC_RECONCILE_INTERVAL", Flag: "reconcile-interval", Shown: "off", Usage: "how often serve reconciles with Clerk, e.g. 6h; 0 or unset: never (needs CLERK_SECRET_KEY)", Commands: serveOnly},
 }
 
@@ -171,7 +178,7 @@ func loadConfig(fs *flag.FlagSet, command string, args []string, getenv func(str
 	// In this order: the store decides processing's default retention,
 	// and the keys are checked against each other together.
 	for _, part := range []func(*config, values) error{
-		configureStore, configureProcessing, configureClerk, configureLogs, configureListeners, configureKeys,
+		configureStore, configureProcessing, configureClerk, configureLogs, configureListeners, configureKeys, configureEndpoints,
 	} {
 		if err := part(&c, v); err != nil {
 			return config{}, err
@@ -466,4 +473,18 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is not a duration such as 90s, 36h or 30d", s)
 	}
 	return d, nil
+}
+
+// configureEndpoints sets outbound webhooks' endpoints from configuration
+// and whether they may be on private addresses.
+func configureEndpoints(c *config, v values) error {
+	switch v.get("USERSYNC_ENDPOINTS_ALLOW_PRIVATE") {
+	case "true":
+		c.EndpointsAllowPrivate = true
+	case "false":
+	default:
+		return fmt.Errorf("USERSYNC_ENDPOINTS_ALLOW_PRIVATE: %q is not true or false", v.get("USERSYNC_ENDPOINTS_ALLOW_PRIVATE"))
+	}
+	c.EndpointsFile = v.get("USERSYNC_ENDPOINTS_FILE")
+	return nil
 }

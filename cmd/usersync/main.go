@@ -31,6 +31,7 @@ import (
 	"github.com/usersync/usersync/clerk"
 	"github.com/usersync/usersync/internal/peer"
 	"github.com/usersync/usersync/internal/service"
+	"github.com/usersync/usersync/outbound"
 	"github.com/usersync/usersync/repository"
 	"github.com/usersync/usersync/sync"
 )
@@ -198,7 +199,10 @@ func checkServe(cfg config) error {
 	if err := api.CheckWebhookSecrets(strs(cfg.WebhookSecrets)); err != nil {
 		return fmt.Errorf("%s: %w", cfg.webhookSecretVar(), err)
 	}
-	_, _, err := clerkForServe(cfg, nil)
+	if _, _, err := clerkForServe(cfg, nil); err != nil {
+		return err
+	}
+	_, err := readEndpointsFile(cfg)
 	return err
 }
 
@@ -257,10 +261,15 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 		return err
 	}
 	background.Go(countActivity(svc, store, log))
+	dispatcher, ob, err := startOutbound(ctx, cfg, store, svc, metrics, log)
+	if err != nil {
+		return err
+	}
 	apiCfg := service.API(store, svc, api.Config{
 		Logger: log, Metrics: metrics, MetricsKey: string(cfg.MetricsKey), TrustedProxies: cfg.TrustedProxies,
 		WebhookSecrets: strs(cfg.WebhookSecrets), APIKeys: strs(cfg.APIKeys), AdminKeys: strs(cfg.AdminKeys),
 		ClerkSync: fetcher, Console: consoleConfig(ctx, svc, store, cl), BillingGrace: cfg.BillingGrace,
+		Outbound: ob,
 	})
 	if b, ok := store.(api.Backuper); ok { // the embedded store
 		apiCfg.Backup = b
@@ -269,6 +278,7 @@ func serve(ctx context.Context, cfg config, store repository.Store, log *slog.Lo
 		return fmt.Errorf("%s: %w", cfg.webhookSecretVar(), err)
 	}
 	startSchedules(background, cfg, store, svc, cl, metrics, log)
+	background.Go(dispatcher.Run)
 	defer background.Stop() // once the servers have shut down
 
 	errc := make(chan error, len(servers))
@@ -414,4 +424,22 @@ func closeAll(servers []*listener) {
 			l.ln.Close()
 		}
 	}
+}
+
+// startOutbound builds outbound webhooks: the endpoints of the
+// configuration file written to the store, the dispatcher (which serve
+// runs), and what the API's endpoints routes need.
+func startOutbound(ctx context.Context, cfg config, store repository.Store, svc *sync.Service, metrics *api.Metrics,
+	log *slog.Logger) (*outbound.Dispatcher, *api.Outbound, error) {
+	eps, err := readEndpointsFile(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := putConfigEndpoints(ctx, store.Outbound(), eps, time.Now().UTC().Truncate(time.Millisecond)); err != nil {
+		return nil, nil, err
+	}
+	host, _ := os.Hostname()
+	d, ob := service.Outbound(store, svc, service.OutboundOptions{AllowPrivate: cfg.EndpointsAllowPrivate,
+		Owner: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()), Log: log, Observer: metrics.Outbound()})
+	return d, ob, nil
 }

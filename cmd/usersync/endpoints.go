@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/outbound"
+	"github.com/usersync/usersync/repository"
+)
+
+// The endpoints of outbound webhooks from configuration
+// (USERSYNC_ENDPOINTS_FILE): read and checked before the store is opened,
+// then written to the store as endpoints cfg_<name>, read-only through the
+// API. The file is the truth at each start: an endpoint no longer in it
+// is deleted, and each is enabled or not as the file says (a restart
+// enables again one usersync disabled; set "enabled": false to keep it
+// off).
+
+// maxEndpointsFile bounds the file's size.
+const maxEndpointsFile = 1 << 20
+
+var endpointName = regexp.MustCompile(`^[a-z0-9_-]{1,40}$`)
+
+type endpointsFile struct {
+	Endpoints []struct {
+		Name        string   `json:"name"`
+		URL         string   `json:"url"`
+		Secret      string   `json:"secret"`
+		EventTypes  []string `json:"eventTypes"`
+		Description string   `json:"description"`
+		Enabled     *bool    `json:"enabled"`
+	} `json:"endpoints"`
+}
+
+// readEndpointsFile reads and checks the endpoints of cfg's file; none
+// without one. Its errors name the setting and the endpoint at fault, and
+// never a secret.
+func readEndpointsFile(cfg config) ([]models.Endpoint, error) {
+	if cfg.EndpointsFile == "" {
+		return nil, nil
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("USERSYNC_ENDPOINTS_FILE: %s: %s", cfg.EndpointsFile, fmt.Sprintf(format, args...))
+	}
+	f, err := os.Open(cfg.EndpointsFile)
+	if err != nil {
+		return nil, fmt.Errorf("USERSYNC_ENDPOINTS_FILE: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxEndpointsFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("USERSYNC_ENDPOINTS_FILE: %w", err)
+	}
+	if len(b) > maxEndpointsFile {
+		return nil, fail("larger than %d bytes", maxEndpointsFile)
+	}
+	var file endpointsFile
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&file); err != nil {
+		return nil, fail(`not {"endpoints": [{"name", "url", "secret", "eventTypes", "description", "enabled"}]}: %v`, err)
+	}
+	if len(file.Endpoints) > models.MaxEndpoints {
+		return nil, fail("%d endpoints, more than the %d usersync keeps", len(file.Endpoints), models.MaxEndpoints)
+	}
+	var out []models.Endpoint
+	seen := map[string]bool{}
+	for i, e := range file.Endpoints {
+		at := fmt.Sprintf("endpoint %d (%q)", i+1, e.Name)
+		switch {
+		case !endpointName.MatchString(e.Name):
+			return nil, fail("%s: name must be 1 to 40 of a-z, 0-9, _ and -", at)
+		case seen[e.Name]:
+			return nil, fail("%s: the name is given twice", at)
+		case len(e.Description) > models.MaxEndpointDesc:
+			return nil, fail("%s: description longer than %d bytes", at, models.MaxEndpointDesc)
+		}
+		seen[e.Name] = true
+		if err := outbound.CheckURL(e.URL, cfg.EndpointsAllowPrivate); err != nil {
+			return nil, fail("%s: %v", at, err)
+		}
+		if err := outbound.CheckSecret(e.Secret); err != nil {
+			return nil, fail("%s: secret: %v", at, err)
+		}
+		if err := models.CheckEventTypes(e.EventTypes); err != nil {
+			return nil, fail("%s: %v", at, err)
+		}
+		out = append(out, models.Endpoint{ID: "cfg_" + e.Name, URL: e.URL, Secret: e.Secret, EventTypes: e.EventTypes,
+			Description: e.Description, Enabled: e.Enabled == nil || *e.Enabled, FromConfig: true})
+	}
+	return out, nil
+}
+
+// putConfigEndpoints writes the endpoints of the file to the store, and
+// deletes those from configuration no longer in it; the API's endpoints
+// stay as they are.
+func putConfigEndpoints(ctx context.Context, ob repository.Outbound, eps []models.Endpoint, now time.Time) error {
+	stored, err := ob.Endpoints(ctx)
+	if err != nil {
+		return fmt.Errorf("USERSYNC_ENDPOINTS_FILE: read the endpoints: %w", err)
+	}
+	byID := map[string]models.Endpoint{}
+	apiCount := 0
+	for _, e := range stored {
+		byID[e.ID] = e
+		if !e.FromConfig {
+			apiCount++
+		}
+	}
+	if apiCount+len(eps) > models.MaxEndpoints {
+		return fmt.Errorf("USERSYNC_ENDPOINTS_FILE: %d endpoints with the %d of the API, more than the %d usersync keeps",
+			len(eps), apiCount, models.MaxEndpoints)
+	}
+	keep := map[string]bool{}
+	for _, e := range eps {
+		keep[e.ID] = true
+		e.CreatedAt, e.UpdatedAt = now, now
+		if cur, ok := byID[e.ID]; ok {
+			e.CreatedAt = cur.CreatedAt
+		}
+		if err := ob.PutEndpoint(ctx, e); err != nil {
+			return fmt.Errorf("USERSYNC_ENDPOINTS_FILE: %w", err)
+		}
+	}
+	for _, e := range stored {
+		if e.FromConfig && !keep[e.ID] {
+			if err := ob.DeleteEndpoint(ctx, e.ID); err != nil {
+				return fmt.Errorf("USERSYNC_ENDPOINTS_FILE: delete %s, no longer in the file: %w", e.ID, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/outbound"
+	"github.com/usersync/usersync/repository/sqlite"
+)
+
+func endpointsConfig(t *testing.T, file string, env map[string]string) (config, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "endpoints.json")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["USERSYNC_ENDPOINTS_FILE"] = path
+	fs := flag.NewFlagSet("usersync", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return loadConfig(fs, "serve", nil, func(k string) string { return env[k] })
+}
+
+func TestEndpointsFile_AMistakeNamesTheSettingAndTheEndpointNeverTheSecret(t *testing.T) {
+	t.Parallel()
+	secret, _ := outbound.NewSecret()
+	for _, tc := range []struct{ name, file, want string }{
+		{"not JSON", `{`, "USERSYNC_ENDPOINTS_FILE"},
+		{"an unknown field", `{"endpoints": [{"name": "crm", "url": "https://example.com", "secret": "` + secret + `", "token": "x"}]}`, "token"},
+		{"a bad name", `{"endpoints": [{"name": "CRM!", "url": "https://example.com", "secret": "` + secret + `"}]}`, `endpoint 1 ("CRM!"): name`},
+		{"a bad URL", `{"endpoints": [{"name": "crm", "url": "ftp://example.com", "secret": "` + secret + `"}]}`, `endpoint 1 ("crm")`},
+		{"a private address", `{"endpoints": [{"name": "crm", "url": "http://10.1.2.3/hook", "secret": "` + secret + `"}]}`, "USERSYNC_ENDPOINTS_ALLOW_PRIVATE"},
+		{"a bad secret", `{"endpoints": [{"name": "crm", "url": "https://example.com", "secret": "whsec_!!!!` + secret[10:] + `"}]}`, "secret"},
+		{"a bad type", `{"endpoints": [{"name": "crm", "url": "https://example.com", "secret": "` + secret + `", "eventTypes": ["user.gone"]}]}`, "eventTypes"},
+		{"a name twice", `{"endpoints": [{"name": "crm", "url": "https://example.com", "secret": "` + secret + `"}, {"name": "crm", "url": "https://example.org", "secret": "` + secret + `"}]}`, "twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := endpointsConfig(t, tc.file, nil)
+			if err == nil {
+				_, err = readEndpointsFile(cfg)
+			}
+			if err == nil || !strings.Contains(err.Error(), "USERSYNC_ENDPOINTS_FILE") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want one naming USERSYNC_ENDPOINTS_FILE and %s", err, tc.want)
+			}
+			if strings.Contains(err.Error(), secret[6:]) {
+				t.Errorf("the error shows the secret: %v", err)
+			}
+		})
+	}
+	cfg, err := endpointsConfig(t, `{"endpoints": [{"name": "lan", "url": "http://10.1.2.3/hook", "secret": "`+secret+`"}]}`,
+		map[string]string{"USERSYNC_ENDPOINTS_ALLOW_PRIVATE": "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eps, err := readEndpointsFile(cfg); err != nil || len(eps) != 1 || eps[0].ID != "cfg_lan" {
+		t.Errorf("with private addresses allowed: %+v, %v", eps, err)
+	}
+}
+
+func TestEndpointsFile_IsTheTruthAtEachStartAndLeavesTheAPIsEndpoints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	secret, _ := outbound.NewSecret()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	api := models.Endpoint{ID: "ep_api", URL: "https://example.com/api", Enabled: true, Secret: secret, CreatedAt: now, UpdatedAt: now}
+	if err := s.Outbound().PutEndpoint(ctx, api); err != nil {
+		t.Fatal(err)
+	}
+	start := func(file string) {
+		t.Helper()
+		cfg, err := endpointsConfig(t, file, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps, err := readEndpointsFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := putConfigEndpoints(ctx, s.Outbound(), eps, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start(`{"endpoints": [{"name": "crm", "url": "https://example.com/crm", "secret": "` + secret + `"},
+		{"name": "mail", "url": "https://example.com/mail", "secret": "` + secret + `", "enabled": false}]}`)
+	eps, _ := s.Outbound().Endpoints(ctx)
+	if len(eps) != 3 || eps[0].ID != "cfg_crm" || !eps[0].FromConfig || !eps[0].Enabled || eps[1].Enabled {
+		t.Fatalf("endpoints = %+v", eps)
+	}
+	start(`{"endpoints": [{"name": "crm", "url": "https://example.com/crm2", "secret": "` + secret + `"}]}`)
+	eps, _ = s.Outbound().Endpoints(ctx)
+	if len(eps) != 2 || eps[0].URL != "https://example.com/crm2" || eps[1].ID != "ep_api" {
+		t.Errorf("after the file changed: %+v; want cfg_crm changed, cfg_mail gone, ep_api kept", eps)
+	}
+}
