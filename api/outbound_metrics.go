@@ -66,7 +66,9 @@ func (m *outboundMetrics) Attempted(endpointID string, v outbound.Verdict, laten
 }
 
 // Disabled marks an endpoint usersync disabled.
-func (m *outboundMetrics) Disabled(endpointID, _ string) { m.disabled.WithLabelValues(endpointID).Set(1) }
+func (m *outboundMetrics) Disabled(endpointID, _ string) {
+	m.disabled.WithLabelValues(endpointID).Set(1)
+}
 
 // Backlog sets the gauges of every endpoint, and deletes the series of
 // endpoints that are gone.
