@@ -334,3 +334,48 @@ func TestOutbound_RotationSignsWithBothSecretsAndReplayResendsWhole(t *testing.T
 		t.Errorf("attempts = %s", as)
 	}
 }
+
+// TestOutbound_EveryKindsChangeReachesTheAppAsItsRESTShape sends one
+// webhook of each kind through the router and checks the receiver got its
+// creation, once, with the object as the REST API shows it to an admin.
+func TestOutbound_EveryKindsChangeReachesTheAppAsItsRESTShape(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *harnessOptions) { o.outbound = true })
+	app := newAppReceiver(t)
+	h.register(app)
+	at := time.Now().Add(-time.Hour).UnixMilli()
+	for _, tc := range []struct {
+		kind models.Kind
+		body []byte
+		typ  string // the outbound type expected
+	}{
+		{models.KindUser, userBody(t, "user.created", clerkUser{ID: "user_k1", UpdatedAt: at, Email: "k1@example.com"}), "user.created"},
+		{models.KindOrganization, fixture(t, "openapi.organization.created.json"), "organization.created"},
+		{models.KindMembership, fixture(t, "openapi.organizationMembership.created.json"), "organizationMembership.created"},
+		{models.KindSubscriptionItem, billingBody(t, "subscriptionItem.canceled.json", "subscriptionItem.active", nil), "subscriptionItem.updated"},
+		{models.KindSubscription, billingBody(t, "upstream.subscription.created.json", "", nil), "subscription.created"},
+		{models.KindPaymentAttempt, attemptBody("paymentAttempt.created", "pa_k1", "cpa_K1", billingUser, at), "paymentAttempt.created"},
+	} {
+		before := len(app.messages())
+		h.mustDeliver(newID(), tc.body)
+		h.step()
+		var got []message
+		for _, m := range app.messages()[before:] {
+			if strings.HasPrefix(m.Type, models.OutboundName(tc.kind)+".") {
+				got = append(got, m)
+			}
+		}
+		if len(got) != 1 || got[0].Type != tc.typ || len(got[0].Changed) == 0 || !json.Valid(got[0].Data) {
+			t.Errorf("%s: messages = %+v, want one %s", tc.kind, got, tc.typ)
+		}
+	}
+	seen := map[string]bool{}
+	for _, m := range app.messages() {
+		seen[strings.SplitN(m.Type, ".", 2)[0]] = true
+	}
+	for _, k := range models.Kinds {
+		if !seen[models.OutboundName(k)] {
+			t.Errorf("no message of kind %s: the test must cover every kind", k)
+		}
+	}
+}

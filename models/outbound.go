@@ -157,6 +157,12 @@ func (e Endpoint) Secrets(now time.Time) []string {
 	return []string{e.Secret}
 }
 
+// Recording reports whether changes must be recorded for endpoints eps:
+// while one is enabled.
+func Recording(eps []Endpoint) bool {
+	return slices.ContainsFunc(eps, func(e Endpoint) bool { return e.Enabled })
+}
+
 // Wants reports whether the endpoint is enabled and wants type typ.
 func (e Endpoint) Wants(typ string) bool { return e.Enabled && MatchesType(e.EventTypes, typ) }
 

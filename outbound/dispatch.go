@@ -195,12 +195,10 @@ func (d *Dispatcher) Refresh(ctx context.Context) error {
 		return err
 	}
 	m := make(map[string]models.Endpoint, len(eps))
-	on := false
 	for _, e := range eps {
 		m[e.ID] = e
-		on = on || e.Enabled
 	}
-	d.o.Store.Outbound().SetRecording(on)
+	d.o.Store.Outbound().SetRecording(models.Recording(eps))
 	d.mu.Lock()
 	d.endpoints = m
 	d.mu.Unlock()

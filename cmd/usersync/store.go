@@ -28,7 +28,36 @@ type store interface {
 // migrating opens it for usersync migrate: the MongoDB store is then not
 // prepared (Migrate checks the database itself, and Prepare refuses one
 // that needs it).
+//
+// Every command that applies changes records them for outbound webhooks
+// while an endpoint is enabled (see recordForEndpoints).
 func openStore(ctx context.Context, cfg config, log *slog.Logger, migrating bool) (s store, closeStore func(), err error) {
+	s, closeStore, err = openConfigured(ctx, cfg, log, migrating)
+	if err != nil || migrating {
+		return s, closeStore, err
+	}
+	if err := recordForEndpoints(ctx, s); err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	return s, closeStore, nil
+}
+
+// recordForEndpoints turns the outbox's recording on while an endpoint is
+// enabled, so that a change a command applies (a backfill's, a replay's)
+// reaches the endpoints: serve's dispatcher sends it. serve's dispatcher
+// also keeps it up to date as endpoints change.
+func recordForEndpoints(ctx context.Context, s repository.Store) error {
+	eps, err := s.Outbound().Endpoints(ctx)
+	if err != nil {
+		return fmt.Errorf("read the outbound endpoints: %w", err)
+	}
+	s.Outbound().SetRecording(models.Recording(eps))
+	return nil
+}
+
+// openConfigured is openStore without the outbox's recording.
+func openConfigured(ctx context.Context, cfg config, log *slog.Logger, migrating bool) (s store, closeStore func(), err error) {
 	if cfg.Embedded() {
 		return openEmbedded(ctx, cfg, log)
 	}
