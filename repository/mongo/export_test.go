@@ -208,3 +208,7 @@ func BillingWriteFilter(id string, v models.Version) bson.D {
 	filter, _ := stateWrite(docID(id), v, nil, time.Time{})
 	return filter
 }
+
+// SetBeforeDeliveryWrite runs f between the read of deliveries and their
+// compare-and-set write (nil: nothing).
+func SetBeforeDeliveryWrite(s *Store, f func()) { s.outbound.beforeWrite = f }
