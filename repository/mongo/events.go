@@ -123,6 +123,9 @@ var eventIndexes = []mongo.IndexModel{
 	{Keys: bson.D{{Key: "retryAt", Value: 1}}, Options: options.Index().SetSparse(true)},
 	{Keys: bson.D{{Key: "processedAt", Value: 1}}},
 	{Keys: bson.D{{Key: "uncounted", Value: 1}}, Options: options.Index().SetSparse(true)}, // processed, not counted yet
+	// The outbox (outbound.go): the events whose change's outbox entry
+	// waits for the fan-out.
+	{Keys: bson.D{{Key: "outboxSeq", Value: 1}}, Options: options.Index().SetSparse(true)},
 }
 
 // obsoleteEventIndexes were made by earlier versions; their successors

@@ -1,6 +1,7 @@
 package mongo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -628,45 +629,91 @@ func (d sendAttemptDoc) model() models.Attempt {
 // sendAttemptsOrder is the order of the attempts: newest first.
 var sendAttemptsOrder = bson.D{{Key: "_id", Value: -1}}
 
-// sendAttemptsFilter selects the attempts of f before its cursor (an _id in
-// hex): through endpointId_1__id_-1 for an endpoint's,
-// endpointId_1_delivered_1__id_-1 for its failures,
+// attemptWindow is a window of a page of attempts: the _id from lo (the
+// first ObjectID of its second) up to hi, excluded; hasLo and hasHi say
+// whether each side is bounded.
+type attemptWindow struct {
+	lo, hi       bson.ObjectID
+	hasLo, hasHi bool
+}
+
+// sendAttemptsFilter selects the attempts of f within window w, before
+// f's cursor (an _id in hex): through endpointId_1__id_-1 for an
+// endpoint's, endpointId_1_delivered_1__id_-1 for its failures,
 // delivered_1__id_-1 for every endpoint's failures, _id_ for all. A
 // malformed cursor wraps models.ErrInvalid.
-func sendAttemptsFilter(f models.AttemptFilter) (bson.D, error) {
-	var filter bson.D
+func sendAttemptsFilter(f models.AttemptFilter, w attemptWindow) (bson.D, error) {
+	filter := bson.D{}
 	if f.EndpointID != "" {
 		filter = append(filter, bson.E{Key: "endpointId", Value: f.EndpointID})
 	}
 	if f.Failed {
 		filter = append(filter, bson.E{Key: "delivered", Value: false})
 	}
+	var r bson.D
 	if f.After != "" {
 		id, err := bson.ObjectIDFromHex(f.After)
 		if err != nil {
 			return nil, models.ErrBadCursor()
 		}
-		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$lt", Value: id}}})
+		if !w.hasHi || bytes.Compare(id[:], w.hi[:]) < 0 {
+			w.hi, w.hasHi = id, true
+		}
 	}
-	if filter == nil {
-		filter = bson.D{}
+	if w.hasHi {
+		r = append(r, bson.E{Key: "$lt", Value: w.hi})
+	}
+	if w.hasLo {
+		r = append(r, bson.E{Key: "$gte", Value: w.lo})
+	}
+	if r != nil {
+		filter = append(filter, bson.E{Key: "_id", Value: r})
 	}
 	return filter, nil
 }
 
-// Attempts returns a page of attempts, newest first.
+// attemptWindowWidth is the width of the first window of a page of
+// attempts; each next one is windowGrowth times wider, and the one that
+// reaches past models.AttemptsKept (and a day more, for a retention
+// behind) is unbounded below.
+const attemptWindowWidth = time.Hour
+
+// Attempts returns a page of attempts, newest first (by _id: a new
+// ObjectID each, ordered by the second it was made). It walks _id down
+// from the cursor (or now) in windows of time, each one query sorted and
+// limited as the page: a DocumentDB engine, which sorts every match of a
+// query, sorts one window's attempts, not all the attempts kept (see
+// window.go for the same walk of the event log).
 func (o *Outbound) Attempts(ctx context.Context, f models.AttemptFilter) ([]models.Attempt, string, error) {
-	filter, err := sendAttemptsFilter(f)
-	if err != nil {
-		return nil, "", fmt.Errorf("read attempts: %w", err)
+	top := time.Now()
+	if f.After != "" {
+		id, err := bson.ObjectIDFromHex(f.After)
+		if err != nil {
+			return nil, "", fmt.Errorf("read attempts: %w", models.ErrBadCursor())
+		}
+		top = id.Timestamp().Add(time.Second)
 	}
-	docs, err := findDocs[sendAttemptDoc](ctx, o.attempts, filter, options.Find().SetSort(sendAttemptsOrder).SetLimit(int64(f.Limit+1)))
-	if err != nil {
-		return nil, "", fmt.Errorf("read attempts: %w", err)
-	}
-	out := make([]models.Attempt, 0, len(docs))
-	for _, d := range docs {
-		out = append(out, d.model())
+	out := make([]models.Attempt, 0, f.Limit+1)
+	w := attemptWindow{}
+	for width := attemptWindowWidth; len(out) <= f.Limit; width *= windowGrowth {
+		from := top.Add(-width)
+		w.lo, w.hasLo = bson.NewObjectIDFromTimestamp(from), width <= models.AttemptsKept+24*time.Hour
+		filter, err := sendAttemptsFilter(f, w)
+		if err != nil {
+			return nil, "", fmt.Errorf("read attempts: %w", err)
+		}
+		docs, err := findDocs[sendAttemptDoc](ctx, o.attempts, filter,
+			options.Find().SetSort(sendAttemptsOrder).SetLimit(int64(f.Limit+1-len(out))))
+		if err != nil {
+			return nil, "", fmt.Errorf("read attempts: %w", err)
+		}
+		for _, d := range docs {
+			out = append(out, d.model())
+		}
+		if !w.hasLo {
+			break
+		}
+		w.hi, w.hasHi = w.lo, true
 	}
 	next := ""
 	if len(out) > f.Limit {
@@ -682,12 +729,13 @@ func sendAttemptsBeforeFilter(cutoff time.Time) bson.D {
 	return bson.D{{Key: "at", Value: bson.D{{Key: "$lt", Value: cutoff}}}}
 }
 
-// DeleteAttemptsBefore deletes up to limit attempts made before cutoff,
-// the oldest first: a find through at_1, then a delete by _id.
+// DeleteAttemptsBefore deletes up to limit attempts made before cutoff: a
+// find through at_1, unsorted (a DocumentDB engine would sort every one
+// found), then a delete by _id.
 func (o *Outbound) DeleteAttemptsBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	docs, err := findDocs[struct {
 		ID bson.ObjectID `bson:"_id"`
-	}](ctx, o.attempts, sendAttemptsBeforeFilter(cutoff), options.Find().SetSort(bson.D{{Key: "at", Value: 1}}).
+	}](ctx, o.attempts, sendAttemptsBeforeFilter(cutoff), options.Find().
 		SetLimit(int64(limit)).SetProjection(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
 		return 0, fmt.Errorf("find old attempts: %w", err)
