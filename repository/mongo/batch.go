@@ -256,6 +256,10 @@ func (s *Store) storeBatch(ctx context.Context, fresh []*delivery) {
 			at := r.now
 			r.doc.Status, r.doc.Outcome, r.doc.ProcessedAt, r.doc.Attempts = string(models.StatusProcessed), string(r.d.Outcome), &at, 1
 			r.doc.Uncounted = string(r.d.Outcome) // see counters.go
+			if entry := s.outbound.outboxEntry(r.ev, r.ch, r.d.Outcome, r.now); entry != nil {
+				seq := bson.NewObjectID() // see outboxSet
+				r.doc.Outbox, r.doc.OutboxSeq = entry, &seq
+			}
 		}
 		docs[i] = r.doc
 	}
@@ -269,6 +273,7 @@ func (s *Store) storeBatch(ctx context.Context, fresh []*delivery) {
 		switch {
 		case !refused && r.d.Outcome != "":
 			r.step, r.d.Event, r.d.Created = stepMarked, r.doc.model(), true
+			r.d.Event.Origin = r.ev.Origin
 		case !refused:
 			r.step, r.d.Event, r.d.Created = stepStored, r.doc.model(), true
 		case isDuplicateKeyCode(code):
@@ -309,8 +314,10 @@ func (s *Store) finish(r *delivery) (models.Delivered, error) {
 		if stored.Status.Finished() {
 			return models.Delivered{Event: stored}, nil
 		}
+		stored.Origin = r.ev.Origin
 		return s.Reapply(r.ctx, stored, r.ch, r.now)
 	case stepStored:
+		r.d.Event.Origin = r.ev.Origin
 		d, err := s.Reapply(r.ctx, r.d.Event, r.ch, r.now)
 		d.Created = true
 		return d, err

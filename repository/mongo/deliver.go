@@ -77,6 +77,7 @@ func (s *Store) deliverOne(ctx context.Context, ev models.Event, ch models.Chang
 	if stored.Status.Finished() {
 		return models.Delivered{Event: stored, Created: created}, nil
 	}
+	stored.Origin = ev.Origin
 	d, err := s.Reapply(ctx, stored, ch, now)
 	d.Created = created
 	return d, err
@@ -108,14 +109,16 @@ var oneWrites = map[models.Kind]func(s *Store, ch models.Change, now time.Time) 
 
 // Reapply applies ch, the change of the stored event ev, and marks ev
 // processed: Deliver's last two writes, for an event stored before (the
-// sweep's and a replay's).
+// sweep's and a replay's). When the change applied and recording is on,
+// the mark records its outbox entry too (outbound.go): a re-apply after a
+// crash between the apply and the mark records it.
 func (s *Store) Reapply(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error) {
 	d := models.Delivered{Event: ev}
 	outcome, err := s.apply(ctx, ch, now)
 	if err != nil {
 		return d, err
 	}
-	if err := s.events.MarkProcessed(ctx, ev.ID, outcome, now); err != nil {
+	if err := s.events.markProcessedWith(ctx, ev.ID, outcome, now, s.outbound.outboxEntry(ev, ch, outcome, now)); err != nil {
 		// The object is written; the event stays unmarked, and applying
 		// it again changes nothing.
 		return d, err

@@ -46,16 +46,21 @@ type subject struct {
 	coll   *mongo.Collection
 	id     func(eraseDoc) string
 	events func(id string) bson.D // its events not erased yet, through an index
-	count  func(*models.Erasure)
+	// deliveries selects the outbound deliveries of the tombstone, whose
+	// fingerprints are of its personal data (outbound.go).
+	deliveries func(eraseDoc) bson.D
+	count      func(*models.Erasure)
 }
 
 // subjects are the kinds of tombstones erased, users first.
 func (s *Store) subjects() []subject {
 	return []subject{
 		{name: "user", coll: s.users.coll, id: func(d eraseDoc) string { return d.UserID },
-			events: userEventsToErase, count: func(e *models.Erasure) { e.Users++ }},
+			events: userEventsToErase, count: func(e *models.Erasure) { e.Users++ },
+			deliveries: func(d eraseDoc) bson.D { return userDeliveriesFilter(d.UserID) }},
 		{name: "membership", coll: s.members.coll, id: func(d eraseDoc) string { return d.MembershipID },
-			events: membershipEventsToErase, count: func(e *models.Erasure) { e.Memberships++ }},
+			events: membershipEventsToErase, count: func(e *models.Erasure) { e.Memberships++ },
+			deliveries: func(d eraseDoc) bson.D { return membershipDeliveriesFilter(d.MembershipID, d.UserID) }},
 	}
 }
 
@@ -119,7 +124,7 @@ func (s *Store) eraseDue(ctx context.Context, subj subject, cutoff, now time.Tim
 		if err := cur.Decode(&d); err != nil {
 			return fmt.Errorf("read %s to erase: %w", subj.name, err)
 		}
-		res, err := s.eraseEvents(ctx, subj, subj.id(d), now)
+		res, err := s.eraseEvents(ctx, subj, d, now)
 		if d.ErasedAt != nil && res.Events == 0 {
 			// Marked again by an event that found it erased (see
 			// keepErasable), which its mark erased at once: nothing
@@ -153,7 +158,8 @@ func (s *Store) EraseUser(ctx context.Context, userID string, now time.Time) (mo
 	if d.DeletedAt == nil {
 		return models.Erasure{}, fmt.Errorf("%w: user %s is active; only a deleted user's events are erased", models.ErrConflict, userID)
 	}
-	res, err := s.eraseEvents(ctx, s.subjects()[0], userID, now)
+	d.UserID = userID
+	res, err := s.eraseEvents(ctx, s.subjects()[0], d, now)
 	if err != nil || res.Pending == 0 {
 		return res, err
 	}
@@ -173,10 +179,15 @@ var erasable = bson.D{{Key: "erasedAt", Value: nil}, {Key: "$or", Value: bson.A{
 	bson.D{{Key: "status", Value: models.StatusFailed}, {Key: "retryAt", Value: nil}},
 }}}
 
-// eraseEvents erases the events of the tombstone id of subj that can be
-// erased, and unmarks the tombstone when none is left.
-func (s *Store) eraseEvents(ctx context.Context, subj subject, id string, now time.Time) (models.Erasure, error) {
+// eraseEvents deletes the outbound deliveries of the tombstone t of subj,
+// erases its events that can be erased, and unmarks the tombstone when
+// none is left.
+func (s *Store) eraseEvents(ctx context.Context, subj subject, t eraseDoc, now time.Time) (models.Erasure, error) {
 	var res models.Erasure
+	id := subj.id(t)
+	if _, err := s.outbound.deliveries.DeleteMany(ctx, subj.deliveries(t)); err != nil {
+		return res, fmt.Errorf("delete the outbound deliveries of %s %s: %w", subj.name, id, translate(err))
+	}
 	docs, err := s.events.findAll(ctx, subj.events(id), options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "status", Value: 1}, {Key: "retryAt", Value: 1}}))
 	if err != nil {
 		return res, fmt.Errorf("find events of %s %s: %w", subj.name, id, err)

@@ -61,6 +61,10 @@ type eventDoc struct {
 	DiscardedAt   *time.Time `bson:"discardedAt,omitempty"`
 	DiscardReason string     `bson:"discardReason,omitempty"`
 	DiscardedBy   string     `bson:"discardedBy,omitempty"`
+	// The outbox entry of a change that applied, until it is fanned out
+	// (outbound.go): set by the write that marks the event processed.
+	Outbox    *outboxDoc     `bson:"outbox,omitempty"`
+	OutboxSeq *bson.ObjectID `bson:"outboxSeq,omitempty"`
 }
 
 func (d eventDoc) model() models.Event {
@@ -119,6 +123,9 @@ var eventIndexes = []mongo.IndexModel{
 	{Keys: bson.D{{Key: "retryAt", Value: 1}}, Options: options.Index().SetSparse(true)},
 	{Keys: bson.D{{Key: "processedAt", Value: 1}}},
 	{Keys: bson.D{{Key: "uncounted", Value: 1}}, Options: options.Index().SetSparse(true)}, // processed, not counted yet
+	// The outbox (outbound.go): the events whose change's outbox entry
+	// waits for the fan-out.
+	{Keys: bson.D{{Key: "outboxSeq", Value: 1}}, Options: options.Index().SetSparse(true)},
 }
 
 // obsoleteEventIndexes were made by earlier versions; their successors
@@ -818,11 +825,21 @@ func (e *Events) Discard(ctx context.Context, id string, d models.Discard) (mode
 // data was erased already is erased at once (see eraseIfErased).
 // Its error wraps models.ErrNotFound for an id that is not an event id.
 func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Outcome, now time.Time) error {
+	return e.markProcessedWith(ctx, id, outcome, now, nil)
+}
+
+// markProcessedWith is MarkProcessed whose write also records the outbox
+// entry entry of the change that applied, if not nil (see outbound.go).
+func (e *Events) markProcessedWith(ctx context.Context, id string, outcome models.Outcome, now time.Time, entry *outboxDoc) error {
 	oid, err := bson.ObjectIDFromHex(id)
 	if err != nil {
 		return fmt.Errorf("event %s: %w", id, models.ErrNotFound)
 	}
-	_, err = updateByID(ctx, e.primary, oid, bson.D{notProcessed}, markProcessed(outcome, now))
+	update := markProcessed(outcome, now)
+	if entry != nil {
+		update[0].Value = append(update[0].Value.(bson.D), outboxSet(entry)...)
+	}
+	_, err = updateByID(ctx, e.primary, oid, bson.D{notProcessed}, update)
 	if err != nil {
 		return fmt.Errorf("mark event %s processed: %w", id, err)
 	}

@@ -140,7 +140,9 @@ func dueFailedWindow(now time.Time, w window) bson.D {
 }
 
 // processedBefore returns the _id and outcome of up to limit events
-// processed before cutoff that the counters count. The ones not counted
+// processed before cutoff that the counters count, and whose outbox entry
+// (outbound.go) has been fanned out: an entry is set only by the mark,
+// so one found without it never gets one. The ones not counted
 // yet (fold has just counted all but those processed meanwhile) are left
 // out here, not by the filter: a condition {uncounted: null} leads the
 // DocumentDB engines to read the sparse uncounted_1 index for every event
@@ -148,21 +150,22 @@ func dueFailedWindow(now time.Time, w window) bson.D {
 // processedAt_1).
 func (e *Events) processedBefore(ctx context.Context, cutoff time.Time, limit int) ([]eventDoc, error) {
 	cur, err := e.coll.Find(ctx, retentionFilter(cutoff), options.Find().SetLimit(int64(limit)).
-		SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "outcome", Value: 1}, {Key: "uncounted", Value: 1}}))
+		SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "outcome", Value: 1}, {Key: "uncounted", Value: 1}, {Key: "outboxSeq", Value: 1}}))
 	if err != nil {
 		return nil, translate(err)
 	}
 	var docs []struct {
-		ID        bson.ObjectID `bson:"_id"`
-		Outcome   string        `bson:"outcome"`
-		Uncounted *string       `bson:"uncounted"`
+		ID        bson.ObjectID  `bson:"_id"`
+		Outcome   string         `bson:"outcome"`
+		Uncounted *string        `bson:"uncounted"`
+		OutboxSeq *bson.ObjectID `bson:"outboxSeq"`
 	}
 	if err := cur.All(ctx, &docs); err != nil {
 		return nil, translate(err)
 	}
 	out := make([]eventDoc, 0, len(docs))
 	for _, d := range docs {
-		if d.Uncounted == nil {
+		if d.Uncounted == nil && d.OutboxSeq == nil {
 			out = append(out, eventDoc{ID: d.ID, Outcome: d.Outcome})
 		}
 	}

@@ -208,3 +208,32 @@ func BillingWriteFilter(id string, v models.Version) bson.D {
 	filter, _ := stateWrite(docID(id), v, nil, time.Time{})
 	return filter
 }
+
+// SetBeforeDeliveryWrite runs f between the read of deliveries and their
+// compare-and-set write (nil: nothing).
+func SetBeforeDeliveryWrite(s *Store, f func()) { s.outbound.beforeWrite = f }
+
+// Queries of outbound webhooks, for the explain test.
+var (
+	OutboxFilter               = outboxFilter
+	OutboxOrder                = outboxOrder
+	DueDeliveriesFilter        = dueFilter
+	DueDeliveriesOrder         = dueOrder
+	BacklogFilter              = backlogFilter
+	BacklogOrder               = backlogOrder
+	SendAttemptsOrder          = sendAttemptsOrder
+	SendAttemptsBeforeFilter   = sendAttemptsBeforeFilter
+	RequeueWindowFilter        = requeueWindowFilter
+	DeliveriesPageFilter       = deliveriesPageFilter
+	EndpointDeliveriesFilter   = endpointDeliveriesFilter
+	UserDeliveriesFilter       = userDeliveriesFilter
+	MembershipDeliveriesFilter = membershipDeliveriesFilter
+)
+
+// SendAttemptsWindowFilter is the filter of a page of attempts f within a
+// window of _id closed on both sides: the hour below top, as a walk down
+// from top reads it.
+func SendAttemptsWindowFilter(f models.AttemptFilter, top time.Time) (bson.D, error) {
+	return sendAttemptsFilter(f, attemptWindow{lo: bson.NewObjectIDFromTimestamp(top.Add(-time.Hour)),
+		hi: bson.NewObjectIDFromTimestamp(top), hasLo: true, hasHi: true})
+}

@@ -1,54 +1,785 @@
 package mongo
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/repository"
 )
 
-// Outbound is not written yet for MongoDB.
-type Outbound struct{}
+// Outbound webhooks (repository.Outbound). The outbox is no collection of
+// its own: the write that marks an event processed with a change that
+// applied sets the event's outbox entry (outbox, and outboxSeq, its place
+// in the outbox), so the entry is written with the change's mark, in one
+// conditional write, and a crash before the mark is healed by the re-apply
+// that marks it (see Store.Reapply). The fan-out unsets both.
+//
+// The deliveries are one document per endpoint and object, _id
+// "<endpoint>/<kind>/<object>" (models.Delivery.Key), written by
+// compare-and-set on a revision (rev): a fan-out and a settle of one
+// object may run at once, in two instances. Fields that exist only while
+// a delivery is pending (dueAt, pendingSince) keep the sparse indexes of
+// the due and backlog reads as small as the backlog.
 
-var errNoOutbound = errors.New("outbound webhooks are not kept by the MongoDB store yet")
+// Collection names of outbound webhooks, before Options.CollectionPrefix.
+const (
+	EndpointsCollection        = "endpoints"
+	DeliveriesCollection       = "deliveries"
+	DeliveryAttemptsCollection = "delivery_attempts"
+)
 
-// Outbound returns the outbound collections.
-func (s *Store) Outbound() repository.Outbound { return Outbound{} }
+// outboundCollections are the base names of the outbound collections.
+var outboundCollections = []string{EndpointsCollection, DeliveriesCollection, DeliveryAttemptsCollection}
 
-func (Outbound) SetRecording(bool)                                    {}
-func (Outbound) Endpoints(context.Context) ([]models.Endpoint, error) { return nil, errNoOutbound }
-func (Outbound) Endpoint(context.Context, string) (models.Endpoint, error) {
-	return models.Endpoint{}, errNoOutbound
+// Outbound is the collections of outbound webhooks.
+type Outbound struct {
+	events     *mongo.Collection // user_events, from the primary: the outbox
+	endpoints  *mongo.Collection
+	deliveries *mongo.Collection // from the primary: every read decides a write, or follows one
+	attempts   *mongo.Collection
+	// recording: the marks of changes that applied write their outbox
+	// entry.
+	recording atomic.Bool
+	// beforeWrite, if set, runs between the read of deliveries and their
+	// compare-and-set write (tests make a concurrent write happen there).
+	beforeWrite func()
 }
-func (Outbound) PutEndpoint(context.Context, models.Endpoint) error     { return errNoOutbound }
-func (Outbound) DeleteEndpoint(context.Context, string) error           { return errNoOutbound }
-func (Outbound) Outbox(context.Context, int) ([]models.Outboxed, error) { return nil, errNoOutbound }
-func (Outbound) Fanout(context.Context, []models.Fanout, []string, time.Time) error {
-	return errNoOutbound
+
+var _ repository.Outbound = (*Outbound)(nil)
+
+// Outbound returns the collections of outbound webhooks.
+func (s *Store) Outbound() repository.Outbound { return s.outbound }
+
+// SetRecording says whether the changes that apply are recorded in the
+// outbox.
+func (o *Outbound) SetRecording(on bool) { o.recording.Store(on) }
+
+// outboxDoc is an event's outbox entry (models.Pending).
+type outboxDoc struct {
+	Kind       string    `bson:"kind"`
+	ObjectID   string    `bson:"objectId"`
+	UserID     string    `bson:"userId"`
+	SourceTime time.Time `bson:"sourceTime"`
+	EventID    string    `bson:"eventId"`
+	Deleted    bool      `bson:"deleted"`
+	Change     string    `bson:"change"`
+	Origin     string    `bson:"origin"`
+	At         time.Time `bson:"at"`
 }
-func (Outbound) Due(context.Context, time.Time, int) ([]models.Delivery, error) {
-	return nil, errNoOutbound
+
+func newOutboxDoc(p models.Pending) *outboxDoc {
+	return &outboxDoc{Kind: string(p.Kind), ObjectID: p.ObjectID, UserID: p.UserID, SourceTime: p.Version.SourceTime,
+		EventID: p.Version.EventID, Deleted: p.Version.Deleted, Change: string(p.Change), Origin: p.Origin, At: p.At}
 }
-func (Outbound) Settle(context.Context, models.Delivery, models.Delivery, models.Attempt) error {
-	return errNoOutbound
+
+func (d outboxDoc) model() models.Pending {
+	return models.Pending{Kind: models.Kind(d.Kind), ObjectID: d.ObjectID, UserID: d.UserID,
+		Version: models.Version{SourceTime: d.SourceTime.UTC(), EventID: d.EventID, Deleted: d.Deleted},
+		Change:  models.EventType(d.Change), Origin: d.Origin, At: d.At.UTC()}
 }
-func (Outbound) Delivery(context.Context, string, models.Kind, string) (models.Delivery, error) {
-	return models.Delivery{}, errNoOutbound
+
+// outboxEntry is the outbox entry of ch, the change of ev that applied at
+// now, when recording is on; nil when not.
+func (o *Outbound) outboxEntry(ev models.Event, ch models.Change, outcome models.Outcome, now time.Time) *outboxDoc {
+	if outcome != models.OutcomeApplied || !o.recording.Load() {
+		return nil
+	}
+	return newOutboxDoc(models.PendingOf(ev, ch, now))
 }
-func (Outbound) Deliveries(context.Context, models.DeliveryFilter) ([]models.Delivery, string, error) {
-	return nil, "", errNoOutbound
+
+// outboxSet is what the mark of an event adds to record its outbox entry
+// e: the entry, and its place in the outbox, a new ObjectID (ordered by
+// the second it was made, and within one process by when).
+func outboxSet(e *outboxDoc) bson.D {
+	return bson.D{{Key: "outbox", Value: e}, {Key: "outboxSeq", Value: bson.NewObjectID()}}
 }
-func (Outbound) Requeue(context.Context, models.Requeue, time.Time) (int, error) {
-	return 0, errNoOutbound
+
+// outboxFilter selects the events that hold an outbox entry, through the
+// sparse outboxSeq_1 index.
+var outboxFilter = bson.D{{Key: "outboxSeq", Value: bson.D{{Key: "$exists", Value: true}}}}
+
+// outboxOrder is the order of the outbox.
+var outboxOrder = bson.D{{Key: "outboxSeq", Value: 1}}
+
+// Outbox returns up to limit entries of the outbox, oldest first; an
+// entry's key is its event's _id.
+func (o *Outbound) Outbox(ctx context.Context, limit int) ([]models.Outboxed, error) {
+	docs, err := findDocs[struct {
+		ID     bson.ObjectID `bson:"_id"`
+		Outbox outboxDoc     `bson:"outbox"`
+	}](ctx, o.events, outboxFilter, options.Find().SetSort(outboxOrder).SetLimit(int64(limit)).
+		SetProjection(bson.D{{Key: "outbox", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox: %w", err)
+	}
+	out := make([]models.Outboxed, len(docs))
+	for i, d := range docs {
+		out[i] = models.Outboxed{Key: d.ID.Hex(), Pending: d.Outbox.model()}
+	}
+	return out, nil
 }
-func (Outbound) Backlog(context.Context) (map[string]models.Backlog, error) {
-	return nil, errNoOutbound
+
+// endpointDoc is an endpoint.
+type endpointDoc struct {
+	ID             string     `bson:"_id"`
+	URL            string     `bson:"url"`
+	Description    string     `bson:"description"`
+	EventTypes     []string   `bson:"eventTypes"`
+	Enabled        bool       `bson:"enabled"`
+	Disabled       string     `bson:"disabled"`
+	Secret         string     `bson:"secret"`
+	PreviousSecret string     `bson:"previousSecret"`
+	PreviousUntil  *time.Time `bson:"previousUntil,omitempty"`
+	FromConfig     bool       `bson:"fromConfig"`
+	FailingSince   *time.Time `bson:"failingSince,omitempty"`
+	CreatedAt      time.Time  `bson:"createdAt"`
+	UpdatedAt      time.Time  `bson:"updatedAt"`
 }
-func (Outbound) Attempts(context.Context, models.AttemptFilter) ([]models.Attempt, string, error) {
-	return nil, "", errNoOutbound
+
+func (d endpointDoc) model() models.Endpoint {
+	types := d.EventTypes
+	if types == nil {
+		types = []string{}
+	}
+	return models.Endpoint{ID: d.ID, URL: d.URL, Description: d.Description, EventTypes: types, Enabled: d.Enabled,
+		Disabled: d.Disabled, Secret: d.Secret, PreviousSecret: d.PreviousSecret, PreviousUntil: utcPtr(d.PreviousUntil),
+		FromConfig: d.FromConfig, FailingSince: utcPtr(d.FailingSince), CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC()}
 }
-func (Outbound) DeleteAttemptsBefore(context.Context, time.Time, int) (int, error) {
-	return 0, errNoOutbound
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// Endpoints returns every endpoint, by id (at most models.MaxEndpoints).
+func (o *Outbound) Endpoints(ctx context.Context) ([]models.Endpoint, error) {
+	docs, err := findDocs[endpointDoc](ctx, o.endpoints, bson.D{}, options.Find().SetSort(idOrder))
+	if err != nil {
+		return nil, fmt.Errorf("read endpoints: %w", err)
+	}
+	out := make([]models.Endpoint, len(docs))
+	for i, d := range docs {
+		out[i] = d.model()
+	}
+	return out, nil
+}
+
+// Endpoint returns one endpoint.
+func (o *Outbound) Endpoint(ctx context.Context, id string) (models.Endpoint, error) {
+	var d endpointDoc
+	if err := o.endpoints.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d); err != nil {
+		return models.Endpoint{}, fmt.Errorf("read endpoint %s: %w", models.Quote(id), translate(err))
+	}
+	return d.model(), nil
+}
+
+// PutEndpoint inserts e, or replaces the endpoint of its id.
+func (o *Outbound) PutEndpoint(ctx context.Context, e models.Endpoint) error {
+	types := e.EventTypes
+	if types == nil {
+		types = []string{}
+	}
+	d := endpointDoc{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: types, Enabled: e.Enabled,
+		Disabled: e.Disabled, Secret: e.Secret, PreviousSecret: e.PreviousSecret, PreviousUntil: e.PreviousUntil,
+		FromConfig: e.FromConfig, FailingSince: e.FailingSince, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+	_, err := retryConflicts(ctx, func() (*mongo.UpdateResult, error) {
+		return o.endpoints.ReplaceOne(ctx, bson.D{{Key: "_id", Value: e.ID}}, d, options.Replace().SetUpsert(true))
+	})
+	if err != nil {
+		return fmt.Errorf("write endpoint %s: %w", models.Quote(e.ID), translate(err))
+	}
+	return nil
+}
+
+// DeleteEndpoint deletes an endpoint, then its deliveries (the range of
+// _id its id begins); its attempts stay until they are old. A crash
+// between the two leaves deliveries of no endpoint, which Due returns and
+// the sender drops; deleting it again is not found, and leaves them.
+func (o *Outbound) DeleteEndpoint(ctx context.Context, id string) error {
+	res, err := o.endpoints.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+	if err != nil {
+		return fmt.Errorf("delete endpoint %s: %w", models.Quote(id), translate(err))
+	}
+	if res.DeletedCount == 0 {
+		return fmt.Errorf("delete endpoint %s: %w", models.Quote(id), models.ErrNotFound)
+	}
+	if _, err := o.deliveries.DeleteMany(ctx, endpointDeliveriesFilter(id, "")); err != nil {
+		return fmt.Errorf("delete the deliveries of endpoint %s: %w", models.Quote(id), translate(err))
+	}
+	return nil
+}
+
+// endpointDeliveriesFilter selects the deliveries of endpoint id whose
+// key comes after "<id>/<after>": a range of _id_ bounded by the prefix.
+func endpointDeliveriesFilter(id, after string) bson.D {
+	return bson.D{
+		{Key: "_id", Value: bson.D{{Key: "$gt", Value: id + "/" + after}, {Key: "$lt", Value: id + "0"}}}, // '0' follows '/'
+		{Key: "endpointId", Value: id},
+	}
+}
+
+// deliveryDoc is one endpoint's delivery of one object.
+type deliveryDoc struct {
+	ID         string    `bson:"_id"` // models.Delivery.Key
+	Rev        int64     `bson:"rev"` // the compare-and-set of every write
+	EndpointID string    `bson:"endpointId"`
+	Kind       string    `bson:"kind"`
+	ObjectID   string    `bson:"objectId"`
+	UserID     string    `bson:"userId,omitempty"` // userId_1 (sparse): erasure
+	MessageID  string    `bson:"messageId"`
+	SourceTime time.Time `bson:"sourceTime"`
+	EventID    string    `bson:"eventId"`
+	Deleted    bool      `bson:"deleted"`
+	Change     string    `bson:"change"`
+	Origin     string    `bson:"origin"`
+	Status     string    `bson:"status"`
+	Attempts   int       `bson:"attempts"`
+	NextAt     time.Time `bson:"nextAt"`
+	Since      time.Time `bson:"since"`
+	// Only while pending: dueAt (= nextAt) and pendingSince (= since), of
+	// the sparse indexes of Due and Backlog.
+	DueAt        *time.Time        `bson:"dueAt,omitempty"`
+	PendingSince *time.Time        `bson:"pendingSince,omitempty"`
+	Fields       map[string]string `bson:"fields"` // null: nothing received
+	LastStatus   int               `bson:"lastStatus"`
+	LastError    string            `bson:"lastError"`
+	LastAt       *time.Time        `bson:"lastAt,omitempty"`
+	DeliveredAt  *time.Time        `bson:"deliveredAt,omitempty"`
+	DeliveredMsg string            `bson:"deliveredMsg"`
+}
+
+func newDeliveryDoc(d models.Delivery, rev int64) deliveryDoc {
+	doc := deliveryDoc{ID: d.Key(), Rev: rev, EndpointID: d.EndpointID, Kind: string(d.Kind), ObjectID: d.ObjectID,
+		UserID: d.UserID, MessageID: d.MessageID, SourceTime: d.Version.SourceTime, EventID: d.Version.EventID,
+		Deleted: d.Version.Deleted, Change: string(d.Change), Origin: d.Origin, Status: d.Status, Attempts: d.Attempts,
+		NextAt: d.NextAt, Since: d.Since, Fields: d.Fields, LastStatus: d.LastStatus, LastError: d.LastError,
+		LastAt: d.LastAt, DeliveredAt: d.DeliveredAt, DeliveredMsg: d.DeliveredMsg}
+	if d.Status == models.DeliveryPending {
+		next, since := d.NextAt, d.Since
+		doc.DueAt, doc.PendingSince = &next, &since
+	}
+	return doc
+}
+
+func (d deliveryDoc) model() models.Delivery {
+	return models.Delivery{EndpointID: d.EndpointID, Kind: models.Kind(d.Kind), ObjectID: d.ObjectID, UserID: d.UserID,
+		MessageID: d.MessageID, Version: models.Version{SourceTime: d.SourceTime.UTC(), EventID: d.EventID, Deleted: d.Deleted},
+		Change: models.EventType(d.Change), Origin: d.Origin, Status: d.Status, Attempts: d.Attempts, NextAt: d.NextAt.UTC(),
+		Since: d.Since.UTC(), Fields: d.Fields, LastStatus: d.LastStatus, LastError: d.LastError, LastAt: utcPtr(d.LastAt),
+		DeliveredAt: utcPtr(d.DeliveredAt), DeliveredMsg: d.DeliveredMsg}
+}
+
+// deliveryTries bounds the compare-and-set of a delivery: each refusal is
+// a concurrent write of the same object, which is rare.
+const deliveryTries = 5
+
+// readDeliveries reads the deliveries of keys, by key.
+func (o *Outbound) readDeliveries(ctx context.Context, keys []string) (map[string]deliveryDoc, error) {
+	docs, err := findDocs[deliveryDoc](ctx, o.deliveries, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]deliveryDoc, len(docs))
+	for _, d := range docs {
+		out[d.ID] = d
+	}
+	return out, nil
+}
+
+// Fanout queues each change for its endpoints, then unsets the outbox
+// entries done.
+//
+// The deliveries it touches are read in one find and written in one
+// unordered bulkWrite: an insert for a new one, a replace of the revision
+// read for the others. A write refused (an insert by a duplicate key, a
+// replace whose revision moved: a concurrent fan-out or settle) sends the
+// fan-out of those keys round again, from a new read, where the changes
+// already written change nothing (models.Delivery.Queue); after
+// deliveryTries rounds the error wraps models.ErrRetryLater, and the
+// outbox keeps its entries.
+func (o *Outbound) Fanout(ctx context.Context, fs []models.Fanout, done []string, now time.Time) error {
+	var keys []string
+	seen := map[string]bool{}
+	for _, f := range fs {
+		for _, ep := range f.Endpoints {
+			key := models.Delivery{EndpointID: ep, Kind: f.Pending.Kind, ObjectID: f.Pending.ObjectID}.Key()
+			if !seen[key] {
+				seen[key] = true
+				keys = append(keys, key)
+			}
+		}
+	}
+	for try := 1; len(keys) > 0; try++ {
+		if try > deliveryTries {
+			return fmt.Errorf("fan out the outbox: concurrent writes of the same deliveries kept winning: %w", models.ErrRetryLater)
+		}
+		var err error
+		if keys, err = o.fanoutOnce(ctx, fs, keys, now); err != nil {
+			return fmt.Errorf("fan out the outbox: %w", err)
+		}
+	}
+	var ids bson.A
+	for _, key := range done {
+		if id, err := bson.ObjectIDFromHex(key); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := updateMany(ctx, o.events, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: "outbox", Value: ""}, {Key: "outboxSeq", Value: ""}}}})
+	if err != nil {
+		return fmt.Errorf("take the entries fanned out from the outbox: %w", translate(err))
+	}
+	return nil
+}
+
+// fanoutOnce is one round of Fanout over keys: it returns the keys whose
+// writes were refused, or all it wrote when it cannot tell which.
+func (o *Outbound) fanoutOnce(ctx context.Context, fs []models.Fanout, keys []string, now time.Time) ([]string, error) {
+	stored, err := o.readDeliveries(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, k := range keys {
+		want[k] = true
+	}
+	next := map[string]models.Delivery{}
+	var order []string
+	for _, f := range fs {
+		for _, ep := range f.Endpoints {
+			key := models.Delivery{EndpointID: ep, Kind: f.Pending.Kind, ObjectID: f.Pending.ObjectID}.Key()
+			if !want[key] {
+				continue
+			}
+			cur, ok := next[key]
+			if !ok {
+				if d, found := stored[key]; found {
+					cur = d.model()
+				}
+			}
+			if d, changed := cur.Queue(ep, f.Pending, now); changed {
+				if !ok {
+					order = append(order, key)
+				}
+				next[key] = d
+			}
+		}
+	}
+	if len(order) == 0 {
+		return nil, nil
+	}
+	if o.beforeWrite != nil {
+		o.beforeWrite()
+	}
+	writes := make([]mongo.WriteModel, len(order))
+	inserts := 0
+	for i, key := range order {
+		cur, found := stored[key]
+		if !found {
+			writes[i] = mongo.NewInsertOneModel().SetDocument(newDeliveryDoc(next[key], 1))
+			inserts++
+			continue
+		}
+		writes[i] = mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: "_id", Value: key}, {Key: "rev", Value: cur.Rev}}).
+			SetReplacement(newDeliveryDoc(next[key], cur.Rev+1))
+	}
+	res, err := retryConflicts(ctx, func() (*mongo.BulkWriteResult, error) {
+		return o.deliveries.BulkWrite(ctx, writes, options.BulkWrite().SetOrdered(false))
+	})
+	failed, ok := writeErrors(err)
+	if !ok {
+		return nil, translate(err)
+	}
+	for _, code := range failed {
+		if !isDuplicateKeyCode(code) {
+			return nil, translate(err)
+		}
+	}
+	if len(failed) == 0 && res != nil && res.InsertedCount == int64(inserts) && res.MatchedCount == int64(len(order)-inserts) {
+		return nil, nil
+	}
+	return order, nil
+}
+
+// Due returns up to limit pending deliveries due by now, soonest first,
+// through the sparse dueAt_1 index (pending deliveries only).
+func (o *Outbound) Due(ctx context.Context, now time.Time, limit int) ([]models.Delivery, error) {
+	return o.findDeliveries(ctx, "the deliveries due", dueFilter(now), options.Find().SetSort(dueOrder).SetLimit(int64(limit)))
+}
+
+func dueFilter(now time.Time) bson.D {
+	return bson.D{{Key: "dueAt", Value: bson.D{{Key: "$lte", Value: now}}}}
+}
+
+var dueOrder = bson.D{{Key: "dueAt", Value: 1}}
+
+func (o *Outbound) findDeliveries(ctx context.Context, what string, filter bson.D, opts *options.FindOptionsBuilder) ([]models.Delivery, error) {
+	docs, err := findDocs[deliveryDoc](ctx, o.deliveries, filter, opts)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	out := make([]models.Delivery, len(docs))
+	for i, d := range docs {
+		out[i] = d.model()
+	}
+	return out, nil
+}
+
+// Settle records what became of an attempt (models.Settled, by
+// compare-and-set on the delivery's revision, read again after a
+// concurrent write), then the attempt. A delivery gone meanwhile (its
+// endpoint deleted, its user erased) records the attempt only.
+func (o *Outbound) Settle(ctx context.Context, sent, result models.Delivery, a models.Attempt) error {
+	key := sent.Key()
+	for try := 1; ; try++ {
+		if try > deliveryTries {
+			return fmt.Errorf("record a delivery to endpoint %s: concurrent writes kept winning: %w",
+				models.Quote(sent.EndpointID), models.ErrRetryLater)
+		}
+		var cur deliveryDoc
+		err := o.deliveries.FindOne(ctx, bson.D{{Key: "_id", Value: key}}).Decode(&cur)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("record a delivery to endpoint %s: %w", models.Quote(sent.EndpointID), translate(err))
+		}
+		doc := newDeliveryDoc(models.Settled(cur.model(), sent, result), cur.Rev+1)
+		doc.ID = key
+		if o.beforeWrite != nil {
+			o.beforeWrite()
+		}
+		res, err := retryConflicts(ctx, func() (*mongo.UpdateResult, error) {
+			return o.deliveries.ReplaceOne(ctx, bson.D{{Key: "_id", Value: key}, {Key: "rev", Value: cur.Rev}}, doc)
+		})
+		if err != nil {
+			return fmt.Errorf("record a delivery to endpoint %s: %w", models.Quote(sent.EndpointID), translate(err))
+		}
+		if res.MatchedCount > 0 {
+			break
+		}
+	}
+	if err := insertOne(ctx, o.attempts, newSendAttemptDoc(a)); err != nil {
+		return fmt.Errorf("record an attempt to endpoint %s: %w", models.Quote(sent.EndpointID), translate(err))
+	}
+	return nil
+}
+
+// Delivery returns an endpoint's delivery of one object.
+func (o *Outbound) Delivery(ctx context.Context, endpointID string, kind models.Kind, objectID string) (models.Delivery, error) {
+	var d deliveryDoc
+	key := models.Delivery{EndpointID: endpointID, Kind: kind, ObjectID: objectID}.Key()
+	if err := o.deliveries.FindOne(ctx, bson.D{{Key: "_id", Value: key}}).Decode(&d); err != nil {
+		return models.Delivery{}, fmt.Errorf("read a delivery: %w", translate(err))
+	}
+	return d.model(), nil
+}
+
+// deliveriesPageFilter selects the deliveries of f's endpoint after the
+// cursor after ("<kind>/<object>"), by _id.
+func deliveriesPageFilter(f models.DeliveryFilter, after string) bson.D {
+	filter := endpointDeliveriesFilter(f.EndpointID, after)
+	if f.Status != "" {
+		filter = append(filter, bson.E{Key: "status", Value: f.Status})
+	}
+	return filter
+}
+
+// Deliveries returns a page of an endpoint's deliveries, by key: a range
+// of _id_. The cursor is the last one's "<kind>/<object>".
+func (o *Outbound) Deliveries(ctx context.Context, f models.DeliveryFilter) ([]models.Delivery, string, error) {
+	return repository.Page(f.Limit, f.After, func(after string, n int) ([]models.Delivery, error) {
+		return o.findDeliveries(ctx, "deliveries", deliveriesPageFilter(f, after), options.Find().SetSort(idOrder).SetLimit(int64(n)))
+	}, func(models.Delivery) bool { return true }, func(d models.Delivery) string {
+		return strings.TrimPrefix(d.Key(), d.EndpointID+"/")
+	})
+}
+
+// notPending is the condition of a requeue: a pending delivery is sent
+// anyway.
+var notPending = bson.E{Key: "status", Value: bson.D{{Key: "$ne", Value: models.DeliveryPending}}}
+
+// requeueWindowFilter selects an endpoint's deliveries not pending whose
+// last attempt was at or after since, through endpointId_1_lastAt_1.
+func requeueWindowFilter(endpointID string, since time.Time) bson.D {
+	return bson.D{{Key: "endpointId", Value: endpointID}, {Key: "lastAt", Value: bson.D{{Key: "$gte", Value: since}}}, notPending}
+}
+
+// Requeue makes the deliveries f selects pending again, due at now, their
+// last state received forgotten: one object's by _id, or a window's found
+// first (up to f.Limit) and then updated by _id, each under the condition
+// that it is not pending.
+func (o *Outbound) Requeue(ctx context.Context, f models.Requeue, now time.Time) (int, error) {
+	update := bson.D{
+		{Key: "$set", Value: bson.D{
+			{Key: "status", Value: models.DeliveryPending}, {Key: "attempts", Value: 0},
+			{Key: "nextAt", Value: now}, {Key: "dueAt", Value: now}, {Key: "since", Value: now}, {Key: "pendingSince", Value: now},
+		}},
+		{Key: "$unset", Value: bson.D{{Key: "fields", Value: ""}}},
+		{Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}},
+	}
+	var filter bson.D
+	if f.Kind != "" {
+		key := models.Delivery{EndpointID: f.EndpointID, Kind: f.Kind, ObjectID: f.ObjectID}.Key()
+		filter = bson.D{{Key: "_id", Value: key}, notPending}
+	} else {
+		docs, err := findDocs[struct {
+			ID string `bson:"_id"`
+		}](ctx, o.deliveries, requeueWindowFilter(f.EndpointID, f.Since),
+			options.Find().SetLimit(int64(f.Limit)).SetProjection(bson.D{{Key: "_id", Value: 1}}))
+		if err != nil {
+			return 0, fmt.Errorf("requeue deliveries of endpoint %s: %w", models.Quote(f.EndpointID), err)
+		}
+		if len(docs) == 0 {
+			return 0, nil
+		}
+		ids := make(bson.A, len(docs))
+		for i, d := range docs {
+			ids[i] = d.ID
+		}
+		filter = bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, notPending}
+	}
+	res, err := updateMany(ctx, o.deliveries, filter, update)
+	if err != nil {
+		return 0, fmt.Errorf("requeue deliveries of endpoint %s: %w", models.Quote(f.EndpointID), translate(err))
+	}
+	return int(res.ModifiedCount), nil
+}
+
+// backlogFilter selects an endpoint's pending deliveries, through the
+// sparse endpointId_1_pendingSince_1 index.
+func backlogFilter(endpointID string) bson.D {
+	return bson.D{{Key: "endpointId", Value: endpointID}, {Key: "pendingSince", Value: bson.D{{Key: "$exists", Value: true}}}}
+}
+
+var backlogOrder = bson.D{{Key: "pendingSince", Value: 1}}
+
+// Backlog returns the pending deliveries of each endpoint that has some,
+// counted up to models.MaxBacklogCount each: per endpoint a count and the
+// oldest, both in the sparse endpointId_1_pendingSince_1 index.
+func (o *Outbound) Backlog(ctx context.Context) (map[string]models.Backlog, error) {
+	eps, err := o.Endpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]models.Backlog{}
+	for _, e := range eps {
+		n, err := o.deliveries.CountDocuments(ctx, backlogFilter(e.ID), options.Count().SetLimit(models.MaxBacklogCount))
+		if err != nil {
+			return nil, fmt.Errorf("count the backlog of endpoint %s: %w", models.Quote(e.ID), translate(err))
+		}
+		if n == 0 {
+			continue
+		}
+		oldest, err := findDocs[deliveryDoc](ctx, o.deliveries, backlogFilter(e.ID),
+			options.Find().SetSort(backlogOrder).SetLimit(1).SetProjection(bson.D{{Key: "pendingSince", Value: 1}}))
+		if err != nil {
+			return nil, fmt.Errorf("read the backlog of endpoint %s: %w", models.Quote(e.ID), err)
+		}
+		b := models.Backlog{Pending: n}
+		if len(oldest) > 0 {
+			b.Oldest = utcPtr(oldest[0].PendingSince)
+		}
+		out[e.ID] = b
+	}
+	return out, nil
+}
+
+// sendAttemptDoc is one attempt to send a delivery; its _id, a new ObjectID,
+// orders the attempts (newest first: descending).
+type sendAttemptDoc struct {
+	ID         bson.ObjectID `bson:"_id"`
+	EndpointID string        `bson:"endpointId"`
+	MessageID  string        `bson:"messageId"`
+	Type       string        `bson:"type"`
+	ObjectID   string        `bson:"objectId"`
+	At         time.Time     `bson:"at"`
+	Status     int           `bson:"status"`
+	LatencyMS  int64         `bson:"latencyMs"`
+	Error      string        `bson:"error"`
+	Delivered  bool          `bson:"delivered"`
+}
+
+func newSendAttemptDoc(a models.Attempt) sendAttemptDoc {
+	return sendAttemptDoc{ID: bson.NewObjectID(), EndpointID: a.EndpointID, MessageID: a.MessageID, Type: a.Type, ObjectID: a.ObjectID,
+		At: a.At, Status: a.Status, LatencyMS: a.Latency.Milliseconds(), Error: a.Error, Delivered: a.Delivered}
+}
+
+func (d sendAttemptDoc) model() models.Attempt {
+	return models.Attempt{ID: d.ID.Hex(), EndpointID: d.EndpointID, MessageID: d.MessageID, Type: d.Type, ObjectID: d.ObjectID,
+		At: d.At.UTC(), Status: d.Status, Latency: time.Duration(d.LatencyMS) * time.Millisecond, Error: d.Error, Delivered: d.Delivered}
+}
+
+// sendAttemptsOrder is the order of the attempts: newest first.
+var sendAttemptsOrder = bson.D{{Key: "_id", Value: -1}}
+
+// attemptWindow is a window of a page of attempts: the _id from lo (the
+// first ObjectID of its second) up to hi, excluded; hasLo and hasHi say
+// whether each side is bounded.
+type attemptWindow struct {
+	lo, hi       bson.ObjectID
+	hasLo, hasHi bool
+}
+
+// sendAttemptsFilter selects the attempts of f within window w, before
+// f's cursor (an _id in hex): through endpointId_1__id_-1 for an
+// endpoint's, endpointId_1_delivered_1__id_-1 for its failures,
+// delivered_1__id_-1 for every endpoint's failures, _id_ for all. A
+// malformed cursor wraps models.ErrInvalid.
+func sendAttemptsFilter(f models.AttemptFilter, w attemptWindow) (bson.D, error) {
+	filter := bson.D{}
+	if f.EndpointID != "" {
+		filter = append(filter, bson.E{Key: "endpointId", Value: f.EndpointID})
+	}
+	if f.Failed {
+		filter = append(filter, bson.E{Key: "delivered", Value: false})
+	}
+	var r bson.D
+	if f.After != "" {
+		id, err := bson.ObjectIDFromHex(f.After)
+		if err != nil {
+			return nil, models.ErrBadCursor()
+		}
+		if !w.hasHi || bytes.Compare(id[:], w.hi[:]) < 0 {
+			w.hi, w.hasHi = id, true
+		}
+	}
+	if w.hasHi {
+		r = append(r, bson.E{Key: "$lt", Value: w.hi})
+	}
+	if w.hasLo {
+		r = append(r, bson.E{Key: "$gte", Value: w.lo})
+	}
+	if r != nil {
+		filter = append(filter, bson.E{Key: "_id", Value: r})
+	}
+	return filter, nil
+}
+
+// attemptWindowWidth is the width of the first window of a page of
+// attempts; each next one is windowGrowth times wider, and the one that
+// reaches past models.AttemptsKept (and a day more, for a retention
+// behind) is unbounded below.
+const attemptWindowWidth = time.Hour
+
+// Attempts returns a page of attempts, newest first (by _id: a new
+// ObjectID each, ordered by the second it was made). It walks _id down
+// from the cursor (or now) in windows of time, each one query sorted and
+// limited as the page: a DocumentDB engine, which sorts every match of a
+// query, sorts one window's attempts, not all the attempts kept (see
+// window.go for the same walk of the event log).
+func (o *Outbound) Attempts(ctx context.Context, f models.AttemptFilter) ([]models.Attempt, string, error) {
+	top := time.Now()
+	if f.After != "" {
+		id, err := bson.ObjectIDFromHex(f.After)
+		if err != nil {
+			return nil, "", fmt.Errorf("read attempts: %w", models.ErrBadCursor())
+		}
+		top = id.Timestamp().Add(time.Second)
+	}
+	out := make([]models.Attempt, 0, f.Limit+1)
+	w := attemptWindow{}
+	for width := attemptWindowWidth; len(out) <= f.Limit; width *= windowGrowth {
+		from := top.Add(-width)
+		w.lo, w.hasLo = bson.NewObjectIDFromTimestamp(from), width <= models.AttemptsKept+24*time.Hour
+		filter, err := sendAttemptsFilter(f, w)
+		if err != nil {
+			return nil, "", fmt.Errorf("read attempts: %w", err)
+		}
+		docs, err := findDocs[sendAttemptDoc](ctx, o.attempts, filter,
+			options.Find().SetSort(sendAttemptsOrder).SetLimit(int64(f.Limit+1-len(out))))
+		if err != nil {
+			return nil, "", fmt.Errorf("read attempts: %w", err)
+		}
+		for _, d := range docs {
+			out = append(out, d.model())
+		}
+		if !w.hasLo {
+			break
+		}
+		w.hi, w.hasHi = w.lo, true
+	}
+	next := ""
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+		next = out[f.Limit-1].ID
+	}
+	return out, next, nil
+}
+
+// sendAttemptsBeforeFilter selects the attempts made before cutoff, through
+// at_1.
+func sendAttemptsBeforeFilter(cutoff time.Time) bson.D {
+	return bson.D{{Key: "at", Value: bson.D{{Key: "$lt", Value: cutoff}}}}
+}
+
+// DeleteAttemptsBefore deletes up to limit attempts made before cutoff: a
+// find through at_1, unsorted (a DocumentDB engine would sort every one
+// found), then a delete by _id.
+func (o *Outbound) DeleteAttemptsBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	docs, err := findDocs[struct {
+		ID bson.ObjectID `bson:"_id"`
+	}](ctx, o.attempts, sendAttemptsBeforeFilter(cutoff), options.Find().
+		SetLimit(int64(limit)).SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return 0, fmt.Errorf("find old attempts: %w", err)
+	}
+	if len(docs) == 0 {
+		return 0, nil
+	}
+	ids := make(bson.A, len(docs))
+	for i, d := range docs {
+		ids[i] = d.ID
+	}
+	res, err := o.attempts.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+	if err != nil {
+		return 0, fmt.Errorf("delete old attempts: %w", translate(err))
+	}
+	return int(res.DeletedCount), nil
+}
+
+// Indexes of the outbound collections; docs/mongodb-queries.md's query →
+// index table says which query reads each. The endpoints are read by _id
+// alone.
+var (
+	deliveryIndexes = []mongo.IndexModel{
+		{Keys: bson.D{{Key: "dueAt", Value: 1}}, Options: options.Index().SetSparse(true)},
+		{Keys: bson.D{{Key: "endpointId", Value: 1}, {Key: "pendingSince", Value: 1}}, Options: options.Index().SetSparse(true)},
+		{Keys: bson.D{{Key: "endpointId", Value: 1}, {Key: "lastAt", Value: 1}}},
+		{Keys: bson.D{{Key: "userId", Value: 1}}, Options: options.Index().SetSparse(true)},
+	}
+	deliveryAttemptIndexes = []mongo.IndexModel{
+		{Keys: bson.D{{Key: "endpointId", Value: 1}, {Key: "_id", Value: -1}}},
+		{Keys: bson.D{{Key: "endpointId", Value: 1}, {Key: "delivered", Value: 1}, {Key: "_id", Value: -1}}},
+		{Keys: bson.D{{Key: "delivered", Value: 1}, {Key: "_id", Value: -1}}},
+		{Keys: bson.D{{Key: "at", Value: 1}}},
+	}
+)
+
+// userDeliveriesFilter selects a user's deliveries (of the user, and of
+// its memberships), through userId_1.
+func userDeliveriesFilter(userID string) bson.D {
+	return bson.D{{Key: "userId", Value: userID}}
+}
+
+// membershipDeliveriesFilter selects a membership's deliveries, through
+// userId_1 (its member's).
+func membershipDeliveriesFilter(membershipID, userID string) bson.D {
+	return bson.D{{Key: "userId", Value: userID}, {Key: "kind", Value: string(models.KindMembership)}, {Key: "objectId", Value: membershipID}}
 }

@@ -88,6 +88,7 @@ var ownedCollections = []string{
 	UsersCollection, EventsCollection, CountersCollection, LeasesCollection, rekeyCollection, MetaCollection,
 	ActivityCollection, RunsCollection, OrganizationsCollection, MembershipsCollection,
 	SubscriptionsCollection, SubscriptionItemsCollection, PaymentAttemptsCollection, BillingPlansCollection,
+	EndpointsCollection, DeliveriesCollection, DeliveryAttemptsCollection,
 }
 
 // prefixPattern is what a collection prefix may hold: a collection name
@@ -273,6 +274,18 @@ func foreignShape(base string, doc bson.Raw) string {
 		if id, ok := str("payerId"); !ok || id == "" || !date("updatedAt") {
 			return "a document is not one of usersync's billing plans"
 		}
+	case EndpointsCollection:
+		if _, ok := str("url"); !ok || !date("createdAt") {
+			return "a document is not one of usersync's outbound endpoints"
+		}
+	case DeliveriesCollection:
+		if id, ok := str("endpointId"); !ok || id == "" || !date("nextAt") {
+			return "a document is not one of usersync's outbound deliveries"
+		}
+	case DeliveryAttemptsCollection:
+		if _, ok := str("messageId"); !ok || !date("at") {
+			return "a document is not one of usersync's outbound delivery attempts"
+		}
 	case CountersCollection:
 		if id, _ := str("_id"); !strings.HasPrefix(id, outcomePrefix) && !strings.HasPrefix(id, "migration:") {
 			return "a document is not one of usersync's counters"
@@ -300,7 +313,8 @@ func foreignShape(base string, doc bson.Raw) string {
 // knownIndexNames are the indexes any usersync version made.
 var knownIndexNames = func() []string {
 	names := []string{"_id_"}
-	for _, ms := range [][]mongo.IndexModel{userIndexes, eventIndexes, orgIndexes, membershipIndexes, itemIndexes, attemptIndexes} {
+	for _, ms := range [][]mongo.IndexModel{userIndexes, eventIndexes, orgIndexes, membershipIndexes, itemIndexes, attemptIndexes,
+		deliveryIndexes, deliveryAttemptIndexes} {
 		for _, m := range ms {
 			names = append(names, indexName(m.Keys.(bson.D)))
 		}

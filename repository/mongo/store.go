@@ -58,6 +58,7 @@ type Store struct {
 	activity *Activity
 	runs     *Runs
 	billing  *Billing
+	outbound *Outbound
 	// batch, if set, shares the round trips of concurrent deliveries.
 	batch *batcher
 }
@@ -154,6 +155,11 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 			attempts: db.Collection(names.of(PaymentAttemptsCollection)), attemptsP: db.Collection(names.of(PaymentAttemptsCollection), primary),
 			plans: db.Collection(names.of(BillingPlansCollection)), plansP: db.Collection(names.of(BillingPlansCollection), primary),
 		},
+	}
+	s.outbound = &Outbound{
+		events: db.Collection(names.of(EventsCollection), primary), endpoints: db.Collection(names.of(EndpointsCollection)),
+		deliveries: db.Collection(names.of(DeliveriesCollection), primary),
+		attempts:   db.Collection(names.of(DeliveryAttemptsCollection)),
 	}
 	s.users.members, s.orgs.members, s.members.orgs = s.members, s.members, s.orgs
 	if o.DeliveryBatch <= 0 {
@@ -354,7 +360,7 @@ func (s *Store) createCollections(ctx context.Context) error {
 		have[n] = true
 	}
 	bases := []string{UsersCollection, OrganizationsCollection, MembershipsCollection, EventsCollection, CountersCollection, MetaCollection}
-	for _, base := range append(bases, billingCollections...) {
+	for _, base := range slices.Concat(bases, billingCollections, outboundCollections) {
 		n := s.names.of(base)
 		if have[n] {
 			continue
@@ -412,8 +418,9 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 }
 
 // ensureIndexes builds the indexes of the users, organizations,
-// memberships, events, subscription items and payment attempts
-// (subscriptions and billing_plans are read by _id alone). The leases, activity and reconcile_runs
+// memberships, events, subscription items, payment attempts, deliveries
+// and delivery attempts (subscriptions, billing_plans and endpoints are
+// read by _id alone). The leases, activity and reconcile_runs
 // collections are read and written by _id alone (activity and runs by
 // ranges of an _id that sorts as they are read): they need no index of
 // their own, and are made by their first write.
@@ -429,6 +436,8 @@ func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 		{s.events.coll, eventIndexes, obsoleteEventIndexes},
 		{s.billing.items, itemIndexes, nil},
 		{s.billing.attempts, attemptIndexes, nil},
+		{s.outbound.deliveries, deliveryIndexes, nil},
+		{s.outbound.attempts, deliveryAttemptIndexes, nil},
 	} {
 		want := c.want
 		if uniqueOnly {
