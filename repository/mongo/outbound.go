@@ -475,6 +475,9 @@ func (o *Outbound) Settle(ctx context.Context, sent, result models.Delivery, a m
 			break
 		}
 	}
+	if a.MessageID == "" {
+		return nil // nothing was sent
+	}
 	if err := insertOne(ctx, o.attempts, newSendAttemptDoc(a)); err != nil {
 		return fmt.Errorf("record an attempt to endpoint %s: %w", models.Quote(sent.EndpointID), translate(err))
 	}

@@ -221,6 +221,11 @@ func testOutboundSettleKeepsAChangeQueuedMeanwhile(t *testing.T, s repository.St
 	if _, err := o.Delivery(ctx, "ep_gone", models.KindUser, "user_st"); !errors.Is(err, models.ErrNotFound) {
 		t.Errorf("a settle revived a delivery: %v", err)
 	}
+	// A settle of a delivery that sent nothing (a state already received)
+	// records no attempt.
+	if err := o.Settle(ctx, d, d, models.Attempt{}); err != nil {
+		t.Fatal(err)
+	}
 	as, _, err := o.Attempts(ctx, models.AttemptFilter{EndpointID: "ep_st", Limit: 10})
 	if err != nil || len(as) != 3 || as[0].Status != 204 || as[0].Latency != 12*time.Millisecond || !as[0].Delivered {
 		t.Errorf("attempts = %+v, %v; want the three recorded", as, err)
