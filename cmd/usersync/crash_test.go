@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	gosync "sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +32,10 @@ import (
 // childEnv makes the test binary run usersync itself, as a child process.
 const childEnv = "USERSYNC_TEST_CHILD"
 
+// childLeaseEnv, in a child's environment, sets its outbound dispatcher's
+// lease.
+const childLeaseEnv = "USERSYNC_TEST_OUTBOUND_LEASE"
+
 // child runs usersync in this process. In a crash mode the process kills
 // itself (SIGKILL, no clean-up of any kind) in its first delivery:
 //   - "crash-after-record": once the event is stored, before its change
@@ -40,6 +47,10 @@ func child(mode string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var s seams
+	if lease, err := time.ParseDuration(os.Getenv(childLeaseEnv)); err == nil {
+		// A request may take a second, which the lease leaves time for.
+		s.outboundLease, s.outboundTimeout = lease, time.Second
+	}
 	switch mode {
 	case "crash-after-record", "crash-after-deliver":
 		s.wrapStore = func(st repository.Store) sync.Store {
@@ -248,4 +259,81 @@ func deliverTo(base, id string, body []byte) (int, string, error) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), nil
+}
+
+// TestRun_AKilledProcessLosesNoOutboundDelivery kills usersync (SIGKILL)
+// while it sends an outbound webhook, and restarts it: the change is sent
+// again, with the same webhook-id, and received.
+func TestRun_AKilledProcessLosesNoOutboundDelivery(t *testing.T) {
+	t.Parallel()
+	if repotest.UsesMongoDB() {
+		t.Skip("runs the embedded engine in child processes")
+	}
+	secret := "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+	var (
+		mu    gosync.Mutex
+		ids   []string
+		child *exec.Cmd
+	)
+	killed := make(chan struct{})
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		wh, _ := svix.NewWebhook(secret)
+		if err := wh.Verify(body, r.Header); err != nil {
+			t.Errorf("a delivery does not verify: %v", err)
+		}
+		mu.Lock()
+		ids = append(ids, r.Header.Get("webhook-id"))
+		first, c := len(ids) == 1, child
+		mu.Unlock()
+		if first {
+			_ = c.Process.Kill() // SIGKILL, while the request is in flight
+			close(killed)
+			<-r.Context().Done()
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer rcv.Close()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "endpoints.json")
+	if err := os.WriteFile(file, []byte(`{"endpoints": [{"name": "app", "url": "`+rcv.URL+`", "secret": "`+secret+`"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := serverEnv("127.0.0.1:0", "USERSYNC_DATA_DIR="+filepath.Join(dir, "data"), "MONGODB_URI=",
+		"USERSYNC_ENDPOINTS_FILE="+file, "USERSYNC_ENDPOINTS_ALLOW_PRIVATE=true", childLeaseEnv+"=8s")
+	cmd, base := startChild(t, "serve", env)
+	mu.Lock()
+	child = cmd
+	mu.Unlock()
+	body, err := os.ReadFile(filepath.Join("..", "..", "models", "testdata", "user.created.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, got, err := deliverTo(base, "msg_outbound_crash", body); err != nil || code != http.StatusOK {
+		t.Fatalf("the webhook = %d %s, %v", code, got, err)
+	}
+	select {
+	case <-killed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no outbound delivery came")
+	}
+	_ = cmd.Wait()
+	startChild(t, "serve", env)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		got := slices.Clone(ids)
+		mu.Unlock()
+		if len(got) >= 2 {
+			if got[1] != got[0] {
+				t.Errorf("the delivery after the restart has webhook-id %s, want %s", got[1], got[0])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the delivery interrupted by the kill was not sent again: %v", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -82,6 +82,10 @@ type seams struct {
 	// clerkRetry, if set, replaces clerk.DefaultRetry, the retry policy of
 	// every read from Clerk.
 	clerkRetry *clerk.RetryPolicy
+	// outboundLease and outboundTimeout, if set, replace the outbound
+	// dispatcher's lease and a request's time limit (tests restart a
+	// killed process without waiting for a minute).
+	outboundLease, outboundTimeout time.Duration
 }
 
 // shutdownBudget is how long in-flight requests may finish on stop.
@@ -440,6 +444,7 @@ func startOutbound(ctx context.Context, cfg config, store repository.Store, svc 
 	}
 	host, _ := os.Hostname()
 	d, ob := service.Outbound(store, svc, service.OutboundOptions{AllowPrivate: cfg.EndpointsAllowPrivate,
-		Owner: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()), Log: log, Observer: metrics.Outbound()})
+		Owner: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()), Log: log, Observer: metrics.Outbound(),
+		Lease: cfg.outboundLease, Timeout: cfg.outboundTimeout})
 	return d, ob, nil
 }

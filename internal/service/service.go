@@ -102,6 +102,8 @@ type OutboundOptions struct {
 	Timeout  time.Duration
 	Log      *slog.Logger
 	Observer outbound.Observer
+	// Lease is the dispatcher's lease; 0: its default.
+	Lease time.Duration
 }
 
 // Outbound is outbound webhooks over store: the dispatcher, woken by each
@@ -114,7 +116,7 @@ func Outbound(store repository.Store, svc *sync.Service, o OutboundOptions) (*ou
 	}
 	sender := outbound.NewSender(outbound.SenderOptions{AllowPrivate: o.AllowPrivate, Timeout: timeout})
 	d := outbound.NewDispatcher(outbound.Options{Store: store, Render: api.Renderer(store), Sender: sender, SendTimeout: timeout,
-		Owner: o.Owner, Now: o.Now, Jitter: o.Jitter, Log: o.Log, Observer: o.Observer})
+		Owner: o.Owner, Now: o.Now, Jitter: o.Jitter, Log: o.Log, Observer: o.Observer, Lease: o.Lease})
 	svc.OnApplied(d.Notify)
 	return d, &api.Outbound{Store: store.Outbound(), Sender: sender, AllowPrivate: o.AllowPrivate, Notify: d.Notify}
 }
