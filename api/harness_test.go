@@ -96,7 +96,7 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	var ob *api.Outbound
 	if o.outbound {
 		d, ob = service.Outbound(o.store, svc, service.OutboundOptions{AllowPrivate: !o.denyPrivate, Owner: "harness", Now: o.now,
-			Jitter: func() float64 { return 0.5 }, Timeout: 5 * time.Second})
+			Jitter: func() float64 { return 0.5 }, Timeout: 5 * time.Second, BillingGrace: o.grace})
 	}
 	e, err := api.New(service.API(o.store, svc, api.Config{
 		Users:          reader,

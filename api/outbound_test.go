@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	stdsync "sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -377,5 +378,92 @@ func TestOutbound_EveryKindsChangeReachesTheAppAsItsRESTShape(t *testing.T) {
 		if !seen[models.OutboundName(k)] {
 			t.Errorf("no message of kind %s: the test must cover every kind", k)
 		}
+	}
+}
+
+// TestOutbound_APlanChangeIsSentOnceBetweenSettledPlansInEitherOrder: a
+// plan change's two events (the old item ended, the new one active), in
+// either order, give the app one plan.changed, from the old plan to the
+// new, and never a plan in between.
+func TestOutbound_APlanChangeIsSentOnceBetweenSettledPlansInEitherOrder(t *testing.T) {
+	t.Parallel()
+	for _, order := range [][]string{{"1", "2"}, {"2", "1"}} {
+		t.Run(order[0]+order[1], func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, func(o *harnessOptions) { o.outbound = true })
+			app := newAppReceiver(t)
+			h.register(app, "plan.changed")
+			h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: billingUser, UpdatedAt: t0}))
+			// The pro item, active a day before the change.
+			h.mustDeliver(newID(), billingBody(t, "plan-change.1.subscriptionItem.ended.json", "subscriptionItem.active", func(d map[string]any) {
+				d["status"], d["ended_at"] = "active", nil
+				d["updated_at"] = d["updated_at"].(float64) - 86_400_000
+			}))
+			h.step()
+			files := map[string]string{"1": "plan-change.1.subscriptionItem.ended.json", "2": "plan-change.2.subscriptionItem.active.json"}
+			for _, o := range order {
+				h.mustDeliver(newID(), billingBody(t, files[o], "", nil))
+				h.step()
+			}
+			type plan struct {
+				Plan struct {
+					Slug string `json:"slug"`
+				} `json:"plan"`
+				Status string `json:"status"`
+			}
+			var got []string
+			for _, m := range app.messages() {
+				var d struct {
+					Payer    payerOf `json:"payer"`
+					Plan     *plan   `json:"plan"`
+					Previous *plan   `json:"previous"`
+				}
+				if err := json.Unmarshal(m.Data, &d); err != nil || m.Type != "plan.changed" || d.Payer.ID != billingUser || d.Plan == nil {
+					t.Fatalf("message %s %s: %v", m.Type, m.Data, err)
+				}
+				prev := "none"
+				if d.Previous != nil {
+					prev = d.Previous.Plan.Slug + " " + d.Previous.Status
+				}
+				got = append(got, prev+" → "+d.Plan.Plan.Slug+" "+d.Plan.Status)
+			}
+			if want := []string{"none → pro-plan active", "pro-plan active → team-plan active"}; !slices.Equal(got, want) {
+				t.Errorf("plan.changed = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+type payerOf struct {
+	Kind string `json:"kind"`
+	ID   string `json:"id"`
+}
+
+func TestOutbound_APlanLeftPendingPastTheGraceIsSentAsEnded(t *testing.T) {
+	t.Parallel()
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	h := newHarness(t, func(o *harnessOptions) {
+		o.outbound, o.grace = true, time.Minute
+		o.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	})
+	app := newAppReceiver(t)
+	h.register(app, "plan.*")
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: billingUser, UpdatedAt: t0}))
+	h.mustDeliver(newID(), billingBody(t, "plan-change.1.subscriptionItem.ended.json", "subscriptionItem.active", func(d map[string]any) {
+		d["status"], d["ended_at"] = "active", nil
+		d["updated_at"] = d["updated_at"].(float64) - 86_400_000
+	}))
+	h.step()
+	h.mustDeliver(newID(), billingBody(t, "plan-change.1.subscriptionItem.ended.json", "", nil)) // the new item never comes
+	h.step()
+	if n := len(app.messages()); n != 1 {
+		t.Fatalf("%d plan.changed while the plan is pending, want only the first", n)
+	}
+	clock.Add(int64(2 * time.Minute))
+	h.step()
+	ms := app.messages()
+	if len(ms) != 2 || !strings.Contains(string(ms[1].Data), `"status":"ended"`) {
+		t.Fatalf("messages = %+v, want the plan ended once the grace passed", ms)
 	}
 }

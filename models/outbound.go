@@ -3,6 +3,7 @@ package models
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -40,6 +41,17 @@ func OriginOf(ev Event) string {
 	return OriginWebhook
 }
 
+// KindPlan is a payer's plan (Clerk Billing), as outbound webhooks tell
+// of it: not a kind of the kinds table (no Clerk event carries a plan:
+// usersync computes it from the payer's items), but an object whose
+// changes are sent, as plan.changed, once the plan is settled (never while
+// it is pending between a plan change's two events). Its object id is the
+// payer's (a user_… or org_… id).
+const KindPlan Kind = "plan"
+
+// TypePlanChanged is the outbound type of a payer's plan change.
+const TypePlanChanged = "plan.changed"
+
 // OutboundName is the name outbound types give objects of kind k: the
 // prefix of its Clerk types ("user", "organizationMembership",
 // "subscriptionItem").
@@ -67,11 +79,16 @@ func OutboundTypes() []string {
 			types = append(types, OutboundName(k)+"."+string(c))
 		}
 	}
-	return types
+	return append(types, TypePlanChanged)
 }
 
 // OutboundType is the outbound type of a change of kind k.
-func OutboundType(k Kind, c EventType) string { return OutboundName(k) + "." + string(c) }
+func OutboundType(k Kind, c EventType) string {
+	if k == KindPlan {
+		return TypePlanChanged
+	}
+	return OutboundName(k) + "." + string(c)
+}
 
 // Limits of an endpoint's event types.
 const (
@@ -244,7 +261,11 @@ type Delivery struct {
 	Since      time.Time // when the oldest change not yet received applied
 	// Fields fingerprints the last state received: field name → a hash of
 	// its JSON value. Hashes are keyed per delivery (see FieldPrints).
-	Fields       map[string]string
+	Fields map[string]string
+	// Sent is the data of the last state received, kept for a kind whose
+	// deliveries name the previous state (KindPlan: no personal data);
+	// nil for every other.
+	Sent         json.RawMessage
 	LastStatus   int    // HTTP status of the last attempt; 0: none or no answer
 	LastError    string // its short reason
 	LastAt       *time.Time
@@ -260,9 +281,12 @@ func (d Delivery) Key() string { return d.EndpointID + "/" + string(d.Kind) + "/
 // newer than d's (models.Decide: a duplicate, a stale state, a late state
 // of a tombstone) changes nothing. A change queued while an older one is
 // pending replaces it: the app gets the newest state in its place, and a
-// creation stays one; its retry schedule goes on.
+// creation stays one; its retry schedule goes on (a delivery that waits
+// with no failure is due at once). A payer's plan is
+// queued whatever its version: it has no Clerk time, and its render says
+// whether it changed.
 func (d Delivery) Queue(endpointID string, p Pending, now time.Time) (Delivery, bool) {
-	if d.MessageID != "" && !Decide(&d.Version, p.Version).Writes() {
+	if d.MessageID != "" && p.Kind != KindPlan && !Decide(&d.Version, p.Version).Writes() {
 		return d, false
 	}
 	pending := d.Status == DeliveryPending
@@ -272,8 +296,13 @@ func (d Delivery) Queue(endpointID string, p Pending, now time.Time) (Delivery, 
 	}
 	d.EndpointID, d.Kind, d.ObjectID, d.UserID = endpointID, p.Kind, p.ObjectID, p.UserID
 	d.MessageID, d.Version, d.Change, d.Origin = p.MessageID(), p.Version, change, p.Origin
-	if !pending {
+	switch {
+	case !pending:
 		d.Status, d.Attempts, d.NextAt, d.Since = DeliveryPending, 0, now, p.At
+	case d.Attempts == 0 && d.NextAt.After(now):
+		// Waiting, not failing (a plan not settled yet): the newer
+		// change may settle it.
+		d.NextAt = now
 	}
 	return d, true
 }
@@ -290,7 +319,7 @@ func Settled(cur, sent, result Delivery) Delivery {
 	}
 	cur.LastStatus, cur.LastError, cur.LastAt = result.LastStatus, result.LastError, result.LastAt
 	if result.DeliveredMsg != sent.DeliveredMsg {
-		cur.Fields, cur.DeliveredAt, cur.DeliveredMsg = result.Fields, result.DeliveredAt, result.DeliveredMsg
+		cur.Fields, cur.Sent, cur.DeliveredAt, cur.DeliveredMsg = result.Fields, result.Sent, result.DeliveredAt, result.DeliveredMsg
 		cur.Attempts = 0
 		if result.DeliveredAt != nil {
 			cur.NextAt = *result.DeliveredAt

@@ -41,6 +41,13 @@ const LeaseName = "outbound"
 // longer has (erased) is models.ErrNotFound.
 type Renderer func(ctx context.Context, k models.Kind, objectID string) (data json.RawMessage, deleted bool, err error)
 
+// WaitError is a Renderer's answer for an object that must not be sent
+// yet (a payer's plan pending between a plan change's two events): its
+// delivery is tried again at Until, with no attempt counted.
+type WaitError struct{ Until time.Time }
+
+func (e *WaitError) Error() string { return "not settled before " + e.Until.UTC().Format(time.RFC3339Nano) }
+
 // Observer is told of each attempt, each endpoint usersync disables, and,
 // every BacklogEvery while Run runs, the endpoints and their backlogs
 // (the metrics, which a scrape never reads from the store).
@@ -264,6 +271,11 @@ func (d *Dispatcher) fanout(ctx context.Context) error {
 		done := make([]string, 0, len(entries))
 		for _, e := range entries {
 			fs = append(fs, models.Fanout{Pending: e.Pending, Endpoints: d.wanting(e.Pending)})
+			more, err := d.derive(ctx, e.Pending)
+			if err != nil {
+				return err
+			}
+			fs = append(fs, more...)
 			if e.Change == models.EventDeleted {
 				if err := d.fanoutCascade(ctx, e.Pending, now); err != nil {
 					return err
@@ -293,6 +305,45 @@ func (d *Dispatcher) wanting(p models.Pending) []string {
 		}
 	}
 	return ids
+}
+
+// derived are, for each kind whose change may change another object that
+// is sent, that object's change: the payer's plan, of a subscription's or
+// an item's change.
+var derived = map[models.Kind]func(ctx context.Context, s repository.Store, p models.Pending) (models.Payer, error){
+	models.KindSubscriptionItem: func(ctx context.Context, s repository.Store, p models.Pending) (models.Payer, error) {
+		it, err := s.Billing().Item(ctx, p.ObjectID)
+		return it.Payer, err
+	},
+	models.KindSubscription: func(ctx context.Context, s repository.Store, p models.Pending) (models.Payer, error) {
+		sub, err := s.Billing().Subscription(ctx, p.ObjectID)
+		return sub.Payer, err
+	},
+}
+
+// derive returns the fan-outs of the changes p's change may have made to
+// other objects that are sent: the payer's plan. Its version is the time
+// the change applied (a plan has no Clerk time of its own), and it is
+// queued even when not newer (models.Delivery.Queue): whether the plan
+// changed is for its render to say.
+func (d *Dispatcher) derive(ctx context.Context, p models.Pending) ([]models.Fanout, error) {
+	payerOf, ok := derived[p.Kind]
+	if !ok {
+		return nil, nil
+	}
+	payer, err := payerOf(ctx, d.o.Store, p)
+	if errors.Is(err, models.ErrNotFound) || err == nil && payer.ID == "" {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	plan := models.Pending{Kind: models.KindPlan, ObjectID: payer.ID, Change: models.EventUpdated, Origin: p.Origin, At: p.At,
+		Version: models.Version{SourceTime: p.At, EventID: p.Version.EventID}}
+	if payer.Kind == models.KindUser {
+		plan.UserID = payer.ID
+	}
+	return []models.Fanout{{Pending: plan, Endpoints: d.wanting(plan)}}, nil
 }
 
 // children are, for each kind whose deletion cascades, how to walk the
@@ -431,8 +482,15 @@ type payload struct {
 func (d *Dispatcher) send(ctx context.Context, ep models.Endpoint, dl models.Delivery) {
 	now := d.o.Now().UTC()
 	data, deleted, err := d.o.Render(ctx, dl.Kind, dl.ObjectID)
-	if errors.Is(err, models.ErrNotFound) {
+	var wait *WaitError
+	switch {
+	case errors.Is(err, models.ErrNotFound):
 		d.drop(ctx, dl) // erased meanwhile
+		return
+	case errors.As(err, &wait):
+		r := dl
+		r.NextAt = wait.Until
+		d.settle(ctx, dl, r, models.Attempt{})
 		return
 	}
 	var fields map[string]string
@@ -461,6 +519,13 @@ func (d *Dispatcher) send(ctx context.Context, ep models.Endpoint, dl models.Del
 		d.settle(ctx, dl, r, models.Attempt{})
 		return
 	}
+	sent := data
+	if dl.Kind == models.KindPlan {
+		if data, err = withPrevious(data, dl.Sent); err != nil {
+			d.failed(ctx, ep, dl, Result{Verdict: Retry, Err: "render: " + err.Error()}, typ, now)
+			return
+		}
+	}
 	body, err := json.Marshal(payload{Type: typ, Timestamp: now, Data: data, Changed: changed, Origin: dl.Origin})
 	if err != nil {
 		d.failed(ctx, ep, dl, Result{Verdict: Retry, Err: "render: " + err.Error()}, typ, now)
@@ -476,6 +541,9 @@ func (d *Dispatcher) send(ctx context.Context, ep models.Endpoint, dl models.Del
 	}
 	r := dl
 	r.Status, r.Attempts, r.Fields = models.DeliveryDelivered, 0, fields
+	if dl.Kind == models.KindPlan {
+		r.Sent = sent
+	}
 	r.LastStatus, r.LastError, r.LastAt, r.DeliveredAt, r.DeliveredMsg = res.Status, "", &now, &now, dl.MessageID
 	d.settle(ctx, dl, r, attemptOf(dl, typ, now, res))
 	if ep.FailingSince != nil {
@@ -565,4 +633,21 @@ func (d *Dispatcher) settle(ctx context.Context, sent, result models.Delivery, a
 		d.o.Log.LogAttrs(ctx, slog.LevelWarn, "outbound webhooks: a delivery's outcome not recorded",
 			slog.String("endpoint", sent.EndpointID), slog.String("webhook_id", sent.MessageID), slog.String("err", err.Error()))
 	}
+}
+
+// withPrevious is a plan's data with "previous": the plan of the data the
+// endpoint last received (sent), null when it received none.
+func withPrevious(data, sent json.RawMessage) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	m["previous"] = json.RawMessage("null")
+	if sent != nil {
+		var before map[string]json.RawMessage
+		if err := json.Unmarshal(sent, &before); err == nil && before["plan"] != nil {
+			m["previous"] = before["plan"]
+		}
+	}
+	return json.Marshal(m)
 }

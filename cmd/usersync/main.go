@@ -445,6 +445,6 @@ func startOutbound(ctx context.Context, cfg config, store repository.Store, svc 
 	host, _ := os.Hostname()
 	d, ob := service.Outbound(store, svc, service.OutboundOptions{AllowPrivate: cfg.EndpointsAllowPrivate,
 		Owner: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()), Log: log, Observer: metrics.Outbound(),
-		Lease: cfg.outboundLease, Timeout: cfg.outboundTimeout})
+		Lease: cfg.outboundLease, Timeout: cfg.outboundTimeout, BillingGrace: cfg.BillingGrace})
 	return d, ob, nil
 }

@@ -54,7 +54,7 @@ func TestBackfillAndReconcile_TheChangesTheyApplyReachTheEndpoints(t *testing.T)
 	e.mustCommand(t, "backfill")
 	e.clerk.Remove(userID(1)) // deleted in Clerk while webhooks were down
 	e.mustReconcile(t)
-	d := outbound.NewDispatcher(outbound.Options{Store: e.store, Render: api.Renderer(e.store), Owner: "test",
+	d := outbound.NewDispatcher(outbound.Options{Store: e.store, Render: api.Renderer(e.store, nil, 0), Owner: "test",
 		Sender: outbound.NewSender(outbound.SenderOptions{AllowPrivate: true})})
 	if err := d.Step(ctx); err != nil {
 		t.Fatal(err)

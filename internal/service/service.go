@@ -104,6 +104,9 @@ type OutboundOptions struct {
 	Observer outbound.Observer
 	// Lease is the dispatcher's lease; 0: its default.
 	Lease time.Duration
+	// BillingGrace is how long a plan reads as pending (api.Config's);
+	// a plan.changed waits for the plan to settle.
+	BillingGrace time.Duration
 }
 
 // Outbound is outbound webhooks over store: the dispatcher, woken by each
@@ -115,7 +118,7 @@ func Outbound(store repository.Store, svc *sync.Service, o OutboundOptions) (*ou
 		timeout = outbound.DefaultTimeout
 	}
 	sender := outbound.NewSender(outbound.SenderOptions{AllowPrivate: o.AllowPrivate, Timeout: timeout})
-	d := outbound.NewDispatcher(outbound.Options{Store: store, Render: api.Renderer(store), Sender: sender, SendTimeout: timeout,
+	d := outbound.NewDispatcher(outbound.Options{Store: store, Render: api.Renderer(store, o.Now, o.BillingGrace), Sender: sender, SendTimeout: timeout,
 		Owner: o.Owner, Now: o.Now, Jitter: o.Jitter, Log: o.Log, Observer: o.Observer, Lease: o.Lease})
 	svc.OnApplied(d.Notify)
 	return d, &api.Outbound{Store: store.Outbound(), Sender: sender, AllowPrivate: o.AllowPrivate, Notify: d.Notify}

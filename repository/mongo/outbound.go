@@ -3,6 +3,7 @@ package mongo
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -253,7 +254,8 @@ type deliveryDoc struct {
 	// the sparse indexes of Due and Backlog.
 	DueAt        *time.Time        `bson:"dueAt,omitempty"`
 	PendingSince *time.Time        `bson:"pendingSince,omitempty"`
-	Fields       map[string]string `bson:"fields"` // null: nothing received
+	Fields       map[string]string `bson:"fields"`         // null: nothing received
+	Sent         string            `bson:"sent,omitempty"` // a plan's data last received
 	LastStatus   int               `bson:"lastStatus"`
 	LastError    string            `bson:"lastError"`
 	LastAt       *time.Time        `bson:"lastAt,omitempty"`
@@ -265,7 +267,7 @@ func newDeliveryDoc(d models.Delivery, rev int64) deliveryDoc {
 	doc := deliveryDoc{ID: d.Key(), Rev: rev, EndpointID: d.EndpointID, Kind: string(d.Kind), ObjectID: d.ObjectID,
 		UserID: d.UserID, MessageID: d.MessageID, SourceTime: d.Version.SourceTime, EventID: d.Version.EventID,
 		Deleted: d.Version.Deleted, Change: string(d.Change), Origin: d.Origin, Status: d.Status, Attempts: d.Attempts,
-		NextAt: d.NextAt, Since: d.Since, Fields: d.Fields, LastStatus: d.LastStatus, LastError: d.LastError,
+		NextAt: d.NextAt, Since: d.Since, Fields: d.Fields, Sent: string(d.Sent), LastStatus: d.LastStatus, LastError: d.LastError,
 		LastAt: d.LastAt, DeliveredAt: d.DeliveredAt, DeliveredMsg: d.DeliveredMsg}
 	if d.Status == models.DeliveryPending {
 		next, since := d.NextAt, d.Since
@@ -278,8 +280,16 @@ func (d deliveryDoc) model() models.Delivery {
 	return models.Delivery{EndpointID: d.EndpointID, Kind: models.Kind(d.Kind), ObjectID: d.ObjectID, UserID: d.UserID,
 		MessageID: d.MessageID, Version: models.Version{SourceTime: d.SourceTime.UTC(), EventID: d.EventID, Deleted: d.Deleted},
 		Change: models.EventType(d.Change), Origin: d.Origin, Status: d.Status, Attempts: d.Attempts, NextAt: d.NextAt.UTC(),
-		Since: d.Since.UTC(), Fields: d.Fields, LastStatus: d.LastStatus, LastError: d.LastError, LastAt: utcPtr(d.LastAt),
+		Since: d.Since.UTC(), Fields: d.Fields, Sent: sentJSON(d.Sent), LastStatus: d.LastStatus, LastError: d.LastError, LastAt: utcPtr(d.LastAt),
 		DeliveredAt: utcPtr(d.DeliveredAt), DeliveredMsg: d.DeliveredMsg}
+}
+
+// sentJSON is a stored delivery's sent data: nil when none.
+func sentJSON(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
 }
 
 // deliveryTries bounds the compare-and-set of a delivery: each refusal is

@@ -206,18 +206,18 @@ func (o *Outbound) Fanout(ctx context.Context, fs []models.Fanout, done []string
 }
 
 const deliveryColumns = `endpoint_id, kind, object_id, user_id, message_id, source_time, event_id, deleted, change, origin,
-	status, attempts, next_at, since, fields, last_status, last_error, last_at, delivered_at, delivered_msg`
+	status, attempts, next_at, since, fields, sent, last_status, last_error, last_at, delivered_at, delivered_msg`
 
 func readDelivery(sc interface{ Scan(...any) error }) (models.Delivery, error) {
 	var (
 		d                   models.Delivery
 		kind, change        string
 		src, next, since    int64
-		fields              sql.NullString
+		fields, sent        sql.NullString
 		lastAt, deliveredAt sql.NullInt64
 	)
 	err := sc.Scan(&d.EndpointID, &kind, &d.ObjectID, &d.UserID, &d.MessageID, &src, &d.Version.EventID, &d.Version.Deleted,
-		&change, &d.Origin, &d.Status, &d.Attempts, &next, &since, &fields, &d.LastStatus, &d.LastError, &lastAt,
+		&change, &d.Origin, &d.Status, &d.Attempts, &next, &since, &fields, &sent, &d.LastStatus, &d.LastError, &lastAt,
 		&deliveredAt, &d.DeliveredMsg)
 	if err != nil {
 		return models.Delivery{}, translate(err)
@@ -225,6 +225,9 @@ func readDelivery(sc interface{ Scan(...any) error }) (models.Delivery, error) {
 	d.Kind, d.Change = models.Kind(kind), models.EventType(change)
 	d.Version.SourceTime, d.NextAt, d.Since = fromMS(src), fromMS(next), fromMS(since)
 	d.LastAt, d.DeliveredAt = timePtr(lastAt), timePtr(deliveredAt)
+	if sent.Valid {
+		d.Sent = json.RawMessage(sent.String)
+	}
 	if fields.Valid {
 		if err := json.Unmarshal([]byte(fields.String), &d.Fields); err != nil {
 			return d, fmt.Errorf("delivery %s: its fields: %w", d.Key(), err)
@@ -243,9 +246,9 @@ func putDelivery(t *wtx, d models.Delivery) error {
 		fields = string(b)
 	}
 	_, err := t.exec(`INSERT OR REPLACE INTO deliveries (`+deliveryColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		d.EndpointID, string(d.Kind), d.ObjectID, d.UserID, d.MessageID, ms(d.Version.SourceTime), d.Version.EventID,
-		d.Version.Deleted, string(d.Change), d.Origin, d.Status, d.Attempts, ms(d.NextAt), ms(d.Since), fields,
+		d.Version.Deleted, string(d.Change), d.Origin, d.Status, d.Attempts, ms(d.NextAt), ms(d.Since), fields, text(string(d.Sent)),
 		d.LastStatus, d.LastError, msPtr(d.LastAt), msPtr(d.DeliveredAt), d.DeliveredMsg)
 	return err
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -183,6 +184,7 @@ func testOutboundSettleKeepsAChangeQueuedMeanwhile(t *testing.T, s repository.St
 	sent := due(t, s, now)[0]
 	delivered := func(d models.Delivery, at time.Time) models.Delivery {
 		d.Status, d.Attempts, d.Fields = models.DeliveryDelivered, 0, map[string]string{"email": "h1"}
+		d.Sent = json.RawMessage(`{"plan":{"slug":"pro"}}`)
 		d.LastStatus, d.LastAt, d.DeliveredAt, d.DeliveredMsg = 204, &at, &at, d.MessageID
 		return d
 	}
@@ -199,7 +201,7 @@ func testOutboundSettleKeepsAChangeQueuedMeanwhile(t *testing.T, s repository.St
 	}
 	d, err := o.Delivery(ctx, "ep_st", models.KindUser, "user_st")
 	if err != nil || d.Status != models.DeliveryPending || d.MessageID != second.MessageID() || d.DeliveredMsg != first.MessageID() ||
-		!reflect.DeepEqual(d.Fields, map[string]string{"email": "h1"}) || !d.NextAt.Equal(at) {
+		!reflect.DeepEqual(d.Fields, map[string]string{"email": "h1"}) || !d.NextAt.Equal(at) || string(d.Sent) != `{"plan":{"slug":"pro"}}` {
 		t.Fatalf("delivery = %+v, %v; want the newer change pending, due now, the first one received", d, err)
 	}
 	// Sent and received: delivered.

@@ -53,6 +53,7 @@ CREATE TABLE deliveries (
 	next_at       INTEGER NOT NULL,
 	since         INTEGER NOT NULL,
 	fields        TEXT,                         -- JSON object: field → hash; NULL: nothing received
+	sent          TEXT,                         -- the data last received, of a plan only (no personal data)
 	last_status   INTEGER NOT NULL,
 	last_error    TEXT    NOT NULL,
 	last_at       INTEGER,
