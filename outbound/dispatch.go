@@ -46,7 +46,9 @@ type Renderer func(ctx context.Context, k models.Kind, objectID string) (data js
 // delivery is tried again at Until, with no attempt counted.
 type WaitError struct{ Until time.Time }
 
-func (e *WaitError) Error() string { return "not settled before " + e.Until.UTC().Format(time.RFC3339Nano) }
+func (e *WaitError) Error() string {
+	return "not settled before " + e.Until.UTC().Format(time.RFC3339Nano)
+}
 
 // Observer is told of each attempt, each endpoint usersync disables, and,
 // every BacklogEvery while Run runs, the endpoints and their backlogs
