@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -466,4 +467,51 @@ func TestOutbound_APlanLeftPendingPastTheGraceIsSentAsEnded(t *testing.T) {
 	if len(ms) != 2 || !strings.Contains(string(ms[1].Data), `"status":"ended"`) {
 		t.Fatalf("messages = %+v, want the plan ended once the grace passed", ms)
 	}
+}
+
+func TestOutbound_SecretsNeverAppearInLogsOrMetrics(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	h := newHarness(t, func(o *harnessOptions) {
+		o.outbound = true
+		o.logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	app := newAppReceiver(t)
+	app.status = http.StatusInternalServerError
+	id := h.register(app)
+	secrets := []string{app.secrets[0]}
+	r := h.send(http.MethodPost, "/v1/endpoints/"+id+"/rotate-secret", "")
+	secrets = append(secrets, r.JSON(t)["secret"].(string))
+	app.setSecrets(secrets...)
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_sec", UpdatedAt: t0, Email: "s@example.com"}))
+	h.step()
+	h.send(http.MethodPost, "/v1/endpoints/"+id+"/test", "")
+	metrics := string(h.get("/metrics", "").Body)
+	for _, s := range secrets {
+		key := strings.TrimPrefix(s, "whsec_")
+		if strings.Contains(logs.String(), key) || strings.Contains(metrics, key) {
+			t.Errorf("a secret appears in the logs or the metrics")
+		}
+	}
+	if !strings.Contains(logs.String(), "endpoint secret rotated") {
+		t.Errorf("the rotation is not logged: %s", logs.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu stdsync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -1,12 +1,14 @@
 package outbound_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -431,5 +433,68 @@ func TestDispatch_AnErasedObjectIsDroppedNotSent(t *testing.T) {
 		if m.Type != "user.deleted" {
 			t.Errorf("sent %s of an erased user", m.Type)
 		}
+	}
+}
+
+func TestDispatch_AnObjectThatKeepsFailingBlocksNoOtherObject(t *testing.T) {
+	f := newFixture(t)
+	var mu sync.Mutex
+	bad := map[string]bool{}
+	f.rcv.srv.Config.Handler = wrapFailing(f.rcv.srv.Config.Handler, func(userID string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return bad[userID]
+	})
+	mu.Lock()
+	bad["user_bad"] = true
+	mu.Unlock()
+	f.deliver(t, user("user_bad", "msg_bad", time.Second, "bad@example.com"), models.TypeUserCreated)
+	f.deliver(t, user("user_ok", "msg_ok", time.Second, "ok@example.com"), models.TypeUserCreated)
+	f.step(t)
+	f.deliver(t, user("user_ok2", "msg_ok2", time.Second, "ok2@example.com"), models.TypeUserCreated)
+	f.step(t)
+	ctx := context.Background()
+	for id, want := range map[string]string{"user_bad": models.DeliveryPending, "user_ok": models.DeliveryDelivered, "user_ok2": models.DeliveryDelivered} {
+		d, err := f.store.Outbound().Delivery(ctx, "ep_test", models.KindUser, id)
+		if err != nil || d.Status != want {
+			t.Errorf("%s: %+v, %v; want %s", id, d.Status, err, want)
+		}
+	}
+}
+
+// wrapFailing answers 500 to a delivery of a user fail names, and passes
+// the others to next.
+func wrapFailing(next http.Handler, fail func(userID string) bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			Data struct {
+				UserID string `json:"userId"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal(body, &m)
+		if fail(m.Data.UserID) {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func TestDispatch_ARedirectIsAFailedAttemptNotFollowed(t *testing.T) {
+	f := newFixture(t)
+	f.rcv.answer = func(_ int, w http.ResponseWriter) {
+		w.Header().Set("Location", "http://127.0.0.1:1/elsewhere")
+		w.WriteHeader(http.StatusFound)
+	}
+	f.deliver(t, user("user_1", "msg_1", time.Second, "a@example.com"), models.TypeUserCreated)
+	f.step(t)
+	as, _, err := f.store.Outbound().Attempts(context.Background(), models.AttemptFilter{EndpointID: "ep_test", Limit: 10})
+	if err != nil || len(as) != 1 || as[0].Delivered || as[0].Status != http.StatusFound || !strings.Contains(as[0].Error, "redirect") {
+		t.Fatalf("attempts = %+v, %v; want one failed 302, not followed", as, err)
+	}
+	if d, _ := f.store.Outbound().Delivery(context.Background(), "ep_test", models.KindUser, "user_1"); d.Status != models.DeliveryPending || d.Attempts != 1 {
+		t.Errorf("delivery = %+v, want pending, retried on the schedule", d)
 	}
 }
