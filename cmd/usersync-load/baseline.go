@@ -30,6 +30,7 @@ func RunBaseline(ctx context.Context, cfg Config, uri string) (*Comparison, erro
 	}
 	ncfg := cfg
 	ncfg.URL, ncfg.Naive, ncfg.RunID = naive.URL, true, "" // a run id of its own
+	ncfg.Endpoint = false                                  // the naive handler sends no webhooks
 	nrep, err := Run(ctx, ncfg)
 	if cerr := naive.Close(); err == nil && cerr != nil {
 		err = cerr

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	stdsync "sync"
+	"time"
 )
 
 // maxProblems is how many problems a report spells out; the rest are counted.
@@ -47,17 +48,20 @@ func (p *problems) add(format string, args ...any) {
 // which were acknowledged, and what the answers said.
 type ledger struct {
 	mu        stdsync.Mutex
-	attempted [][]bool   // [user][version]: a request carrying it went out
-	acked     [][]bool   // [user][version]: a delivery of it was answered 2xx
-	outcomes  [][]string // [user][version]: the outcome of its first 2xx
+	attempted [][]bool      // [user][version]: a request carrying it went out
+	acked     [][]bool      // [user][version]: a delivery of it was answered 2xx
+	outcomes  [][]string    // [user][version]: the outcome of its first 2xx
+	ackAt     [][]time.Time // [user][version]: when its first 2xx came
 	counts    WebhookCounts
 	problems  problems
 	naive     bool // the answers are the naive handler's: not checked
 }
 
 func newLedger(users, updates int) *ledger {
-	l := &ledger{attempted: make([][]bool, users), acked: make([][]bool, users), outcomes: make([][]string, users)}
+	l := &ledger{attempted: make([][]bool, users), acked: make([][]bool, users), outcomes: make([][]string, users),
+		ackAt: make([][]time.Time, users)}
 	for n := range users {
+		l.ackAt[n] = make([]time.Time, updates+1)
 		l.attempted[n] = make([]bool, updates+1)
 		l.acked[n] = make([]bool, updates+1)
 		l.outcomes[n] = make([]string, updates+1)
@@ -100,9 +104,13 @@ func (l *ledger) rejected(e event, id string, code int, resp []byte) {
 // acknowledged event is a duplicate with the first one's outcome. The
 // naive handler's answers say none of this and are not checked.
 func (l *ledger) ack(e event, dup bool, orig delivered, a answer, id string) {
+	now := time.Now()
 	l.mu.Lock()
 	l.counts.Acknowledged++
 	l.acked[e.user][e.version] = true
+	if l.ackAt[e.user][e.version].IsZero() {
+		l.ackAt[e.user][e.version] = now
+	}
 	if l.outcomes[e.user][e.version] == "" {
 		l.outcomes[e.user][e.version] = a.Outcome
 	}
@@ -152,6 +160,14 @@ func (l *ledger) user(n int) (attempted, acked []bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]bool(nil), l.attempted[n]...), append([]bool(nil), l.acked[n]...)
+}
+
+// ackedAt is when version v of user n was first acknowledged; zero if
+// it never was.
+func (l *ledger) ackedAt(n, v int) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ackAt[n][v]
 }
 
 func (l *ledger) snapshot() WebhookCounts {
@@ -208,6 +224,9 @@ func (r *runner) check(ctx context.Context) Check {
 			continue
 		}
 		r.judge(n, got[i], listed, probs)
+		if g := got[i]; g.err == nil && g.code == http.StatusOK {
+			r.finals = append(r.finals, finalState{n: n, user: g.user})
+		}
 	}
 	if unread > 0 {
 		probs.add("the run's time ran out during the check, %d of %d users unread: raise -timeout", unread, len(users))

@@ -63,6 +63,17 @@ type Config struct {
 	// usersync: its answers are not usersync's, and its end state is
 	// reported, not judged (see Report.OK).
 	Naive bool
+	// Endpoint registers an app's receiver, in this process on a loopback
+	// port, as an outbound webhook endpoint of usersync (with AdminKey)
+	// for the run, and checks that every user the run created arrives
+	// there in its final state, within EndpointWait (0 means 60 s) of
+	// the end-state check.
+	Endpoint     bool
+	AdminKey     string
+	EndpointWait time.Duration
+	// endpointSecret, if set, is the secret the receiver verifies with,
+	// given the one usersync answered: tests give it another.
+	endpointSecret func(string) string
 }
 
 // normalize applies defaults and refuses values outside the limits.
@@ -78,6 +89,9 @@ func (c *Config) normalize() error {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 2 * time.Minute
+	}
+	if c.Endpoint && c.EndpointWait == 0 {
+		c.EndpointWait = time.Minute
 	}
 	if c.RunID == "" {
 		b := make([]byte, 4)
@@ -107,6 +121,10 @@ func (c *Config) normalize() error {
 		return fmt.Errorf("%w: no webhook secret", errUsage)
 	case c.APIKey == "":
 		return fmt.Errorf("%w: no API key", errUsage)
+	case c.Endpoint && c.AdminKey == "":
+		return fmt.Errorf("%w: %w", errUsage, errNoAdminKey)
+	case c.EndpointWait < 0 || c.EndpointWait > maxTimeout:
+		return fmt.Errorf("%w: endpoint wait must be at most %s", errUsage, maxTimeout)
 	case !models.KindUser.IsID("user_"+c.RunID) || len(c.RunID) > 32:
 		return fmt.Errorf("%w: run id %q must be a short word of letters and digits", errUsage, c.RunID)
 	}
@@ -206,6 +224,7 @@ type runner struct {
 
 	stats  *recorder
 	ledger *ledger
+	finals []finalState // the users the check read back, as it read them
 
 	cursorMu stdsync.Mutex
 	cursor   string // where the next list read starts
@@ -239,8 +258,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
+	var ep *endpoint
+	if cfg.Endpoint {
+		var err error
+		if ep, err = r.openEndpoint(ctx); err != nil {
+			return nil, err
+		}
+		defer func() { _ = ep.close(parent) }() // on every return; once
+	}
 	// The last quarter of the time is the check's.
 	sendCtx, cancelSend := context.WithTimeout(ctx, cfg.Timeout*3/4)
 	defer cancelSend()
@@ -248,7 +276,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	start := time.Now()
 	r.runJobs(sendCtx, p.creates)
 	r.runJobs(sendCtx, p.mixed)
-	sent := time.Since(start)
+	sentAt := time.Now()
+	sent := sentAt.Sub(start)
 	cancelSend()
 
 	rep := &Report{
@@ -257,6 +286,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Webhooks = r.ledger.snapshot()
 	rep.Check = r.check(ctx)
+	if ep != nil {
+		// The wait has a bound of its own, after the run's.
+		rep.Outbound = r.awaitOutbound(parent, ep, sentAt)
+		if err := ep.close(parent); err != nil {
+			rep.Outbound.DeleteError = err.Error()
+		}
+	}
 	return rep, nil
 }
 
@@ -617,6 +653,7 @@ type apiUser struct {
 	UserID      string  `json:"userId"`
 	Email       string  `json:"email"`
 	DisplayName string  `json:"displayName"`
+	UpdatedAt   string  `json:"updatedAt"`
 	DeletedAt   *string `json:"deletedAt"`
 }
 

@@ -9,7 +9,7 @@
 //
 //	go run ./cmd/usersync-load [-url http://127.0.0.1:8080] [-users 100] [-updates 3]
 //	    [-duplicates 0.1] [-shuffled 0.25] [-reads 200] [-concurrency 8] [-timeout 2m] [-seed N]
-//	    [-baseline mongodb://...]
+//	    [-baseline mongodb://...] [-endpoint [-endpoint-wait 60s]]
 //
 // Run it from the repository root: events are built from
 // models/testdata/user.updated.json (see -template). The webhook secret
@@ -28,10 +28,24 @@
 // deduplication, so its end state is reported, not checked; the exit
 // status is usersync's.
 //
+// With -endpoint, the run is also an app that receives usersync's outbound
+// webhooks: the program starts, inside itself on a loopback port, a
+// receiver that verifies every delivery's signature with svix and records,
+// per user, the webhook-ids and the states received and when each
+// arrived; it registers it through the admin API (POST /v1/endpoints, for
+// user.*) before the load, with the admin key of -admin-key, else the
+// first of $USERSYNC_ADMIN_KEYS, else adminKey of DATA_DIR/secrets.json;
+// after the end-state check it waits, at most -endpoint-wait, until every
+// user the load created has arrived in the state the check read back; and
+// it deletes the endpoint at the end, interrupted or not. usersync must
+// run with USERSYNC_ENDPOINTS_ALLOW_PRIVATE=true to deliver to a loopback
+// address. The report gains an outbound section; a user not received in
+// its final state, or a signature that does not verify, fails the check.
+//
 // It talks to loopback addresses only (the MongoDB of -baseline may be
 // anywhere: it is not what the load floods), bounds every loop in count
 // and time, and stops by itself. The exit status is 1 when usersync's
-// end-state check fails.
+// end-state check (or, with -endpoint, the outbound check) fails.
 package main
 
 import (
@@ -154,6 +168,9 @@ func parseArgs(args []string, getenv func(string) string, out io.Writer) (cmdLin
 	fs.IntVar(&cfg.Attempts, "attempts", 4, "attempts per delivery: one, then retries after a 5xx or a transport error")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "bound of the whole run; the last quarter is kept for the check")
 	fs.Int64Var(&seed, "seed", 0, "seed of the mix; 0 picks one (printed, to run the same mix again)")
+	fs.BoolVar(&cfg.Endpoint, "endpoint", false, "also receive usersync's outbound webhooks on a loopback endpoint registered for the run (usersync needs USERSYNC_ENDPOINTS_ALLOW_PRIVATE=true), and check that every user arrives in its final state")
+	fs.DurationVar(&cfg.EndpointWait, "endpoint-wait", time.Minute, "with -endpoint, how long to wait after the check for every user's final state to arrive")
+	fs.StringVar(&cfg.AdminKey, "admin-key", "", "with -endpoint, the admin key that registers the endpoint (default the first of $USERSYNC_ADMIN_KEYS, else adminKey of DATA_DIR/secrets.json)")
 	fs.StringVar(&o.baseline, "baseline", "", "MongoDB URI: first run the same load against a naive handler (verify, one upsert) on a fresh database there, dropped at the end, and print both and their ratio")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -185,17 +202,24 @@ func fillSecrets(cfg *Config, getenv func(string) string, dataDir string) error 
 	if cfg.APIKey == "" {
 		cfg.APIKey = first(getenv("USERSYNC_API_KEYS"), ",")
 	}
-	if cfg.Secret != "" && cfg.APIKey != "" {
+	if cfg.Endpoint && cfg.AdminKey == "" {
+		cfg.AdminKey = first(getenv("USERSYNC_ADMIN_KEYS"), ",")
+	}
+	if cfg.Secret != "" && cfg.APIKey != "" && (!cfg.Endpoint || cfg.AdminKey != "") {
 		return nil
 	}
 	path := filepath.Join(dataDir, "secrets.json")
 	b, err := os.ReadFile(path)
 	if err != nil {
+		if cfg.Secret != "" && cfg.APIKey != "" {
+			return fmt.Errorf("%w: %w (%s: %w)", errUsage, errNoAdminKey, path, err)
+		}
 		return fmt.Errorf("no -secret/-api-key, CLERK_WEBHOOK_SECRET/USERSYNC_API_KEYS unset, and %w", err)
 	}
 	var s struct {
 		WebhookSecret string `json:"webhookSecret"`
 		APIKey        string `json:"apiKey"`
+		AdminKey      string `json:"adminKey"`
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
@@ -206,11 +230,16 @@ func fillSecrets(cfg *Config, getenv func(string) string, dataDir string) error 
 	if cfg.APIKey == "" {
 		cfg.APIKey = s.APIKey
 	}
+	if cfg.Endpoint && cfg.AdminKey == "" {
+		cfg.AdminKey = s.AdminKey
+	}
 	switch {
 	case cfg.Secret == "":
 		return fmt.Errorf("no webhook secret: pass -secret or set CLERK_WEBHOOK_SECRET (%s has none)", path)
 	case cfg.APIKey == "":
 		return fmt.Errorf("no API key: pass -api-key or set USERSYNC_API_KEYS (%s has none)", path)
+	case cfg.Endpoint && cfg.AdminKey == "":
+		return fmt.Errorf("%w: %w (%s has none)", errUsage, errNoAdminKey, path)
 	}
 	return nil
 }

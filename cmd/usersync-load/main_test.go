@@ -22,25 +22,43 @@ import (
 func TestMain(m *testing.M) { repotest.Main(m) }
 
 const (
-	testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	testAPIKey = "usk_test_load"
+	testSecret   = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	testAPIKey   = "usk_test_load"
+	testAdminKey = "usk_test_load_admin"
+	otherSecret  = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
 )
 
 // newServer starts usersync in process on a fresh database of the test
-// engine and returns its URL. wrap, if set, wraps the store's deliveries.
+// engine, with outbound webhooks on (endpoints on loopback allowed, the
+// dispatcher running), and returns its URL. wrap, if set, wraps the
+// store's deliveries.
 func newServer(t *testing.T, wrap func(repository.Store) sync.Store) string {
 	t.Helper()
 	store := repotest.NewStore(t)
-	e, _, err := service.New(store, service.Options{WrapStore: wrap}, api.Config{
+	svc := service.Sync(store, service.Options{WrapStore: wrap})
+	d, ob := service.Outbound(store, svc, service.OutboundOptions{AllowPrivate: true, Owner: "load-test", Timeout: 5 * time.Second})
+	e, err := api.New(service.API(store, svc, api.Config{
 		Logger:         repotest.Discard(),
 		WebhookSecrets: []string{testSecret},
 		APIKeys:        []string{testAPIKey},
-	})
+		AdminKeys:      []string{testAdminKey},
+		Outbound:       ob,
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.Run(ctx)
+	}()
 	srv := httptest.NewServer(e)
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { // before the store closes
+		srv.Close()
+		cancel()
+		<-done
+	})
 	return srv.URL
 }
 

@@ -104,13 +104,16 @@ type Report struct {
 	Kinds    []KindSummary // one per kind, in the order of Kinds
 	Webhooks WebhookCounts
 	Check    Check
+	Outbound *Outbound // what the app's endpoint received (-endpoint); nil without
 }
 
 // OK reports whether the end-state check passed. The check is not applied
 // to the naive handler of the baseline (Config.Naive), which keeps no
 // order, no event log and no deduplication: its run is always OK, and its
 // problems are printed for information.
-func (r *Report) OK() bool { return r.Config.Naive || r.Check.OK() }
+// With -endpoint, every user the load created must also have arrived at
+// the app's endpoint in its final state, every delivery verified.
+func (r *Report) OK() bool { return r.Config.Naive || r.Check.OK() && r.Outbound.OK() }
 
 // Total is the numbers of every request of the run; its throughput is
 // over the time of sending.
@@ -165,7 +168,8 @@ func (r *Report) Print(w io.Writer) {
 		r.printNaiveEndState(w)
 		return
 	}
-	if r.OK() {
+	defer r.printOutbound(w)
+	if r.Check.OK() {
 		fmt.Fprintf(w, "end state: OK: %d users read back, %d listed, each in its newest acknowledged state\n", r.Check.Users, r.Check.Listed)
 		return
 	}
@@ -175,6 +179,45 @@ func (r *Report) Print(w io.Writer) {
 	}
 	if r.Check.More > 0 {
 		fmt.Fprintf(w, "  - and %d more\n", r.Check.More)
+	}
+}
+
+// printOutbound writes what the app's endpoint received, and its verdict.
+func (r *Report) printOutbound(w io.Writer) {
+	o := r.Outbound
+	if o == nil {
+		return
+	}
+	fmt.Fprintf(w, "\noutbound: endpoint %s at %s (user.*), ", o.Endpoint, o.URL)
+	if o.DeleteError != "" {
+		fmt.Fprintf(w, "NOT deleted: %s\n", o.DeleteError)
+	} else {
+		fmt.Fprintln(w, "deleted at the end")
+	}
+	fmt.Fprintf(w, "  deliveries: %d received, %d invalid signatures, %d webhook-ids of the run's users, %d of other users\n",
+		o.Deliveries, o.Invalid, o.WebhookIDs, o.Foreign)
+	lag := "-"
+	if o.Received > 0 {
+		lag = o.Lag.Round(time.Millisecond).String()
+	}
+	fmt.Fprintf(w, "  final state: %d of %d users received; lag %s from the end of sending to the last (waited %s after the check)\n",
+		o.Received, o.Users, lag, o.Waited.Round(time.Millisecond))
+	if len(o.AfterAck) > 0 {
+		sorted := slices.Clone(o.AfterAck)
+		slices.Sort(sorted)
+		fmt.Fprintf(w, "  arrival after the acknowledgment of the event that made it: p50 %s, p99 %s, max %s (%d users)\n",
+			ms(percentile(sorted, 50)), ms(percentile(sorted, 99)), ms(sorted[len(sorted)-1]), len(sorted))
+	}
+	if o.OK() {
+		fmt.Fprintln(w, "outbound: OK: every user the load created arrived in its final state, every signature verified")
+		return
+	}
+	fmt.Fprintf(w, "outbound: FAILED: %d problems:\n", len(o.Problems)+o.More)
+	for _, p := range o.Problems {
+		fmt.Fprintf(w, "  - %s\n", p)
+	}
+	if o.More > 0 {
+		fmt.Fprintf(w, "  - and %d more\n", o.More)
 	}
 }
 

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// endpoints lists usersync's endpoints as an admin.
+func endpoints(t *testing.T, url string) []map[string]any {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url+"/v1/endpoints", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Endpoints []map[string]any `json:"endpoints"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/endpoints: %d, %v", resp.StatusCode, err)
+	}
+	return body.Endpoints
+}
+
+func TestLoad_EndpointReceivesEveryUserInItsFinalState(t *testing.T) {
+	url := newServer(t, nil)
+	cfg := config(t, url)
+	cfg.Endpoint, cfg.AdminKey, cfg.EndpointWait = true, testAdminKey, 2*time.Minute
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	t.Logf("report:\n%s", out.String())
+	if !rep.OK() {
+		t.Fatalf("check failed: end state %q, outbound %q", rep.Check.Problems, rep.Outbound.Problems)
+	}
+	o := rep.Outbound
+	if o.Users != 20 || o.Received != 20 || o.Invalid != 0 || o.Deliveries < 20 || o.WebhookIDs < 20 || o.DeleteError != "" {
+		t.Errorf("outbound = %+v; want 20 of 20 users received, some deliveries, none invalid, the endpoint deleted", o)
+	}
+	if len(o.AfterAck) == 0 {
+		t.Error("no arrival after an acknowledgment was measured")
+	}
+	for _, line := range []string{"\noutbound: endpoint ep_", "invalid signatures", "final state: 20 of 20 users received; lag ",
+		"arrival after the acknowledgment", "outbound: OK"} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("printed report has no %q", line)
+		}
+	}
+	if eps := endpoints(t, url); len(eps) != 0 {
+		t.Errorf("endpoints after the run = %v, want the run's deleted", eps)
+	}
+}
+
+func TestLoad_EndpointCheckFailsWhenASignatureDoesNotVerify(t *testing.T) {
+	url := newServer(t, nil)
+	cfg := config(t, url)
+	cfg.Users, cfg.Reads = 4, 4
+	cfg.Endpoint, cfg.AdminKey, cfg.EndpointWait = true, testAdminKey, 3*time.Second
+	cfg.endpointSecret = func(string) string { return otherSecret }
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	t.Logf("report:\n%s", out.String())
+	if !rep.Check.OK() {
+		t.Fatalf("end-state check failed: %q", rep.Check.Problems)
+	}
+	if rep.OK() {
+		t.Fatalf("check passed, but the receiver verifies with another secret:\n%s", out.String())
+	}
+	o := rep.Outbound
+	if o.Invalid == 0 || o.Invalid != o.Deliveries || o.Received != 0 || o.Users != 4 {
+		t.Errorf("outbound = %+v; want every delivery invalid and none of 4 users received", o)
+	}
+	if p := strings.Join(o.Problems, "\n"); !strings.Contains(p, "does not verify") || !strings.Contains(p, "not received in their final state") {
+		t.Errorf("problems = %s\nwant invalid signatures and users not received", p)
+	}
+	if !strings.Contains(out.String(), "outbound: FAILED") {
+		t.Errorf("printed report does not say the outbound check failed:\n%s", out.String())
+	}
+	if eps := endpoints(t, url); len(eps) != 0 {
+		t.Errorf("endpoints after the run = %v, want the run's deleted", eps)
+	}
+}
+
+func TestLoad_RunWithEndpointTakesTheAdminKeyFromTheEnvironment(t *testing.T) {
+	url := newServer(t, nil)
+	args := []string{"-url", url, "-users", "3", "-updates", "1", "-reads", "2", "-seed", "5", "-endpoint", "-endpoint-wait", "2m",
+		"-template", filepath.Join("..", "..", "models", "testdata", "user.updated.json")}
+	env := map[string]string{"CLERK_WEBHOOK_SECRET": testSecret, "USERSYNC_API_KEYS": testAPIKey, "USERSYNC_ADMIN_KEYS": " ," + testAdminKey + ",x"}
+	var out bytes.Buffer
+	if err := run(context.Background(), args, func(k string) string { return env[k] }, &out); err != nil {
+		t.Fatalf("run = %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "final state: 3 of 3 users received") || !strings.Contains(out.String(), "outbound: OK") {
+		t.Errorf("output does not say every user arrived:\n%s", out.String())
+	}
+}
+
+func TestLoad_EndpointNeedsAnAdminKey(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "secrets.json"), []byte(`{"webhookSecret":"whsec_file","apiKey":"usk_file","adminKey":"usk_admin"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"CLERK_WEBHOOK_SECRET": testSecret, "USERSYNC_API_KEYS": testAPIKey}
+	getenv := func(k string) string { return env[k] }
+	cfg := Config{Endpoint: true}
+	if err := fillSecrets(&cfg, getenv, dir); err != nil || cfg.AdminKey != "usk_admin" {
+		t.Errorf("admin key from the data dir = %q, %v; want usk_admin", cfg.AdminKey, err)
+	}
+	env["USERSYNC_ADMIN_KEYS"] = "usk_env,usk_other"
+	cfg = Config{Endpoint: true}
+	if err := fillSecrets(&cfg, getenv, dir); err != nil || cfg.AdminKey != "usk_env" {
+		t.Errorf("admin key from the environment = %q, %v; want usk_env", cfg.AdminKey, err)
+	}
+	cfg = Config{}
+	if err := fillSecrets(&cfg, getenv, dir); err != nil || cfg.AdminKey != "" {
+		t.Errorf("without -endpoint, admin key = %q, %v; want none read", cfg.AdminKey, err)
+	}
+	delete(env, "USERSYNC_ADMIN_KEYS")
+	for _, d := range []string{t.TempDir(), writeSecrets(t, `{"webhookSecret":"whsec_file","apiKey":"usk_file"}`)} {
+		cfg = Config{Endpoint: true}
+		err := fillSecrets(&cfg, getenv, d)
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "USERSYNC_ADMIN_KEYS") || !strings.Contains(err.Error(), "secrets.json") {
+			t.Errorf("no admin key anywhere: %v; want a usage error naming USERSYNC_ADMIN_KEYS and secrets.json", err)
+		}
+	}
+	cfg = Config{URL: "http://127.0.0.1:1", Secret: testSecret, APIKey: testAPIKey, Users: 1, Endpoint: true}
+	if _, err := Run(context.Background(), cfg); !errors.Is(err, errUsage) {
+		t.Errorf("Run with -endpoint and no admin key = %v, want a usage error", err)
+	}
+}
+
+func writeSecrets(t *testing.T, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "secrets.json"), []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
