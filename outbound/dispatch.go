@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -415,27 +417,49 @@ func (d *Dispatcher) prune(ctx context.Context) {
 	}
 }
 
-// sendDue starts the sends of the deliveries due, within the bounds.
+// sendDue starts the sends of the deliveries due, within the bounds,
+// endpoint by endpoint: one endpoint's backlog never holds another's up.
+// The deliveries of a disabled endpoint wait, and are sent once it is
+// enabled again.
 func (d *Dispatcher) sendDue(ctx context.Context) error {
 	d.mu.Lock()
-	busy := len(d.inflight)
+	eps := make([]models.Endpoint, 0, len(d.endpoints))
+	for _, e := range d.endpoints {
+		if e.Enabled {
+			eps = append(eps, e)
+		}
+	}
 	d.mu.Unlock()
-	if busy >= d.o.MaxInFlight {
+	slices.SortFunc(eps, func(a, b models.Endpoint) int { return strings.Compare(a.ID, b.ID) })
+	for _, ep := range eps {
+		if err := d.sendDueOf(ctx, ep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendDueOf starts the sends of ep's deliveries due.
+func (d *Dispatcher) sendDueOf(ctx context.Context, ep models.Endpoint) error {
+	d.mu.Lock()
+	busy := d.perEndpoint[ep.ID]
+	free := min(d.o.PerEndpoint-busy, d.o.MaxInFlight-len(d.inflight))
+	d.mu.Unlock()
+	if free <= 0 {
 		return nil
 	}
 	now := d.o.Now()
-	due, err := d.o.Store.Outbound().Due(ctx, now, d.o.MaxInFlight+busy)
+	due, err := d.o.Store.Outbound().Due(ctx, ep.ID, now, free+busy) // the ones in flight are due still
 	if err != nil {
 		return err
 	}
 	for _, dl := range due {
 		d.mu.Lock()
-		ep, known := d.endpoints[dl.EndpointID]
-		start := !d.inflight[dl.Key()] && len(d.inflight) < d.o.MaxInFlight && d.perEndpoint[dl.EndpointID] < d.o.PerEndpoint &&
+		start := !d.inflight[dl.Key()] && len(d.inflight) < d.o.MaxInFlight && d.perEndpoint[ep.ID] < d.o.PerEndpoint &&
 			now.Add(d.sendBudget()).Before(d.leaseUntil)
 		if start {
 			d.inflight[dl.Key()] = true
-			d.perEndpoint[dl.EndpointID]++
+			d.perEndpoint[ep.ID]++
 		}
 		d.mu.Unlock()
 		if !start {
@@ -445,10 +469,6 @@ func (d *Dispatcher) sendDue(ctx context.Context) error {
 		go func() {
 			defer d.wg.Done()
 			defer d.release(dl)
-			if !known || !ep.Enabled {
-				d.drop(ctx, dl)
-				return
-			}
 			d.send(ctx, ep, dl)
 		}()
 	}
@@ -462,8 +482,8 @@ func (d *Dispatcher) release(dl models.Delivery) {
 	d.mu.Unlock()
 }
 
-// drop ends a delivery whose endpoint is disabled or deleted: dropped
-// (an operator's replay sends it again).
+// drop ends a delivery of an object usersync no longer has (erased):
+// dropped.
 func (d *Dispatcher) drop(ctx context.Context, dl models.Delivery) {
 	r := dl
 	r.Status = models.DeliveryDropped

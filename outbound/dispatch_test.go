@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,6 +35,7 @@ func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.U
 // got is one message a receiver verified.
 type got struct {
 	ID      string
+	Path    string
 	Type    string          `json:"type"`
 	Data    json.RawMessage `json:"data"`
 	Changed []string        `json:"changed"`
@@ -72,7 +74,7 @@ func newReceiver(t *testing.T, secrets ...string) *receiver {
 		if err := json.Unmarshal(body, &g); err != nil {
 			t.Errorf("body %s: %v", body, err)
 		}
-		g.ID = req.Header.Get("webhook-id")
+		g.ID, g.Path = req.Header.Get("webhook-id"), req.URL.Path
 		r.mu.Lock()
 		r.n++
 		n := r.n
@@ -496,5 +498,39 @@ func TestDispatch_ARedirectIsAFailedAttemptNotFollowed(t *testing.T) {
 	}
 	if d, _ := f.store.Outbound().Delivery(context.Background(), "ep_test", models.KindUser, "user_1"); d.Status != models.DeliveryPending || d.Attempts != 1 {
 		t.Errorf("delivery = %+v, want pending, retried on the schedule", d)
+	}
+}
+
+func TestDispatch_OneEndpointsBacklogHoldsNoOtherEndpointUp(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	b := f.ep
+	b.ID, b.URL, b.EventTypes = "ep_other", f.rcv.srv.URL+"/other", []string{"organization.*"}
+	f.ep.EventTypes = []string{"user.*"}
+	for _, e := range []models.Endpoint{f.ep, b} {
+		if err := f.store.Outbound().PutEndpoint(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.d = outbound.NewDispatcher(outbound.Options{Store: f.store, Render: render(f.store), Owner: "test",
+		Sender: outbound.NewSender(outbound.SenderOptions{AllowPrivate: true}), Now: f.clock.Now,
+		MaxInFlight: 2, PerEndpoint: 1})
+	if err := f.d.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 { // a backlog of users, due first
+		f.deliver(t, user(fmt.Sprintf("user_%d", i), fmt.Sprintf("msg_u%d", i), time.Second, ""), models.TypeUserCreated)
+	}
+	f.step(t) // one user is sent (one at a time per endpoint), four wait
+	f.clock.Add(time.Millisecond)
+	f.deliver(t, models.OrganizationChange{OrgID: "org_1", EventID: "msg_o1", SourceTime: t0, Metadata: json.RawMessage(`{}`)},
+		models.TypeOrganizationCreated)
+	f.step(t)
+	var paths []string
+	for _, m := range f.rcv.messages() {
+		paths = append(paths, m.Path)
+	}
+	if len(paths) != 3 || !slices.Contains(paths, "/other") {
+		t.Errorf("the first round sent %v: the other endpoint waited behind the users' backlog", paths)
 	}
 }

@@ -205,9 +205,9 @@ type Outbound interface {
 	// (models.Delivery.Queue), then takes the entries done out of the
 	// outbox. Doing it again changes nothing.
 	Fanout(ctx context.Context, fs []models.Fanout, done []string, now time.Time) error
-	// Due returns up to limit pending deliveries due by now, soonest
-	// first.
-	Due(ctx context.Context, now time.Time, limit int) ([]models.Delivery, error)
+	// Due returns up to limit pending deliveries of an endpoint due by
+	// now, soonest first.
+	Due(ctx context.Context, endpointID string, now time.Time, limit int) ([]models.Delivery, error)
 	// Settle records result, what became of the attempt to send sent
 	// (models.Settled), and the attempt a (none when a.MessageID is "":
 	// nothing was sent).

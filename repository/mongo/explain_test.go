@@ -307,7 +307,7 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		query{"outbound: take entries out of the outbox", update(events, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{oid}}}}})},
 		query{"outbound: the deliveries a fan-out touches", find(deliveries, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{sent.EndpointID + "/user/user_ob"}}}}}, nil)},
 		query{"outbound: a delivery's compare-and-set", update(deliveries, bson.D{{Key: "_id", Value: "ep_1/user/user_ob"}, {Key: "rev", Value: 1}})},
-		query{"outbound: due deliveries", find(deliveries, mongo.DueDeliveriesFilter(now), mongo.DueDeliveriesOrder)},
+		query{"outbound: due deliveries", find(deliveries, mongo.DueDeliveriesFilter("ep_1", now), mongo.DueDeliveriesOrder)},
 		query{"outbound: an endpoint's backlog (count)", find(deliveries, mongo.BacklogFilter("ep_1"), nil)},
 		query{"outbound: an endpoint's oldest pending delivery", find(deliveries, mongo.BacklogFilter("ep_1"), mongo.BacklogOrder)},
 		query{"outbound: an endpoint's deliveries, a page", find(deliveries,

@@ -250,10 +250,13 @@ type deliveryDoc struct {
 	Attempts   int       `bson:"attempts"`
 	NextAt     time.Time `bson:"nextAt"`
 	Since      time.Time `bson:"since"`
-	// Only while pending: dueAt (= nextAt) and pendingSince (= since), of
-	// the sparse indexes of Due and Backlog.
-	DueAt        *time.Time        `bson:"dueAt,omitempty"`
-	PendingSince *time.Time        `bson:"pendingSince,omitempty"`
+	// Only while pending: dueKey (the endpoint, then nextAt) and
+	// pendingKey (the endpoint, then since), of the sparse indexes of Due
+	// and Backlog: one endpoint's pending deliveries are a range of keys,
+	// and those indexes hold the pending deliveries only. (A compound
+	// sparse index would hold every delivery: each has an endpointId.)
+	DueKey       string            `bson:"dueKey,omitempty"`
+	PendingKey   string            `bson:"pendingKey,omitempty"`
 	Fields       map[string]string `bson:"fields"`         // null: nothing received
 	Sent         string            `bson:"sent,omitempty"` // a plan's data last received
 	LastStatus   int               `bson:"lastStatus"`
@@ -270,11 +273,22 @@ func newDeliveryDoc(d models.Delivery, rev int64) deliveryDoc {
 		NextAt: d.NextAt, Since: d.Since, Fields: d.Fields, Sent: string(d.Sent), LastStatus: d.LastStatus, LastError: d.LastError,
 		LastAt: d.LastAt, DeliveredAt: d.DeliveredAt, DeliveredMsg: d.DeliveredMsg}
 	if d.Status == models.DeliveryPending {
-		next, since := d.NextAt, d.Since
-		doc.DueAt, doc.PendingSince = &next, &since
+		doc.DueKey, doc.PendingKey = pendingKey(d.EndpointID, d.NextAt), pendingKey(d.EndpointID, d.Since)
 	}
 	return doc
 }
+
+// pendingKey is a key of a pending delivery: its endpoint, then a time,
+// in an order strings keep (UTC, every digit of the nanoseconds).
+func pendingKey(endpointID string, t time.Time) string {
+	return endpointID + "|" + t.UTC().Format(pendingKeyTime)
+}
+
+const pendingKeyTime = "2006-01-02T15:04:05.000000000Z"
+
+// endpointKeys bounds the pending keys of an endpoint: from its id and
+// "|" to its id and "}", the byte after "|".
+func endpointKeys(endpointID string) (from, to string) { return endpointID + "|", endpointID + "}" }
 
 func (d deliveryDoc) model() models.Delivery {
 	return models.Delivery{EndpointID: d.EndpointID, Kind: models.Kind(d.Kind), ObjectID: d.ObjectID, UserID: d.UserID,
@@ -427,17 +441,19 @@ func (o *Outbound) fanoutOnce(ctx context.Context, fs []models.Fanout, keys []st
 	return order, nil
 }
 
-// Due returns up to limit pending deliveries due by now, soonest first,
-// through the sparse dueAt_1 index (pending deliveries only).
-func (o *Outbound) Due(ctx context.Context, now time.Time, limit int) ([]models.Delivery, error) {
-	return o.findDeliveries(ctx, "the deliveries due", dueFilter(now), options.Find().SetSort(dueOrder).SetLimit(int64(limit)))
+// Due returns up to limit pending deliveries of an endpoint due by now,
+// soonest first, through the sparse dueKey_1 index (pending deliveries
+// only).
+func (o *Outbound) Due(ctx context.Context, endpointID string, now time.Time, limit int) ([]models.Delivery, error) {
+	return o.findDeliveries(ctx, "the deliveries due", dueFilter(endpointID, now), options.Find().SetSort(dueOrder).SetLimit(int64(limit)))
 }
 
-func dueFilter(now time.Time) bson.D {
-	return bson.D{{Key: "dueAt", Value: bson.D{{Key: "$lte", Value: now}}}}
+func dueFilter(endpointID string, now time.Time) bson.D {
+	from, _ := endpointKeys(endpointID)
+	return bson.D{{Key: "dueKey", Value: bson.D{{Key: "$gte", Value: from}, {Key: "$lte", Value: pendingKey(endpointID, now)}}}}
 }
 
-var dueOrder = bson.D{{Key: "dueAt", Value: 1}}
+var dueOrder = bson.D{{Key: "dueKey", Value: 1}}
 
 func (o *Outbound) findDeliveries(ctx context.Context, what string, filter bson.D, opts *options.FindOptionsBuilder) ([]models.Delivery, error) {
 	docs, err := findDocs[deliveryDoc](ctx, o.deliveries, filter, opts)
@@ -542,7 +558,8 @@ func (o *Outbound) Requeue(ctx context.Context, f models.Requeue, now time.Time)
 	update := bson.D{
 		{Key: "$set", Value: bson.D{
 			{Key: "status", Value: models.DeliveryPending}, {Key: "attempts", Value: 0},
-			{Key: "nextAt", Value: now}, {Key: "dueAt", Value: now}, {Key: "since", Value: now}, {Key: "pendingSince", Value: now},
+			{Key: "nextAt", Value: now}, {Key: "dueKey", Value: pendingKey(f.EndpointID, now)}, {Key: "since", Value: now},
+			{Key: "pendingKey", Value: pendingKey(f.EndpointID, now)},
 		}},
 		{Key: "$unset", Value: bson.D{{Key: "fields", Value: ""}}},
 		{Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}},
@@ -575,17 +592,18 @@ func (o *Outbound) Requeue(ctx context.Context, f models.Requeue, now time.Time)
 	return int(res.ModifiedCount), nil
 }
 
-// backlogFilter selects an endpoint's pending deliveries, through the
-// sparse endpointId_1_pendingSince_1 index.
+// backlogFilter selects an endpoint's pending deliveries, a range of the
+// sparse pendingKey_1 index.
 func backlogFilter(endpointID string) bson.D {
-	return bson.D{{Key: "endpointId", Value: endpointID}, {Key: "pendingSince", Value: bson.D{{Key: "$exists", Value: true}}}}
+	from, to := endpointKeys(endpointID)
+	return bson.D{{Key: "pendingKey", Value: bson.D{{Key: "$gte", Value: from}, {Key: "$lt", Value: to}}}}
 }
 
-var backlogOrder = bson.D{{Key: "pendingSince", Value: 1}}
+var backlogOrder = bson.D{{Key: "pendingKey", Value: 1}}
 
 // Backlog returns the pending deliveries of each endpoint that has some,
 // counted up to models.MaxBacklogCount each: per endpoint a count and the
-// oldest, both in the sparse endpointId_1_pendingSince_1 index.
+// oldest, both in the sparse pendingKey_1 index.
 func (o *Outbound) Backlog(ctx context.Context) (map[string]models.Backlog, error) {
 	eps, err := o.Endpoints(ctx)
 	if err != nil {
@@ -601,13 +619,16 @@ func (o *Outbound) Backlog(ctx context.Context) (map[string]models.Backlog, erro
 			continue
 		}
 		oldest, err := findDocs[deliveryDoc](ctx, o.deliveries, backlogFilter(e.ID),
-			options.Find().SetSort(backlogOrder).SetLimit(1).SetProjection(bson.D{{Key: "pendingSince", Value: 1}}))
+			options.Find().SetSort(backlogOrder).SetLimit(1).SetProjection(bson.D{{Key: "pendingKey", Value: 1}}))
 		if err != nil {
 			return nil, fmt.Errorf("read the backlog of endpoint %s: %w", models.Quote(e.ID), err)
 		}
 		b := models.Backlog{Pending: n}
 		if len(oldest) > 0 {
-			b.Oldest = utcPtr(oldest[0].PendingSince)
+			_, at, _ := strings.Cut(oldest[0].PendingKey, "|")
+			if t, err := time.Parse(pendingKeyTime, at); err == nil {
+				b.Oldest = &t
+			}
 		}
 		out[e.ID] = b
 	}
@@ -772,8 +793,8 @@ func (o *Outbound) DeleteAttemptsBefore(ctx context.Context, cutoff time.Time, l
 // alone.
 var (
 	deliveryIndexes = []mongo.IndexModel{
-		{Keys: bson.D{{Key: "dueAt", Value: 1}}, Options: options.Index().SetSparse(true)},
-		{Keys: bson.D{{Key: "endpointId", Value: 1}, {Key: "pendingSince", Value: 1}}, Options: options.Index().SetSparse(true)},
+		{Keys: bson.D{{Key: "dueKey", Value: 1}}, Options: options.Index().SetSparse(true)},
+		{Keys: bson.D{{Key: "pendingKey", Value: 1}}, Options: options.Index().SetSparse(true)},
 		{Keys: bson.D{{Key: "endpointId", Value: 1}, {Key: "lastAt", Value: 1}}},
 		{Keys: bson.D{{Key: "userId", Value: 1}}, Options: options.Index().SetSparse(true)},
 	}

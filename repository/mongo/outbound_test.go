@@ -65,7 +65,7 @@ func TestOutbound_ASettleRacingAFanoutKeepsTheChangeQueuedMeanwhile(t *testing.T
 		!d.NextAt.Equal(at) {
 		t.Errorf("delivery = %+v, %v; want the newer change pending, due at the settle, the first one received", d, err)
 	}
-	if ds, err := o.Due(ctx, at, 10); err != nil || len(ds) != 1 || ds[0].MessageID != second.MessageID() {
+	if ds, err := o.Due(ctx, "ep_race", at, 10); err != nil || len(ds) != 1 || ds[0].MessageID != second.MessageID() {
 		t.Errorf("due = %+v, %v; want the newer change", ds, err)
 	}
 }

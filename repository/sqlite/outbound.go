@@ -274,11 +274,11 @@ func (o *Outbound) queryDeliveries(ctx context.Context, what, q string, args ...
 	return out, nil
 }
 
-// Due returns up to limit pending deliveries due by now, soonest first
-// (index deliveries_due).
-func (o *Outbound) Due(ctx context.Context, now time.Time, limit int) ([]models.Delivery, error) {
+// Due returns up to limit pending deliveries of an endpoint due by now,
+// soonest first (index deliveries_due).
+func (o *Outbound) Due(ctx context.Context, endpointID string, now time.Time, limit int) ([]models.Delivery, error) {
 	return o.queryDeliveries(ctx, "the deliveries due", `INDEXED BY deliveries_due
-		WHERE status = 'pending' AND next_at <= ? ORDER BY next_at LIMIT ?`, ms(now), limit)
+		WHERE endpoint_id = ? AND status = 'pending' AND next_at <= ? ORDER BY next_at LIMIT ?`, endpointID, ms(now), limit)
 }
 
 // Settle records what became of an attempt, and the attempt, in one

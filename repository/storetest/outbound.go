@@ -109,13 +109,19 @@ func pendingUser(userID, eventID string, at time.Duration, c models.EventType) m
 		Version: models.Version{SourceTime: t0.Add(at), EventID: eventID, Deleted: c == models.EventDeleted}, At: t0.Add(at)}
 }
 
-func due(t *testing.T, s repository.Store, now time.Time) []models.Delivery {
+// due returns the deliveries due by now of every endpoint of eps, by
+// endpoint.
+func due(t *testing.T, s repository.Store, now time.Time, eps ...string) []models.Delivery {
 	t.Helper()
-	ds, err := s.Outbound().Due(context.Background(), now, 100)
-	if err != nil {
-		t.Fatal(err)
+	var all []models.Delivery
+	for _, ep := range eps {
+		ds, err := s.Outbound().Due(context.Background(), ep, now, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, ds...)
 	}
-	return ds
+	return all
 }
 
 func testOutboundFanoutKeepsTheNewestChange(t *testing.T, s repository.Store) {
@@ -138,12 +144,12 @@ func testOutboundFanoutKeepsTheNewestChange(t *testing.T, s repository.Store) {
 	if got := outboxOf(t, s); len(got) != 0 {
 		t.Errorf("outbox after the fan-out = %+v, want it empty", got)
 	}
-	ds := due(t, s, now)
+	ds := due(t, s, now, "ep_a", "ep_b")
 	if len(ds) != 2 || ds[0].MessageID != created.MessageID() || ds[0].Status != models.DeliveryPending ||
 		ds[0].Change != models.EventCreated || !ds[0].NextAt.Equal(now) || !ds[0].Since.Equal(created.At) {
 		t.Fatalf("due = %+v, want the creation pending for both endpoints", ds)
 	}
-	if len(due(t, s, now.Add(-time.Millisecond))) != 0 {
+	if len(due(t, s, now.Add(-time.Millisecond), "ep_a", "ep_b")) != 0 {
 		t.Error("a delivery is due before its time")
 	}
 	// An update while the creation waits replaces it, and stays a
@@ -181,7 +187,7 @@ func testOutboundSettleKeepsAChangeQueuedMeanwhile(t *testing.T, s repository.St
 	if err := o.Fanout(ctx, []models.Fanout{{Pending: first, Endpoints: []string{"ep_st"}}}, nil, now); err != nil {
 		t.Fatal(err)
 	}
-	sent := due(t, s, now)[0]
+	sent := due(t, s, now, "ep_st")[0]
 	delivered := func(d models.Delivery, at time.Time) models.Delivery {
 		d.Status, d.Attempts, d.Fields = models.DeliveryDelivered, 0, map[string]string{"email": "h1"}
 		d.Sent = json.RawMessage(`{"plan":{"slug":"pro"}}`)
@@ -212,7 +218,7 @@ func testOutboundSettleKeepsAChangeQueuedMeanwhile(t *testing.T, s repository.St
 		d.DeliveredMsg != second.MessageID() {
 		t.Errorf("delivery = %+v, %v; want it delivered", d, err)
 	}
-	if len(due(t, s, at.Add(time.Hour))) != 0 {
+	if len(due(t, s, at.Add(time.Hour), "ep_st")) != 0 {
 		t.Error("a delivered delivery is still due")
 	}
 	// A delivery settled after its endpoint was deleted records the
@@ -272,7 +278,7 @@ func testOutboundEndpointsRoundTrip(t *testing.T, s repository.Store) {
 	if err := o.DeleteEndpoint(ctx, "ep_rt"); !errors.Is(err, models.ErrNotFound) {
 		t.Errorf("deleting it again = %v, want not found", err)
 	}
-	if ds := due(t, s, t0); len(ds) != 1 || ds[0].EndpointID != "cfg_x" {
+	if ds := due(t, s, t0, "ep_rt", "cfg_x"); len(ds) != 1 || ds[0].EndpointID != "cfg_x" {
 		t.Errorf("due = %+v, want the deleted endpoint's delivery gone", ds)
 	}
 }
@@ -284,7 +290,7 @@ func testOutboundAttemptsPageAndAge(t *testing.T, s repository.Store) {
 		Endpoints: []string{"ep_at"}}}, nil, t0); err != nil {
 		t.Fatal(err)
 	}
-	d := due(t, s, t0)[0]
+	d := due(t, s, t0, "ep_at")[0]
 	for i := range 5 {
 		a := models.Attempt{EndpointID: "ep_at", MessageID: d.MessageID, Type: "user.created", ObjectID: "user_at",
 			At: t0.Add(time.Duration(i) * time.Hour), Status: 500, Error: "status 500", Delivered: i == 4}
@@ -339,7 +345,7 @@ func testOutboundRequeueAndBacklog(t *testing.T, s repository.Store) {
 		t.Fatalf("backlog = %+v, %v; want 3 pending since t0", b, err)
 	}
 	// Two are delivered (at t0+1h and t0+2h), one fails for good.
-	for i, d := range due(t, s, t0) {
+	for i, d := range due(t, s, t0, "ep_rq") {
 		at := t0.Add(time.Duration(i+1) * time.Hour)
 		r := d
 		r.Status, r.LastAt, r.DeliveredAt, r.DeliveredMsg, r.Fields = models.DeliveryDelivered, &at, &at, d.MessageID, map[string]string{"a": "1"}
@@ -362,7 +368,7 @@ func testOutboundRequeueAndBacklog(t *testing.T, s repository.Store) {
 	if n, err := o.Requeue(ctx, models.Requeue{EndpointID: "ep_rq", Kind: models.KindUser, ObjectID: "user_rq1"}, t0.Add(5*time.Hour)); err != nil || n != 1 {
 		t.Fatalf("Requeue(one) = %d, %v; want 1", n, err)
 	}
-	ds := due(t, s, t0.Add(5*time.Hour))
+	ds := due(t, s, t0.Add(5*time.Hour), "ep_rq")
 	if len(ds) != 3 {
 		t.Fatalf("due = %+v, want the three requeued", ds)
 	}

@@ -62,8 +62,9 @@ CREATE TABLE deliveries (
 	PRIMARY KEY (endpoint_id, kind, object_id)
 ) STRICT, WITHOUT ROWID;
 
--- Due: the pending deliveries, soonest first; Backlog per endpoint.
-CREATE INDEX deliveries_due ON deliveries (next_at) WHERE status = 'pending';
+-- Due: an endpoint's pending deliveries, soonest first; Backlog per
+-- endpoint, the oldest first.
+CREATE INDEX deliveries_due ON deliveries (endpoint_id, next_at) WHERE status = 'pending';
 CREATE INDEX deliveries_backlog ON deliveries (endpoint_id, since) WHERE status = 'pending';
 -- Requeue: an endpoint's deliveries last attempted in a window.
 CREATE INDEX deliveries_last ON deliveries (endpoint_id, last_at) WHERE last_at IS NOT NULL;
