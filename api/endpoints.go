@@ -177,10 +177,21 @@ func (s *server) createEndpoint(c echo.Context) error {
 	if err := s.outbound.Store.PutEndpoint(ctx, e); err != nil {
 		return err
 	}
+	s.recordFor(e)
 	s.logEndpoint(c, "endpoint created", e)
 	j := newEndpointJSON(e)
 	j.Secret = e.Secret
 	return c.JSON(http.StatusCreated, j)
+}
+
+// recordFor turns the outbox's recording on at once when e is enabled:
+// the changes this instance applies from now on are sent to it. (Other
+// instances start at their dispatcher's next read of the endpoints,
+// within a second; turning it off is left to that read too.)
+func (s *server) recordFor(e models.Endpoint) {
+	if e.Enabled {
+		s.outbound.Store.SetRecording(true)
+	}
 }
 
 // logEndpoint logs an admin's change of an endpoint: its id and host,
@@ -320,6 +331,7 @@ func (s *server) patchEndpoint(c echo.Context) error {
 	if err := s.outbound.Store.PutEndpoint(c.Request().Context(), e); err != nil {
 		return err
 	}
+	s.recordFor(e)
 	s.logEndpoint(c, "endpoint changed", e)
 	return c.JSON(http.StatusOK, newEndpointJSON(e))
 }

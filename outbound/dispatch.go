@@ -139,13 +139,24 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	t := time.NewTicker(d.o.Tick)
 	defer t.Stop()
 	var lastErr string
-	var observed time.Time
+	var observed, refreshed time.Time
 	for {
 		if now := d.o.Now(); d.o.Observer != nil && now.Sub(observed) >= BacklogEvery {
 			observed = now
 			d.observeBacklog(ctx, now)
 		}
-		if err := d.step(ctx, false); err != nil && ctx.Err() == nil && err.Error() != lastErr {
+		// The endpoints are read once a Tick, not at every wake-up: a
+		// burst of changes wakes the loop at each.
+		var err error
+		if time.Since(refreshed) >= d.o.Tick {
+			refreshed = time.Now()
+			err = d.Refresh(ctx)
+		}
+		round := time.Now()
+		if err == nil {
+			err = d.round(ctx)
+		}
+		if err != nil && ctx.Err() == nil && err.Error() != lastErr {
 			lastErr = err.Error()
 			d.o.Log.LogAttrs(ctx, slog.LevelWarn, "outbound webhooks: a round failed", slog.String("err", lastErr))
 		} else if err == nil {
@@ -157,9 +168,20 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-d.wake:
+			// Rounds woken by changes are MinRound apart at least: one
+			// round takes every change applied meanwhile.
+			if rest := MinRound - time.Since(round); rest > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(rest):
+				}
+			}
 		}
 	}
 }
+
+// MinRound is the least time between two rounds of Run that changes woke.
+const MinRound = 20 * time.Millisecond
 
 // observeBacklog tells the Observer the endpoints and their backlogs.
 func (d *Dispatcher) observeBacklog(ctx context.Context, now time.Time) {
@@ -175,17 +197,20 @@ func (d *Dispatcher) observeBacklog(ctx context.Context, now time.Time) {
 	d.o.Observer.Backlog(eps, b, now)
 }
 
-// Step runs one round and waits for the sends it started.
+// Step reads the endpoints, runs one round and waits for the sends it
+// started.
 func (d *Dispatcher) Step(ctx context.Context) error {
-	err := d.step(ctx, true)
+	err := d.Refresh(ctx)
+	if err == nil {
+		err = d.round(ctx)
+	}
 	d.wg.Wait()
 	return err
 }
 
-func (d *Dispatcher) step(ctx context.Context, wait bool) error {
-	if err := d.Refresh(ctx); err != nil {
-		return err
-	}
+// round takes or keeps the lease, fans the outbox out and starts the
+// sends due.
+func (d *Dispatcher) round(ctx context.Context) error {
 	lead, err := d.lead(ctx)
 	if err != nil || !lead {
 		return err
@@ -262,13 +287,20 @@ const (
 	cascadePage  = 500
 )
 
-// fanout queues the outbox's changes for the endpoints that want them.
+// fanout queues the outbox's changes for the endpoints that want them,
+// as they are now: the endpoints are read again first (an endpoint
+// created since the last read must not miss a change recorded for it).
 func (d *Dispatcher) fanout(ctx context.Context) error {
 	ob := d.o.Store.Outbound()
-	for range fanoutRounds {
+	for i := range fanoutRounds {
 		entries, err := ob.Outbox(ctx, fanoutBatch)
 		if err != nil || len(entries) == 0 {
 			return err
+		}
+		if i == 0 {
+			if err := d.Refresh(ctx); err != nil {
+				return err
+			}
 		}
 		now := d.o.Now()
 		fs := make([]models.Fanout, 0, len(entries))

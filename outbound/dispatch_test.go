@@ -534,3 +534,40 @@ func TestDispatch_OneEndpointsBacklogHoldsNoOtherEndpointUp(t *testing.T) {
 		t.Errorf("the first round sent %v: the other endpoint waited behind the users' backlog", paths)
 	}
 }
+
+// TestDispatch_AnEndpointCreatedSinceTheLastReadMissesNoChange: Run reads
+// the endpoints once a Tick, but a fan-out reads them again, so a change
+// recorded for an endpoint created since is sent to it.
+func TestDispatch_AnEndpointCreatedSinceTheLastReadMissesNoChange(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.store.Outbound().DeleteEndpoint(ctx, f.ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	d := outbound.NewDispatcher(outbound.Options{Store: f.store, Render: render(f.store), Owner: "run",
+		Sender: outbound.NewSender(outbound.SenderOptions{AllowPrivate: true}), Tick: time.Hour})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	// Created (as the API does: recording on at once) after Run's read.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ok, _ := f.store.Leases().Acquire(ctx, outbound.LeaseName, "probe", time.Now(), time.Now()); !ok {
+			break // Run holds the lease: it has read the endpoints (none)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run never took the lease")
+		}
+	}
+	if err := f.store.Outbound().PutEndpoint(ctx, f.ep); err != nil {
+		t.Fatal(err)
+	}
+	f.store.Outbound().SetRecording(true)
+	f.deliver(t, user("user_1", "msg_1", time.Second, "a@example.com"), models.TypeUserCreated)
+	d.Notify()
+	for deadline := time.Now().Add(10 * time.Second); len(f.rcv.messages()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the change recorded for the new endpoint was never sent")
+		}
+	}
+}
