@@ -1006,10 +1006,10 @@
       test.disabled = false;
     } }, "Send a test event");
     const toggle = h("button", { type: "button", id: "ep-toggle", class: ep.enabled ? "quiet" : "", disabled: ro, onclick: async () => {
-      if (ep.enabled && !(await confirmDialog("Disable " + ep.id, "Stop sending to this endpoint? Changes wait for it until it is enabled again.", "Disable"))) return;
+      if (ep.enabled && !(await confirmDialog("Disable " + ep.id, "Stop sending to this endpoint? Changes that apply while it is disabled are not queued for it, and its pending deliveries are dropped: after enabling it, replay since… sends them.", "Disable"))) return;
       try {
         await api("PATCH", path, {}, undefined, { enabled: !ep.enabled });
-        note(ep.enabled ? "Disabled." : "Enabled: the deliveries that wait are sent.", "ok");
+        note(ep.enabled ? "Disabled." : "Enabled: the changes that apply from now on are sent; replay since… sends what it missed.", "ok");
         reload();
       } catch (e) { note(e.message, "error"); }
     } }, ep.enabled ? "Disable" : "Enable");
