@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/usersync/usersync/models"
 )
 
 // setStatus makes the receiver answer code (0: 204).
@@ -166,6 +169,22 @@ func TestConsole_EndpointsInABrowser(t *testing.T) {
 		t.Error("the page still shows the rotated secret after the test event")
 	}
 
+	// An endpoint from the configuration file is shown, read-only, and
+	// without its secret.
+	cfgSecret := "whsec_" + strings.Repeat("Q", 43) + "="
+	if err := h.store.Outbound().PutEndpoint(context.Background(), models.Endpoint{ID: "cfg_crm", URL: "https://crm.example.com/hooks",
+		Secret: cfgSecret, FromConfig: true, EventTypes: []string{"user.created"}, CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	p.do("open the endpoints", chromedp.Click(css(`#nav a[data-page="endpoints"]`)), chromedp.WaitVisible(css(`#endpoint-list tr[data-endpoint="cfg_crm"]`)))
+	p.until("the configured endpoint is listed as such, disabled by an admin", `(() => { const row = document.querySelector('#endpoint-list tr[data-endpoint="cfg_crm"]');
+		return row.textContent.includes("configuration") && row.textContent.includes("crm.example.com") && !row.textContent.includes("/hooks") &&
+			row.querySelector(".badge.disabled") !== null })()`)
+	p.do("open it", chromedp.Click(css(`#endpoint-list a[href="#/endpoints/cfg_crm"]`)), chromedp.WaitVisible(css("#ep-fields")))
+	p.until("it cannot be changed here, and shows no secret", `document.getElementById("ep-toggle").disabled && document.getElementById("ep-rotate").disabled &&
+		document.getElementById("ep-delete").disabled && document.body.innerText.includes("USERSYNC_ENDPOINTS_FILE") && !document.body.innerText.includes("whsec_")`)
+	p.do("back to the app's endpoint", chromedp.Navigate(h.url+"/admin#/endpoints/"+id), chromedp.WaitVisible(css("#ep-delete:not([disabled])")))
+
 	// A phone.
 	p.do("a phone's screen", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
 		chromedp.Navigate(h.url+"/admin#/endpoints"), chromedp.WaitVisible(css("#endpoint-list table")))
@@ -174,9 +193,10 @@ func TestConsole_EndpointsInABrowser(t *testing.T) {
 	p.screenshot("27-phone-endpoint")
 	p.do("back to a laptop's width", chromedp.EmulateViewport(1280, 800), chromedp.WaitVisible(css("#ep-delete")))
 
-	// Delete: the list is empty again.
+	// Delete: the list has the configured endpoint only.
 	p.do("delete", chromedp.Click(css("#ep-delete")), chromedp.WaitVisible(css("#confirm")), chromedp.Click(css("#confirm-ok")))
-	p.until("the endpoint is gone", `location.hash === "#/endpoints" && document.getElementById("endpoint-list").textContent.includes("No endpoint yet")`)
+	p.until("the endpoint is gone", `location.hash === "#/endpoints" && document.getElementById("status").textContent.includes("Deleted `+id+`") &&
+		[...document.querySelectorAll("#endpoint-list tr[data-endpoint]")].map((r) => r.dataset.endpoint).join() === "cfg_crm"`)
 	if r := h.get("/v1/endpoints/"+id, testAdminKey); r.Code != http.StatusNotFound {
 		t.Errorf("after the deletion in the console, the endpoint reads %s", r)
 	}
