@@ -777,7 +777,7 @@
 
   // Secrets are shown only in the answer that carries one (a creation, a
   // rotation), in secretBox; no list or page of an endpoint has them.
-  const OUT_TYPES = ["user", "organization", "organizationMembership", "subscription", "subscriptionItem", "paymentAttempt"];
+  const OUT_TYPES = ["user", "organization", "organizationMembership", "subscription", "subscriptionItem", "paymentAttempt", "plan"];
 
   // host is the host of an endpoint's URL: the rest may carry a token.
   function host(url) {
@@ -929,7 +929,9 @@
           h("td", { class: "last-attempt" }, when(d.lastAttemptAt), d.lastStatus ? " · HTTP " + d.lastStatus : "",
             d.lastError ? [h("br"), clip(d.lastError, 40, "error")] : null),
           h("td", {}, d.status === "pending" ? ["next ", when(d.nextAttemptAt)] : d.deliveredAt ? ["delivered ", when(d.deliveredAt)] : ""),
-          h("td", {}, h("button", { type: "button", class: "quiet replay-delivery", onclick: async () => {
+          h("td", {}, h("button", { type: "button", class: "quiet replay-delivery",
+            // The API replays one object of the kinds table; a payer's plan goes with replay since….
+            disabled: d.kind === "plan", title: d.kind === "plan" ? "A payer's plan is replayed with Replay since…" : undefined, onclick: async () => {
             try {
               const x = await api("POST", "/v1/endpoints/" + encodeURIComponent(id) + "/replay", {}, undefined, { kind: d.kind, objectId: d.objectId });
               note("Replay of " + d.objectId + ": " + x.requeued + " requeued; it is sent again whole, with its webhook-id.", "ok");
@@ -1006,10 +1008,10 @@
       test.disabled = false;
     } }, "Send a test event");
     const toggle = h("button", { type: "button", id: "ep-toggle", class: ep.enabled ? "quiet" : "", disabled: ro, onclick: async () => {
-      if (ep.enabled && !(await confirmDialog("Disable " + ep.id, "Stop sending to this endpoint? Changes that apply while it is disabled are not queued for it, and its pending deliveries are dropped: after enabling it, replay since… sends them.", "Disable"))) return;
+      if (ep.enabled && !(await confirmDialog("Disable " + ep.id, "Stop sending to this endpoint? Its pending deliveries wait for it, but changes that apply while it is disabled are not queued for it: after enabling it, replay since… sends them.", "Disable"))) return;
       try {
         await api("PATCH", path, {}, undefined, { enabled: !ep.enabled });
-        note(ep.enabled ? "Disabled." : "Enabled: the changes that apply from now on are sent; replay since… sends what it missed.", "ok");
+        note(ep.enabled ? "Disabled." : "Enabled: its pending deliveries are sent, and the changes that apply from now on; replay since… sends what it missed.", "ok");
         reload();
       } catch (e) { note(e.message, "error"); }
     } }, ep.enabled ? "Disable" : "Enable");
