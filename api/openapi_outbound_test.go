@@ -12,18 +12,25 @@ import (
 
 // TestOpenAPI_OutboundTypesAndKindsAreTheKindsTables keeps every enum of an
 // outbound type, an event-type pattern or a kind in the endpoints' part of
-// the document equal to the kinds table: a kind added there is
-// documented, or this fails.
+// the document equal to the kinds table and models.OutboundTypes: a kind or
+// an outbound type added there is documented, or this fails.
 func TestOpenAPI_OutboundTypesAndKindsAreTheKindsTables(t *testing.T) {
 	t.Parallel()
 	var kinds []string
-	patterns := []string{"*"}
 	for _, k := range models.Kinds {
 		kinds = append(kinds, string(k))
-		patterns = append(patterns, models.OutboundName(k)+".*")
 	}
 	types := models.OutboundTypes()
+	patterns := []string{"*"}
+	for _, typ := range types {
+		name, _, _ := strings.Cut(typ, ".")
+		if !slices.Contains(patterns, name+".*") {
+			patterns = append(patterns, name+".*")
+		}
+	}
 	patterns = append(patterns, types...)
+	// A delivery's kind is one of the table's, or a payer's plan.
+	deliveryKinds := append(slices.Clone(kinds), string(models.KindPlan))
 
 	type enum struct {
 		Enum  []string `json:"enum"`
@@ -59,7 +66,7 @@ func TestOpenAPI_OutboundTypesAndKindsAreTheKindsTables(t *testing.T) {
 		{"OutboundWebhook.type", sc["OutboundWebhook"].Properties["type"].Enum, append(slices.Clone(types), "usersync.test")},
 		{"EndpointAttempt.type", sc["EndpointAttempt"].Properties["type"].Enum, types},
 		{"EndpointDelivery.type", sc["EndpointDelivery"].Properties["type"].Enum, types},
-		{"EndpointDelivery.kind", sc["EndpointDelivery"].Properties["kind"].Enum, kinds},
+		{"EndpointDelivery.kind", sc["EndpointDelivery"].Properties["kind"].Enum, deliveryKinds},
 		{"Endpoint.eventTypes", sc["Endpoint"].Properties["eventTypes"].Items.Enum, patterns},
 		{"POST /v1/endpoints eventTypes", doc.Paths["/v1/endpoints"]["post"].RequestBody.Content.JSON.Schema.Properties["eventTypes"].Items.Enum, patterns},
 		{"PATCH /v1/endpoints/{id} eventTypes", doc.Paths["/v1/endpoints/{id}"]["patch"].RequestBody.Content.JSON.Schema.Properties["eventTypes"].Items.Enum, patterns},
