@@ -224,7 +224,8 @@
       else a.removeAttribute("aria-current");
     }
     const root = clear($("page"));
-    const views = { "": overview, overview, users: arg ? userPage : users, events: arg ? eventPage : events, reconcile };
+    const views = { "": overview, overview, users: arg ? userPage : users, events: arg ? eventPage : events, reconcile,
+      endpoints: arg ? endpointPage : endpoints };
     (views[page] || overview)(root, arg);
   }
 
@@ -770,6 +771,269 @@
         h("td", {}, label[c.action] || c.action), h("td", {}, c.error ? h("span", { class: "error" }, c.error) : ""))),
     st.state === "running" ? "Nothing yet." : "Nothing would change."),
     st.changesDropped ? h("p", { class: "muted" }, "… and " + num(st.changesDropped) + " more.") : null);
+  }
+
+  // ---- endpoints (outbound webhooks) ---------------------------------------------------------
+
+  // Secrets are shown only in the answer that carries one (a creation, a
+  // rotation), in secretBox; no list or page of an endpoint has them.
+  const OUT_TYPES = ["user", "organization", "organizationMembership", "subscription", "subscriptionItem", "paymentAttempt", "plan"];
+
+  // host is the host of an endpoint's URL: the rest may carry a token.
+  function host(url) {
+    try { return new URL(url).host; } catch (e) { return url; }
+  }
+  function typesText(types) { return types && types.length ? types.join(", ") : "every type"; }
+  function stateCell(ep) {
+    if (ep.enabled) return badge("enabled");
+    return h("span", {}, badge("disabled"), ep.disabledReason ? [" ", h("span", { class: "error" }, ep.disabledReason)] : " by an admin");
+  }
+  function notOutbound(el, e) {
+    put(clear(el), h("p", { class: e.status === 501 ? "muted" : "error" },
+      e.status === 501 ? "Outbound webhooks are not configured on this server." : e.message));
+  }
+
+  // secretBox shows a secret this once, to copy.
+  function secretBox(secret, what) {
+    const input = h("input", { id: "secret-value", type: "text", readOnly: true, value: secret, size: 48, spellcheck: "false", "aria-label": "Signing secret" });
+    const done = h("span", { role: "status", class: "muted" });
+    return h("div", { class: "panel secret-box", id: "secret-box" },
+      h("p", { class: "warn" }, "The signing secret of " + what + ". Copy it now: it is not shown again. Give it to the app only (its webhook verifier); anyone who has it can sign messages the app would trust."),
+      h("div", { class: "actions" }, input,
+        h("button", { type: "button", id: "secret-copy", onclick: async () => {
+          input.select();
+          try { await navigator.clipboard.writeText(secret); done.textContent = "Copied."; } catch (e) { done.textContent = "Select it and copy it (Ctrl+C)."; }
+        } }, "Copy"), done),
+      h("button", { type: "button", class: "quiet", onclick: (ev) => { input.value = ""; ev.target.closest(".secret-box").remove(); } }, "I have copied it: hide it"));
+  }
+
+  // failureReason groups a failed attempt: its status code, or its error
+  // without the details that differ from one attempt to the next.
+  function failureReason(a) {
+    if (a.status) return "HTTP " + a.status;
+    return (a.error || "no answer").replace(/\d+(\.\d+)*/g, "N").slice(0, 80);
+  }
+
+  function endpoints(root) {
+    document.title = "Endpoints · usersync";
+    const list = h("div", { id: "endpoint-list" }, h("p", { class: "muted" }, "Loading…"));
+    const groups = h("div", { id: "endpoint-failures" });
+    const created = h("div", { id: "endpoint-created" });
+    const f = {
+      url: h("input", { id: "ep-url", type: "url", required: true, size: 50, maxLength: 2048, placeholder: "the app's webhook URL (https)", autocomplete: "off" }),
+      types: h("input", { id: "ep-types", type: "text", size: 40, maxLength: 2000, placeholder: "every type", list: "ep-type-list", autocomplete: "off" }),
+      desc: h("input", { id: "ep-desc", type: "text", size: 40, maxLength: 500, autocomplete: "off" }),
+      enabled: h("input", { id: "ep-enabled", type: "checkbox", checked: true }),
+    };
+    const formErr = h("p", { class: "error", role: "alert", id: "ep-form-error" });
+    const typeList = h("datalist", { id: "ep-type-list" }, ["*"].concat(OUT_TYPES.map((t) => t + ".*")).map((t) => h("option", { value: t })));
+    const form = h("form", { class: "filters", id: "ep-form", onsubmit: async (ev) => {
+      ev.preventDefault();
+      formErr.textContent = "";
+      const types = f.types.value.split(/[\s,]+/).filter(Boolean);
+      try {
+        const ep = await api("POST", "/v1/endpoints", {}, undefined,
+          { url: f.url.value.trim(), eventTypes: types, description: f.desc.value.trim(), enabled: f.enabled.checked });
+        form.reset();
+        f.enabled.checked = true;
+        put(clear(created), h("p", { class: "ok" }, "Registered ", h("a", { class: "mono", href: "#/endpoints/" + encodeURIComponent(ep.id) }, ep.id), " for " + host(ep.url) + "."),
+          secretBox(ep.secret, ep.id));
+        load();
+      } catch (e) { formErr.textContent = e.status === 501 ? "Outbound webhooks are not configured on this server." : e.message; }
+    } },
+    h("div", {}, h("label", { for: "ep-url" }, "URL"), f.url),
+    h("div", {}, h("label", { for: "ep-types" }, "Event types (comma-separated; empty: every type)"), f.types, typeList),
+    h("div", {}, h("label", { for: "ep-desc" }, "Description"), f.desc),
+    h("label", { class: "inline" }, f.enabled, "Enabled"),
+    h("button", { type: "submit", id: "ep-create" }, "Register"));
+
+    async function load() {
+      let r;
+      try { r = await api("GET", "/v1/endpoints"); } catch (e) { notOutbound(list, e); clear(groups); return; }
+      put(clear(list), table(["Endpoint", "Host", "Event types", "State", "Source", "Backlog#", "Oldest pending", "Failing since"], r.endpoints.map((ep) =>
+        h("tr", { "data-endpoint": ep.id },
+          h("td", {}, h("a", { class: "mono", href: "#/endpoints/" + encodeURIComponent(ep.id) }, ep.id), ep.description ? [h("br"), clip(ep.description, 40, "muted")] : null),
+          h("td", { class: "mono" }, host(ep.url)),
+          h("td", {}, clip(typesText(ep.eventTypes), 40, "mono")),
+          h("td", { class: "ep-state" }, stateCell(ep)),
+          h("td", {}, ep.fromConfig ? "configuration" : "API"),
+          h("td", { class: "num ep-backlog" }, num(ep.backlog)),
+          h("td", {}, ep.oldestPendingAt ? when(ep.oldestPendingAt, { ago: true }) : h("span", { class: "muted" }, "—")),
+          h("td", {}, ep.failingSince ? h("span", { class: "error" }, when(ep.failingSince, { ago: true })) : h("span", { class: "muted" }, "—")))),
+      "No endpoint yet: register one below, or list them in USERSYNC_ENDPOINTS_FILE."));
+      loadEndpointFailures(groups, r.endpoints);
+    }
+    put(root, h("h1", {}, "Endpoints"),
+      h("p", { class: "muted" }, "The app's endpoints that usersync tells of every change that applies, signed as Standard Webhooks."),
+      list, h("h2", {}, "Failures by endpoint"), groups, h("h2", {}, "Register an endpoint"), form, formErr, created);
+    load();
+    timers.push(setInterval(() => { if (!document.hidden) load(); }, 30000));
+  }
+
+  // failureScan is how many of an endpoint's latest failed attempts the
+  // summary reads.
+  const failureScan = 200;
+
+  async function loadEndpointFailures(el, eps) {
+    const rows = [];
+    for (const ep of eps) {
+      let r;
+      try { r = await api("GET", "/v1/endpoints/" + encodeURIComponent(ep.id) + "/attempts", { failed: true, limit: failureScan }); } catch (e) { continue; }
+      const by = new Map();
+      for (const a of r.attempts) {
+        const k = failureReason(a);
+        const g = by.get(k) || { count: 0, latest: a };
+        g.count++;
+        by.set(k, g);
+      }
+      const sorted = [...by.entries()].sort((x, y) => y[1].count - x[1].count);
+      sorted.forEach(([reason, g], i) => rows.push(h("tr", { "data-endpoint": ep.id, "data-reason": reason },
+        i === 0 ? h("td", { rowspan: sorted.length }, h("a", { class: "mono", href: "#/endpoints/" + encodeURIComponent(ep.id) }, ep.id), h("br"),
+          h("span", { class: "muted mono" }, host(ep.url)), r.nextCursor ? [h("br"), h("span", { class: "muted" }, "of its latest " + failureScan + " failures")] : null) : null,
+        h("td", { class: "mono" }, reason), h("td", { class: "num" }, num(g.count)), h("td", {}, when(g.latest.at)),
+        h("td", {}, h("span", { class: "mono" }, g.latest.type), " ", clip(g.latest.error, 50, "error")))));
+    }
+    put(clear(el), table(["Endpoint", "Failure", "Attempts#", "Latest", "Latest attempt"], rows, "No failed attempt."));
+  }
+
+  function endpointPage(root, id) {
+    document.title = id + " · usersync";
+    const head = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+    const out = h("div", { id: "ep-result", role: "status" });
+    const attempts = h("div", { id: "ep-attempts" });
+    const deliveries = h("div", { id: "ep-deliveries" });
+    const failedOnly = h("input", { id: "ep-failed-only", type: "checkbox", onchange: () => ap.reset() });
+    const status = h("select", { id: "ep-status", onchange: () => dp.reset() },
+      ["", "pending", "delivered", "failed", "dropped"].map((s) => h("option", { value: s }, s || "any")));
+    const note = (text, tone) => { put(clear(out), h("p", { class: tone || "" }, text)); };
+    const ap = pager(async (cursor) => {
+      const r = await api("GET", "/v1/endpoints/" + encodeURIComponent(id) + "/attempts", { failed: failedOnly.checked, limit: 25, cursor });
+      put(clear(attempts), table(["At", "Type", "Object", "Webhook id", "Result", "Status#", "Latency#", "Error"], r.attempts.map((a) =>
+        h("tr", { "data-attempt": a.id, "data-webhook": a.webhookId },
+          h("td", {}, when(a.at)), h("td", { class: "mono" }, a.type), h("td", { class: "mono" }, a.objectId),
+          h("td", { class: "mono" }, clip(a.webhookId, 30)),
+          h("td", {}, badge(a.delivered ? "delivered" : "failed")),
+          h("td", { class: "num attempt-status" }, a.status ? String(a.status) : "—"),
+          h("td", { class: "num" }, num(a.latencyMs) + " ms"),
+          h("td", {}, a.error ? clip(a.error, 50, "error") : ""))),
+      failedOnly.checked ? "No failed attempt." : "No attempt yet."));
+      return r.nextCursor;
+    });
+    const dp = pager(async (cursor) => {
+      const r = await api("GET", "/v1/endpoints/" + encodeURIComponent(id) + "/deliveries", { status: status.value, limit: 25, cursor });
+      put(clear(deliveries), table(["Object", "Type", "Origin", "Status", "Attempts#", "Last attempt", "Next attempt, or delivered", ""], r.deliveries.map((d) =>
+        h("tr", { "data-kind": d.kind, "data-object": d.objectId },
+          h("td", {}, h("span", { class: "muted" }, d.kind + " "), h("span", { class: "mono" }, d.objectId)),
+          h("td", { class: "mono" }, d.type), h("td", {}, d.origin), h("td", {}, badge(d.status)),
+          h("td", { class: "num" }, num(d.attempts)),
+          h("td", { class: "last-attempt" }, when(d.lastAttemptAt), d.lastStatus ? " · HTTP " + d.lastStatus : "",
+            d.lastError ? [h("br"), clip(d.lastError, 40, "error")] : null),
+          h("td", {}, d.status === "pending" ? ["next ", when(d.nextAttemptAt)] : d.deliveredAt ? ["delivered ", when(d.deliveredAt)] : ""),
+          h("td", {}, h("button", { type: "button", class: "quiet replay-delivery",
+            // The API replays one object of the kinds table; a payer's plan goes with replay since….
+            disabled: d.kind === "plan", title: d.kind === "plan" ? "A payer's plan is replayed with Replay since…" : undefined, onclick: async () => {
+            try {
+              const x = await api("POST", "/v1/endpoints/" + encodeURIComponent(id) + "/replay", {}, undefined, { kind: d.kind, objectId: d.objectId });
+              note("Replay of " + d.objectId + ": " + x.requeued + " requeued; it is sent again whole, with its webhook-id.", "ok");
+              dp.reset();
+            } catch (e) { note(e.message, "error"); }
+          } }, "Replay")))),
+      status.value ? "No delivery is " + status.value + "." : "Nothing delivered yet."));
+      return r.nextCursor;
+    });
+
+    const load = async () => {
+      let ep;
+      try { ep = await api("GET", "/v1/endpoints/" + encodeURIComponent(id)); } catch (e) {
+        put(clear(head), h("p", { class: "error" }, e.status === 404 ? "No endpoint has this id." : e.message));
+        return;
+      }
+      put(clear(head), endpointFields(ep), endpointActions(ep, load, note, out));
+    };
+    const since = h("input", { id: "ep-since", type: "datetime-local" });
+    const replaySince = h("form", { class: "filters", id: "ep-replay-since", onsubmit: async (ev) => {
+      ev.preventDefault();
+      if (!since.value) { note("Pick a time to replay from.", "error"); return; }
+      const iso = toISO(since.value);
+      if (!(await confirmDialog("Replay since " + dateFmt.format(new Date(iso)), "Send again, whole and with their webhook-ids, every delivery last attempted since then (at most 10,000)?", "Replay"))) return;
+      try {
+        const x = await api("POST", "/v1/endpoints/" + encodeURIComponent(id) + "/replay", {}, undefined, { since: new Date(iso).toISOString().replace(/\.\d{3}Z$/, "Z") });
+        note("Replay since " + dateFmt.format(new Date(iso)) + ": " + x.requeued + " requeued.", "ok");
+        dp.reset();
+      } catch (e) { note(e.message, "error"); }
+    } }, h("div", {}, h("label", { for: "ep-since" }, "Deliveries last attempted since"), since), h("button", { type: "submit", id: "ep-replay-since-go" }, "Replay since…"));
+
+    put(root, h("p", {}, h("a", { href: "#/endpoints" }, "← Endpoints")), h("h1", { class: "mono" }, id), head, out,
+      h("h2", {}, "Attempts, newest first"),
+      h("div", { class: "actions" }, h("label", { class: "inline" }, failedOnly, "Failures only"),
+        h("button", { type: "button", class: "quiet", id: "ep-attempts-refresh", onclick: () => { ap.reset(); dp.reset(); load(); } }, "Refresh")),
+      attempts, ap.el,
+      h("h2", {}, "Deliveries"),
+      h("p", { class: "muted" }, "The last state of each object this endpoint was sent, or is to be sent. A replay sends the object's current state again, whole, with the same webhook-id."),
+      h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); dp.reset(); } },
+        h("div", {}, h("label", { for: "ep-status" }, "Status"), status)),
+      deliveries, dp.el, replaySince);
+    load();
+    ap.reset();
+    dp.reset();
+  }
+
+  function endpointFields(ep) {
+    const f = (label, v) => [h("dt", {}, label), h("dd", {}, v === null || v === undefined || v === "" ? h("span", { class: "muted" }, "—") : v)];
+    return h("div", { class: "panel" }, h("dl", { class: "fields", id: "ep-fields" },
+      f("URL", h("span", { class: "mono" }, ep.url)), f("Description", ep.description),
+      f("Event types", h("span", { class: "mono" }, typesText(ep.eventTypes))),
+      f("State", stateCell(ep)),
+      f("Source", ep.fromConfig ? "configuration (USERSYNC_ENDPOINTS_FILE): read-only here" : "API"),
+      f("Backlog", num(ep.backlog) + (ep.oldestPendingAt ? " · oldest pending since " + ago(new Date(ep.oldestPendingAt)).replace(" ago", "") : "")),
+      f("Failing since", ep.failingSince ? h("span", { class: "error" }, when(ep.failingSince)) : null),
+      f("Previous secret signs until", ep.previousSecretUntil ? when(ep.previousSecretUntil) : null),
+      f("Created", when(ep.createdAt)), f("Changed", when(ep.updatedAt))));
+  }
+
+  function endpointActions(ep, reload, note, out) {
+    const path = "/v1/endpoints/" + encodeURIComponent(ep.id);
+    const ro = ep.fromConfig;
+    const test = h("button", { type: "button", id: "ep-test", onclick: async () => {
+      test.disabled = true;
+      note("Sending a test event…");
+      try {
+        const r = await api("POST", path + "/test");
+        put(clear(out), h("div", { class: "panel", id: "ep-test-result" },
+          h("p", { class: r.delivered ? "ok" : "error" }, (r.delivered ? "Delivered" : "Not delivered") +
+            (r.status ? ": HTTP " + r.status : "") + " in " + num(r.latencyMs) + " ms" + (r.error ? " · " + r.error : "")),
+          h("p", { class: "muted" }, "webhook-id ", h("span", { class: "mono" }, r.webhookId)),
+          r.response ? h("pre", { class: "payload" }, r.response) : null));
+      } catch (e) { note(e.message, "error"); }
+      test.disabled = false;
+    } }, "Send a test event");
+    const toggle = h("button", { type: "button", id: "ep-toggle", class: ep.enabled ? "quiet" : "", disabled: ro, onclick: async () => {
+      if (ep.enabled && !(await confirmDialog("Disable " + ep.id, "Stop sending to this endpoint? Its pending deliveries wait for it, but changes that apply while it is disabled are not queued for it: after enabling it, replay since… sends them.", "Disable"))) return;
+      try {
+        await api("PATCH", path, {}, undefined, { enabled: !ep.enabled });
+        note(ep.enabled ? "Disabled." : "Enabled: its pending deliveries are sent, and the changes that apply from now on; replay since… sends what it missed.", "ok");
+        reload();
+      } catch (e) { note(e.message, "error"); }
+    } }, ep.enabled ? "Disable" : "Enable");
+    const rotate = h("button", { type: "button", id: "ep-rotate", class: "quiet", disabled: ro, onclick: async () => {
+      if (!(await confirmDialog("Rotate the secret of " + ep.id, "Make a new signing secret? For 24 hours messages carry a signature with each, so that the app can change its secret meanwhile.", "Rotate"))) return;
+      try {
+        const r = await api("POST", path + "/rotate-secret", {}, undefined, { overlap: "24h" });
+        await reload();
+        put(clear(out), secretBox(r.secret, ep.id + " (the previous one signs too until " + dateFmt.format(new Date(r.previousSecretUntil)) + ")"));
+      } catch (e) { note(e.message, "error"); }
+    } }, "Rotate secret…");
+    const del = h("button", { type: "button", id: "ep-delete", class: "danger", disabled: ro, onclick: async () => {
+      if (!(await confirmDialog("Delete " + ep.id, "Delete this endpoint, its deliveries and attempts? Nothing more is sent to " + host(ep.url) + ". This cannot be undone.", "Delete", true))) return;
+      try {
+        await api("DELETE", path);
+        history.pushState(null, "", "#/endpoints");
+        route();
+        say("Deleted " + ep.id + ".");
+      } catch (e) { note(e.message, "error"); }
+    } }, "Delete…");
+    return h("div", { class: "actions" }, test, toggle, rotate, del,
+      ro ? h("span", { class: "muted" }, "From USERSYNC_ENDPOINTS_FILE: change it there.") : null);
   }
 
   // ---- start ------------------------------------------------------------------------------
