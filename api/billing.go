@@ -18,6 +18,7 @@ type BillingReader interface {
 	Items(ctx context.Context, payer models.Payer) ([]models.SubscriptionItem, error)
 	Subscription(ctx context.Context, subscriptionID string) (models.Subscription, error)
 	PaymentAttempts(ctx context.Context, f models.PaymentAttemptFilter) (models.PaymentAttemptPage, error)
+	Subscriptions(ctx context.Context, f models.SubscriptionFilter) (models.SubscriptionPage, error)
 }
 
 // PlanEnded is the status a plan reads with when it no longer gives

@@ -11,7 +11,7 @@ import (
 )
 
 // The admin's reads of Clerk Billing's objects: a page of payment
-// attempts, one subscription.
+// attempts, a page of subscriptions, one subscription.
 
 type listPaymentAttemptsRequest struct {
 	PaymentID string `query:"paymentId" validate:"omitempty,clerkid=cpa_"`
@@ -109,6 +109,67 @@ func newPaymentAttemptJSON(a models.PaymentAttempt) paymentAttemptJSON {
 		j.SubscriptionItemIDs = []string{}
 	}
 	return j
+}
+
+type listSubscriptionsRequest struct {
+	PayerID   string `query:"payerId" validate:"omitempty,max=128"`
+	PayerKind string `query:"payerKind" validate:"omitempty,oneof=user organization"`
+	Status    string `query:"status"` // checked by status
+	Limit     int    `query:"limit" validate:"min=1,max=200"`
+	Cursor    string `query:"cursor"` // bounded by the page reader (maxCursor)
+}
+
+// maxSubscriptionStatus bounds the status filter: what a subscription's
+// status may be when it is stored (models.ClerkSubscription's, 32).
+const maxSubscriptionStatus = 32
+
+// status is the status the request filters by: Clerk's value as stored
+// (active, past_due, …), 1 to 32 lowercase letters and underscores, or
+// "" when none is given. A status no subscription is in lists nothing.
+func (r listSubscriptionsRequest) status() (string, error) {
+	if len(r.Status) > maxSubscriptionStatus {
+		return "", models.Public(models.ErrInvalid, "status must be at most %d characters", maxSubscriptionStatus).In("status")
+	}
+	for _, c := range r.Status {
+		if (c < 'a' || c > 'z') && c != '_' {
+			return "", models.Public(models.ErrInvalid, "status must be a Clerk subscription status: lowercase letters and _ (active, past_due, …)").In("status")
+		}
+	}
+	return r.Status, nil
+}
+
+// listSubscriptions answers GET /v1/billing/subscriptions (admin): one
+// page of subscriptions, the newest Clerk time first, of one payer
+// (payerId and payerKind), in one status, of both, or all.
+func (s *server) listSubscriptions(c echo.Context) error {
+	req := listSubscriptionsRequest{Limit: 50}
+	if err := bind(c, &req); err != nil {
+		return err
+	}
+	payer, err := listPaymentAttemptsRequest{PayerID: req.PayerID, PayerKind: req.PayerKind}.payer()
+	if err != nil {
+		return err
+	}
+	status, err := req.status()
+	if err != nil {
+		return err
+	}
+	return listPage(s, c, subscriptionKind, req.Limit, req.Cursor, false,
+		func(ctx context.Context, after string, n int) ([]models.Subscription, string, error) {
+			p, err := s.billing.Subscriptions(ctx, models.SubscriptionFilter{Payer: payer, Status: status, After: after, Limit: n})
+			return p.Subscriptions, p.NextCursor, err
+		})
+}
+
+var subscriptionKind = pageKind[models.Subscription]{
+	size: subscriptionBytes,
+	show: func(sub models.Subscription) any { return newSubscriptionJSON(sub) },
+}
+
+// subscriptionBytes is about what sub holds in memory and in its JSON.
+func subscriptionBytes(sub models.Subscription) int {
+	return 512 + len(sub.SubscriptionID) + len(sub.Payer.ID) + len(sub.Payer.PayerID) + len(sub.Status) +
+		len(sub.LatestPaymentID) + len(sub.PaymentSourceID) + len(sub.LastEventID)
 }
 
 type getSubscriptionRequest struct {

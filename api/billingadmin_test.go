@@ -3,6 +3,7 @@ package api_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -23,11 +24,18 @@ func attemptBody(typ, id, payment, payer string, at int64) []byte {
 // in order.
 func (h *harness) attemptIDs(path string) []string {
 	h.t.Helper()
+	return h.pageIDs("/v1/billing/payment-attempts", path)
+}
+
+// pageIDs pages through path, a list route base with or without a
+// query, with limit 2 and returns the ids listed, in order.
+func (h *harness) pageIDs(base, path string) []string {
+	h.t.Helper()
 	var ids []string
 	cursor := ""
 	for range 20 {
 		sep := "?"
-		if len(path) > len("/v1/billing/payment-attempts") {
+		if len(path) > len(base) {
 			sep = "&"
 		}
 		url := path + sep + "limit=2"
@@ -158,4 +166,94 @@ func longID(n int) string {
 		b[i] = 'a'
 	}
 	return string(b)
+}
+
+// subscriptionBody is a subscription event of subscription id, payer (a
+// user's or an organization's id) and status, at Clerk time at, without
+// items.
+func subscriptionBody(id, payer, status string, at int64) []byte {
+	user, org := payer, ""
+	if payer[:4] == "org_" {
+		user, org = "", payer
+	}
+	return []byte(fmt.Sprintf(`{"type":"subscription.updated","timestamp":%d,"data":{"id":%q,"status":%q,`+
+		`"payer":{"user_id":%q,"organization_id":%q},"items":[],"latest_payment_id":"cpa_1","updated_at":%d}}`,
+		at, id, status, user, org, at))
+}
+
+func TestBillingAdmin_SubscriptionsPageNewestFirstByPayerStatusOrAll(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	at := time.Now().Add(-time.Hour).UnixMilli()
+	const org = "org_2g7np7Hrk0SN6kj5EDMLDaKNL0S"
+	for i, s := range []struct{ id, payer, status string }{
+		{"csub_1", billingUser, "active"}, {"csub_2", billingUser, "past_due"}, {"csub_3", org, "active"},
+		{"csub_4", org, "ended"}, {"csub_5", billingUser, "active"},
+	} {
+		h.mustDeliver(newID(), subscriptionBody(s.id, s.payer, s.status, at+int64(i)))
+	}
+	// A newer state of csub_1 moves it first, in its new status.
+	h.mustDeliver(newID(), subscriptionBody("csub_1", billingUser, "past_due", at+10))
+	const list = "/v1/billing/subscriptions"
+	for path, want := range map[string]string{
+		list: "[csub_1 csub_5 csub_4 csub_3 csub_2]",
+		list + "?payerKind=user&payerId=" + billingUser:                 "[csub_1 csub_5 csub_2]",
+		list + "?payerKind=organization&payerId=" + org:                 "[csub_4 csub_3]",
+		list + "?status=active":                                         "[csub_5 csub_3]",
+		list + "?status=past_due":                                       "[csub_1 csub_2]",
+		list + "?status=past_due&payerKind=user&payerId=" + billingUser: "[csub_1 csub_2]",
+		list + "?status=active&payerKind=organization&payerId=" + org:   "[csub_3]",
+		list + "?status=canceled":                                       "[]",
+		list + "?payerKind=user&payerId=user_nobody":                    "[]",
+	} {
+		if got := fmt.Sprint(h.pageIDs(list, path)); got != want {
+			t.Errorf("%s = %s, want %s", path, got, want)
+		}
+	}
+	r := h.get(list+"?payerKind=organization&payerId="+org+"&limit=1", testAdminKey).JSON(t)
+	s := r["data"].([]any)[0].(map[string]any)
+	if s["id"] != "csub_4" || s["status"] != "ended" || s["payer"].(map[string]any)["kind"] != "organization" ||
+		s["payer"].(map[string]any)["id"] != org || s["latestPaymentId"] != "cpa_1" ||
+		s["sourceUpdatedAt"] != time.UnixMilli(at+3).UTC().Format("2006-01-02T15:04:05.000Z07:00") || r["nextCursor"] == nil {
+		t.Errorf("subscription = %v, nextCursor %v", s, r["nextCursor"])
+	}
+}
+
+func TestBillingAdmin_SubscriptionsRefuseWhatIsNotBoundedNamingTheParameter(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const list = "/v1/billing/subscriptions"
+	for path, param := range map[string]string{
+		list + "?limit=0":                                       "limit",
+		list + "?limit=201":                                     "limit",
+		list + "?limit=many":                                    "limit",
+		list + "?payerId=" + billingUser:                        "payerKind",
+		list + "?payerKind=user":                                "payerId",
+		list + "?payerKind=team&payerId=" + billingUser:         "payerKind",
+		list + "?payerKind=organization&payerId=" + billingUser: "payerId",
+		list + "?cursor=nonsense":                               "cursor",
+		list + "?status=Active":                                 "status",
+		list + "?status=past-due":                               "status",
+		list + "?status=" + strings.Repeat("a", 33):             "status",
+	} {
+		r := h.get(path, testAdminKey)
+		if r.Code != http.StatusBadRequest {
+			t.Errorf("%s = %s, want 400", path, r)
+			continue
+		}
+		if msg, _ := r.JSON(t)["error"].(map[string]any)["message"].(string); !strings.Contains(msg, param) {
+			t.Errorf("%s: message %q names no %s", path, msg, param)
+		}
+	}
+	for _, path := range []string{list + "?limit=200", list + "?status=" + strings.Repeat("a", 32), list + "?status=past_due"} {
+		if r := h.get(path, testAdminKey); r.Code != http.StatusOK {
+			t.Errorf("%s = %s, want 200", path, r)
+		}
+	}
+	if r := h.get(list, testAPIKey); r.Code != http.StatusForbidden {
+		t.Errorf("with an API key = %s, want 403", r)
+	}
+	if r := h.get(list, ""); r.Code != http.StatusUnauthorized {
+		t.Errorf("with no key = %s, want 401", r)
+	}
 }

@@ -608,17 +608,19 @@ func TestReconcileRuns_ListsTheRecordedRunsNewestFirst(t *testing.T) {
 
 // TestReconcileRuns_ListEachKindsCountsAndNullForAKindNotRead records a
 // run of every kind and a backfill of organizations only: each kind has
-// its counts (local null when not read), a kind the run did not read is
-// null, and the top-level counts stay the users' (zeros without them).
+// its counts (local null when not read, as for subscription items, which
+// a run never reads here), a kind the run did not read is null, and the
+// top-level counts stay the users' (zeros without them).
 func TestReconcileRuns_ListEachKindsCountsAndNullForAKindNotRead(t *testing.T) {
 	t.Parallel()
 	h := newConsoleHarness(t)
 	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	for _, r := range []models.ReconcileSummary{
 		{Kind: "reconcile", Trigger: "schedule", StartedAt: start, Success: false, Error: "1 membership is absent from Clerk, more than allowed",
-			Users:         &models.ReconcileCounts{Clerk: 1234, Local: 1236, Applied: 5, Stale: 1, Unchanged: 1228, Deleted: 2},
-			Organizations: &models.ReconcileCounts{Clerk: 12, Local: 13, Unchanged: 12, Deleted: 1},
-			Memberships:   &models.ReconcileCounts{Clerk: 40, Local: 41, Applied: 1, Unchanged: 39, Failed: 2, Refused: true, ToDelete: 11}},
+			Users:             &models.ReconcileCounts{Clerk: 1234, Local: 1236, Applied: 5, Stale: 1, Unchanged: 1228, Deleted: 2},
+			Organizations:     &models.ReconcileCounts{Clerk: 12, Local: 13, Unchanged: 12, Deleted: 1},
+			Memberships:       &models.ReconcileCounts{Clerk: 40, Local: 41, Applied: 1, Unchanged: 39, Failed: 2, Refused: true, ToDelete: 11},
+			SubscriptionItems: &models.ReconcileCounts{Clerk: 9, Local: -1, Applied: 3, Stale: 1, Unchanged: 4, Failed: 1}},
 		{Kind: "backfill", Trigger: "command", StartedAt: start.Add(time.Hour), Success: true,
 			Organizations: &models.ReconcileCounts{Clerk: 12, Local: -1, Applied: 12}},
 	} {
@@ -643,11 +645,13 @@ func TestReconcileRuns_ListEachKindsCountsAndNullForAKindNotRead(t *testing.T) {
 		{"every kind: users", all["users"], `{"applied":5,"clerk":1234,"deleted":2,"failed":0,"local":1236,"refused":false,"stale":1,"toDelete":0,"unchanged":1228}`},
 		{"every kind: organizations", all["organizations"], `{"applied":0,"clerk":12,"deleted":1,"failed":0,"local":13,"refused":false,"stale":0,"toDelete":0,"unchanged":12}`},
 		{"every kind: memberships", all["memberships"], `{"applied":1,"clerk":40,"deleted":0,"failed":2,"local":41,"refused":true,"stale":0,"toDelete":11,"unchanged":39}`},
+		{"every kind: subscription items", all["subscriptionItems"], `{"applied":3,"clerk":9,"deleted":0,"failed":1,"local":null,"refused":false,"stale":1,"toDelete":0,"unchanged":4}`},
 		{"every kind: the run's refusal", all["refused"], `true`},
 		{"every kind: the users' at the top", []any{all["clerkUsers"], all["localUsers"], all["applied"], all["toDelete"]}, `[1234,1236,5,0]`},
 		{"organizations only: users", backfill["users"], `null`},
 		{"organizations only: organizations", backfill["organizations"], `{"applied":12,"clerk":12,"deleted":0,"failed":0,"local":null,"refused":false,"stale":0,"toDelete":0,"unchanged":0}`},
 		{"organizations only: memberships", backfill["memberships"], `null`},
+		{"organizations only: subscription items", backfill["subscriptionItems"], `null`},
 		{"organizations only: the users' at the top", []any{backfill["clerkUsers"], backfill["localUsers"], backfill["applied"]}, `[0,null,0]`},
 	} {
 		b, err := json.Marshal(tc.got)

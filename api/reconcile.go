@@ -29,6 +29,8 @@ type reconcileRunJSON struct {
 	Users         *reconcileCountsJSON `json:"users"`
 	Organizations *reconcileCountsJSON `json:"organizations"`
 	Memberships   *reconcileCountsJSON `json:"memberships"`
+	// null too for a run kept before subscription items were counted.
+	SubscriptionItems *reconcileCountsJSON `json:"subscriptionItems"`
 }
 
 // usersAtTopJSON is the users' counts at the top of a run or a dry run's
@@ -90,7 +92,7 @@ func newReconcileRunJSON(r models.ReconcileSummary) reconcileRunJSON {
 		DurationSeconds: r.Duration.Seconds(), Success: r.Success, Error: r.Error, Refused: r.Refused(),
 		usersAtTopJSON: newUsersAtTopJSON(r.Users),
 		Users:          newReconcileCountsJSON(r.Users), Organizations: newReconcileCountsJSON(r.Organizations),
-		Memberships: newReconcileCountsJSON(r.Memberships),
+		Memberships: newReconcileCountsJSON(r.Memberships), SubscriptionItems: newReconcileCountsJSON(r.SubscriptionItems),
 	}
 	return j
 }
@@ -160,10 +162,11 @@ type dryRunReportJSON struct {
 	Refused        bool   `json:"refused"` // the users'
 	DeletesSkipped string `json:"deletesSkipped,omitempty"`
 	// Each kind's; null when the dry run did not read the kind (the Clerk
-	// instance has organizations turned off).
-	Users         *dryRunKindJSON `json:"users"`
-	Organizations *dryRunKindJSON `json:"organizations"`
-	Memberships   *dryRunKindJSON `json:"memberships"`
+	// instance has organizations or Billing turned off).
+	Users             *dryRunKindJSON `json:"users"`
+	Organizations     *dryRunKindJSON `json:"organizations"`
+	Memberships       *dryRunKindJSON `json:"memberships"`
+	SubscriptionItems *dryRunKindJSON `json:"subscriptionItems"`
 }
 
 // dryRunKindJSON is what a run would do to one kind.
@@ -193,6 +196,8 @@ func newDryRunReportJSON(rep sync.ReconcileReport) *dryRunReportJSON {
 			r.Organizations = j
 		case models.KindMembership:
 			r.Memberships = j
+		case models.KindSubscriptionItem:
+			r.SubscriptionItems = j
 		}
 	}
 	return r

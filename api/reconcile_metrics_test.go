@@ -13,7 +13,7 @@ import (
 )
 
 // TestMetrics_TheLastScheduledRunIsGaugedPerObjectFromStartUp checks
-// usersync_reconcile_last_run_objects: its 21 series (3 objects, 7 counts)
+// usersync_reconcile_last_run_objects: its 28 series (4 objects, 7 counts)
 // are there from start-up and no others, each kind of a run sets its own,
 // a kind the run did not read is 0 (its local count left as it was), and
 // usersync_reconcile_last_run_users stays the users' counts.
@@ -22,7 +22,7 @@ func TestMetrics_TheLastScheduledRunIsGaugedPerObjectFromStartUp(t *testing.T) {
 	store := repotest.NewStore(t)
 	m := api.NewMetrics(store.Events())
 	h := newHarness(t, func(o *harnessOptions) { o.store, o.metrics = store, m })
-	series := regexp.MustCompile(`(?m)^usersync_reconcile_last_run_objects\{kind="([a-z]+)",object="([a-z]+)"\} (\S+)$`)
+	series := regexp.MustCompile(`(?m)^usersync_reconcile_last_run_objects\{kind="([a-z]+)",object="([a-z_]+)"\} (\S+)$`)
 	scrape := func() map[string]string {
 		t.Helper()
 		r := h.get("/metrics", "")
@@ -44,8 +44,8 @@ func TestMetrics_TheLastScheduledRunIsGaugedPerObjectFromStartUp(t *testing.T) {
 		return got
 	}
 	got := scrape()
-	if len(got) != 21 {
-		t.Errorf("at start-up: %d series %v, want 21 (users, organizations, memberships × 7)", len(got), got)
+	if len(got) != 28 {
+		t.Errorf("at start-up: %d series %v, want 28 (users, organizations, memberships, subscription_items × 7)", len(got), got)
 	}
 	for k, v := range got {
 		if v != "0" {
@@ -58,11 +58,16 @@ func TestMetrics_TheLastScheduledRunIsGaugedPerObjectFromStartUp(t *testing.T) {
 		Users:         &models.ReconcileCounts{Clerk: 1234, Local: 1236, Applied: 5, Stale: 1, Unchanged: 1228, Deleted: 2},
 		Organizations: &models.ReconcileCounts{Clerk: 12, Local: 13, Unchanged: 12, Deleted: 1},
 		Memberships:   &models.ReconcileCounts{Clerk: 40, Local: 41, Applied: 1, Unchanged: 39, Deleted: 1, Failed: 2},
+		// A reconcile reads no local subscription item (Local -1).
+		SubscriptionItems: &models.ReconcileCounts{Clerk: 9, Local: -1, Applied: 3, Stale: 1, Unchanged: 4, Failed: 1},
 	})
 	got = scrape()
 	for k, want := range map[string]string{
 		"users clerk": "1234", "users local": "1236", "users deleted": "2", "organizations clerk": "12", "organizations local": "13",
 		"organizations deleted": "1", "memberships clerk": "40", "memberships applied": "1", "memberships failed": "2",
+		"subscription_items clerk": "9", "subscription_items applied": "3", "subscription_items stale": "1",
+		"subscription_items unchanged": "4", "subscription_items failed": "1", "subscription_items local": "0",
+		"subscription_items deleted": "0",
 	} {
 		if got[k] != want {
 			t.Errorf("after a run of every kind: %s = %s, want %s", k, got[k], want)
@@ -76,7 +81,8 @@ func TestMetrics_TheLastScheduledRunIsGaugedPerObjectFromStartUp(t *testing.T) {
 	got = scrape()
 	for k, want := range map[string]string{
 		"users clerk": "1234", "users deleted": "0", "organizations clerk": "0", "organizations deleted": "0",
-		"memberships clerk": "0", "memberships failed": "0", "memberships local": "41",
+		"memberships clerk": "0", "memberships failed": "0", "memberships local": "41", "subscription_items clerk": "0",
+		"subscription_items applied": "0",
 	} {
 		if got[k] != want {
 			t.Errorf("after a run of users only: %s = %s, want %s", k, got[k], want)

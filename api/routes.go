@@ -76,6 +76,7 @@ func (s *server) routes(e *echo.Echo) {
 
 	// Admin key: Clerk Billing's objects (a payer's plan is read above).
 	e.GET("/v1/billing/payment-attempts", s.listPaymentAttempts, adminKey)
+	e.GET("/v1/billing/subscriptions", s.listSubscriptions, adminKey)
 	e.GET("/v1/billing/subscriptions/:subscriptionId", s.getSubscription, adminKey)
 }
 

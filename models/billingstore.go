@@ -85,3 +85,19 @@ type PaymentAttemptPage struct {
 	Attempts   []PaymentAttempt
 	NextCursor string // "" on the last page
 }
+
+// SubscriptionFilter selects subscriptions: those of one payer (Payer),
+// in one status (Status, Clerk's value as stored), both, or all, newest
+// Clerk time first.
+type SubscriptionFilter struct {
+	Payer  *Payer
+	Status string
+	After  string // cursor
+	Limit  int
+}
+
+// SubscriptionPage is one page of subscriptions.
+type SubscriptionPage struct {
+	Subscriptions []Subscription
+	NextCursor    string // "" on the last page
+}

@@ -18,13 +18,16 @@ type ReconcileSummary struct {
 	Success bool
 	Error   string
 
-	// Users, Organizations and Memberships are what the run did to each
-	// kind; nil when the kind was not part of the run (-kinds), or when
-	// the Clerk instance has organizations turned off (nothing of theirs
-	// was read), so that a kind not read is never taken for zeros.
-	Users         *ReconcileCounts
-	Organizations *ReconcileCounts
-	Memberships   *ReconcileCounts
+	// Users, Organizations, Memberships and SubscriptionItems are what
+	// the run did to each kind; nil when the kind was not part of the run
+	// (-kinds), when the Clerk instance has organizations or Billing
+	// turned off (nothing of theirs was read), or when the run was kept
+	// before the kind was counted, so that a kind not read is never taken
+	// for zeros.
+	Users             *ReconcileCounts
+	Organizations     *ReconcileCounts
+	Memberships       *ReconcileCounts
+	SubscriptionItems *ReconcileCounts
 }
 
 // ReconcileCounts is what one run did to the objects of one kind.
@@ -42,9 +45,9 @@ type ReconcileCounts struct {
 	ToDelete int
 }
 
-// SummaryKinds are the kinds a ReconcileSummary keeps counts of: a run's
-// subscription items (Clerk Billing) are not among them yet.
-var SummaryKinds = []Kind{KindUser, KindOrganization, KindMembership}
+// SummaryKinds are the kinds a ReconcileSummary keeps counts of: every
+// kind a reconcile reads.
+var SummaryKinds = []Kind{KindUser, KindOrganization, KindMembership, KindSubscriptionItem}
 
 // Of returns the counts of kind k, nil when the run did not read it.
 func (r ReconcileSummary) Of(k Kind) *ReconcileCounts {
@@ -55,6 +58,8 @@ func (r ReconcileSummary) Of(k Kind) *ReconcileCounts {
 		return r.Organizations
 	case KindMembership:
 		return r.Memberships
+	case KindSubscriptionItem:
+		return r.SubscriptionItems
 	}
 	return nil
 }
@@ -68,12 +73,14 @@ func (r *ReconcileSummary) Set(k Kind, c *ReconcileCounts) {
 		r.Organizations = c
 	case KindMembership:
 		r.Memberships = c
+	case KindSubscriptionItem:
+		r.SubscriptionItems = c
 	}
 }
 
 // Refused reports whether the run refused to delete the objects of a kind.
 func (r ReconcileSummary) Refused() bool {
-	for _, c := range []*ReconcileCounts{r.Users, r.Organizations, r.Memberships} {
+	for _, c := range []*ReconcileCounts{r.Users, r.Organizations, r.Memberships, r.SubscriptionItems} {
 		if c != nil && c.Refused {
 			return true
 		}

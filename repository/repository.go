@@ -178,6 +178,10 @@ type Billing interface {
 	// them, the newest Clerk time first; NextCursor is "" on the last
 	// page. A malformed cursor wraps models.ErrInvalid.
 	PaymentAttempts(ctx context.Context, f models.PaymentAttemptFilter) (models.PaymentAttemptPage, error)
+	// Subscriptions returns one page of subscriptions as f selects them,
+	// the newest Clerk time first, then the larger id; NextCursor is ""
+	// on the last page. A malformed cursor wraps models.ErrInvalid.
+	Subscriptions(ctx context.Context, f models.SubscriptionFilter) (models.SubscriptionPage, error)
 }
 
 // Outbound is what outbound webhooks keep: the endpoints, the outbox of

@@ -105,6 +105,13 @@ func TestReconcile_RepairsAPlanWhoseWebhooksWereLost(t *testing.T) {
 	if !ok || p.Status != models.PlanActive || planSlug(p) != "team-plan" || p.ItemID != teamItemID {
 		t.Fatalf("after the reconcile: plan %+v, want active with team-plan from %s", p.PayerPlan, teamItemID)
 	}
+	// The run's summary keeps the items' counts as the line prints them
+	// (local not read: -1).
+	runs, err := e.store.Runs().Last(context.Background(), 1)
+	if err != nil || len(runs) != 1 || runs[0].SubscriptionItems == nil ||
+		*runs[0].SubscriptionItems != (models.ReconcileCounts{Clerk: 2, Local: -1, Applied: 1, Unchanged: 1}) {
+		t.Fatalf("the run's summary = %+v, %v; want the subscription items' counts", runs, err)
+	}
 	// Applied as Clerk's subscriptionItem.updated carrying the state.
 	ev, err := e.store.Events().Get(context.Background(), fmt.Sprintf("backfill_%s_%d", teamItemID, teamStartedAt))
 	if err != nil || ev.Type != models.TypeSubscriptionItemUpdated {

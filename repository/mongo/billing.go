@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -50,6 +51,11 @@ type Billing struct {
 	// The same collections read from the primary: reads that decide a
 	// write.
 	subsP, itemsP, attemptsP, plansP *mongo.Collection
+	// density sizes the windows of the pages of subscriptions not of one
+	// payer, and oldest keeps the oldest sourceUpdatedAt of a
+	// subscription once read: their floor (see subscriptionDocs).
+	density densities
+	oldest  oldestCache
 	// beforePlanWrite, if set, runs between a recomputation's reads and
 	// its write: tests make a concurrent delivery happen there.
 	beforePlanWrite func()
@@ -69,6 +75,17 @@ var attemptIndexes = []mongo.IndexModel{
 	{Keys: bson.D{{Key: "payerKind", Value: 1}, {Key: "payerId", Value: 1}, {Key: "sourceUpdatedAt", Value: -1}, {Key: "_id", Value: -1}}},
 	{Keys: bson.D{{Key: "sourceUpdatedAt", Value: -1}, {Key: "_id", Value: -1}}},
 }
+
+// subIndexes are the indexes of subscriptions: the pages of
+// Subscriptions, newest Clerk time first, of a payer, in a status, all.
+var subIndexes = []mongo.IndexModel{
+	{Keys: bson.D{{Key: "payerKind", Value: 1}, {Key: "payerId", Value: 1}, {Key: "sourceUpdatedAt", Value: -1}, {Key: "_id", Value: -1}}},
+	{Keys: bson.D{{Key: "status", Value: 1}, {Key: "sourceUpdatedAt", Value: -1}, {Key: "_id", Value: -1}}},
+	{Keys: bson.D{{Key: "sourceUpdatedAt", Value: -1}, {Key: "_id", Value: -1}}},
+}
+
+// subOrder is the order of the pages of subscriptions.
+var subOrder = bson.D{{Key: "sourceUpdatedAt", Value: -1}, {Key: "_id", Value: -1}}
 
 // attemptOrder is the order of the pages of payment attempts.
 var attemptOrder = bson.D{{Key: "sourceUpdatedAt", Value: -1}, {Key: "_id", Value: -1}}
@@ -674,6 +691,160 @@ func (b *Billing) PaymentAttempts(ctx context.Context, f models.PaymentAttemptFi
 		page.Attempts = append(page.Attempts, a)
 	}
 	return page, nil
+}
+
+// subsFilter is the filter of one page of subscriptions f, or of one
+// window of it when w is not nil: of a payer
+// (payerKind_1_payerId_1_sourceUpdatedAt_-1__id_-1; a status too is
+// checked on the documents), in a status (status_1_sourceUpdatedAt_-1__id_-1)
+// or all (sourceUpdatedAt_-1__id_-1), after f's cursor, in subOrder. A
+// window bounds sourceUpdatedAt to its keys. A malformed cursor wraps
+// models.ErrInvalid.
+func subsFilter(f models.SubscriptionFilter, w *window) (bson.D, error) {
+	filter := bson.D{}
+	if f.Payer != nil {
+		filter = append(filter, payerFilter(*f.Payer)...)
+	}
+	if f.Status != "" {
+		filter = append(filter, bson.E{Key: "status", Value: f.Status})
+	}
+	r := bson.D{}
+	var nor bson.E
+	if f.After != "" {
+		// As the payment attempts' cursor: sourceUpdatedAt <= at bounds
+		// the index range, the $nor leaves out what that millisecond
+		// already listed.
+		at, id, err := parseEventCursor(f.After)
+		if err != nil {
+			return nil, err
+		}
+		r = append(r, bson.E{Key: "$lte", Value: at})
+		nor = bson.E{Key: "$nor", Value: bson.A{bson.D{{Key: "sourceUpdatedAt", Value: at}, {Key: "_id", Value: bson.D{{Key: "$gte", Value: id}}}}}}
+	}
+	if w != nil {
+		if !w.noHi {
+			r = append(r, bson.E{Key: "$lt", Value: keyTime(w.hi)})
+		}
+		if !w.noLo {
+			r = append(r, bson.E{Key: "$gte", Value: keyTime(w.lo)})
+		}
+	}
+	if len(r) > 0 {
+		filter = append(filter, bson.E{Key: "sourceUpdatedAt", Value: r})
+	}
+	if nor.Key != "" {
+		filter = append(filter, nor)
+	}
+	return filter, nil
+}
+
+// subsWindowed reports whether a page of subscriptions f is walked in
+// windows of sourceUpdatedAt (window.go): unless it is one payer's, whose
+// index range holds a few.
+func subsWindowed(f models.SubscriptionFilter) bool { return f.Payer == nil }
+
+// defaultSubsWidth is the first window of a kind of page no walk has
+// measured yet: a day of subscriptions' Clerk times.
+const defaultSubsWidth = uint64(24 * time.Hour / time.Millisecond)
+
+// Subscriptions returns one page of subscriptions as f selects them, the
+// newest Clerk time first, then the larger _id; NextCursor is "" on the
+// last page. A payer's page is one range of its index; the others walk
+// their index down from the cursor (or now) in windows of
+// sourceUpdatedAt, each sorted and limited as the page, so that a
+// DocumentDB engine sorts a window's matches, not the collection's.
+func (b *Billing) Subscriptions(ctx context.Context, f models.SubscriptionFilter) (models.SubscriptionPage, error) {
+	if _, err := subsFilter(f, nil); err != nil {
+		return models.SubscriptionPage{}, err
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultAttemptsPage
+	}
+	limit = min(limit, maxAttemptsPage)
+	docs, err := b.subscriptionDocs(ctx, f, limit+1)
+	if err != nil {
+		return models.SubscriptionPage{}, fmt.Errorf("list subscriptions: %w", err)
+	}
+	var page models.SubscriptionPage
+	if len(docs) > limit {
+		docs = docs[:limit]
+		last := docs[len(docs)-1]
+		page.NextCursor = fmt.Sprintf("%d_%s", last.SourceUpdatedAt.UnixMilli(), last.ID.Hex())
+	}
+	page.Subscriptions = make([]models.Subscription, len(docs))
+	for i, d := range docs {
+		page.Subscriptions[i] = d.model()
+	}
+	return page, nil
+}
+
+// subscriptionDocs reads the first want subscriptions of f in subOrder.
+func (b *Billing) subscriptionDocs(ctx context.Context, f models.SubscriptionFilter, want int) ([]subDoc, error) {
+	query := func(w *window, n int) ([]subDoc, error) {
+		filter, err := subsFilter(f, w)
+		if err != nil {
+			return nil, err
+		}
+		return findDocs[subDoc](ctx, b.subs, filter, options.Find().SetSort(subOrder).SetLimit(int64(n)))
+	}
+	if !subsWindowed(f) {
+		return query(nil, want)
+	}
+	kind := "subs:" + f.Status
+	top := time.Now()
+	if f.After != "" {
+		top, _, _ = parseEventCursor(f.After)
+		top = top.Add(time.Millisecond) // the cursor's millisecond is in the first window
+	}
+	plan := windowPlan{start: timeKey(top), desc: true, width: defaultSubsWidth}
+	if d, ok := b.density.get(kind); ok {
+		plan.width = firstWidth(want, d, math.MaxUint64)
+	}
+	floor := func() error {
+		oldest, ok, err := b.oldestSubscription(ctx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			oldest = top // none at all: the next window is the last
+		}
+		plan.end = timeKey(oldest)
+		return nil
+	}
+	docs, _, err := walkWindows(&plan, want, floor, func(w window, n int) ([]subDoc, error) { return query(&w, n) })
+	if err != nil {
+		return nil, err
+	}
+	reach := plan.end
+	if len(docs) >= want {
+		reach = timeKey(docs[len(docs)-1].SourceUpdatedAt)
+	}
+	b.density.note(kind, len(docs), covered(spanStart(plan, len(docs) > 0, func() uint64 { return timeKey(docs[0].SourceUpdatedAt) }), reach, true))
+	return docs, nil
+}
+
+// oldestSubscription returns the oldest sourceUpdatedAt of the
+// subscriptions, read once through sourceUpdatedAt_-1__id_-1 and kept
+// (a subscription stored later with an older time is still found: a
+// walk's last window is unbounded below); ok is false when there is none.
+func (b *Billing) oldestSubscription(ctx context.Context) (time.Time, bool, error) {
+	b.oldest.mu.Lock()
+	defer b.oldest.mu.Unlock()
+	if !b.oldest.at.IsZero() {
+		return b.oldest.at, true, nil
+	}
+	var d versionDoc
+	err := b.subs.FindOne(ctx, bson.D{}, options.FindOne().SetSort(bson.D{{Key: "sourceUpdatedAt", Value: 1}, {Key: "_id", Value: 1}}).
+		SetProjection(billingVersionProjection)).Decode(&d)
+	if err = translate(err); errors.Is(err, models.ErrNotFound) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read the oldest subscription: %w", err)
+	}
+	b.oldest.at = d.SourceUpdatedAt.UTC()
+	return b.oldest.at, true, nil
 }
 
 var _ repository.Billing = (*Billing)(nil)

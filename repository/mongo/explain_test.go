@@ -274,6 +274,29 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		}
 		qs = append(qs, query{f.name, find(attempts, filter, mongo.AttemptOrder)})
 	}
+	subCursor := fmt.Sprintf("%d_%s", now.UnixMilli(), mongo.DocIDForTest("csub_1").Hex())
+	for _, f := range []struct {
+		name string
+		f    models.SubscriptionFilter
+	}{
+		{"billing: a payer's subscriptions", models.SubscriptionFilter{Payer: &payer}},
+		{"billing: a payer's subscriptions in a status, after a cursor", models.SubscriptionFilter{Payer: &payer, Status: "active", After: subCursor}},
+		{"billing: subscriptions in a status", models.SubscriptionFilter{Status: "active"}},
+		{"billing: subscriptions in a status, after a cursor", models.SubscriptionFilter{Status: "past_due", After: subCursor}},
+		{"billing: every subscription", models.SubscriptionFilter{}},
+		{"billing: every subscription, after a cursor", models.SubscriptionFilter{After: subCursor}},
+	} {
+		filter, err := mongo.SubsFilter(f.f, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mongo.SubsWindowed(f.f) {
+			// Walked down from the cursor (or now) in windows of
+			// sourceUpdatedAt (billing.go): what is sent is a window's query.
+			f.name += ", a window of sourceUpdatedAt"
+		}
+		qs = append(qs, query{f.name, find(subs, filter, mongo.SubOrder)})
+	}
 	// Outbound webhooks (outbound.go): an outbox entry, a delivery and
 	// an attempt, so that the collections and indexes exist.
 	o := s.Outbound()
@@ -381,7 +404,7 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	// indexes serve a condition on any of their fields): one no plan read
 	// here is reported, not failed.
 	_, documentDB := documentDBEngine(ctx, s)
-	for _, coll := range []string{users, events, orgs, members, items, attempts, deliveries, sendAttemptsColl} {
+	for _, coll := range []string{users, events, orgs, members, subs, items, attempts, deliveries, sendAttemptsColl} {
 		specs, err := s.Database().Collection(coll).Indexes().ListSpecifications(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -200,7 +200,19 @@ var (
 	ItemsQuery     = itemsQuery
 	AttemptsFilter = attemptsFilter
 	AttemptOrder   = attemptOrder
+	SubOrder       = subOrder
+	SubsWindowed   = subsWindowed
 )
+
+// SubsFilter is the filter of a page of subscriptions f; when f is
+// walked in windows, of its first window from top (a day wide).
+func SubsFilter(f models.SubscriptionFilter, top time.Time) (bson.D, error) {
+	if !subsWindowed(f) {
+		return subsFilter(f, nil)
+	}
+	w := windowPlan{start: timeKey(top), desc: true, width: defaultSubsWidth, end: timeKey(top.Add(-365 * 24 * time.Hour))}.window(1)
+	return subsFilter(f, &w)
+}
 
 // BillingWriteFilter is the filter of the conditional upsert of a
 // billing object's state of version v.

@@ -313,7 +313,7 @@ func foreignShape(base string, doc bson.Raw) string {
 // knownIndexNames are the indexes any usersync version made.
 var knownIndexNames = func() []string {
 	names := []string{"_id_"}
-	for _, ms := range [][]mongo.IndexModel{userIndexes, eventIndexes, orgIndexes, membershipIndexes, itemIndexes, attemptIndexes,
+	for _, ms := range [][]mongo.IndexModel{userIndexes, eventIndexes, orgIndexes, membershipIndexes, subIndexes, itemIndexes, attemptIndexes,
 		deliveryIndexes, deliveryAttemptIndexes} {
 		for _, m := range ms {
 			names = append(names, indexName(m.Keys.(bson.D)))

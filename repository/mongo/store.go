@@ -434,6 +434,7 @@ func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 		{s.orgs.coll, orgIndexes, nil},
 		{s.members.coll, membershipIndexes, nil},
 		{s.events.coll, eventIndexes, obsoleteEventIndexes},
+		{s.billing.subs, subIndexes, nil},
 		{s.billing.items, itemIndexes, nil},
 		{s.billing.attempts, attemptIndexes, nil},
 		{s.outbound.deliveries, deliveryIndexes, nil},

@@ -334,6 +334,48 @@ func (b *Billing) PaymentAttempts(ctx context.Context, f models.PaymentAttemptFi
 	return page, nil
 }
 
+// Subscriptions returns one page of subscriptions, the newest Clerk time
+// (source_updated_at) first, then the larger subscription id: those of
+// f.Payer (subscriptions_payer; with a status too, it is checked on the
+// rows: a payer has a few), else those in f.Status
+// (subscriptions_status), else all (subscriptions_time), each one range
+// of its index from the cursor on. The cursor is "<ms>_<subscriptionId>"
+// of the page's last subscription; a malformed one wraps
+// models.ErrInvalid. A Limit below 1 is read as 1.
+func (b *Billing) Subscriptions(ctx context.Context, f models.SubscriptionFilter) (models.SubscriptionPage, error) {
+	at, after := int64(math.MaxInt64), ""
+	if f.After != "" {
+		n, id, ok := strings.Cut(f.After, "_")
+		c, err := cursorInt(n)
+		if err != nil || !ok || id == "" {
+			return models.SubscriptionPage{}, models.ErrBadCursor()
+		}
+		at, after = c, id
+	}
+	limit := max(f.Limit, 1)
+	var q string
+	var args []any
+	switch {
+	case f.Payer != nil:
+		q, args = qSubscriptionsByPayer, []any{string(f.Payer.Kind), f.Payer.ID, f.Status, at, after, limit + 1}
+	case f.Status != "":
+		q, args = qSubscriptionsByStatus, []any{f.Status, at, after, limit + 1}
+	default:
+		q, args = qSubscriptionsAll, []any{at, after, limit + 1}
+	}
+	subs, err := readAll(ctx, b.s.r, q, scanSubscription, args...)
+	if err != nil {
+		return models.SubscriptionPage{}, fmt.Errorf("list subscriptions: %w", err)
+	}
+	page := models.SubscriptionPage{Subscriptions: subs}
+	if len(subs) > limit {
+		page.Subscriptions = subs[:limit]
+		last := page.Subscriptions[limit-1]
+		page.NextCursor = fmt.Sprintf("%d_%s", last.SourceUpdatedAt.UnixMilli(), last.SubscriptionID)
+	}
+	return page, nil
+}
+
 // subscriptionColumns, itemColumns and attemptColumns are the columns each
 // is read from, in its scan's order.
 const (

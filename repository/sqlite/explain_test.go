@@ -90,6 +90,11 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 			[]any{"cpa_1", "user", "user_1", now, "pa_5", 11}},
 		{"a payer's attempts page", "payment_attempts_payer", qAttemptsByPayer, []any{"user", "user_1", now, "pa_5", 11}},
 		{"payment attempts page", "payment_attempts_time", qAttemptsAll, []any{now, "pa_5", 11}},
+		{"a payer's subscriptions page", "subscriptions_payer", qSubscriptionsByPayer, []any{"user", "user_1", "", now, "csub_5", 11}},
+		{"a payer's subscriptions page in a status", "subscriptions_payer", qSubscriptionsByPayer,
+			[]any{"user", "user_1", "active", now, "csub_5", 11}},
+		{"subscriptions page in a status", "subscriptions_status", qSubscriptionsByStatus, []any{"active", now, "csub_5", 11}},
+		{"subscriptions page", "subscriptions_time", qSubscriptionsAll, []any{now, "csub_5", 11}},
 	}
 	for _, st := range []models.EventStatus{"", models.StatusFailed} {
 		for _, kind := range []models.Kind{"", models.KindMembership, models.KindSubscriptionItem} {

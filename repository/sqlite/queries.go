@@ -197,4 +197,17 @@ const (
 	// qAttemptsAll: payment_attempts_time, backwards from the cursor.
 	qAttemptsAll = `SELECT ` + attemptColumns + ` FROM payment_attempts INDEXED BY payment_attempts_time
 		WHERE (source_updated_at, attempt_id) < (?, ?) ORDER BY source_updated_at DESC, attempt_id DESC LIMIT ?`
+	// qSubscriptionsByPayer: subscriptions_payer, backwards from the
+	// cursor; a status, when given too ('' when not), is checked on the
+	// rows.
+	qSubscriptionsByPayer = `SELECT ` + subscriptionColumns + ` FROM subscriptions INDEXED BY subscriptions_payer
+		WHERE payer_kind = ?1 AND payer_id = ?2 AND (?3 = '' OR status = ?3) AND (source_updated_at, subscription_id) < (?4, ?5)
+		ORDER BY source_updated_at DESC, subscription_id DESC LIMIT ?6`
+	// qSubscriptionsByStatus: subscriptions_status, backwards from the cursor.
+	qSubscriptionsByStatus = `SELECT ` + subscriptionColumns + ` FROM subscriptions INDEXED BY subscriptions_status
+		WHERE status = ? AND (source_updated_at, subscription_id) < (?, ?)
+		ORDER BY source_updated_at DESC, subscription_id DESC LIMIT ?`
+	// qSubscriptionsAll: subscriptions_time, backwards from the cursor.
+	qSubscriptionsAll = `SELECT ` + subscriptionColumns + ` FROM subscriptions INDEXED BY subscriptions_time
+		WHERE (source_updated_at, subscription_id) < (?, ?) ORDER BY source_updated_at DESC, subscription_id DESC LIMIT ?`
 )

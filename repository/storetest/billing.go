@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -256,5 +257,131 @@ func testBillingUnknownTypeIsIgnored(t *testing.T, s repository.Store) {
 	st, err := s.Events().Stats(ctx)
 	if err != nil || st.ByOutcome[models.OutcomeIgnored] != 1 || st.ByStatus[models.StatusProcessed] != 1 {
 		t.Errorf("stats = %+v, %v; want one processed, ignored", st, err)
+	}
+}
+
+// deliverSubscription delivers a state of subscription id (no items) of
+// payer in status, at Clerk time at, by event eventID.
+func deliverSubscription(t *testing.T, s repository.Store, id string, payer models.Payer, status string, at time.Time, eventID string) {
+	t.Helper()
+	ch := models.SubscriptionChange{SubscriptionID: id, EventID: eventID, SourceTime: at, Status: status, Payer: payer}
+	userID, objectID := ch.IDs()
+	ev := models.Event{EventID: eventID, Type: "subscription.updated", EventType: models.EventUpdated, UserID: userID,
+		ObjectID: objectID, RawBody: []byte(`{}`), Source: models.SourceClerk, SourceTimestamp: &at, ReceivedAt: t0,
+		Status: models.StatusStored}
+	if d, err := s.Deliver(context.Background(), ev, ch, time.Now()); err != nil || d.Outcome != models.OutcomeApplied {
+		t.Fatalf("Deliver %s of %s = %+v, %v; want applied", eventID, id, d, err)
+	}
+}
+
+// subscriptionIDs pages through the subscriptions f selects, limit at a
+// time, and returns the ids listed, in order.
+func subscriptionIDs(t *testing.T, s repository.Store, f models.SubscriptionFilter) []string {
+	t.Helper()
+	var ids []string
+	for range 50 {
+		page, err := s.Billing().Subscriptions(context.Background(), f)
+		if err != nil {
+			t.Fatalf("Subscriptions(%+v): %v", f, err)
+		}
+		if len(page.Subscriptions) > f.Limit {
+			t.Fatalf("Subscriptions(%+v): %d on a page", f, len(page.Subscriptions))
+		}
+		for _, sub := range page.Subscriptions {
+			ids = append(ids, sub.SubscriptionID)
+		}
+		if page.NextCursor == "" {
+			return ids
+		}
+		f.After = page.NextCursor
+	}
+	t.Fatalf("Subscriptions(%+v): more than 50 pages", f)
+	return nil
+}
+
+// testBillingSubscriptionsPage lists subscriptions, all, of a payer, in a
+// status, of both, in pages of every size: the newest Clerk time first,
+// each once, a newer state moving a subscription first.
+func testBillingSubscriptionsPage(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	org := models.Payer{Kind: models.KindOrganization, ID: "org_2g7np7Hrk0SN6kj5EDMLDaKNL0S"}
+	other := models.Payer{Kind: models.KindUser, ID: "user_2g7np7Hrk0SN6kj5EDMLDaKNL0S"}
+	if page, err := s.Billing().Subscriptions(ctx, models.SubscriptionFilter{Limit: 10}); err != nil ||
+		len(page.Subscriptions) != 0 || page.NextCursor != "" {
+		t.Fatalf("no subscription: %+v, %v; want an empty last page", page, err)
+	}
+	for _, d := range []struct {
+		id     string
+		payer  models.Payer
+		status string
+		at     time.Duration
+	}{
+		{"csub_1", billingPayer, "active", 1 * time.Second},
+		{"csub_2", billingPayer, "past_due", 2 * time.Second},
+		{"csub_3", org, "active", 3 * time.Second},
+		{"csub_4", billingPayer, "active", 4 * time.Second},
+		{"csub_5", other, "active", 3 * time.Second}, // the same Clerk time as csub_3
+		{"csub_6", org, "ended", -400 * 24 * time.Hour},
+	} {
+		deliverSubscription(t, s, d.id, d.payer, d.status, t0.Add(d.at), "msg_"+d.id)
+	}
+	// A newer state of csub_1 moves it first, in another status.
+	deliverSubscription(t, s, "csub_1", billingPayer, "past_due", t0.Add(5*time.Second), "msg_csub_1b")
+	// An older one changes nothing.
+	ev := models.Event{EventID: "msg_csub_1a", Type: "subscription.updated", EventType: models.EventUpdated,
+		UserID: billingPayer.ID, ObjectID: "csub_1", RawBody: []byte(`{}`), Source: models.SourceClerk, ReceivedAt: t0, Status: models.StatusStored}
+	old := models.SubscriptionChange{SubscriptionID: "csub_1", EventID: "msg_csub_1a", SourceTime: t0, Status: "active", Payer: billingPayer}
+	if d, err := s.Deliver(ctx, ev, old, time.Now()); err != nil || d.Outcome != models.OutcomeStale {
+		t.Fatalf("an older state = %+v, %v; want stale", d, err)
+	}
+	// csub_3 and csub_5 share a Clerk time: either comes first, as the
+	// store's ids order them, but each page walk lists both once.
+	tie := func(before, after []string, first, second string) [][]string {
+		return [][]string{
+			append(append(append([]string{}, before...), first, second), after...),
+			append(append(append([]string{}, before...), second, first), after...),
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		f    models.SubscriptionFilter
+		want [][]string // the orders allowed
+	}{
+		{"all", models.SubscriptionFilter{}, tie([]string{"csub_1", "csub_4"}, []string{"csub_2", "csub_6"}, "csub_3", "csub_5")},
+		{"a payer", models.SubscriptionFilter{Payer: &billingPayer}, [][]string{{"csub_1", "csub_4", "csub_2"}}},
+		{"an organization payer", models.SubscriptionFilter{Payer: &org}, [][]string{{"csub_3", "csub_6"}}},
+		{"a status", models.SubscriptionFilter{Status: "active"}, tie([]string{"csub_4"}, nil, "csub_3", "csub_5")},
+		{"another status", models.SubscriptionFilter{Status: "past_due"}, [][]string{{"csub_1", "csub_2"}}},
+		{"a payer in a status", models.SubscriptionFilter{Payer: &billingPayer, Status: "past_due"}, [][]string{{"csub_1", "csub_2"}}},
+		{"an organization in a status", models.SubscriptionFilter{Payer: &org, Status: "ended"}, [][]string{{"csub_6"}}},
+		{"a status no one is in", models.SubscriptionFilter{Status: "canceled"}, [][]string{nil}},
+		{"a payer without subscriptions", models.SubscriptionFilter{Payer: &models.Payer{Kind: models.KindUser, ID: "user_nobody"}}, [][]string{nil}},
+		{"a payer's id of another kind", models.SubscriptionFilter{Payer: &models.Payer{Kind: models.KindOrganization, ID: billingPayer.ID}}, [][]string{nil}},
+	} {
+		for _, limit := range []int{1, 2, 3, 10} {
+			f := tc.f
+			f.Limit = limit
+			got := subscriptionIDs(t, s, f)
+			ok := false
+			for _, w := range tc.want {
+				ok = ok || slices.Equal(got, w)
+			}
+			if !ok {
+				t.Errorf("%s, limit %d: %v, want %v", tc.name, limit, got, tc.want)
+			}
+		}
+	}
+	page, err := s.Billing().Subscriptions(ctx, models.SubscriptionFilter{Payer: &org, Limit: 1})
+	if err != nil || len(page.Subscriptions) != 1 || page.NextCursor == "" {
+		t.Fatalf("first page of the organization's = %+v, %v", page, err)
+	}
+	if sub := page.Subscriptions[0]; sub.SubscriptionID != "csub_3" || sub.Payer != org || sub.Status != "active" ||
+		!sub.SourceUpdatedAt.Equal(t0.Add(3*time.Second)) || sub.LastEventID != "msg_csub_3" {
+		t.Errorf("subscription = %+v; want csub_3's state", sub)
+	}
+	for _, c := range []string{"nonsense", "12_", "_csub_1", "x_csub_1"} {
+		if _, err := s.Billing().Subscriptions(ctx, models.SubscriptionFilter{After: c, Limit: 2}); !errors.Is(err, models.ErrInvalid) {
+			t.Errorf("cursor %q: %v; want ErrInvalid", c, err)
+		}
 	}
 }

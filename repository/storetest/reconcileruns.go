@@ -94,22 +94,26 @@ func runString(r models.ReconcileSummary) string {
 		}
 		return fmt.Sprintf("%+v", *c)
 	}
-	return fmt.Sprintf("{ID:%s Kind:%s Trigger:%s StartedAt:%v Duration:%v Success:%v Error:%q Users:%s Organizations:%s Memberships:%s}",
-		r.ID, r.Kind, r.Trigger, r.StartedAt, r.Duration, r.Success, r.Error, counts(r.Users), counts(r.Organizations), counts(r.Memberships))
+	return fmt.Sprintf("{ID:%s Kind:%s Trigger:%s StartedAt:%v Duration:%v Success:%v Error:%q Users:%s Organizations:%s Memberships:%s SubscriptionItems:%s}",
+		r.ID, r.Kind, r.Trigger, r.StartedAt, r.Duration, r.Success, r.Error, counts(r.Users), counts(r.Organizations), counts(r.Memberships),
+		counts(r.SubscriptionItems))
 }
 
 // testReconcileRunKinds checks that a summary's counts of each kind come
-// back as recorded, and that a kind a run did not read (not asked for, or
-// turned off in the Clerk instance) comes back as none, not as zeros.
+// back as recorded, subscription items' too, and that a kind a run did
+// not read (not asked for, or turned off in the Clerk instance) comes back
+// as none, not as zeros: a run without subscription items' counts is
+// stored as a run kept before they were counted was, and reads so.
 func testReconcileRunKinds(t *testing.T, s repository.Store) {
 	ctx := context.Background()
 	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	runs := []models.ReconcileSummary{
 		{
 			Kind: "reconcile", Trigger: "schedule", StartedAt: start, Duration: 2 * time.Second, Success: true,
-			Users:         &models.ReconcileCounts{Clerk: 1234, Local: 1236, Applied: 5, Stale: 1, Unchanged: 1228, Deleted: 2},
-			Organizations: &models.ReconcileCounts{Clerk: 12, Local: 13, Unchanged: 12, Deleted: 1},
-			Memberships:   &models.ReconcileCounts{Clerk: 40, Local: 41, Applied: 1, Stale: 2, Unchanged: 37, Deleted: 1, Failed: 3},
+			Users:             &models.ReconcileCounts{Clerk: 1234, Local: 1236, Applied: 5, Stale: 1, Unchanged: 1228, Deleted: 2},
+			Organizations:     &models.ReconcileCounts{Clerk: 12, Local: 13, Unchanged: 12, Deleted: 1},
+			Memberships:       &models.ReconcileCounts{Clerk: 40, Local: 41, Applied: 1, Stale: 2, Unchanged: 37, Deleted: 1, Failed: 3},
+			SubscriptionItems: &models.ReconcileCounts{Clerk: 9, Local: -1, Applied: 2, Stale: 1, Unchanged: 5, Failed: 1},
 		},
 		{
 			Kind: "reconcile", Trigger: "command", StartedAt: start.Add(time.Hour), Success: false,
@@ -120,6 +124,10 @@ func testReconcileRunKinds(t *testing.T, s repository.Store) {
 		{
 			Kind: "backfill", Trigger: "command", StartedAt: start.Add(2 * time.Hour), Success: true,
 			Memberships: &models.ReconcileCounts{Clerk: 7, Local: -1, Applied: 7},
+		},
+		{
+			Kind: "backfill", Trigger: "command", StartedAt: start.Add(150 * time.Minute), Success: true,
+			SubscriptionItems: &models.ReconcileCounts{Clerk: 3, Local: -1, Applied: 3},
 		},
 		{Kind: "reconcile", Trigger: "command", StartedAt: start.Add(3 * time.Hour), Error: "reconcile stopped before any listing"},
 	}

@@ -54,6 +54,7 @@ func Run(t *testing.T, open Opener) {
 		{"Billing_ASubscriptionAppliesItsItemsAsTheirOwnStates", testBillingSubscriptionAppliesItsItems},
 		{"Billing_AnItemOfAPlanChangeAloneIsTheNewPlan", testBillingHalfAPlanChangeIsPending},
 		{"Billing_AnUnknownTypeIsProcessedAsIgnoredAndAppliesNothing", testBillingUnknownTypeIsIgnored},
+		{"Billing_SubscriptionsPageNewestFirstByPayerStatusOrAll", testBillingSubscriptionsPage},
 		{"Events_ARetryIsRecognised", testRetryRecognised},
 		{"Events_ConcurrentDeliveriesStoreOneEvent", testConcurrentRecord},
 		{"Events_KeepTheBodyExactly", testBodyExact},
