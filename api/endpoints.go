@@ -541,8 +541,11 @@ func (s *server) replayDeliveries(c echo.Context) error {
 		r.Since = t
 	default:
 		k, ok := models.ParseKind(b.Kind)
+		if b.Kind == string(models.KindPlan) {
+			k, ok = models.KindPlan, true // a payer's plan, by the payer's id
+		}
 		if !ok {
-			return models.Public(models.ErrInvalid, "kind must be one of %s", strings.Join(kindList(), ", ")).In("kind")
+			return models.Public(models.ErrInvalid, "kind must be one of %s", strings.Join(append(kindList(), string(models.KindPlan)), ", ")).In("kind")
 		}
 		if b.ObjectID == "" || len(b.ObjectID) > 128 {
 			return models.Public(models.ErrInvalid, "objectId is required (at most 128 bytes)").In("objectId")

@@ -431,6 +431,18 @@ func TestOutbound_APlanChangeIsSentOnceBetweenSettledPlansInEitherOrder(t *testi
 			if want := []string{"none → pro-plan active", "pro-plan active → team-plan active"}; !slices.Equal(got, want) {
 				t.Errorf("plan.changed = %q, want %q", got, want)
 			}
+			// A payer's plan is replayed by the payer's id.
+			id := h.admin("/v1/endpoints")
+			var eps struct{ Endpoints []struct{ ID string } }
+			_ = json.Unmarshal(id, &eps)
+			r := h.send(http.MethodPost, "/v1/endpoints/"+eps.Endpoints[0].ID+"/replay", `{"kind": "plan", "objectId": "`+billingUser+`"}`)
+			if r.Code != http.StatusOK || r.JSON(t)["requeued"] != float64(1) {
+				t.Fatalf("replay of the plan: %s", r)
+			}
+			h.step()
+			if ms := app.messages(); len(ms) != 3 || ms[2].ID != ms[1].ID {
+				t.Errorf("after the replay: %d messages; want the last plan.changed again, with its webhook-id", len(ms))
+			}
 		})
 	}
 }

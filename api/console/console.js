@@ -929,9 +929,7 @@
           h("td", { class: "last-attempt" }, when(d.lastAttemptAt), d.lastStatus ? " · HTTP " + d.lastStatus : "",
             d.lastError ? [h("br"), clip(d.lastError, 40, "error")] : null),
           h("td", {}, d.status === "pending" ? ["next ", when(d.nextAttemptAt)] : d.deliveredAt ? ["delivered ", when(d.deliveredAt)] : ""),
-          h("td", {}, h("button", { type: "button", class: "quiet replay-delivery",
-            // The API replays one object of the kinds table; a payer's plan goes with replay since….
-            disabled: d.kind === "plan", title: d.kind === "plan" ? "A payer's plan is replayed with Replay since…" : undefined, onclick: async () => {
+          h("td", {}, h("button", { type: "button", class: "quiet replay-delivery", onclick: async () => {
             try {
               const x = await api("POST", "/v1/endpoints/" + encodeURIComponent(id) + "/replay", {}, undefined, { kind: d.kind, objectId: d.objectId });
               note("Replay of " + d.objectId + ": " + x.requeued + " requeued; it is sent again whole, with its webhook-id.", "ok");
