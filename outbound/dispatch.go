@@ -568,8 +568,15 @@ func (d *Dispatcher) send(ctx context.Context, ep models.Endpoint, dl models.Del
 	changed := Changed(dl.Fields, fields)
 	if (dl.Fields != nil && len(changed) == 0) || !models.MatchesType(ep.EventTypes, typ) {
 		// Nothing the app has not seen, or a state it does not want: done.
+		// The state it has keeps the webhook-id it came with (a replay
+		// sends it again under that id).
 		r := dl
-		r.Status, r.Attempts, r.DeliveredMsg = models.DeliveryDelivered, 0, dl.MessageID
+		r.Status, r.Attempts = models.DeliveryDelivered, 0
+		if dl.DeliveredMsg != "" {
+			r.MessageID = dl.DeliveredMsg
+		} else {
+			r.DeliveredMsg = dl.MessageID
+		}
 		d.settle(ctx, dl, r, models.Attempt{})
 		return
 	}
