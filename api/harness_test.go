@@ -19,6 +19,7 @@ import (
 	svix "github.com/svix/svix-webhooks/go"
 
 	"github.com/usersync/usersync/api"
+	"github.com/usersync/usersync/clerk"
 	"github.com/usersync/usersync/internal/peer"
 	"github.com/usersync/usersync/internal/service"
 	"github.com/usersync/usersync/models"
@@ -69,6 +70,8 @@ type harnessOptions struct {
 	// denyPrivate refuses endpoints on private addresses, as production
 	// does by default.
 	denyPrivate bool
+	// clerk, if set, serves the sync routes from this Clerk.
+	clerk *clerk.Client
 }
 
 func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
@@ -110,6 +113,7 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 		TrustedProxies: o.proxies,
 		Metrics:        o.metrics,
 		Outbound:       ob,
+		ClerkSync:      clerkSyncer(svc, o.clerk),
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -355,3 +359,12 @@ var msgSeq atomic.Int64
 
 // newID returns a fresh svix-id.
 func newID() string { return fmt.Sprintf("msg_%d_%d", time.Now().UnixNano(), msgSeq.Add(1)) }
+
+// clerkSyncer serves the sync routes from cl; nil without one (the routes
+// answer 501).
+func clerkSyncer(svc *sync.Service, cl *clerk.Client) api.ClerkSyncer {
+	if cl == nil {
+		return nil
+	}
+	return &sync.Fetcher{Service: svc, Clerk: cl}
+}

@@ -17,6 +17,8 @@ import (
 
 	svix "github.com/svix/svix-webhooks/go"
 
+	"github.com/usersync/usersync/clerk"
+	"github.com/usersync/usersync/clerk/clerktest"
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/sync"
 )
@@ -526,4 +528,26 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestOutbound_ASyncRoutesChangeReachesTheApp: a user read from Clerk by
+// the sync route (the sign-up race) is sent, from "sync".
+func TestOutbound_ASyncRoutesChangeReachesTheApp(t *testing.T) {
+	t.Parallel()
+	fake := clerktest.New(t, []json.RawMessage{clerkData(t, clerkUser{ID: "user_sy", UpdatedAt: t0, Email: "sy@example.com"})})
+	cl, err := clerk.New(fake.URL, "sk_test_syncKey")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(o *harnessOptions) { o.outbound, o.clerk = true, cl })
+	app := newAppReceiver(t)
+	h.register(app)
+	if r := h.send(http.MethodPost, "/v1/users/user_sy/sync", ""); r.Code != http.StatusOK {
+		t.Fatalf("sync: %s", r)
+	}
+	h.step()
+	ms := app.messages()
+	if len(ms) != 1 || ms[0].Origin != "sync" || !strings.HasPrefix(ms[0].Type, "user.") {
+		t.Errorf("messages = %+v, want the user, from sync", ms)
+	}
 }
