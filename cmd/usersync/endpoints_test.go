@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/outbound"
 	"github.com/usersync/usersync/repository/sqlite"
@@ -104,5 +105,36 @@ func TestEndpointsFile_IsTheTruthAtEachStartAndLeavesTheAPIsEndpoints(t *testing
 	eps, _ = s.Outbound().Endpoints(ctx)
 	if len(eps) != 2 || eps[0].URL != "https://example.com/crm2" || eps[1].ID != "ep_api" {
 		t.Errorf("after the file changed: %+v; want cfg_crm changed, cfg_mail gone, ep_api kept", eps)
+	}
+}
+
+// TestServe_TheFilesEndpointsRecordTheFirstChange: serve records the
+// changes for the endpoints of the file from its first request, before
+// its dispatcher has run at all.
+func TestServe_TheFilesEndpointsRecordTheFirstChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	secret, _ := outbound.NewSecret()
+	cfg, err := endpointsConfig(t, `{"endpoints": [{"name": "app", "url": "https://example.com/hook", "secret": "`+secret+`"}]}`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	svc := newService(cfg, s)
+	if _, _, err := startOutbound(ctx, cfg, s, svc, api.NewMetrics(nil), newLogger(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	ch := models.UserChange{UserID: "user_first", EventID: "msg_first", SourceTime: time.Now().Add(-time.Minute), Metadata: []byte(`{}`)}
+	ev := models.Event{EventID: "msg_first", Type: models.TypeUserCreated, EventType: models.EventCreated, UserID: "user_first",
+		RawBody: []byte(`{}`), Source: models.SourceClerk, ReceivedAt: time.Now()}
+	if _, err := s.Deliver(ctx, ev, ch, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if ob, err := s.Outbound().Outbox(ctx, 10); err != nil || len(ob) != 1 {
+		t.Errorf("outbox = %+v, %v; want the first change recorded", ob, err)
 	}
 }
