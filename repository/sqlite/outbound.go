@@ -236,16 +236,24 @@ func readDelivery(sc interface{ Scan(...any) error }) (models.Delivery, error) {
 	return d, nil
 }
 
-func putDelivery(t *wtx, d models.Delivery) error {
-	var fields any
-	if d.Fields != nil {
-		b, err := json.Marshal(d.Fields)
-		if err != nil {
-			return err
-		}
-		fields = string(b)
+// fieldsText is a delivery's fingerprint as stored: JSON, NULL for none.
+func fieldsText(f map[string]string) (any, error) {
+	if f == nil {
+		return nil, nil
 	}
-	_, err := t.exec(`INSERT OR REPLACE INTO deliveries (`+deliveryColumns+`)
+	b, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+func putDelivery(t *wtx, d models.Delivery) error {
+	fields, err := fieldsText(d.Fields)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec(`INSERT OR REPLACE INTO deliveries (`+deliveryColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		d.EndpointID, string(d.Kind), d.ObjectID, d.UserID, d.MessageID, ms(d.Version.SourceTime), d.Version.EventID,
 		d.Version.Deleted, string(d.Change), d.Origin, d.Status, d.Attempts, ms(d.NextAt), ms(d.Since), fields, text(string(d.Sent)),
@@ -285,6 +293,27 @@ func (o *Outbound) Due(ctx context.Context, endpointID string, now time.Time, li
 // transaction.
 func (o *Outbound) Settle(ctx context.Context, sent, result models.Delivery, a models.Attempt) error {
 	err := o.s.write(ctx, func(t *wtx) error {
+		// The common case in one statement: the delivery still waits for
+		// the message sent, and becomes result (models.Settled). It sets
+		// only what a settle changes, so the index of users is not
+		// written.
+		fields, err := fieldsText(result.Fields)
+		if err != nil {
+			return err
+		}
+		n, err := t.execN(`UPDATE deliveries SET message_id = ?, status = ?, attempts = ?, next_at = ?, fields = ?, sent = ?,
+			last_status = ?, last_error = ?, last_at = ?, delivered_at = ?, delivered_msg = ?
+			WHERE endpoint_id = ? AND kind = ? AND object_id = ? AND message_id = ?`,
+			result.MessageID, result.Status, result.Attempts, ms(result.NextAt), fields, text(string(result.Sent)),
+			result.LastStatus, result.LastError, msPtr(result.LastAt), msPtr(result.DeliveredAt), result.DeliveredMsg,
+			sent.EndpointID, string(sent.Kind), sent.ObjectID, sent.MessageID)
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			return addAttempt(t, a)
+		}
+		// A newer change was queued meanwhile, or the delivery is gone.
 		cur, err := readDelivery(t.row(`SELECT `+deliveryColumns+` FROM deliveries
 			WHERE endpoint_id = ? AND kind = ? AND object_id = ?`, sent.EndpointID, string(sent.Kind), sent.ObjectID))
 		switch {
@@ -297,9 +326,6 @@ func (o *Outbound) Settle(ctx context.Context, sent, result models.Delivery, a m
 				return err
 			}
 		}
-		if a.MessageID == "" {
-			return nil // nothing was sent
-		}
 		return addAttempt(t, a)
 	})
 	if err != nil {
@@ -308,7 +334,11 @@ func (o *Outbound) Settle(ctx context.Context, sent, result models.Delivery, a m
 	return nil
 }
 
+// addAttempt records a, unless nothing was sent (no message id).
 func addAttempt(t *wtx, a models.Attempt) error {
+	if a.MessageID == "" {
+		return nil
+	}
 	_, err := t.exec(`INSERT INTO delivery_attempts (endpoint_id, message_id, type, object_id, at, status, latency_ms, error, delivered)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, a.EndpointID, a.MessageID, a.Type, a.ObjectID, ms(a.At), a.Status,
 		a.Latency.Milliseconds(), a.Error, a.Delivered)
@@ -443,13 +473,17 @@ func (o *Outbound) Attempts(ctx context.Context, f models.AttemptFilter) ([]mode
 }
 
 // DeleteAttemptsBefore deletes up to limit attempts made before cutoff
-// (index delivery_attempts_at).
+// (the primary key: see below).
 func (o *Outbound) DeleteAttemptsBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	var n int64
 	err := o.s.write(ctx, func(t *wtx) error {
+		// The oldest first, by id (the order they were recorded in): those
+		// made before cutoff are a prefix, bar attempts recorded out of
+		// order by a request's time (15 s at most), which the next pass
+		// takes. The cost is what it deletes, plus one row.
 		var err error
 		n, err = t.execN(`DELETE FROM delivery_attempts WHERE id IN (
-			SELECT id FROM delivery_attempts WHERE at < ? ORDER BY at LIMIT ?)`, ms(cutoff), limit)
+			SELECT id FROM delivery_attempts ORDER BY id LIMIT ?) AND at < ?`, limit, ms(cutoff))
 		return err
 	})
 	if err != nil {

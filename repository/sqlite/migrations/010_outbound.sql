@@ -84,9 +84,8 @@ CREATE TABLE delivery_attempts (
 	delivered   INTEGER NOT NULL
 ) STRICT;
 
--- Attempts of one endpoint, newest first (and its failures), and the
--- deletion of the oldest.
+-- Attempts of one endpoint, newest first (and its failures). The oldest
+-- are deleted by the primary key, the order they were recorded in.
 CREATE INDEX delivery_attempts_endpoint ON delivery_attempts (endpoint_id, id);
 CREATE INDEX delivery_attempts_failed ON delivery_attempts (endpoint_id, id) WHERE delivered = 0;
 CREATE INDEX delivery_attempts_all_failed ON delivery_attempts (id) WHERE delivered = 0;
-CREATE INDEX delivery_attempts_at ON delivery_attempts (at);
