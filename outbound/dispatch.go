@@ -76,10 +76,15 @@ type Options struct {
 	Jitter      func() float64 // in [0, 1): the retry schedule's jitter
 	Log         *slog.Logger
 	Observer    Observer
-	MaxInFlight int           // sends at once, in all (32)
-	PerEndpoint int           // sends at once to one endpoint (8)
-	Lease       time.Duration // the lease's length (60 s)
-	Tick        time.Duration // Run's round when nothing wakes it (1 s)
+	MaxInFlight int // sends at once, in all (32)
+	PerEndpoint int // sends at once to one endpoint (8)
+	// Busy, if set, says that changes are being ingested now: sends then
+	// give way to them, one at a time per endpoint, and rounds woken by
+	// changes are BusyRound apart. Outbound webhooks are asynchronous;
+	// Clerk's deliveries wait for their answer.
+	Busy  func() bool
+	Lease time.Duration // the lease's length (60 s)
+	Tick  time.Duration // Run's round when nothing wakes it (1 s)
 }
 
 // Dispatcher sends outbound webhooks.
@@ -168,9 +173,14 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-d.wake:
-			// Rounds woken by changes are MinRound apart at least: one
-			// round takes every change applied meanwhile.
-			if rest := MinRound - time.Since(round); rest > 0 {
+			// Rounds woken by changes are MinRound apart at least (one
+			// round takes every change applied meanwhile), BusyRound
+			// while changes are being ingested.
+			gap := MinRound
+			if d.o.Busy != nil && d.o.Busy() {
+				gap = BusyRound
+			}
+			if rest := gap - time.Since(round); rest > 0 {
 				select {
 				case <-ctx.Done():
 				case <-time.After(rest):
@@ -180,8 +190,12 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	}
 }
 
-// MinRound is the least time between two rounds of Run that changes woke.
-const MinRound = 20 * time.Millisecond
+// MinRound is the least time between two rounds of Run that changes woke,
+// and BusyRound while changes are being ingested (Options.Busy).
+const (
+	MinRound  = 20 * time.Millisecond
+	BusyRound = 100 * time.Millisecond
+)
 
 // observeBacklog tells the Observer the endpoints and their backlogs.
 func (d *Dispatcher) observeBacklog(ctx context.Context, now time.Time) {
@@ -282,9 +296,10 @@ func (d *Dispatcher) lead(ctx context.Context) (bool, error) {
 // fanoutBatch is how many outbox entries one fan-out reads; fanoutRounds
 // bounds the reads of one round.
 const (
-	fanoutBatch  = 256
-	fanoutRounds = 8
-	cascadePage  = 500
+	fanoutBatch     = 256
+	fanoutRounds    = 8
+	busyFanoutBatch = 64
+	cascadePage     = 500
 )
 
 // fanout queues the outbox's changes for the endpoints that want them,
@@ -292,8 +307,13 @@ const (
 // created since the last read must not miss a change recorded for it).
 func (d *Dispatcher) fanout(ctx context.Context) error {
 	ob := d.o.Store.Outbound()
-	for i := range fanoutRounds {
-		entries, err := ob.Outbox(ctx, fanoutBatch)
+	rounds, batch := fanoutRounds, fanoutBatch
+	if d.o.Busy != nil && d.o.Busy() {
+		// One small write per round, between the changes being ingested.
+		rounds, batch = 1, busyFanoutBatch
+	}
+	for i := range rounds {
+		entries, err := ob.Outbox(ctx, batch)
 		if err != nil || len(entries) == 0 {
 			return err
 		}
@@ -322,7 +342,7 @@ func (d *Dispatcher) fanout(ctx context.Context) error {
 		if err := ob.Fanout(ctx, fs, done, now); err != nil {
 			return err
 		}
-		if len(entries) < fanoutBatch {
+		if len(entries) < batch {
 			return nil
 		}
 	}
@@ -473,9 +493,13 @@ func (d *Dispatcher) sendDue(ctx context.Context) error {
 
 // sendDueOf starts the sends of ep's deliveries due.
 func (d *Dispatcher) sendDueOf(ctx context.Context, ep models.Endpoint) error {
+	per := d.o.PerEndpoint
+	if d.o.Busy != nil && d.o.Busy() {
+		per = 1
+	}
 	d.mu.Lock()
 	busy := d.perEndpoint[ep.ID]
-	free := min(d.o.PerEndpoint-busy, d.o.MaxInFlight-len(d.inflight))
+	free := min(per-busy, d.o.MaxInFlight-len(d.inflight))
 	d.mu.Unlock()
 	if free <= 0 {
 		return nil
@@ -487,7 +511,7 @@ func (d *Dispatcher) sendDueOf(ctx context.Context, ep models.Endpoint) error {
 	}
 	for _, dl := range due {
 		d.mu.Lock()
-		start := !d.inflight[dl.Key()] && len(d.inflight) < d.o.MaxInFlight && d.perEndpoint[ep.ID] < d.o.PerEndpoint &&
+		start := !d.inflight[dl.Key()] && len(d.inflight) < d.o.MaxInFlight && d.perEndpoint[ep.ID] < per &&
 			now.Add(d.sendBudget()).Before(d.leaseUntil)
 		if start {
 			d.inflight[dl.Key()] = true

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -569,5 +570,32 @@ func TestDispatch_AnEndpointCreatedSinceTheLastReadMissesNoChange(t *testing.T) 
 		if time.Now().After(deadline) {
 			t.Fatal("the change recorded for the new endpoint was never sent")
 		}
+	}
+}
+
+// TestDispatch_SendsGiveWayWhileChangesAreIngested: while Busy says
+// changes are being ingested, one send at a time per endpoint; then as
+// many as PerEndpoint.
+func TestDispatch_SendsGiveWayWhileChangesAreIngested(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	var busy atomic.Bool
+	busy.Store(true)
+	f.d = outbound.NewDispatcher(outbound.Options{Store: f.store, Render: render(f.store), Owner: "test",
+		Sender: outbound.NewSender(outbound.SenderOptions{AllowPrivate: true}), Now: f.clock.Now, Busy: busy.Load})
+	if err := f.d.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		f.deliver(t, user(fmt.Sprintf("user_%d", i), fmt.Sprintf("msg_%d", i), time.Second, ""), models.TypeUserCreated)
+	}
+	f.step(t)
+	if n := len(f.rcv.messages()); n != 1 {
+		t.Fatalf("%d sent in a round while busy, want 1", n)
+	}
+	busy.Store(false)
+	f.step(t)
+	if n := len(f.rcv.messages()); n != 4 {
+		t.Errorf("%d sent in all once not busy, want 4", n)
 	}
 }

@@ -119,7 +119,8 @@ func Outbound(store repository.Store, svc *sync.Service, o OutboundOptions) (*ou
 	}
 	sender := outbound.NewSender(outbound.SenderOptions{AllowPrivate: o.AllowPrivate, Timeout: timeout})
 	d := outbound.NewDispatcher(outbound.Options{Store: store, Render: api.Renderer(store, o.Now, o.BillingGrace), Sender: sender, SendTimeout: timeout,
-		Owner: o.Owner, Now: o.Now, Jitter: o.Jitter, Log: o.Log, Observer: o.Observer, Lease: o.Lease})
+		Owner: o.Owner, Now: o.Now, Jitter: o.Jitter, Log: o.Log, Observer: o.Observer, Lease: o.Lease,
+		Busy: func() bool { return svc.Ingesting() > 0 }})
 	svc.OnApplied(d.Notify)
 	return d, &api.Outbound{Store: store.Outbound(), Sender: sender, AllowPrivate: o.AllowPrivate, Notify: d.Notify}
 }

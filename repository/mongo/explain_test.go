@@ -491,8 +491,8 @@ var documentDBExceptions = map[string]string{
 	"billing: every attempt, after a cursor": "as every attempt: the cursor bounds the sort from above only",
 	"outbound: the outbox": "the sparse outboxSeq_1 index holds only the entries not fanned out yet (what one fan-out pass takes), " +
 		"which are sorted, not the events",
-	"outbound: due deliveries": "the sparse dueAt_1 index holds only the pending deliveries: the ones due now are sorted, " +
-		"the backlog's share, not every delivery",
-	"outbound: an endpoint's oldest pending delivery": "the sparse endpointId_1_pendingSince_1 index holds only the pending " +
+	"outbound: due deliveries": "the sparse dueKey_1 index holds only the pending deliveries: the endpoint's ones due now " +
+		"are sorted, its backlog's share, not every delivery",
+	"outbound: an endpoint's oldest pending delivery": "the sparse pendingKey_1 index holds only the pending " +
 		"deliveries: the endpoint's backlog is sorted, not its deliveries",
 }
