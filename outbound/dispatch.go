@@ -99,6 +99,7 @@ type Dispatcher struct {
 	perEndpoint map[string]int
 	leaseUntil  time.Time
 	prunedAt    time.Time
+	fannedOut   time.Time // the last fan-out's start
 }
 
 // NewDispatcher returns a dispatcher with o's defaults filled in.
@@ -194,7 +195,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 // and BusyRound while changes are being ingested (Options.Busy).
 const (
 	MinRound  = 20 * time.Millisecond
-	BusyRound = 100 * time.Millisecond
+	BusyRound = 250 * time.Millisecond
 )
 
 // observeBacklog tells the Observer the endpoints and their backlogs.
@@ -299,6 +300,7 @@ const (
 	fanoutBatch     = 256
 	fanoutRounds    = 8
 	busyFanoutBatch = 64
+	busyFanoutEvery = time.Second
 	cascadePage     = 500
 )
 
@@ -309,9 +311,13 @@ func (d *Dispatcher) fanout(ctx context.Context) error {
 	ob := d.o.Store.Outbound()
 	rounds, batch := fanoutRounds, fanoutBatch
 	if d.o.Busy != nil && d.o.Busy() {
-		// One small write per round, between the changes being ingested.
+		// One small fan-out a second, between the changes being ingested.
+		if time.Since(d.fannedOut) < busyFanoutEvery {
+			return nil
+		}
 		rounds, batch = 1, busyFanoutBatch
 	}
+	d.fannedOut = time.Now()
 	for i := range rounds {
 		entries, err := ob.Outbox(ctx, batch)
 		if err != nil || len(entries) == 0 {

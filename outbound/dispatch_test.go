@@ -593,9 +593,16 @@ func TestDispatch_SendsGiveWayWhileChangesAreIngested(t *testing.T) {
 	if n := len(f.rcv.messages()); n != 1 {
 		t.Fatalf("%d sent in a round while busy, want 1", n)
 	}
+	// A change recorded now waits for the next fan-out, a second after
+	// the last one while busy.
+	f.deliver(t, user("user_late", "msg_late", time.Second, ""), models.TypeUserCreated)
+	f.step(t)
+	if ob, err := f.store.Outbound().Outbox(ctx, 10); err != nil || len(ob) != 1 {
+		t.Fatalf("outbox = %+v, %v; want the change left for a later fan-out while busy", ob, err)
+	}
 	busy.Store(false)
 	f.step(t)
-	if n := len(f.rcv.messages()); n != 4 {
-		t.Errorf("%d sent in all once not busy, want 4", n)
+	if n := len(f.rcv.messages()); n != 5 {
+		t.Errorf("%d sent in all once not busy, want 5 (each user once)", n)
 	}
 }

@@ -109,6 +109,11 @@ type OutboundOptions struct {
 	BillingGrace time.Duration
 }
 
+// busyIngesting is how many deliveries being ingested at once make the
+// outbound dispatcher give way (outbound.Options.Busy): a burst, not a
+// steady trickle, which it keeps up with at full speed.
+const busyIngesting = 4
+
 // Outbound is outbound webhooks over store: the dispatcher, woken by each
 // change svc applies, and what the API's endpoints routes need. The
 // caller runs the dispatcher (Run), or steps it (tests).
@@ -120,7 +125,7 @@ func Outbound(store repository.Store, svc *sync.Service, o OutboundOptions) (*ou
 	sender := outbound.NewSender(outbound.SenderOptions{AllowPrivate: o.AllowPrivate, Timeout: timeout})
 	d := outbound.NewDispatcher(outbound.Options{Store: store, Render: api.Renderer(store, o.Now, o.BillingGrace), Sender: sender, SendTimeout: timeout,
 		Owner: o.Owner, Now: o.Now, Jitter: o.Jitter, Log: o.Log, Observer: o.Observer, Lease: o.Lease,
-		Busy: func() bool { return svc.Ingesting() > 0 }})
+		Busy: func() bool { return svc.Ingesting() >= busyIngesting }})
 	svc.OnApplied(d.Notify)
 	return d, &api.Outbound{Store: store.Outbound(), Sender: sender, AllowPrivate: o.AllowPrivate, Notify: d.Notify}
 }
