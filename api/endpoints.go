@@ -32,6 +32,9 @@ type Outbound struct {
 	AllowPrivate bool
 	// Notify wakes the dispatcher (a replay is due at once).
 	Notify func()
+	// RecordNow turns the outbox's recording on at once (an endpoint was
+	// enabled); nil: Store.SetRecording(true).
+	RecordNow func()
 }
 
 // endpointsFileVar is the setting that endpoints from configuration come
@@ -189,7 +192,11 @@ func (s *server) createEndpoint(c echo.Context) error {
 // instances start at their dispatcher's next read of the endpoints,
 // within a second; turning it off is left to that read too.)
 func (s *server) recordFor(e models.Endpoint) {
-	if e.Enabled {
+	switch {
+	case !e.Enabled:
+	case s.outbound.RecordNow != nil:
+		s.outbound.RecordNow()
+	default:
 		s.outbound.Store.SetRecording(true)
 	}
 }

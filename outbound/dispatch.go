@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/usersync/usersync/models"
@@ -92,6 +93,8 @@ type Dispatcher struct {
 	o    Options
 	wake chan struct{}
 	wg   sync.WaitGroup
+	// turnedOn counts RecordNow's calls (see Refresh).
+	turnedOn atomic.Int64
 
 	mu          sync.Mutex
 	endpoints   map[string]models.Endpoint
@@ -241,6 +244,7 @@ func (d *Dispatcher) round(ctx context.Context) error {
 // one is enabled. Every instance refreshes, leading or not: each records
 // the changes it applies.
 func (d *Dispatcher) Refresh(ctx context.Context) error {
+	turnedOn := d.turnedOn.Load()
 	eps, err := d.o.Store.Outbound().Endpoints(ctx)
 	if err != nil {
 		return err
@@ -249,11 +253,22 @@ func (d *Dispatcher) Refresh(ctx context.Context) error {
 	for _, e := range eps {
 		m[e.ID] = e
 	}
-	d.o.Store.Outbound().SetRecording(models.Recording(eps))
+	// A read that began before RecordNow turned recording on may not see
+	// the endpoint it was turned on for: it does not turn it off.
+	if on := models.Recording(eps); on || d.turnedOn.Load() == turnedOn {
+		d.o.Store.Outbound().SetRecording(on)
+	}
 	d.mu.Lock()
 	d.endpoints = m
 	d.mu.Unlock()
 	return nil
+}
+
+// RecordNow turns the outbox's recording on at once (an endpoint was just
+// enabled), whatever a read of the endpoints under way finds.
+func (d *Dispatcher) RecordNow() {
+	d.turnedOn.Add(1)
+	d.o.Store.Outbound().SetRecording(true)
 }
 
 // sendBudget is the longest a send may take: the request, then its

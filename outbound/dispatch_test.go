@@ -606,3 +606,49 @@ func TestDispatch_SendsGiveWayWhileChangesAreIngested(t *testing.T) {
 		t.Errorf("%d sent in all once not busy, want 5 (each user once)", n)
 	}
 }
+
+// racing is a store whose read of the endpoints has something happen
+// while it runs (after it read them).
+type racing struct {
+	repository.Store
+	ob racingOutbound
+}
+
+func (r racing) Outbound() repository.Outbound { return r.ob }
+
+type racingOutbound struct {
+	repository.Outbound
+	during func()
+}
+
+func (r racingOutbound) Endpoints(ctx context.Context) ([]models.Endpoint, error) {
+	eps, err := r.Outbound.Endpoints(ctx)
+	if r.during != nil {
+		r.during()
+	}
+	return eps, err
+}
+
+// TestDispatch_ARefreshUnderWayDoesNotTurnOffTheRecordingOfANewEndpoint:
+// an endpoint created while a read of the endpoints is under way turns
+// recording on (RecordNow), and that read, which did not see it, does not
+// turn it off: the changes applied meanwhile are recorded.
+func TestDispatch_ARefreshUnderWayDoesNotTurnOffTheRecordingOfANewEndpoint(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.store.Outbound().DeleteEndpoint(ctx, f.ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	var d *outbound.Dispatcher
+	ob := racingOutbound{Outbound: f.store.Outbound()}
+	ob.during = func() { d.RecordNow() } // the API, creating an endpoint, during the read
+	d = outbound.NewDispatcher(outbound.Options{Store: racing{Store: f.store, ob: ob}, Render: render(f.store), Owner: "test",
+		Sender: outbound.NewSender(outbound.SenderOptions{AllowPrivate: true}), Now: f.clock.Now})
+	if err := d.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.deliver(t, user("user_1", "msg_1", time.Second, "a@example.com"), models.TypeUserCreated)
+	if entries, err := f.store.Outbound().Outbox(ctx, 10); err != nil || len(entries) != 1 {
+		t.Errorf("outbox = %+v, %v; want the change recorded", entries, err)
+	}
+}

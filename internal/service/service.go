@@ -127,5 +127,6 @@ func Outbound(store repository.Store, svc *sync.Service, o OutboundOptions) (*ou
 		Owner: o.Owner, Now: o.Now, Jitter: o.Jitter, Log: o.Log, Observer: o.Observer, Lease: o.Lease,
 		Busy: func() bool { return svc.Ingesting() >= busyIngesting }})
 	svc.OnApplied(d.Notify)
-	return d, &api.Outbound{Store: store.Outbound(), Sender: sender, AllowPrivate: o.AllowPrivate, Notify: d.Notify}
+	return d, &api.Outbound{Store: store.Outbound(), Sender: sender, AllowPrivate: o.AllowPrivate, Notify: d.Notify,
+		RecordNow: d.RecordNow}
 }
