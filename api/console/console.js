@@ -225,7 +225,7 @@
     }
     const root = clear($("page"));
     const views = { "": overview, overview, users: arg ? userPage : users, events: arg ? eventPage : events, reconcile,
-      endpoints: arg ? endpointPage : endpoints };
+      endpoints: arg ? endpointPage : endpoints, organizations: arg ? organizationPage : overview };
     (views[page] || overview)(root, arg);
   }
 
@@ -443,6 +443,45 @@
     const p = pager(async (cursor) => {
       const page = await api("GET", "/v1/events", { userId, limit: 20, cursor });
       put(clear(evs), page.data.length ? page.data.map(eventRow) : h("p", { class: "muted" }, "No events for this user."));
+      return page.nextCursor;
+    });
+    put(root, p.el);
+    p.reset();
+  }
+
+  // organizationPage shows one organization: its fields, its Clerk Billing
+  // plan (an organization pays for its members) and its events.
+  function organizationPage(root, orgId) {
+    document.title = orgId + " · usersync";
+    const head = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+    const plan = h("div", { id: "org-plan" });
+    const evs = h("div", { id: "org-events" });
+    put(root, h("p", {}, h("a", { href: "#/events" }, "← Events")), h("h1", { class: "mono" }, orgId), head,
+      h("h2", {}, "Clerk Billing plan"), plan, h("h2", {}, "Events, newest first"), evs);
+    (async () => {
+      try {
+        const o = await api("GET", "/v1/organizations/" + encodeURIComponent(orgId), { includeDeleted: true });
+        const f = (label, v) => [h("dt", {}, label), h("dd", {}, v === null || v === undefined || v === "" ? h("span", { class: "muted" }, "—") : v)];
+        put(clear(head), h("div", { class: "panel" }, h("dl", { class: "fields", id: "org-fields" },
+          f("Status", o.deletedAt ? badge("deleted") : "active"), f("Name", o.name), f("Slug", o.slug ? h("span", { class: "mono" }, o.slug) : null),
+          f("Members", o.membersCount === null ? null : num(o.membersCount)),
+          f("Created by", o.createdBy ? h("a", { class: "mono", href: "#/users/" + encodeURIComponent(o.createdBy) }, o.createdBy) : null),
+          f("Created here", when(o.createdAt)), f("Updated here", when(o.updatedAt)), f("Deleted", o.deletedAt ? when(o.deletedAt) : null),
+          f("Public metadata", h("pre", { class: "payload" }, JSON.stringify(o.metadata, null, 2))))));
+      } catch (e) {
+        put(clear(head), h("p", { class: e.status === 404 ? "muted" : "error" },
+          e.status === 404 ? "This organization is not stored here (events may still name it)." : e.message));
+        return;
+      }
+      try {
+        put(clear(plan), planFields(await api("GET", "/v1/organizations/" + encodeURIComponent(orgId) + "/billing")));
+      } catch (e) {
+        put(clear(plan), h("p", { class: "error" }, e.message));
+      }
+    })();
+    const p = pager(async (cursor) => {
+      const page = await api("GET", "/v1/events", { objectId: orgId, limit: 20, cursor });
+      put(clear(evs), page.data.length ? page.data.map(eventRow) : h("p", { class: "muted" }, "No events of this organization."));
       return page.nextCursor;
     });
     put(root, p.el);
@@ -675,6 +714,8 @@
           f("svix-id", ev.eventId ? h("span", { class: "mono" }, ev.eventId) : null), f("Stored id", h("span", { class: "mono" }, ev.id)),
           f("Type", h("span", { class: "mono" }, ev.type)),
           f("User", ev.userId ? h("a", { class: "mono", href: "#/users/" + encodeURIComponent(ev.userId) }, ev.userId) : null),
+          ev.objectId && ev.objectId.startsWith("org_")
+            ? f("Organization", h("a", { class: "mono", href: "#/organizations/" + encodeURIComponent(ev.objectId) }, ev.objectId)) : null,
           f("Signature", ev.signatureValid === null ? "not checked (not signed: backfill or reconcile)" : ev.signatureValid ? "valid" : "invalid"),
           f("Erased", ev.erased ? when(ev.erasedAt) : null),
           ev.status === "discarded" ? [f("Discarded", when(ev.discardedAt)), f("Why", ev.discardReason), f("By", h("span", { class: "mono" }, ev.discardedBy))] : null),
