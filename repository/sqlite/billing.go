@@ -255,18 +255,15 @@ func (b *Billing) Plan(ctx context.Context, payer models.Payer) (models.StoredPl
 // change feeds' "<ms>_<id>"; a malformed one wraps models.ErrInvalid.
 // NextCursor is always set.
 func (b *Billing) PlanChanges(ctx context.Context, f models.ChangeFilter) (models.PlanPage, error) {
+	if _, payer, _ := strings.Cut(f.After, "_"); f.After != "" && !strings.Contains(payer, "/") {
+		return models.PlanPage{}, models.ErrBadCursor()
+	}
 	from, at, after, next, err := feedWindow(f)
 	if err != nil {
 		return models.PlanPage{}, err
 	}
 	// A kind holds no "/": "<kind>/<id>" orders as (kind, id) does.
-	kind, id := "", ""
-	if after != "" {
-		var ok bool
-		if kind, id, ok = strings.Cut(after, "/"); !ok {
-			return models.PlanPage{}, models.ErrBadCursor()
-		}
-	}
+	kind, id, _ := strings.Cut(after, "/")
 	plans, err := readAll(ctx, b.s.r, qPlanChanges, scanPlanChange, from, f.Until.UnixMilli(), at, kind, id, max(f.Limit, 1))
 	if err != nil {
 		return models.PlanPage{}, fmt.Errorf("list changed plans: %w", err)

@@ -477,7 +477,9 @@ func testBillingPlanChanges(t *testing.T, s repository.Store) {
 	if keys, _ := walk(base.Add(2*time.Millisecond), base.Add(time.Hour), "", 10); !slices.Equal(keys, []string{"user/user_pfa"}) {
 		t.Errorf("since +2ms = %v; want user_pfa alone", keys)
 	}
-	if _, err := s.Billing().PlanChanges(ctx, models.ChangeFilter{Since: base, Until: base, After: "nonsense", Limit: 1}); !errors.Is(err, models.ErrInvalid) {
-		t.Errorf("bad cursor: %v, want ErrInvalid", err)
+	for _, c := range []string{"nonsense", "1_user"} {
+		if _, err := s.Billing().PlanChanges(ctx, models.ChangeFilter{Since: base, Until: base, After: c, Limit: 1}); !errors.Is(err, models.ErrInvalid) {
+			t.Errorf("bad cursor %q: %v, want ErrInvalid", c, err)
+		}
 	}
 }
