@@ -12,13 +12,15 @@ import (
 )
 
 // BillingReader reads a payer's plan and subscription items, one
-// subscription, and pages of payment attempts (repository.Billing).
+// subscription, pages of payment attempts and subscriptions, and the
+// plans' change feed (repository.Billing).
 type BillingReader interface {
 	Plan(ctx context.Context, payer models.Payer) (models.StoredPlan, error)
 	Items(ctx context.Context, payer models.Payer) ([]models.SubscriptionItem, error)
 	Subscription(ctx context.Context, subscriptionID string) (models.Subscription, error)
 	PaymentAttempts(ctx context.Context, f models.PaymentAttemptFilter) (models.PaymentAttemptPage, error)
 	Subscriptions(ctx context.Context, f models.SubscriptionFilter) (models.SubscriptionPage, error)
+	PlanChanges(ctx context.Context, f models.ChangeFilter) (models.PlanPage, error)
 }
 
 // PlanEnded is the status a plan reads with when it no longer gives

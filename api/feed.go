@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -55,4 +56,60 @@ func (s *server) membershipFeed(c echo.Context) error {
 		p, err := s.members.Changes(ctx, f)
 		return p.Memberships, p.NextCursor, err
 	})
+}
+
+type planFeedRequest struct {
+	Limit        int    `query:"limit" validate:"min=1,max=200"`
+	Cursor       string `query:"cursor"` // bounded by the page reader (maxCursor)
+	UpdatedSince string `query:"updatedSince" validate:"required,max=64"`
+}
+
+// planFeedJSON is one payer's plan in the plans' change feed.
+type planFeedJSON struct {
+	Payer     payerJSON `json:"payer"`
+	Plan      *planJSON `json:"plan"`
+	UpdatedAt string    `json:"updatedAt"`
+}
+
+// planKind is how the page reader reads the plans' change feed, read at
+// now: a plan is shown as GET /v1/users/{userId}/billing shows it,
+// pending past grace as ended (newPlanJSON). A plan has no tombstone.
+// The payer is not read: a deleted payer's plan is shown as stored (the
+// payer's own feed has its deletion).
+func planKind(now time.Time, grace time.Duration) pageKind[models.StoredPlan] {
+	return pageKind[models.StoredPlan]{
+		size: planBytes,
+		show: func(p models.StoredPlan) any {
+			return planFeedJSON{Payer: payerJSON{Kind: string(p.Payer.Kind), ID: p.Payer.ID},
+				Plan: newPlanJSON(p, false, now, grace), UpdatedAt: formatTime(p.UpdatedAt)}
+		},
+		times: func(p models.StoredPlan) (time.Time, time.Time, *time.Time) { return p.UpdatedAt, p.UpdatedAt, nil },
+	}
+}
+
+// planBytes is about what p holds in memory and in its JSON.
+func planBytes(p models.StoredPlan) int {
+	n := 512 + len(p.Payer.ID) + len(p.Payer.PayerID) + len(p.ItemID)
+	if p.Plan != nil {
+		n += len(p.Plan.ID) + len(p.Plan.Slug) + len(p.Plan.Name) + len(p.Plan.Currency)
+	}
+	if u := p.Upcoming; u != nil {
+		n += 256 + len(u.ItemID) + len(u.Plan.ID) + len(u.Plan.Slug) + len(u.Plan.Name) + len(u.Plan.Currency)
+	}
+	return n
+}
+
+// planFeed answers GET /v1/billing/plans?updatedSince=…: the change feed
+// of the payers' plans (a plan's updatedAt moves only when the plan
+// changes), as the users' change feed answers users.
+func (s *server) planFeed(c echo.Context) error {
+	req := planFeedRequest{Limit: 50}
+	if err := bind(c, &req); err != nil {
+		return err
+	}
+	return feedPage(s, c, planKind(s.now(), s.billingGrace), req.Limit, req.Cursor, req.UpdatedSince,
+		func(ctx context.Context, f models.ChangeFilter) ([]models.StoredPlan, string, error) {
+			p, err := s.billing.PlanChanges(ctx, f)
+			return p.Plans, p.NextCursor, err
+		})
 }

@@ -34,6 +34,7 @@ func TestOpenAPI_QueryParametersAndLimitsAreTheOnesBound(t *testing.T) {
 		"GET /v1/organizations/{orgId}/memberships": &listMembershipsRequest{},
 		"GET /v1/users/{userId}/memberships":        &listMembershipsRequest{},
 		"GET /v1/memberships":                       &membershipFeedRequest{},
+		"GET /v1/billing/plans":                     &planFeedRequest{},
 		"GET /v1/billing/payment-attempts":          &listPaymentAttemptsRequest{},
 	}
 	for route, req := range endpoints {

@@ -27,7 +27,8 @@ import (
 // up to 1,000 for an id stored before usersync checked ids' shape (then
 // 128 characters of any script: up to 500 bytes). Its change feeds' cursor
 // is the last change's time in milliseconds, "_" and its id: at most
-// 15 + 1 + 128 characters. MongoDB's are an ObjectID in hex (24), and a
+// 15 + 1 + 128 characters (the plans' feed: "<kind>/<id>", at most
+// 15 + 1 + 12 + 1 + 128). MongoDB's are an ObjectID in hex (24), and a
 // time and an ObjectID (at most 40).
 const maxCursor = 1024
 

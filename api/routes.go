@@ -42,6 +42,7 @@ func (s *server) routes(e *echo.Echo) {
 	v1.GET("/organizations/:orgId/memberships", s.listMemberships, apiKey)
 	v1.GET("/organizations/:orgId/billing", s.organizationBilling, apiKey)
 	v1.GET("/memberships", s.membershipFeed, apiKey)
+	v1.GET("/billing/plans", s.planFeed, apiKey)
 
 	// Admin key: events hold whole payloads, private metadata included.
 	admin := e.Group("/v1/events")

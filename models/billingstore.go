@@ -71,6 +71,13 @@ type StoredPlan struct {
 	UpdatedAt time.Time
 }
 
+// PlanPage is one page of the plans' change feed (Billing.PlanChanges):
+// payers' plans, oldest change (UpdatedAt) first, then the payer.
+type PlanPage struct {
+	Plans      []StoredPlan
+	NextCursor string // always set: where the next poll starts
+}
+
 // PaymentAttemptFilter selects payment attempts: those of one payment
 // (PaymentID), or of one payer, or all, newest Clerk time first.
 type PaymentAttemptFilter struct {

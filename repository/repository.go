@@ -182,6 +182,12 @@ type Billing interface {
 	// the newest Clerk time first, then the larger id; NextCursor is ""
 	// on the last page. A malformed cursor wraps models.ErrInvalid.
 	Subscriptions(ctx context.Context, f models.SubscriptionFilter) (models.SubscriptionPage, error)
+	// PlanChanges returns one page of the plans' change feed: the payers'
+	// plans whose UpdatedAt is within [f.Since, f.Until], oldest change
+	// first, then the payer, after the cursor f.After, at most f.Limit.
+	// NextCursor is always set. A malformed cursor wraps
+	// models.ErrInvalid.
+	PlanChanges(ctx context.Context, f models.ChangeFilter) (models.PlanPage, error)
 }
 
 // Outbound is what outbound webhooks keep: the endpoints, the outbox of

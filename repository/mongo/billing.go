@@ -52,8 +52,9 @@ type Billing struct {
 	// write.
 	subsP, itemsP, attemptsP, plansP *mongo.Collection
 	// density sizes the windows of the pages of subscriptions not of one
-	// payer, and oldest keeps the oldest sourceUpdatedAt of a
-	// subscription once read: their floor (see subscriptionDocs).
+	// payer and of the plans' change feed, and oldest keeps the oldest
+	// sourceUpdatedAt of a subscription once read: their floor (see
+	// subscriptionDocs).
 	density densities
 	oldest  oldestCache
 	// beforePlanWrite, if set, runs between a recomputation's reads and
@@ -82,6 +83,12 @@ var subIndexes = []mongo.IndexModel{
 	{Keys: bson.D{{Key: "payerKind", Value: 1}, {Key: "payerId", Value: 1}, {Key: "sourceUpdatedAt", Value: -1}, {Key: "_id", Value: -1}}},
 	{Keys: bson.D{{Key: "status", Value: 1}, {Key: "sourceUpdatedAt", Value: -1}, {Key: "_id", Value: -1}}},
 	{Keys: bson.D{{Key: "sourceUpdatedAt", Value: -1}, {Key: "_id", Value: -1}}},
+}
+
+// planIndexes are the indexes of billing_plans: the plans' change feed
+// (PlanChanges), oldest change first, then the _id derived from the payer.
+var planIndexes = []mongo.IndexModel{
+	{Keys: changesOrder},
 }
 
 // subOrder is the order of the pages of subscriptions.
@@ -584,6 +591,33 @@ func (b *Billing) Plan(ctx context.Context, payer models.Payer) (models.StoredPl
 		return models.StoredPlan{}, fmt.Errorf("plan of %s: %w", payerKey(payer), err)
 	}
 	return models.StoredPlan{PayerPlan: body.model(), UpdatedAt: d.UpdatedAt.UTC()}, nil
+}
+
+func (d planDoc) pageID() bson.ObjectID { return d.ID }
+func (d planDoc) changedAt() time.Time  { return d.UpdatedAt }
+
+// PlanChanges returns one page of the plans' change feed: the payers'
+// plans whose updatedAt is within [f.Since, f.Until], oldest change
+// first, then the _id derived from the payer (payerKey), after the cursor
+// f.After, read as the users' change feed is (changesPage: the
+// updatedAt_1__id_1 index, walked in windows of updatedAt). NextCursor is
+// always set; a malformed cursor wraps models.ErrInvalid.
+func (b *Billing) PlanChanges(ctx context.Context, f models.ChangeFilter) (models.PlanPage, error) {
+	docs, next, err := changesPage(ctx, collSource[planDoc]{b.plans}, &b.density, "plans", f)
+	if err != nil {
+		return models.PlanPage{}, err
+	}
+	page := models.PlanPage{Plans: make([]models.StoredPlan, 0, len(docs)), NextCursor: next}
+	for _, d := range docs {
+		var body planBody
+		if err := bson.Unmarshal(d.Plan, &body); err != nil {
+			return models.PlanPage{}, fmt.Errorf("plan of %s/%s: %w", d.PayerKind, d.PayerID, err)
+		}
+		p := models.StoredPlan{PayerPlan: body.model(), UpdatedAt: d.UpdatedAt.UTC()}
+		p.Payer.Kind, p.Payer.ID = models.Kind(d.PayerKind), d.PayerID
+		page.Plans = append(page.Plans, p)
+	}
+	return page, nil
 }
 
 // Items returns the payer's stored items, the newest Clerk time first, at

@@ -240,7 +240,7 @@ func TestPrepare_APreviousVersionsDatabaseGainsTheBillingCollections(t *testing.
 				{mongo.SubscriptionItemsCollection, []string{"payerKind_1_payerId_1_sourceUpdatedAt_-1"}},
 				{mongo.PaymentAttemptsCollection, []string{"paymentId_1_sourceUpdatedAt_-1__id_-1",
 					"payerKind_1_payerId_1_sourceUpdatedAt_-1__id_-1", "sourceUpdatedAt_-1__id_-1"}},
-				{mongo.BillingPlansCollection, nil},
+				{mongo.BillingPlansCollection, []string{"updatedAt_1__id_1"}},
 			} {
 				if !slices.Contains(names, c.base) {
 					t.Errorf("no collection %s", c.base)

@@ -259,6 +259,22 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		query{"billing: a payer's items (the plan, Items)", find(items, itemsFilter, itemsSort)},
 		query{"billing: a payer's plan by _id (Plan, its compare-and-swap)", find(plans, byID(mongo.DocIDForTest("user/user_1")), nil)},
 	)
+	// The plans' change feed (PlanChanges) walks updatedAt in windows as
+	// the users' feed does (pages.go): what is sent is a window's query.
+	planCursor := fmt.Sprintf("%d_%s", now.UnixMilli(), mongo.DocIDForTest("user/user_1").Hex())
+	for _, f := range []struct {
+		name string
+		f    models.ChangeFilter
+	}{
+		{"billing: the plans' change feed, a window", models.ChangeFilter{Since: now.Add(-time.Hour), Until: now, Limit: 50}},
+		{"billing: the plans' change feed, a window after a cursor", models.ChangeFilter{Since: now.Add(-time.Hour), Until: now, Limit: 50, After: planCursor}},
+	} {
+		filter, _, err := mongo.ChangesFilter(f.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs = append(qs, query{f.name, find(plans, filter, mongo.ChangesOrder)})
+	}
 	for _, f := range []struct {
 		name string
 		f    models.PaymentAttemptFilter
@@ -404,7 +420,7 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	// indexes serve a condition on any of their fields): one no plan read
 	// here is reported, not failed.
 	_, documentDB := documentDBEngine(ctx, s)
-	for _, coll := range []string{users, events, orgs, members, subs, items, attempts, deliveries, sendAttemptsColl} {
+	for _, coll := range []string{users, events, orgs, members, subs, items, attempts, plans, deliveries, sendAttemptsColl} {
 		specs, err := s.Database().Collection(coll).Indexes().ListSpecifications(ctx)
 		if err != nil {
 			t.Fatal(err)

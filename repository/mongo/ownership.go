@@ -314,7 +314,7 @@ func foreignShape(base string, doc bson.Raw) string {
 var knownIndexNames = func() []string {
 	names := []string{"_id_"}
 	for _, ms := range [][]mongo.IndexModel{userIndexes, eventIndexes, orgIndexes, membershipIndexes, subIndexes, itemIndexes, attemptIndexes,
-		deliveryIndexes, deliveryAttemptIndexes} {
+		planIndexes, deliveryIndexes, deliveryAttemptIndexes} {
 		for _, m := range ms {
 			names = append(names, indexName(m.Keys.(bson.D)))
 		}

@@ -418,9 +418,9 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 }
 
 // ensureIndexes builds the indexes of the users, organizations,
-// memberships, events, subscription items, payment attempts, deliveries
-// and delivery attempts (subscriptions, billing_plans and endpoints are
-// read by _id alone). The leases, activity and reconcile_runs
+// memberships, events, subscriptions, subscription items, payment
+// attempts, billing plans, deliveries and delivery attempts (endpoints
+// are read by _id alone). The leases, activity and reconcile_runs
 // collections are read and written by _id alone (activity and runs by
 // ranges of an _id that sorts as they are read): they need no index of
 // their own, and are made by their first write.
@@ -437,6 +437,7 @@ func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 		{s.billing.subs, subIndexes, nil},
 		{s.billing.items, itemIndexes, nil},
 		{s.billing.attempts, attemptIndexes, nil},
+		{s.billing.plans, planIndexes, nil},
 		{s.outbound.deliveries, deliveryIndexes, nil},
 		{s.outbound.attempts, deliveryAttemptIndexes, nil},
 	} {

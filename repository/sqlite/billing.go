@@ -248,6 +248,52 @@ func (b *Billing) Plan(ctx context.Context, payer models.Payer) (models.StoredPl
 	return models.StoredPlan{PayerPlan: d.plan(), UpdatedAt: fromMS(updated)}, nil
 }
 
+// PlanChanges returns the payers' plans whose updated_at is within
+// [f.Since, f.Until], oldest change first, then the payer (its kind, then
+// its id): one range of billing_plans_changes from the cursor f.After on.
+// The cursor is "<ms>_<kind>/<id>" of the page's last plan, as the other
+// change feeds' "<ms>_<id>"; a malformed one wraps models.ErrInvalid.
+// NextCursor is always set.
+func (b *Billing) PlanChanges(ctx context.Context, f models.ChangeFilter) (models.PlanPage, error) {
+	if _, payer, _ := strings.Cut(f.After, "_"); f.After != "" && !strings.Contains(payer, "/") {
+		return models.PlanPage{}, models.ErrBadCursor()
+	}
+	from, at, after, next, err := feedWindow(f)
+	if err != nil {
+		return models.PlanPage{}, err
+	}
+	// A kind holds no "/": "<kind>/<id>" orders as (kind, id) does.
+	kind, id, _ := strings.Cut(after, "/")
+	plans, err := readAll(ctx, b.s.r, qPlanChanges, scanPlanChange, from, f.Until.UnixMilli(), at, kind, id, max(f.Limit, 1))
+	if err != nil {
+		return models.PlanPage{}, fmt.Errorf("list changed plans: %w", err)
+	}
+	if n := len(plans); n > 0 {
+		last := plans[n-1]
+		next = feedCursor(last.UpdatedAt, string(last.Payer.Kind)+"/"+last.Payer.ID)
+	}
+	return models.PlanPage{Plans: plans, NextCursor: next}, nil
+}
+
+// scanPlanChange reads a row of qPlanChanges.
+func scanPlanChange(r scanner) (models.StoredPlan, error) {
+	var (
+		kind, id, doc string
+		updated       int64
+	)
+	if err := r.Scan(&kind, &id, &doc, &updated); err != nil {
+		return models.StoredPlan{}, translate(err)
+	}
+	var d planDoc
+	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+		return models.StoredPlan{}, fmt.Errorf("plan of %s %q: %w", kind, id, errDamaged)
+	}
+	p := models.StoredPlan{PayerPlan: d.plan(), UpdatedAt: fromMS(updated)}
+	// The row's key is the payer (the document holds it too).
+	p.Payer.Kind, p.Payer.ID = models.Kind(kind), id
+	return p, nil
+}
+
 // Items returns the payer's stored items, the newest Clerk time first (then
 // the larger item id), at most models.MaxPayerItems
 // (subscription_items_payer, backwards).

@@ -75,6 +75,7 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 		{"a subscription's version", "PRIMARY KEY", qSubscriptionVersion, []any{"csub_1"}},
 		{"write a subscription", upsertByKey, qSubscriptionUpsert,
 			[]any{"csub_1", "user", "user_1", nil, "active", nil, nil, nil, nil, nil, nil, nil, now, "msg_1", now}},
+		{"the plans' change feed page", "billing_plans_changes", qPlanChanges, []any{now, now, now, "user", "user_1", 10}},
 		{"an item's version and payer", "PRIMARY KEY", qItemVersion, []any{"csub_item_1"}},
 		{"write an item", upsertByKey, qItemUpsert, []any{"csub_item_1", "csub_1", "user", "user_1", nil, "active", false,
 			nil, nil, nil, "cplan_1", "pro", nil, nil, nil, true, nil, nil, now, "msg_1", now}},

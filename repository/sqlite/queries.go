@@ -172,6 +172,10 @@ const (
 	qPlanUpsert = `INSERT INTO billing_plans (payer_kind, payer_id, plan, updated_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (payer_kind, payer_id) DO UPDATE SET plan = excluded.plan, updated_at = excluded.updated_at`
 	qPlanDelete = `DELETE FROM billing_plans WHERE payer_kind = ? AND payer_id = ?`
+	// qPlanChanges: billing_plans_changes, from the cursor on.
+	qPlanChanges = `SELECT payer_kind, payer_id, plan, updated_at FROM billing_plans INDEXED BY billing_plans_changes
+		WHERE updated_at >= ? AND updated_at <= ? AND (updated_at, payer_kind, payer_id) > (?, ?, ?)
+		ORDER BY updated_at, payer_kind, payer_id LIMIT ?`
 	// qAttemptVersion: the primary key.
 	qAttemptVersion = `SELECT source_updated_at, last_event_id FROM payment_attempts WHERE attempt_id = ?`
 	// qAttemptUpsert: by primary key (created_at stays the first write's).

@@ -385,3 +385,101 @@ func testBillingSubscriptionsPage(t *testing.T, s repository.Store) {
 		}
 	}
 }
+
+// deliverPlanItem delivers a state of item id of payer, on plan slug in
+// status, at Clerk time at, by event eventID, written at now: the time a
+// plan it changes takes as its updatedAt.
+func deliverPlanItem(t *testing.T, s repository.Store, id string, payer models.Payer, slug string, status models.ItemStatus,
+	at time.Duration, eventID string, now time.Time) {
+	t.Helper()
+	ch := models.SubscriptionItemChange{SubscriptionItem: models.SubscriptionItem{ItemID: id, Payer: payer, Status: status,
+		Plan: models.BillingPlan{ID: "cplan_" + slug, Slug: slug}, SourceUpdatedAt: t0.Add(at), LastEventID: eventID}}
+	userID, objectID := ch.IDs()
+	ts := ch.Version().SourceTime
+	ev := models.Event{EventID: eventID, Type: "subscriptionItem.updated", EventType: models.EventUpdated, UserID: userID,
+		ObjectID: objectID, RawBody: []byte(`{}`), Source: models.SourceClerk, SourceTimestamp: &ts, ReceivedAt: t0,
+		Status: models.StatusStored}
+	if d, err := s.Deliver(context.Background(), ev, ch, now); err != nil || d.Outcome != models.OutcomeApplied {
+		t.Fatalf("Deliver %s of %s = %+v, %v; want applied", eventID, id, d, err)
+	}
+}
+
+// testBillingPlanChanges walks the plans' change feed: the plans changed
+// within [since, until], oldest change first, then the payer, a page at a
+// time through the cursor (always set); a plan written after until is not
+// served until it is inside; an item write that leaves a plan as it was
+// does not move it, one that changes it moves its payer to the end; a
+// malformed cursor is invalid.
+func testBillingPlanChanges(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	base := time.Now().UTC().Truncate(time.Millisecond)
+	a := models.Payer{Kind: models.KindUser, ID: "user_pfa"}
+	b := models.Payer{Kind: models.KindOrganization, ID: "org_pfb"}
+	c := models.Payer{Kind: models.KindUser, ID: "user_pfc"}
+	deliverPlanItem(t, s, "csub_item_pfa", a, "pro", models.ItemActive, 0, "msg_pf1", base)
+	deliverPlanItem(t, s, "csub_item_pfb", b, "team", models.ItemActive, 0, "msg_pf2", base)
+	deliverPlanItem(t, s, "csub_item_pfc", c, "pro", models.ItemActive, 0, "msg_pf3", base.Add(time.Millisecond))
+	key := func(p models.StoredPlan) string { return string(p.Payer.Kind) + "/" + p.Payer.ID }
+	walk := func(since, until time.Time, cursor string, limit int) (keys []string, next string) {
+		t.Helper()
+		for range 20 {
+			page, err := s.Billing().PlanChanges(ctx, models.ChangeFilter{Since: since, Until: until, After: cursor, Limit: limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if page.NextCursor == "" {
+				t.Fatal("no NextCursor")
+			}
+			if len(page.Plans) > limit {
+				t.Fatalf("%d plans on a page of %d", len(page.Plans), limit)
+			}
+			for _, p := range page.Plans {
+				keys = append(keys, key(p))
+				if p.Plan == nil || p.Status != models.PlanActive || p.UpdatedAt.Before(since) || p.UpdatedAt.After(until) {
+					t.Errorf("plan %s = %+v; want an active plan changed within [%v, %v]", key(p), p, since, until)
+				}
+			}
+			cursor = page.NextCursor
+			if len(page.Plans) < limit {
+				return keys, cursor
+			}
+		}
+		t.Fatal("the walk does not end")
+		return nil, ""
+	}
+	// The settle bound: c, changed after until, is not served yet.
+	keys, cursor := walk(base.Add(-time.Microsecond), base, "", 1)
+	same := map[string]bool{"user/user_pfa": true, "organization/org_pfb": true}
+	if len(keys) != 2 || !same[keys[0]] || !same[keys[1]] || keys[0] == keys[1] {
+		t.Errorf("walk to base = %v; want user_pfa and org_pfb (the same time), once each", keys)
+	}
+	// Polled from the cursor once until has moved on: c, and only c.
+	if more, _ := walk(base.Add(-time.Microsecond), base.Add(time.Hour), cursor, 10); !slices.Equal(more, []string{"user/user_pfc"}) {
+		t.Errorf("poll after the cursor = %v; want user_pfc alone", more)
+	}
+	if page, err := s.Billing().PlanChanges(ctx, models.ChangeFilter{Since: base, Until: base.Add(time.Hour), Limit: 10}); err != nil ||
+		len(page.Plans) != 3 || page.Plans[2].Plan.Slug != "pro" || page.Plans[2].Payer != c || !page.Plans[2].UpdatedAt.Equal(base.Add(time.Millisecond)) {
+		t.Errorf("one page of all = %+v, %v; want 3 plans, user_pfc's last, at base+1ms", page.Plans, err)
+	}
+	// A newer state of a's item that leaves its plan as it was: nothing
+	// moves.
+	deliverPlanItem(t, s, "csub_item_pfa", a, "pro", models.ItemActive, time.Second, "msg_pf4", base.Add(5*time.Millisecond))
+	keys, _ = walk(base, base.Add(time.Hour), "", 10)
+	if len(keys) != 3 || keys[2] != "user/user_pfc" {
+		t.Errorf("after a write that leaves a plan = %v; want the same 3 plans, user_pfc last", keys)
+	}
+	// One that changes it: a moves to the end.
+	deliverPlanItem(t, s, "csub_item_pfa", a, "team", models.ItemActive, 2*time.Second, "msg_pf5", base.Add(10*time.Millisecond))
+	keys, _ = walk(base, base.Add(time.Hour), "", 2)
+	if want := []string{"organization/org_pfb", "user/user_pfc", "user/user_pfa"}; !slices.Equal(keys, want) {
+		t.Errorf("after a plan change = %v; want %v", keys, want)
+	}
+	if keys, _ := walk(base.Add(2*time.Millisecond), base.Add(time.Hour), "", 10); !slices.Equal(keys, []string{"user/user_pfa"}) {
+		t.Errorf("since +2ms = %v; want user_pfa alone", keys)
+	}
+	for _, c := range []string{"nonsense", "1_user"} {
+		if _, err := s.Billing().PlanChanges(ctx, models.ChangeFilter{Since: base, Until: base, After: c, Limit: 1}); !errors.Is(err, models.ErrInvalid) {
+			t.Errorf("bad cursor %q: %v, want ErrInvalid", c, err)
+		}
+	}
+}

@@ -55,6 +55,7 @@ func Run(t *testing.T, open Opener) {
 		{"Billing_AnItemOfAPlanChangeAloneIsTheNewPlan", testBillingHalfAPlanChangeIsPending},
 		{"Billing_AnUnknownTypeIsProcessedAsIgnoredAndAppliesNothing", testBillingUnknownTypeIsIgnored},
 		{"Billing_SubscriptionsPageNewestFirstByPayerStatusOrAll", testBillingSubscriptionsPage},
+		{"Billing_PlanChangesFeedInOrderAfterTheCursorWithinTheSettleBound", testBillingPlanChanges},
 		{"Events_ARetryIsRecognised", testRetryRecognised},
 		{"Events_ConcurrentDeliveriesStoreOneEvent", testConcurrentRecord},
 		{"Events_KeepTheBodyExactly", testBodyExact},
