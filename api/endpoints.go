@@ -43,15 +43,19 @@ const endpointsFileVar = "USERSYNC_ENDPOINTS_FILE"
 
 var endpointIDPattern = regexp.MustCompile(`^(ep|cfg)_[a-z0-9_-]{1,40}$`)
 
+// endpointRequest names an endpoint by its path.
 type endpointRequest struct {
 	ID string `param:"id" validate:"required,max=44"`
 }
 
-func (r endpointRequest) check() error {
-	if !endpointIDPattern.MatchString(r.ID) {
-		return models.Public(models.ErrInvalid, "the endpoint id must be ep_… or cfg_… (letters, digits, _ and -)").In("id")
+func (r *endpointRequest) endpointID() (string, error) { return checkEndpointID(r.ID) }
+
+// checkEndpointID returns id once its shape is checked.
+func checkEndpointID(id string) (string, error) {
+	if !endpointIDPattern.MatchString(id) {
+		return "", models.Public(models.ErrInvalid, "the endpoint id must be ep_… or cfg_… (letters, digits, _ and -)").In("id")
 	}
-	return nil
+	return id, nil
 }
 
 type endpointJSON struct {
@@ -246,31 +250,20 @@ func withBacklog(j endpointJSON, b models.Backlog) endpointJSON {
 	return j
 }
 
-// endpoint reads the endpoint the path names.
-func (s *server) endpoint(c echo.Context, req any) (models.Endpoint, error) {
+// endpoint binds req and reads the endpoint its path names.
+func (s *server) endpoint(c echo.Context, req interface{ endpointID() (string, error) }) (models.Endpoint, error) {
 	if err := s.outboundOff(); err != nil {
 		return models.Endpoint{}, err
 	}
 	if err := bind(c, req); err != nil {
 		return models.Endpoint{}, err
 	}
-	id := idOf(req)
-	if err := (endpointRequest{ID: id}).check(); err != nil {
+	id, err := req.endpointID()
+	if err != nil {
 		return models.Endpoint{}, err
 	}
 	e, err := s.outbound.Store.Endpoint(c.Request().Context(), id)
 	return e, notFound(err, "endpoint", id)
-}
-
-// idOf is the endpoint id of a request type.
-func idOf(req any) string {
-	switch r := req.(type) {
-	case *endpointRequest:
-		return r.ID
-	case *endpointPageRequest:
-		return r.ID
-	}
-	return ""
 }
 
 // getEndpoint answers GET /v1/endpoints/{id}.
@@ -428,13 +421,23 @@ func (s *server) testEndpoint(c echo.Context) error {
 		"status": res.Status, "latencyMs": res.Latency.Milliseconds(), "error": res.Err, "response": res.Body})
 }
 
-type endpointPageRequest struct {
+type listAttemptsRequest struct {
 	ID     string `param:"id" validate:"required,max=44"`
 	Failed bool   `query:"failed"`
+	Limit  int    `query:"limit" validate:"min=1,max=200"`
+	Cursor string `query:"cursor" validate:"max=1024"`
+}
+
+func (r *listAttemptsRequest) endpointID() (string, error) { return checkEndpointID(r.ID) }
+
+type listDeliveriesRequest struct {
+	ID     string `param:"id" validate:"required,max=44"`
 	Status string `query:"status" validate:"omitempty,oneof=pending delivered failed dropped"`
 	Limit  int    `query:"limit" validate:"min=1,max=200"`
 	Cursor string `query:"cursor" validate:"max=1024"`
 }
+
+func (r *listDeliveriesRequest) endpointID() (string, error) { return checkEndpointID(r.ID) }
 
 type attemptJSON struct {
 	ID        string `json:"id"`
@@ -451,7 +454,7 @@ type attemptJSON struct {
 // listAttempts answers GET /v1/endpoints/{id}/attempts: the endpoint's
 // attempts, newest first (failed=true: its failures).
 func (s *server) listAttempts(c echo.Context) error {
-	req := endpointPageRequest{Limit: 50}
+	req := listAttemptsRequest{Limit: 50}
 	e, err := s.endpoint(c, &req)
 	if err != nil {
 		return err
@@ -489,13 +492,10 @@ type deliveryJSON struct {
 // endpoint has been told of each object, by kind and object (status=…:
 // those in that state).
 func (s *server) listDeliveries(c echo.Context) error {
-	req := endpointPageRequest{Limit: 50}
+	req := listDeliveriesRequest{Limit: 50}
 	e, err := s.endpoint(c, &req)
 	if err != nil {
 		return err
-	}
-	if req.Failed {
-		return models.Public(models.ErrInvalid, "failed is a parameter of the attempts; deliveries take status").In("failed")
 	}
 	ds, next, err := s.outbound.Store.Deliveries(c.Request().Context(),
 		models.DeliveryFilter{EndpointID: e.ID, Status: req.Status, After: req.Cursor, Limit: req.Limit})

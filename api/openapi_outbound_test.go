@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -79,61 +78,5 @@ func TestOpenAPI_OutboundTypesAndKindsAreTheKindsTables(t *testing.T) {
 	// Every pattern the document offers is one an endpoint accepts.
 	if err := models.CheckEventTypes(patterns); err != nil {
 		t.Errorf("the documented patterns are refused: %v", err)
-	}
-}
-
-// TestOpenAPI_EndpointsDocumentTheParametersTheyBind: the endpoints' lists
-// document the query parameters they take, with the limits bound; the
-// attempts take failed, the deliveries status (and refuse failed).
-func TestOpenAPI_EndpointsDocumentTheParametersTheyBind(t *testing.T) {
-	t.Parallel()
-	var doc struct {
-		Components struct {
-			Parameters map[string]openAPIParam `json:"parameters"`
-		} `json:"components"`
-		Paths map[string]map[string]struct {
-			Parameters []openAPIParam `json:"parameters"`
-		} `json:"paths"`
-	}
-	if err := json.Unmarshal(openAPI, &doc); err != nil {
-		t.Fatal(err)
-	}
-	bound := fields(&endpointPageRequest{}, "query")
-	for route, without := range map[string]string{
-		"GET /v1/endpoints/{id}/attempts":   "status",
-		"GET /v1/endpoints/{id}/deliveries": "failed",
-		"GET /v1/endpoints":                 "*",
-	} {
-		method, path, _ := strings.Cut(route, " ")
-		op, ok := doc.Paths[path][strings.ToLower(method)]
-		if !ok {
-			t.Errorf("%s is not in the document", route)
-			continue
-		}
-		documented := map[string]openAPIParam{}
-		for _, p := range op.Parameters {
-			if ref, ok := strings.CutPrefix(p.Ref, "#/components/parameters/"); ok {
-				p = doc.Components.Parameters[ref]
-			}
-			if p.In == "query" {
-				documented[p.Name] = p
-			}
-		}
-		var want []string
-		if without != "*" {
-			want = slices.DeleteFunc(slices.Sorted(maps.Keys(bound)), func(n string) bool { return n == without })
-		}
-		if got := slices.Sorted(maps.Keys(documented)); !slices.Equal(got, want) {
-			t.Errorf("%s documents query parameters %v, want %v", route, got, want)
-		}
-		for name, p := range documented {
-			f := bound[name]
-			if hi, ok := tagInt(f, "max"); ok && name == "limit" && (p.Schema.Maximum == nil || *p.Schema.Maximum != hi) {
-				t.Errorf("%s limit: documented maximum %v, bound %d", route, p.Schema.Maximum, hi)
-			}
-			if hi, ok := tagInt(f, "max"); ok && name == "cursor" && (p.Schema.MaxLength == nil || *p.Schema.MaxLength != hi) {
-				t.Errorf("%s cursor: documented maxLength %v, bound %d", route, p.Schema.MaxLength, hi)
-			}
-		}
 	}
 }

@@ -36,6 +36,9 @@ func TestOpenAPI_QueryParametersAndLimitsAreTheOnesBound(t *testing.T) {
 		"GET /v1/memberships":                       &membershipFeedRequest{},
 		"GET /v1/billing/plans":                     &planFeedRequest{},
 		"GET /v1/billing/payment-attempts":          &listPaymentAttemptsRequest{},
+		"GET /v1/endpoints":                         &struct{}{},
+		"GET /v1/endpoints/{id}/attempts":           &listAttemptsRequest{},
+		"GET /v1/endpoints/{id}/deliveries":         &listDeliveriesRequest{},
 	}
 	for route, req := range endpoints {
 		method, path, _ := strings.Cut(route, " ")

@@ -158,6 +158,9 @@ func TestOutbound_EndpointsAreRegisteredReadChangedAndDeletedByAdmins(t *testing
 		{http.MethodPatch, "/v1/endpoints/" + id, `{"description": "` + strings.Repeat("x", 600) + `"}`, "description"},
 		{http.MethodPost, "/v1/endpoints/" + id + "/rotate-secret", `{"overlap": "30d"}`, "overlap"},
 		{http.MethodPost, "/v1/endpoints/" + id + "/replay", `{"kind": "gadget", "objectId": "x"}`, "kind"},
+		// Each list takes only its own parameters.
+		{http.MethodGet, "/v1/endpoints/" + id + "/attempts?status=pending", "", "status"},
+		{http.MethodGet, "/v1/endpoints/" + id + "/deliveries?failed=true", "", "failed"},
 	} {
 		r := h.send(bad.method, bad.path, bad.body)
 		if r.Code != http.StatusBadRequest || !strings.Contains(string(r.Body), bad.field) {
