@@ -11,10 +11,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/outbound"
-	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/sync"
 )
 
@@ -51,12 +49,7 @@ var (
 // every metric name it serves with the label names of each.
 func exposedSeries(t *testing.T) map[string]map[string]bool {
 	t.Helper()
-	var metrics *api.Metrics
-	h := newHarness(t, func(o *harnessOptions) {
-		o.store = repotest.NewStore(t)
-		metrics = api.NewMetrics(o.store.Events())
-		o.metrics = metrics
-	})
+	h, metrics := newMetricsHarness(t)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_alerts", UpdatedAt: t0}))
 	metrics.ObserveRecovery(sync.Report{SweepDone: true})
 	if err := metrics.RefreshStats(context.Background()); err != nil {

@@ -123,6 +123,19 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	return &harness{t: t, store: o.store, url: srv.URL, dispatcher: d, svc: svc}
 }
 
+// newMetricsHarness is a harness on a store of its own, with the metrics
+// it serves, which the test feeds and reads.
+func newMetricsHarness(t *testing.T) (*harness, *api.Metrics) {
+	t.Helper()
+	var metrics *api.Metrics
+	h := newHarness(t, func(o *harnessOptions) {
+		o.store = repotest.NewStore(t)
+		metrics = api.NewMetrics(o.store.Events())
+		o.metrics = metrics
+	})
+	return h, metrics
+}
+
 // response is what a request got back.
 type response struct {
 	Code   int

@@ -11,9 +11,6 @@ import (
 	stdsync "sync"
 	"testing"
 	"time"
-
-	"github.com/usersync/usersync/api"
-	"github.com/usersync/usersync/repository/repotest"
 )
 
 // logBuffer collects JSON log lines safely.
@@ -82,12 +79,7 @@ func TestLogs_CarryTheRequestIDAndNeverPayloadsEmailsOrSecrets(t *testing.T) {
 
 func TestMetrics_CountWebhooksEventsAndRequests(t *testing.T) {
 	t.Parallel()
-	var metrics *api.Metrics
-	h := newHarness(t, func(o *harnessOptions) {
-		o.store = repotest.NewStore(t)
-		metrics = api.NewMetrics(o.store.Events())
-		o.metrics = metrics
-	})
+	h, metrics := newMetricsHarness(t)
 	id := newID()
 	body := userBody(t, "user.created", clerkUser{ID: "user_m", UpdatedAt: t0})
 	h.mustDeliver(id, body)

@@ -69,12 +69,7 @@ func metricValue(t *testing.T, exposition, series string) float64 {
 
 func TestMetrics_BackgroundWorkIsVisibleFromTheStart(t *testing.T) {
 	t.Parallel()
-	var metrics *api.Metrics
-	h := newHarness(t, func(o *harnessOptions) {
-		o.store = repotest.NewStore(t)
-		metrics = api.NewMetrics(o.store.Events())
-		o.metrics = metrics
-	})
+	h, metrics := newMetricsHarness(t)
 	scrape := func() string {
 		t.Helper()
 		r := h.get("/metrics", "")
@@ -140,12 +135,7 @@ func TestMetrics_BackgroundWorkIsVisibleFromTheStart(t *testing.T) {
 
 func TestMetrics_BacklogCountsEventsNotProcessed(t *testing.T) {
 	t.Parallel()
-	var metrics *api.Metrics
-	h := newHarness(t, func(o *harnessOptions) {
-		o.store = repotest.NewStore(t)
-		metrics = api.NewMetrics(o.store.Events())
-		o.metrics = metrics
-	})
+	h, metrics := newMetricsHarness(t)
 	// Never applicable: stored as failed, and not retried by the sweep.
 	h.deliver(newID(), []byte(`{"type":"user.updated","data":{"id":"user_bad"}}`))
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_ok", UpdatedAt: t0}))

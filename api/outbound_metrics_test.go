@@ -5,20 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/outbound"
-	"github.com/usersync/usersync/repository/repotest"
 )
 
 func TestOutbound_MetricsNameEachEndpointAndForgetADeletedOne(t *testing.T) {
 	t.Parallel()
-	var metrics *api.Metrics
-	h := newHarness(t, func(o *harnessOptions) {
-		o.store = repotest.NewStore(t)
-		metrics = api.NewMetrics(o.store.Events())
-		o.metrics = metrics
-	})
+	h, metrics := newMetricsHarness(t)
 	now := time.Now()
 	old := now.Add(-20 * time.Minute)
 	a := models.Endpoint{ID: "ep_a", Enabled: true}
