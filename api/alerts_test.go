@@ -58,7 +58,7 @@ func exposedSeries(t *testing.T) map[string]map[string]bool {
 	// The outbound series of an endpoint, as the dispatcher feeds them.
 	ep := models.Endpoint{ID: "ep_alerts", Enabled: true}
 	metrics.Outbound().Attempted(ep.ID, outbound.Delivered, time.Millisecond)
-	metrics.Outbound().Backlog([]models.Endpoint{ep}, map[string]models.Backlog{}, time.Now())
+	metrics.Outbound().Backlog([]models.Endpoint{ep}, map[string]models.Backlog{}, nil, time.Now())
 	body := h.get("/metrics", "").Body
 	series := map[string]map[string]bool{}
 	sample := regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? `)

@@ -20,6 +20,7 @@ type outboundMetrics struct {
 	backlog  *prometheus.GaugeVec
 	oldest   *prometheus.GaugeVec
 	disabled *prometheus.GaugeVec
+	outbox   prometheus.Gauge
 
 	mu    sync.Mutex
 	known map[string]bool
@@ -47,9 +48,13 @@ func newOutboundMetrics(reg *prometheus.Registry) *outboundMetrics {
 			Name: "usersync_outbound_endpoint_disabled",
 			Help: "1 for an endpoint usersync disabled (it answered 410, or failed every delivery for 5 days), by endpoint; 0 otherwise.",
 		}, []string{"endpoint"}),
+		outbox: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "usersync_outbound_outbox_oldest_seconds",
+			Help: "Age of the oldest change recorded for the endpoints and not fanned out to them yet (a burst of webhooks holds the fan-out off); 0 when none waits. Read every 15 s by the instance that dispatches.",
+		}),
 		known: map[string]bool{},
 	}
-	reg.MustRegister(m.attempts, m.latency, m.backlog, m.oldest, m.disabled)
+	reg.MustRegister(m.attempts, m.latency, m.backlog, m.oldest, m.disabled, m.outbox)
 	return m
 }
 
@@ -70,22 +75,19 @@ func (m *outboundMetrics) Disabled(endpointID, _ string) {
 	m.disabled.WithLabelValues(endpointID).Set(1)
 }
 
-// Backlog sets the gauges of every endpoint, and deletes the series of
-// endpoints that are gone.
-func (m *outboundMetrics) Backlog(eps []models.Endpoint, backlog map[string]models.Backlog, now time.Time) {
+// Backlog sets the gauges of every endpoint and of the outbox, and
+// deletes the series of endpoints that are gone.
+func (m *outboundMetrics) Backlog(eps []models.Endpoint, backlog map[string]models.Backlog, outbox *time.Time, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now = now.UTC()
+	m.outbox.Set(age(outbox, now))
 	present := map[string]bool{}
 	for _, e := range eps {
 		present[e.ID] = true
 		b := backlog[e.ID]
 		m.backlog.WithLabelValues(e.ID).Set(float64(b.Pending))
-		age := 0.0
-		if b.Oldest != nil {
-			age = max(now.Sub(*b.Oldest).Seconds(), 0)
-		}
-		m.oldest.WithLabelValues(e.ID).Set(age)
+		m.oldest.WithLabelValues(e.ID).Set(age(b.Oldest, now))
 		off := 0.0
 		if !e.Enabled && e.Disabled != "" {
 			off = 1
@@ -102,4 +104,12 @@ func (m *outboundMetrics) Backlog(eps []models.Endpoint, backlog map[string]mode
 		}
 	}
 	m.known = present
+}
+
+// age is the seconds from t to now; 0 for none.
+func age(t *time.Time, now time.Time) float64 {
+	if t == nil {
+		return 0
+	}
+	return max(now.Sub(*t).Seconds(), 0)
 }

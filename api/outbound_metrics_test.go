@@ -18,7 +18,8 @@ func TestOutbound_MetricsNameEachEndpointAndForgetADeletedOne(t *testing.T) {
 	b := models.Endpoint{ID: "ep_b", Enabled: false, Disabled: models.DisabledGone}
 	metrics.Outbound().Attempted("ep_a", outbound.Retry, 2*time.Second)
 	metrics.Outbound().Attempted("ep_b", outbound.Gone, time.Millisecond)
-	metrics.Outbound().Backlog([]models.Endpoint{a, b}, map[string]models.Backlog{"ep_a": {Pending: 3, Oldest: &old}}, now)
+	outbox := now.Add(-90 * time.Second)
+	metrics.Outbound().Backlog([]models.Endpoint{a, b}, map[string]models.Backlog{"ep_a": {Pending: 3, Oldest: &old}}, &outbox, now)
 	body := string(h.get("/metrics", "").Body)
 	for _, want := range []string{
 		`usersync_outbound_attempts_total{endpoint="ep_a",result="retry"} 1`,
@@ -26,13 +27,14 @@ func TestOutbound_MetricsNameEachEndpointAndForgetADeletedOne(t *testing.T) {
 		`usersync_outbound_oldest_pending_seconds{endpoint="ep_a"} 1200`,
 		`usersync_outbound_endpoint_disabled{endpoint="ep_b"} 1`,
 		`usersync_outbound_endpoint_disabled{endpoint="ep_a"} 0`,
+		`usersync_outbound_outbox_oldest_seconds 90`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 	// ep_b is deleted: its series go.
-	metrics.Outbound().Backlog([]models.Endpoint{a}, nil, now)
+	metrics.Outbound().Backlog([]models.Endpoint{a}, nil, nil, now)
 	if body := string(h.get("/metrics", "").Body); strings.Contains(body, `endpoint="ep_b"`) {
 		t.Errorf("a deleted endpoint's series stay")
 	}

@@ -54,12 +54,13 @@ func (e *WaitError) Error() string {
 }
 
 // Observer is told of each attempt, each endpoint usersync disables, and,
-// every BacklogEvery while Run runs, the endpoints and their backlogs
-// (the metrics, which a scrape never reads from the store).
+// every BacklogEvery while Run runs, the endpoints and their backlogs,
+// and when the oldest change of the outbox (not fanned out yet) applied
+// (nil: none): the metrics, which a scrape never reads from the store.
 type Observer interface {
 	Attempted(endpointID string, v Verdict, latency time.Duration)
 	Disabled(endpointID, reason string)
-	Backlog(endpoints []models.Endpoint, backlog map[string]models.Backlog, now time.Time)
+	Backlog(endpoints []models.Endpoint, backlog map[string]models.Backlog, outbox *time.Time, now time.Time)
 }
 
 // BacklogEvery is how often Run reads the backlogs for the Observer.
@@ -79,10 +80,12 @@ type Options struct {
 	Observer    Observer
 	MaxInFlight int // sends at once, in all (32)
 	PerEndpoint int // sends at once to one endpoint (8)
-	// Busy, if set, says that changes are being ingested now: sends then
-	// give way to them, one at a time per endpoint, and rounds woken by
-	// changes are BusyRound apart. Outbound webhooks are asynchronous;
-	// Clerk's deliveries wait for their answer.
+	// Busy, if set, says that changes are being ingested now (a burst):
+	// the dispatcher then gives way to them. For BusyHold it neither fans
+	// out nor sends; past it, it fans out busyFanoutBatch entries a second
+	// and sends one at a time per endpoint; rounds woken by changes are
+	// BusyRound apart. Outbound webhooks are asynchronous; Clerk's
+	// deliveries wait for their answer.
 	Busy  func() bool
 	Lease time.Duration // the lease's length (60 s)
 	Tick  time.Duration // Run's round when nothing wakes it (1 s)
@@ -103,6 +106,7 @@ type Dispatcher struct {
 	leaseUntil  time.Time
 	prunedAt    time.Time
 	fannedOut   time.Time // the last fan-out's start
+	busySince   time.Time // when the burst under way began (Busy); zero: none
 }
 
 // NewDispatcher returns a dispatcher with o's defaults filled in.
@@ -205,14 +209,24 @@ const (
 func (d *Dispatcher) observeBacklog(ctx context.Context, now time.Time) {
 	ob := d.o.Store.Outbound()
 	eps, err := ob.Endpoints(ctx)
-	var b map[string]models.Backlog
+	var (
+		b       map[string]models.Backlog
+		entries []models.Outboxed
+	)
 	if err == nil {
 		b, err = ob.Backlog(ctx)
+	}
+	if err == nil {
+		entries, err = ob.Outbox(ctx, 1)
 	}
 	if err != nil {
 		return // the gauges keep their last values; the round's error is logged
 	}
-	d.o.Observer.Backlog(eps, b, now)
+	var outbox *time.Time
+	if len(entries) > 0 {
+		outbox = &entries[0].At
+	}
+	d.o.Observer.Backlog(eps, b, outbox, now)
 }
 
 // Step reads the endpoints, runs one round and waits for the sends it
@@ -227,17 +241,52 @@ func (d *Dispatcher) Step(ctx context.Context) error {
 }
 
 // round takes or keeps the lease, fans the outbox out and starts the
-// sends due.
+// sends due, at the pace a burst of ingestion leaves.
 func (d *Dispatcher) round(ctx context.Context) error {
 	lead, err := d.lead(ctx)
 	if err != nil || !lead {
 		return err
 	}
-	if err := d.fanout(ctx); err != nil {
+	p := d.pace(d.o.Now())
+	if p == held {
+		return nil
+	}
+	if err := d.fanout(ctx, p); err != nil {
 		return err
 	}
 	d.prune(ctx)
-	return d.sendDue(ctx)
+	return d.sendDue(ctx, p)
+}
+
+// BusyHold is how long a burst of ingestion (Options.Busy) holds the
+// dispatcher off: for that long after it began, nothing is fanned out or
+// sent, so a burst pays for recording its changes only; a longer burst
+// shares the store with the dispatcher's slow pace.
+const BusyHold = 30 * time.Second
+
+// A pace is how a round runs: at full speed, given way to a burst, or
+// held off by one.
+type pace int
+
+const (
+	full pace = iota
+	givingWay
+	held
+)
+
+// pace is the pace of a round at now.
+func (d *Dispatcher) pace(now time.Time) pace {
+	if d.o.Busy == nil || !d.o.Busy() {
+		d.busySince = time.Time{}
+		return full
+	}
+	if d.busySince.IsZero() {
+		d.busySince = now
+	}
+	if now.Sub(d.busySince) < BusyHold {
+		return held
+	}
+	return givingWay
 }
 
 // Refresh reads the endpoints, and turns the outbox's recording on while
@@ -322,17 +371,17 @@ const (
 // fanout queues the outbox's changes for the endpoints that want them,
 // as they are now: the endpoints are read again first (an endpoint
 // created since the last read must not miss a change recorded for it).
-func (d *Dispatcher) fanout(ctx context.Context) error {
+func (d *Dispatcher) fanout(ctx context.Context, p pace) error {
 	ob := d.o.Store.Outbound()
 	rounds, batch := fanoutRounds, fanoutBatch
-	if d.o.Busy != nil && d.o.Busy() {
+	if p == givingWay {
 		// One small fan-out a second, between the changes being ingested.
-		if time.Since(d.fannedOut) < busyFanoutEvery {
+		if d.o.Now().Sub(d.fannedOut) < busyFanoutEvery {
 			return nil
 		}
 		rounds, batch = 1, busyFanoutBatch
 	}
-	d.fannedOut = time.Now()
+	d.fannedOut = d.o.Now()
 	for i := range rounds {
 		entries, err := ob.Outbox(ctx, batch)
 		if err != nil || len(entries) == 0 {
@@ -494,7 +543,7 @@ func (d *Dispatcher) prune(ctx context.Context) {
 // endpoint by endpoint: one endpoint's backlog never holds another's up.
 // The deliveries of a disabled endpoint wait, and are sent once it is
 // enabled again.
-func (d *Dispatcher) sendDue(ctx context.Context) error {
+func (d *Dispatcher) sendDue(ctx context.Context, p pace) error {
 	d.mu.Lock()
 	eps := make([]models.Endpoint, 0, len(d.endpoints))
 	for _, e := range d.endpoints {
@@ -505,7 +554,7 @@ func (d *Dispatcher) sendDue(ctx context.Context) error {
 	d.mu.Unlock()
 	slices.SortFunc(eps, func(a, b models.Endpoint) int { return strings.Compare(a.ID, b.ID) })
 	for _, ep := range eps {
-		if err := d.sendDueOf(ctx, ep); err != nil {
+		if err := d.sendDueOf(ctx, ep, p); err != nil {
 			return err
 		}
 	}
@@ -513,9 +562,9 @@ func (d *Dispatcher) sendDue(ctx context.Context) error {
 }
 
 // sendDueOf starts the sends of ep's deliveries due.
-func (d *Dispatcher) sendDueOf(ctx context.Context, ep models.Endpoint) error {
+func (d *Dispatcher) sendDueOf(ctx context.Context, ep models.Endpoint, p pace) error {
 	per := d.o.PerEndpoint
-	if d.o.Busy != nil && d.o.Busy() {
+	if p == givingWay {
 		per = 1
 	}
 	d.mu.Lock()

@@ -573,10 +573,11 @@ func TestDispatch_AnEndpointCreatedSinceTheLastReadMissesNoChange(t *testing.T) 
 	}
 }
 
-// TestDispatch_SendsGiveWayWhileChangesAreIngested: while Busy says
-// changes are being ingested, one send at a time per endpoint; then as
-// many as PerEndpoint.
-func TestDispatch_SendsGiveWayWhileChangesAreIngested(t *testing.T) {
+// TestDispatch_ABurstHoldsTheDispatcherOffThenItGivesWay: while Busy
+// says changes are being ingested, nothing is fanned out or sent for
+// BusyHold; past it, one send at a time per endpoint and one small
+// fan-out a second; once the burst is over, as many as PerEndpoint.
+func TestDispatch_ABurstHoldsTheDispatcherOffThenItGivesWay(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	var busy atomic.Bool
@@ -589,6 +590,14 @@ func TestDispatch_SendsGiveWayWhileChangesAreIngested(t *testing.T) {
 	for i := range 4 {
 		f.deliver(t, user(fmt.Sprintf("user_%d", i), fmt.Sprintf("msg_%d", i), time.Second, ""), models.TypeUserCreated)
 	}
+	f.step(t)
+	f.clock.Add(outbound.BusyHold - time.Second)
+	f.step(t)
+	if ob, err := f.store.Outbound().Outbox(ctx, 10); err != nil || len(ob) != 4 || len(f.rcv.messages()) != 0 {
+		t.Fatalf("outbox = %d entries, %v, %d sent; want every change held in the outbox during the burst's first %v",
+			len(ob), err, len(f.rcv.messages()), outbound.BusyHold)
+	}
+	f.clock.Add(time.Second)
 	f.step(t)
 	if n := len(f.rcv.messages()); n != 1 {
 		t.Fatalf("%d sent in a round while busy, want 1", n)
