@@ -9,8 +9,12 @@
 # the end unless KEEP is set. A load generator per instance delivers its
 # own users' events to that instance, retrying as Svix does (same svix-id,
 # signed again), and checks them through the API at the end; this script
-# also checks that no event is left stored or failed. Loopback only; it
-# stops by itself.
+# also checks that no event is left stored or failed. The first load
+# generator is also an app with an outbound endpoint for every user event
+# (its receiver takes 20 ms to answer each): every one of its users must
+# arrive there in its final state, whichever instance dispatches and
+# however often it is killed, and no user's deliveries may arrive two at
+# once. Loopback only; it stops by itself.
 #
 #   MONGODB_URI='mongodb://127.0.0.1:27017/?directConnection=true' scripts/instances.sh
 #   # USERS=150 UPDATES=4 KILLS=6 (kills spread over the three instances)
@@ -40,7 +44,7 @@ go build -o "$work/usersync-load" ./cmd/usersync-load
 go build -o "$work/dropdb" ./scripts/instances/dropdb
 
 export CLERK_WEBHOOK_SECRET=$SECRET USERSYNC_API_KEYS=usk_instances_api_0123456789 USERSYNC_ADMIN_KEYS=$ADMIN
-export USERSYNC_SWEEP_INTERVAL=500ms USERSYNC_SWEEP_GRACE=2s
+export USERSYNC_SWEEP_INTERVAL=500ms USERSYNC_SWEEP_GRACE=2s USERSYNC_ENDPOINTS_ALLOW_PRIVATE=true
 
 url() { echo "http://127.0.0.1:$((PORT + $1))"; }
 up() { # instance
@@ -61,8 +65,12 @@ done
 echo "== load on each instance, $KILLS SIGKILLs spread over them"
 loaders=()
 for i in 0 1 2; do
+  app=()
+  # A killed lease holder's lease runs out after a minute: then another
+  # instance dispatches.
+  [ "$i" -eq 0 ] && app=(-endpoint -endpoint-wait 4m -endpoint-latency 20ms)
   "$work/usersync-load" -url "$(url "$i")" -users "$USERS" -updates "$UPDATES" -attempts 10 \
-    -concurrency 8 -timeout 4m -seed $((i + 11)) >"$work/load.$i.out" 2>&1 &
+    -concurrency 8 -timeout 4m -seed $((i + 11)) "${app[@]}" >"$work/load.$i.out" 2>&1 &
   loaders+=("$!")
 done
 for k in $(seq "$KILLS"); do

@@ -32,6 +32,9 @@ const (
 	deleteTimeout = 10 * time.Second
 	// endpointPath is the receiver's path.
 	endpointPath = "/hooks/usersync-load"
+	// maxEndpointLatency bounds Config.EndpointLatency: well within
+	// usersync's time limit of a request.
+	maxEndpointLatency = 5 * time.Second
 )
 
 // userState is a user's state as a delivery (or a read) shows it: enough
@@ -55,10 +58,11 @@ type received struct {
 // with the secret usersync gave at registration and records, per user of
 // the run, the webhook-ids, the states and when each first arrived.
 type receiver struct {
-	srv    *http.Server
-	url    string
-	prefix string // of the run's user ids
-	states int    // distinct states kept per user, at most
+	srv     *http.Server
+	url     string
+	prefix  string        // of the run's user ids
+	states  int           // distinct states kept per user, at most
+	latency time.Duration // taken to answer each delivery (Config.EndpointLatency)
 	// changed is signalled after each recorded delivery.
 	changed chan struct{}
 
@@ -69,18 +73,22 @@ type receiver struct {
 	foreign    int           // valid deliveries of users not of this run
 	ids        map[string]struct{}
 	older      int // deliveries of a state older than one received before
-	users      map[string]*received
-	problems   problems
+	// receiving counts, per user, the deliveries being received; overlaps
+	// counts deliveries that came while another of the user was.
+	receiving map[string]int
+	overlaps  int
+	users     map[string]*received
+	problems  problems
 }
 
 // startReceiver listens on a loopback port and serves the receiver.
-func startReceiver(prefix string, states int) (*receiver, error) {
+func startReceiver(prefix string, states int, latency time.Duration) (*receiver, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("endpoint: listen on loopback: %w", err)
 	}
-	rc := &receiver{prefix: prefix, states: states, changed: make(chan struct{}, 1),
-		ids: map[string]struct{}{}, users: map[string]*received{}}
+	rc := &receiver{prefix: prefix, states: states, latency: latency, changed: make(chan struct{}, 1),
+		ids: map[string]struct{}{}, users: map[string]*received{}, receiving: map[string]int{}}
 	rc.url = "http://" + ln.Addr().String() + endpointPath
 	rc.srv = &http.Server{Handler: rc, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 20 * time.Second}
 	go func() { _ = rc.srv.Serve(ln) }() // ends with Close
@@ -106,8 +114,8 @@ type delivery struct {
 	Data apiUser `json:"data"`
 }
 
-// ServeHTTP receives one delivery: 204 once verified and recorded, 401
-// when its signature does not verify.
+// ServeHTTP receives one delivery: 204 once verified and recorded (after
+// the receiver's latency), 401 when its signature does not verify.
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	at := time.Now()
 	if req.Method != http.MethodPost || req.URL.Path != endpointPath {
@@ -138,12 +146,19 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	id := req.Header.Get("webhook-id")
+	if rc.receiving[d.Data.UserID] > 0 {
+		rc.overlaps++
+		rc.problems.add("delivery %s of user %s came while another of that user was being received", clip([]byte(id)), d.Data.UserID)
+	}
+	rc.receiving[d.Data.UserID]++
+	defer func() { rc.receiving[d.Data.UserID]-- }() // before the lock's release: defers run last in, first out
 	if !strings.HasPrefix(d.Data.UserID, rc.prefix) {
 		rc.foreign++
+		rc.wait()
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	id := req.Header.Get("webhook-id")
 	rc.ids[id] = struct{}{}
 	u := rc.users[d.Data.UserID]
 	if u == nil {
@@ -164,11 +179,22 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if _, seen := u.arrivals[s]; !seen && len(u.arrivals) < rc.states {
 		u.arrivals[s] = at
 	}
+	rc.wait()
 	select {
 	case rc.changed <- struct{}{}:
 	default:
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// wait takes the receiver's latency, its lock released (it holds it
+// before and after).
+func (rc *receiver) wait() {
+	if rc.latency > 0 {
+		rc.mu.Unlock()
+		time.Sleep(rc.latency)
+		rc.mu.Lock()
+	}
 }
 
 // arrival returns when state s of user uid first arrived.
@@ -212,7 +238,7 @@ type endpoint struct {
 // openEndpoint starts the receiver and registers it with usersync for
 // every user event.
 func (r *runner) openEndpoint(ctx context.Context) (*endpoint, error) {
-	recv, err := startReceiver(r.prefix(), r.cfg.Updates+2)
+	recv, err := startReceiver(r.prefix(), r.cfg.Updates+2, r.cfg.EndpointLatency)
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +395,7 @@ func (r *runner) awaitOutbound(ctx context.Context, ep *endpoint, sent time.Time
 	rc := ep.recv
 	rc.mu.Lock()
 	o.Deliveries, o.Invalid, o.WebhookIDs, o.Foreign = rc.deliveries, rc.invalid, len(rc.ids), rc.foreign
-	older := rc.older
+	older, overlaps := rc.older, rc.overlaps
 	rc.problems.mu.Lock()
 	recvProblems, recvMore := slices.Clone(rc.problems.list), rc.problems.more
 	rc.problems.mu.Unlock()
@@ -379,6 +405,9 @@ func (r *runner) awaitOutbound(ctx context.Context, ep *endpoint, sent time.Time
 	}
 	if older > 0 {
 		probs.add("%d deliveries showed a user older than one received before", older)
+	}
+	if overlaps > 0 {
+		probs.add("%d deliveries of a user came while another of that user was being received: usersync sent one object twice at once", overlaps)
 	}
 	if m := missing(); m > 0 {
 		probs.add("%d of %d users not received in their final state within %s; the endpoint shows %s", m, o.Users, r.cfg.EndpointWait, ep.backlog(ctx))

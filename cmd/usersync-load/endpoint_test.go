@@ -8,9 +8,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	stdsync "sync"
 	"testing"
 	"time"
+
+	svix "github.com/svix/svix-webhooks/go"
 )
 
 // endpoints lists usersync's endpoints as an admin.
@@ -39,6 +43,7 @@ func TestLoad_EndpointReceivesEveryUserInItsFinalState(t *testing.T) {
 	url := newServer(t, nil)
 	cfg := config(t, url)
 	cfg.Endpoint, cfg.AdminKey, cfg.EndpointWait = true, testAdminKey, 2*time.Minute
+	cfg.EndpointLatency = 5 * time.Millisecond // an app at work: deliveries of one user at once would overlap
 	rep, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -156,4 +161,62 @@ func writeSecrets(t *testing.T, body string) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// TestReceiver_TwoDeliveriesOfOneUserAtOnceFailTheCheck: the receiver
+// tells two deliveries of one user received at once (usersync must send
+// an object's deliveries one after the other) from deliveries of two
+// users at once.
+func TestReceiver_TwoDeliveriesOfOneUserAtOnceFailTheCheck(t *testing.T) {
+	rc, err := startReceiver("user_rc", 4, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.close()
+	if err := rc.setSecret(testSecret); err != nil {
+		t.Fatal(err)
+	}
+	wh, err := svix.NewWebhook(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(msgID, userID string) {
+		body := []byte(`{"type":"user.updated","data":{"userId":"` + userID + `","updatedAt":"2026-11-27T00:00:00Z"}}`)
+		now := time.Now()
+		sig, err := wh.Sign(msgID, now, body)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		req, _ := http.NewRequest(http.MethodPost, rc.url, bytes.NewReader(body))
+		req.Header.Set("webhook-id", msgID)
+		req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+		req.Header.Set("webhook-signature", sig)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Errorf("%s: %d", msgID, resp.StatusCode)
+		}
+	}
+	var wg stdsync.WaitGroup
+	for _, d := range [][2]string{{"msg_a1", "user_rc_a"}, {"msg_b1", "user_rc_b"}} {
+		wg.Add(1)
+		go func() { defer wg.Done(); send(d[0], d[1]) }()
+	}
+	wg.Wait()
+	if rc.overlaps != 0 {
+		t.Fatalf("overlaps = %d after two users' deliveries at once, want 0", rc.overlaps)
+	}
+	for _, id := range []string{"msg_a2", "msg_a3"} {
+		wg.Add(1)
+		go func() { defer wg.Done(); send(id, "user_rc_a") }()
+	}
+	wg.Wait()
+	if rc.overlaps != 1 || len(rc.problems.list) != 1 || !strings.Contains(rc.problems.list[0], "user_rc_a came while another") {
+		t.Errorf("overlaps = %d, problems %q; want one delivery of user_rc_a that came while another was received", rc.overlaps, rc.problems.list)
+	}
 }

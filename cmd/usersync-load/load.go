@@ -71,6 +71,11 @@ type Config struct {
 	Endpoint     bool
 	AdminKey     string
 	EndpointWait time.Duration
+	// EndpointLatency is how long the receiver takes to answer each
+	// delivery (an app at work): two deliveries of one user that usersync
+	// sent at once, which it must never do, overlap for that long where
+	// the receiver sees them.
+	EndpointLatency time.Duration
 	// endpointSecret, if set, is the secret the receiver verifies with,
 	// given the one usersync answered: tests give it another.
 	endpointSecret func(string) string
@@ -125,6 +130,8 @@ func (c *Config) normalize() error {
 		return fmt.Errorf("%w: %w", errUsage, errNoAdminKey)
 	case c.EndpointWait < 0 || c.EndpointWait > maxTimeout:
 		return fmt.Errorf("%w: endpoint wait must be at most %s", errUsage, maxTimeout)
+	case c.EndpointLatency < 0 || c.EndpointLatency > maxEndpointLatency:
+		return fmt.Errorf("%w: endpoint latency must be at most %s (usersync's time limit of a request is 15 s)", errUsage, maxEndpointLatency)
 	case !models.KindUser.IsID("user_"+c.RunID) || len(c.RunID) > 32:
 		return fmt.Errorf("%w: run id %q must be a short word of letters and digits", errUsage, c.RunID)
 	}

@@ -170,6 +170,7 @@ func parseArgs(args []string, getenv func(string) string, out io.Writer) (cmdLin
 	fs.Int64Var(&seed, "seed", 0, "seed of the mix; 0 picks one (printed, to run the same mix again)")
 	fs.BoolVar(&cfg.Endpoint, "endpoint", false, "also receive usersync's outbound webhooks on a loopback endpoint registered for the run (usersync needs USERSYNC_ENDPOINTS_ALLOW_PRIVATE=true), and check that every user arrives in its final state")
 	fs.DurationVar(&cfg.EndpointWait, "endpoint-wait", time.Minute, "with -endpoint, how long to wait after the check for every user's final state to arrive")
+	fs.DurationVar(&cfg.EndpointLatency, "endpoint-latency", 0, "with -endpoint, how long the receiver takes to answer each delivery; two deliveries of one user received at once fail the check")
 	fs.StringVar(&cfg.AdminKey, "admin-key", "", "with -endpoint, the admin key that registers the endpoint (default the first of $USERSYNC_ADMIN_KEYS, else adminKey of DATA_DIR/secrets.json)")
 	fs.StringVar(&o.baseline, "baseline", "", "MongoDB URI: first run the same load against a naive handler (verify, one upsert) on a fresh database there, dropped at the end, and print both and their ratio")
 	if err := fs.Parse(args); err != nil {
