@@ -170,6 +170,7 @@ func BillingKindSpecs() []KindSpec {
 				{TypeSubscriptionActive, EventActive}, {TypeSubscriptionPastDue, EventPastDue},
 				{TypeSubscriptionPastDueLegacy, EventPastDue},
 			},
+			Nests:  []Kind{KindSubscriptionItem}, // data.items
 			userID: ClerkEvent.payerUserID, objectID: ClerkEvent.dataID,
 		},
 		{
