@@ -170,6 +170,7 @@ func BillingKindSpecs() []KindSpec {
 				{TypeSubscriptionActive, EventActive}, {TypeSubscriptionPastDue, EventPastDue},
 				{TypeSubscriptionPastDueLegacy, EventPastDue},
 			},
+			Nests:  []Kind{KindSubscriptionItem}, // data.items
 			userID: ClerkEvent.payerUserID, objectID: ClerkEvent.dataID,
 		},
 		{
@@ -299,6 +300,9 @@ type SubscriptionItem struct {
 	SourceCreatedAt *time.Time
 	SourceUpdatedAt time.Time // Clerk's updated_at: orders the states
 	LastEventID     string    // the event of this state
+	// CreatedAt and UpdatedAt are usersync's first and last writes of the
+	// item, as a store's read returns it; zero in a change.
+	CreatedAt, UpdatedAt time.Time
 }
 
 // Version returns the version of the item's state.

@@ -47,6 +47,11 @@ type KindSpec struct {
 	// Parents are the kinds whose deletion deletes the objects of this
 	// kind that belong to it (a cascade), in every order of arrival.
 	Parents []Kind
+	// Nests are the kinds of the other objects whose states this kind's
+	// events carry inside them, each applied to its own object by its own
+	// version (a membership's event nests its organization): a change of
+	// each is the event's too, and outbound webhooks send it as such.
+	Nests []Kind
 	// decode validates an event's data and returns the state it carries
 	// (its error wraps ErrInvalid); set from decoders.
 	decode func(e ClerkEvent, eventID string, now time.Time) (Change, error)
@@ -84,6 +89,7 @@ var kindTable = append([]KindSpec{
 		Types: []TypeSpec{{TypeMembershipCreated, EventCreated}, {TypeMembershipUpdated, EventUpdated},
 			{TypeMembershipDeleted, EventDeleted}},
 		Parents:  []Kind{KindUser, KindOrganization},
+		Nests:    []Kind{KindOrganization},
 		userID:   func(e ClerkEvent) string { return e.memberID() },
 		objectID: func(e ClerkEvent) string { return e.dataID() },
 	},

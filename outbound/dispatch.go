@@ -22,8 +22,10 @@ import (
 //  1. fans the outbox out: each change that applied is queued for every
 //     enabled endpoint that wants its type, in each endpoint's delivery of
 //     its object (models.Delivery.Queue keeps the newest change not yet
-//     received); a deletion that cascaded queues the deletion of each
-//     child it deleted;
+//     received), with the changes it made to other objects that have no
+//     entry of their own (derivations): the deletion of each child a
+//     cascade deleted, the states its event nested that applied, the
+//     payer's plan;
 //  2. sends the deliveries due, at most one per endpoint and object at a
 //     time, rendering the object's state as it is now (so an app never
 //     receives an older state after a newer one), naming the fields
@@ -359,22 +361,25 @@ func (d *Dispatcher) lead(ctx context.Context) (bool, error) {
 }
 
 // fanoutBatch is how many outbox entries one fan-out reads; fanoutRounds
-// bounds the reads of one round.
+// bounds the reads of one round. fanoutFlush bounds the changes one write
+// queues (a cascade may queue many).
 const (
 	fanoutBatch     = 256
 	fanoutRounds    = 8
 	busyFanoutBatch = 64
 	busyFanoutEvery = time.Second
 	cascadePage     = 500
+	fanoutFlush     = 512
 )
 
 // fanout queues the outbox's changes for the endpoints that want them,
-// as they are now: the endpoints are read again first (an endpoint
-// created since the last read must not miss a change recorded for it).
-func (d *Dispatcher) fanout(ctx context.Context, p pace) error {
+// as they are now, with the changes each made to other objects
+// (derivations): the endpoints are read again first (an endpoint created
+// since the last read must not miss a change recorded for it).
+func (d *Dispatcher) fanout(ctx context.Context, pc pace) error {
 	ob := d.o.Store.Outbound()
 	rounds, batch := fanoutRounds, fanoutBatch
-	if p == givingWay {
+	if pc == givingWay {
 		// One small fan-out a second, between the changes being ingested.
 		if d.o.Now().Sub(d.fannedOut) < busyFanoutEvery {
 			return nil
@@ -395,17 +400,27 @@ func (d *Dispatcher) fanout(ctx context.Context, p pace) error {
 		now := d.o.Now()
 		fs := make([]models.Fanout, 0, len(entries))
 		done := make([]string, 0, len(entries))
+		queue := func(ps ...models.Pending) error {
+			for _, p := range ps {
+				if eps := d.wanting(p); len(eps) > 0 {
+					fs = append(fs, models.Fanout{Pending: p, Endpoints: eps})
+				}
+			}
+			if len(fs) < fanoutFlush {
+				return nil
+			}
+			// Written before the entries are taken out of the outbox:
+			// doing it again (after a crash) changes nothing.
+			err := ob.Fanout(ctx, fs, nil, now)
+			fs = nil
+			return err
+		}
 		for _, e := range entries {
-			fs = append(fs, models.Fanout{Pending: e.Pending, Endpoints: d.wanting(e.Pending)})
-			more, err := d.derive(ctx, e.Pending)
-			if err != nil {
+			if err := queue(e.Pending); err != nil {
 				return err
 			}
-			fs = append(fs, more...)
-			if e.Change == models.EventDeleted {
-				if err := d.fanoutCascade(ctx, e.Pending, now); err != nil {
-					return err
-				}
+			if err := d.derive(ctx, e.Pending, queue); err != nil {
+				return err
 			}
 			done = append(done, e.Key)
 		}
@@ -433,57 +448,108 @@ func (d *Dispatcher) wanting(p models.Pending) []string {
 	return ids
 }
 
-// derived are, for each kind whose change may change another object that
-// is sent, that object's change: the payer's plan, of a subscription's or
-// an item's change.
-var derived = map[models.Kind]func(ctx context.Context, s repository.Store, p models.Pending) (models.Payer, error){
-	models.KindSubscriptionItem: func(ctx context.Context, s repository.Store, p models.Pending) (models.Payer, error) {
-		it, err := s.Billing().Item(ctx, p.ObjectID)
-		return it.Payer, err
-	},
-	models.KindSubscription: func(ctx context.Context, s repository.Store, p models.Pending) (models.Payer, error) {
-		sub, err := s.Billing().Subscription(ctx, p.ObjectID)
+// wantsKind reports whether an enabled endpoint wants some type of kind
+// k: what a derivation reads for.
+func (d *Dispatcher) wantsKind(k models.Kind) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, e := range d.endpoints {
+		for _, c := range []models.EventType{models.EventCreated, models.EventUpdated, models.EventDeleted} {
+			if e.Wants(models.OutboundType(k, c)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// A derivation is one rule of the fan-out: the changes an outbox entry's
+// change of kind From made to objects of kind To, which are sent in
+// their own right but have no entry of their own (a store records one
+// entry per event, the change of the event's own object). The relations
+// between kinds are the kinds table's (models.KindSpec's Parents and
+// Nests; a payer's plan is no kind of it); the reads are here.
+type derivation struct {
+	From, To models.Kind
+	Read     deriveFunc
+}
+
+// deriveFunc walks the changes the change p made to objects of one kind,
+// giving them to queue a batch at a time. An object usersync no longer has
+// (erased) has no change to give.
+type deriveFunc func(ctx context.Context, s repository.Store, p models.Pending, queue func(...models.Pending) error) error
+
+// derivations are every rule of the fan-out, one row per (From, To): a
+// kind whose change changes objects of another kind adds a row.
+var derivations = []derivation{
+	// A deletion's cascade: the memberships deleted with their user or
+	// organization (models.KindSpec.Parents).
+	{From: models.KindUser, To: models.KindMembership,
+		Read: cascaded(func(id string) models.MembershipFilter { return models.MembershipFilter{UserID: id} })},
+	{From: models.KindOrganization, To: models.KindMembership,
+		Read: cascaded(func(id string) models.MembershipFilter { return models.MembershipFilter{OrgID: id} })},
+	// Nested states (models.KindSpec.Nests): the organization a
+	// membership's event carries, the items a subscription's event lists.
+	{From: models.KindMembership, To: models.KindOrganization, Read: nestedOrganization},
+	{From: models.KindSubscription, To: models.KindSubscriptionItem, Read: nestedItems},
+	// The payer's plan, of a subscription's or an item's change.
+	{From: models.KindSubscription, To: models.KindPlan, Read: payerPlan(func(ctx context.Context, s repository.Store, id string) (models.Payer, error) {
+		sub, err := s.Billing().Subscription(ctx, id)
 		return sub.Payer, err
-	},
+	})},
+	{From: models.KindSubscriptionItem, To: models.KindPlan, Read: payerPlan(func(ctx context.Context, s repository.Store, id string) (models.Payer, error) {
+		it, err := s.Billing().Item(ctx, id)
+		return it.Payer, err
+	})},
 }
 
-// derive returns the fan-outs of the changes p's change may have made to
-// other objects that are sent: the payer's plan. Its version is the time
-// the change applied (a plan has no Clerk time of its own), and it is
-// queued even when not newer (models.Delivery.Queue): whether the plan
-// changed is for its render to say.
-func (d *Dispatcher) derive(ctx context.Context, p models.Pending) ([]models.Fanout, error) {
-	payerOf, ok := derived[p.Kind]
-	if !ok {
-		return nil, nil
+// derive queues the changes p's change made to other objects
+// (derivations), of the kinds some endpoint wants.
+func (d *Dispatcher) derive(ctx context.Context, p models.Pending, queue func(...models.Pending) error) error {
+	for _, r := range derivations {
+		if r.From != p.Kind || !d.wantsKind(r.To) {
+			continue
+		}
+		if err := r.Read(ctx, d.o.Store, p, queue); err != nil {
+			return err
+		}
 	}
-	payer, err := payerOf(ctx, d.o.Store, p)
-	if errors.Is(err, models.ErrNotFound) || err == nil && payer.ID == "" {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	plan := models.Pending{Kind: models.KindPlan, ObjectID: payer.ID, Change: models.EventUpdated, Origin: p.Origin, At: p.At,
-		Version: models.Version{SourceTime: p.At, EventID: p.Version.EventID}}
-	if payer.Kind == models.KindUser {
-		plan.UserID = payer.ID
-	}
-	return []models.Fanout{{Pending: plan, Endpoints: d.wanting(plan)}}, nil
+	return nil
 }
 
-// children are, for each kind whose deletion cascades, how to walk the
-// objects of the child kind it deleted: memberships, deleted with their
-// user or organization.
-var children = map[models.Kind]func(ctx context.Context, s repository.Store, p models.Pending, each func([]models.Pending) error) error{
-	models.KindUser:         walkMemberships(func(id string) models.MembershipFilter { return models.MembershipFilter{UserID: id} }),
-	models.KindOrganization: walkMemberships(func(id string) models.MembershipFilter { return models.MembershipFilter{OrgID: id} }),
+// gone is nil for an error that says the object is not there (erased):
+// it has nothing to send.
+func gone(err error) error {
+	if errors.Is(err, models.ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
-// walkMemberships walks the memberships of a deleted parent that its
-// deletion deleted: tombstones whose last event is the parent's deletion.
-func walkMemberships(filter func(parentID string) models.MembershipFilter) func(ctx context.Context, s repository.Store, p models.Pending, each func([]models.Pending) error) error {
-	return func(ctx context.Context, s repository.Store, p models.Pending, each func([]models.Pending) error) error {
+// payerPlan walks the plan of the payer of p's object (payerOf), which
+// p's change may have changed. Its version is the time the change applied
+// (a plan has no Clerk time of its own), and it is queued even when not
+// newer (models.Delivery.Queue): whether the plan changed is for its
+// render to say.
+func payerPlan(payerOf func(ctx context.Context, s repository.Store, id string) (models.Payer, error)) deriveFunc {
+	return func(ctx context.Context, s repository.Store, p models.Pending, queue func(...models.Pending) error) error {
+		payer, err := payerOf(ctx, s, p.ObjectID)
+		if err != nil || payer.ID == "" {
+			return gone(err)
+		}
+		plan := models.Pending{Kind: models.KindPlan, ObjectID: payer.ID, UserID: payer.UserID(), Change: models.EventUpdated,
+			Origin: p.Origin, At: p.At, Version: models.Version{SourceTime: p.At, EventID: p.Version.EventID}}
+		return queue(plan)
+	}
+}
+
+// cascaded walks the memberships of a deleted parent that its deletion
+// deleted: tombstones whose last event is the parent's deletion.
+func cascaded(filter func(parentID string) models.MembershipFilter) deriveFunc {
+	return func(ctx context.Context, s repository.Store, p models.Pending, queue func(...models.Pending) error) error {
+		if p.Change != models.EventDeleted {
+			return nil
+		}
 		f := filter(p.ObjectID)
 		f.IncludeDeleted, f.Limit = true, cascadePage
 		for {
@@ -500,10 +566,8 @@ func walkMemberships(filter func(parentID string) models.MembershipFilter) func(
 					Version: models.Version{SourceTime: m.SourceUpdatedAt, EventID: m.LastEventID, Deleted: true},
 					Change:  models.EventDeleted, Origin: models.OriginCascade, At: p.At})
 			}
-			if len(ps) > 0 {
-				if err := each(ps); err != nil {
-					return err
-				}
+			if err := queue(ps...); err != nil {
+				return err
 			}
 			if f.After = page.NextCursor; f.After == "" {
 				return nil
@@ -512,19 +576,60 @@ func walkMemberships(filter func(parentID string) models.MembershipFilter) func(
 	}
 }
 
-// fanoutCascade queues the deletions p's cascade made.
-func (d *Dispatcher) fanoutCascade(ctx context.Context, p models.Pending, now time.Time) error {
-	walk, ok := children[p.Kind]
-	if !ok {
-		return nil
+// nestedOrganization walks the organization state a membership's event
+// carried (models.MembershipChange.Organization) when it is what applied
+// and is still the organization's newest: the organization's last event
+// is the membership's. When a later change overwrote it, that change has
+// an entry of its own, which sends the newer state in its place; when it
+// was older than the organization's, nothing changed.
+func nestedOrganization(ctx context.Context, s repository.Store, p models.Pending, queue func(...models.Pending) error) error {
+	m, err := s.Memberships().Get(ctx, p.ObjectID)
+	if err != nil || m.OrgID == "" {
+		return gone(err)
 	}
-	return walk(ctx, d.o.Store, p, func(ps []models.Pending) error {
-		fs := make([]models.Fanout, len(ps))
-		for i, c := range ps {
-			fs[i] = models.Fanout{Pending: c, Endpoints: d.wanting(c)}
+	o, err := s.Organizations().Get(ctx, m.OrgID)
+	if err != nil || o.LastEventID != p.Version.EventID {
+		return gone(err)
+	}
+	return queue(nested(p, models.KindOrganization, o.OrgID, "", o.Version(), o.CreatedAt, o.UpdatedAt))
+}
+
+// nestedItems walks the items a subscription's event listed whose state
+// from it applied and is still the item's newest (as nestedOrganization),
+// among the items of the subscription's payer (Billing.Items: its newest
+// models.MaxPayerItems; a payer has a few).
+func nestedItems(ctx context.Context, s repository.Store, p models.Pending, queue func(...models.Pending) error) error {
+	sub, err := s.Billing().Subscription(ctx, p.ObjectID)
+	if err != nil {
+		return gone(err)
+	}
+	items, err := s.Billing().Items(ctx, sub.Payer)
+	if err != nil {
+		return err
+	}
+	var ps []models.Pending
+	for _, it := range items {
+		if it.LastEventID == p.Version.EventID && it.SubscriptionID == p.ObjectID {
+			ps = append(ps, nested(p, models.KindSubscriptionItem, it.ItemID, it.Payer.UserID(), it.Version(), it.CreatedAt, it.UpdatedAt))
 		}
-		return d.o.Store.Outbound().Fanout(ctx, fs, nil, now)
-	})
+	}
+	return queue(ps...)
+}
+
+// nested is the change of an object (kind k, id, its user) whose state
+// the event of p carried and which applied, at the object's version v,
+// with p's origin: created when it created usersync's copy of the object
+// (the copy's first write, created, is its last, updated: every write of
+// a state moves updated), deleted for a tombstone, updated otherwise.
+func nested(p models.Pending, k models.Kind, id, userID string, v models.Version, created, updated time.Time) models.Pending {
+	c := models.EventUpdated
+	switch {
+	case v.Deleted:
+		c = models.EventDeleted
+	case created.Equal(updated):
+		c = models.EventCreated
+	}
+	return models.Pending{Kind: k, ObjectID: id, UserID: userID, Version: v, Change: c, Origin: p.Origin, At: p.At}
 }
 
 // prune deletes the attempts older than models.AttemptsKept, once an hour.

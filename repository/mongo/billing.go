@@ -191,6 +191,7 @@ func (d itemDoc) model() models.SubscriptionItem {
 		Status: models.ItemStatus(d.Status), IsFreeTrial: d.IsFreeTrial, PeriodStart: utc(d.PeriodStart), PeriodEnd: utc(d.PeriodEnd),
 		Interval: deref(d.Interval), Plan: d.Plan.model(), Seats: d.Seats,
 		SourceCreatedAt: utc(d.SourceCreatedAt), SourceUpdatedAt: d.SourceUpdatedAt.UTC(), LastEventID: d.LastEventID,
+		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
 	}
 }
 

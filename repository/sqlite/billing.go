@@ -429,7 +429,7 @@ const (
 	past_due_at, latest_payment_id, payment_source_id, source_created_at, source_updated_at, last_event_id, created_at, updated_at`
 	itemColumns = `item_id, subscription_id, payer_kind, payer_id, clerk_payer_id, status, is_free_trial, period_start,
 	period_end, interval, plan_id, plan_slug, plan_name, plan_amount, plan_currency, plan_is_recurring, seats,
-	source_created_at, source_updated_at, last_event_id`
+	source_created_at, source_updated_at, last_event_id, created_at, updated_at`
 	attemptColumns = `attempt_id, payment_id, payer_kind, payer_id, clerk_payer_id, status, charge_type, paid_at, failed_at,
 	failed_code, failed_decline_code, totals, subscription_item_ids, source_created_at, source_updated_at, last_event_id,
 	created_at, updated_at`
@@ -461,10 +461,11 @@ func scanItem(r scanner) (models.SubscriptionItem, error) {
 		kind, status                                string
 		subID, clerkPayer, interval, name, currency sql.NullString
 		start, end, amount, seats, srcCr            sql.NullInt64
-		srcUp                                       int64
+		srcUp, created, updated                     int64
 	)
 	err := r.Scan(&it.ItemID, &subID, &kind, &it.Payer.ID, &clerkPayer, &status, &it.IsFreeTrial, &start, &end, &interval,
-		&it.Plan.ID, &it.Plan.Slug, &name, &amount, &currency, &it.Plan.IsRecurring, &seats, &srcCr, &srcUp, &it.LastEventID)
+		&it.Plan.ID, &it.Plan.Slug, &name, &amount, &currency, &it.Plan.IsRecurring, &seats, &srcCr, &srcUp, &it.LastEventID,
+		&created, &updated)
 	if err != nil {
 		return models.SubscriptionItem{}, translate(err)
 	}
@@ -472,6 +473,7 @@ func scanItem(r scanner) (models.SubscriptionItem, error) {
 	it.Status, it.PeriodStart, it.PeriodEnd, it.Interval = models.ItemStatus(status), timePtr(start), timePtr(end), interval.String
 	it.Plan.Name, it.Plan.Amount, it.Plan.Currency = name.String, intPtr(amount), currency.String
 	it.Seats, it.SourceCreatedAt, it.SourceUpdatedAt = intPtr(seats), timePtr(srcCr), fromMS(srcUp)
+	it.CreatedAt, it.UpdatedAt = fromMS(created), fromMS(updated)
 	return it, nil
 }
 

@@ -404,6 +404,37 @@ func deliverPlanItem(t *testing.T, s repository.Store, id string, payer models.P
 	}
 }
 
+// testBillingItemWrites: an item read back carries usersync's first
+// write of it (CreatedAt) and its last (UpdatedAt), equal while only the
+// write that created it has written it (what outbound webhooks tell a
+// creation by); a stale state moves neither.
+func testBillingItemWrites(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	payer := models.Payer{Kind: models.KindUser, ID: "user_iw"}
+	first := time.Now().UTC().Truncate(time.Millisecond)
+	second := first.Add(time.Minute)
+	read := func() models.SubscriptionItem {
+		t.Helper()
+		it, err := s.Billing().Item(ctx, "csub_item_iw")
+		if err != nil {
+			t.Fatal(err)
+		}
+		items, err := s.Billing().Items(ctx, payer)
+		if err != nil || len(items) != 1 || !items[0].CreatedAt.Equal(it.CreatedAt) || !items[0].UpdatedAt.Equal(it.UpdatedAt) {
+			t.Fatalf("the payer's items = %+v, %v; want the item as Item reads it", items, err)
+		}
+		return it
+	}
+	deliverPlanItem(t, s, "csub_item_iw", payer, "pro", models.ItemActive, time.Second, "msg_iw1", first)
+	if it := read(); !it.CreatedAt.Equal(first) || !it.UpdatedAt.Equal(first) {
+		t.Errorf("a new item: createdAt %v, updatedAt %v; want both %v", it.CreatedAt, it.UpdatedAt, first)
+	}
+	deliverPlanItem(t, s, "csub_item_iw", payer, "pro", models.ItemCanceled, 2*time.Second, "msg_iw2", second)
+	if it := read(); !it.CreatedAt.Equal(first) || !it.UpdatedAt.Equal(second) {
+		t.Errorf("an updated item: createdAt %v, updatedAt %v; want %v, %v", it.CreatedAt, it.UpdatedAt, first, second)
+	}
+}
+
 // testBillingPlanChanges walks the plans' change feed: the plans changed
 // within [since, until], oldest change first, then the payer, a page at a
 // time through the cursor (always set); a plan written after until is not

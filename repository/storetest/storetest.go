@@ -56,6 +56,7 @@ func Run(t *testing.T, open Opener) {
 		{"Billing_AnUnknownTypeIsProcessedAsIgnoredAndAppliesNothing", testBillingUnknownTypeIsIgnored},
 		{"Billing_SubscriptionsPageNewestFirstByPayerStatusOrAll", testBillingSubscriptionsPage},
 		{"Billing_PlanChangesFeedInOrderAfterTheCursorWithinTheSettleBound", testBillingPlanChanges},
+		{"Billing_AnItemReadsBackWhenUsersyncFirstAndLastWroteIt", testBillingItemWrites},
 		{"Events_ARetryIsRecognised", testRetryRecognised},
 		{"Events_ConcurrentDeliveriesStoreOneEvent", testConcurrentRecord},
 		{"Events_KeepTheBodyExactly", testBodyExact},
