@@ -199,3 +199,40 @@ func TestOutbound_ASubscriptionEventSendsEachItemItChanged(t *testing.T) {
 		t.Errorf("%d and %d messages after a duplicate, want the 3 and 1 before it", n, m)
 	}
 }
+
+// TestOutbound_AStaleMembershipEventsNewerOrganizationReachesTheApp: a
+// membership event older than the membership's copy (stale: nothing of
+// the membership is sent) whose nested organization is newer than the
+// organization's copy changes the organization, and that change is sent;
+// an older nested organization in a stale event sends nothing.
+func TestOutbound_AStaleMembershipEventsNewerOrganizationReachesTheApp(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *harnessOptions) { o.outbound = true })
+	app := newAppReceiver(t)
+	h.register(app, "organization.*", "organizationMembership.*")
+	const memAt, orgAt = int64(1716883210000), int64(1716883200000)
+	event := func(memAt, orgAt int64, name string) []byte {
+		return editFixture(t, "openapi.organizationMembership.created.json", func(_, d map[string]any) {
+			d["id"], d["updated_at"] = "orgmem_stale1", memAt
+			d["public_user_data"].(map[string]any)["user_id"] = "user_stale1"
+			org := d["organization"].(map[string]any)
+			org["name"], org["updated_at"] = name, orgAt
+		})
+	}
+	h.mustDeliver("msg_stale1", event(memAt, orgAt, "Acme First"))
+	h.step()
+	if n := len(app.messages()); n != 2 {
+		t.Fatalf("%d messages, want the membership's and the organization's", n)
+	}
+	h.mustDeliver("msg_stale2", event(memAt-5000, orgAt+5000, "Acme Newer")) // the membership stale, the organization newer
+	h.step()
+	ms := app.messages()[2:]
+	if len(ms) != 1 || ms[0].Type != "organization.updated" || dataField(t, ms[0], "name") != "Acme Newer" || !slices.Contains(ms[0].Changed, "name") {
+		t.Fatalf("messages = %+v, want the organization's update alone", ms)
+	}
+	h.mustDeliver("msg_stale3", event(memAt-6000, orgAt+1000, "Acme Older")) // both stale
+	h.step()
+	if ms := app.messages()[3:]; len(ms) != 0 {
+		t.Errorf("messages = %+v after an event stale in both, want none", ms)
+	}
+}

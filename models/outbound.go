@@ -217,6 +217,31 @@ func PendingOf(ev Event, ch Change, now time.Time) Pending {
 	return Pending{Kind: ch.Kind(), ObjectID: objectID, UserID: userID, Version: ch.Version(), Change: c, Origin: OriginOf(ev), At: now}
 }
 
+// EventNested is the change of an outbox entry whose event did not change
+// its own object (it was stale, or found the object deleted) but carried
+// the states of other objects (KindSpec.Nests), which may have applied
+// without it: the fan-out sends those that did, and not the entry's own
+// object.
+const EventNested EventType = "nested"
+
+// OutboxOf is the outbox entry of ch, the change of event ev, which had
+// outcome at now, and whether there is one: its own change when it
+// applied (PendingOf); when it did not, and its kind nests others' states,
+// an entry of change EventNested; none otherwise.
+func OutboxOf(ev Event, ch Change, outcome Outcome, now time.Time) (Pending, bool) {
+	switch outcome {
+	case OutcomeApplied:
+		return PendingOf(ev, ch, now), true
+	case OutcomeStale, OutcomeDeleted:
+		if spec, ok := SpecOf(ch.Kind()); ok && len(spec.Nests) > 0 {
+			p := PendingOf(ev, ch, now)
+			p.Change = EventNested
+			return p, true
+		}
+	}
+	return Pending{}, false
+}
+
 // MessageID is the Standard Webhooks id (webhook-id) of the change p: the
 // same for that change on every retry and replay, so an app may use it as
 // its idempotency key; different for each object a cascade changes.

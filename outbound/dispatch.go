@@ -416,8 +416,10 @@ func (d *Dispatcher) fanout(ctx context.Context, pc pace) error {
 			return err
 		}
 		for _, e := range entries {
-			if err := queue(e.Pending); err != nil {
-				return err
+			if e.Change != models.EventNested { // its own object did not change
+				if err := queue(e.Pending); err != nil {
+					return err
+				}
 			}
 			if err := d.derive(ctx, e.Pending, queue); err != nil {
 				return err

@@ -89,13 +89,17 @@ func (d outboxDoc) model() models.Pending {
 		Change:  models.EventType(d.Change), Origin: d.Origin, At: d.At.UTC()}
 }
 
-// outboxEntry is the outbox entry of ch, the change of ev that applied at
-// now, when recording is on; nil when not.
+// outboxEntry is the outbox entry of ch, the change of ev that had
+// outcome at now (models.OutboxOf), when recording is on; nil when none.
 func (o *Outbound) outboxEntry(ev models.Event, ch models.Change, outcome models.Outcome, now time.Time) *outboxDoc {
-	if outcome != models.OutcomeApplied || !o.recording.Load() {
+	if !o.recording.Load() {
 		return nil
 	}
-	return newOutboxDoc(models.PendingOf(ev, ch, now))
+	p, ok := models.OutboxOf(ev, ch, outcome, now)
+	if !ok {
+		return nil
+	}
+	return newOutboxDoc(p)
 }
 
 // outboxSet is what the mark of an event adds to record its outbox entry

@@ -143,10 +143,8 @@ func (s *Store) applyAndMark(t *wtx, d *models.Delivered, ch models.Change, now 
 	if _, err := markProcessedTx(s, t, id, outcome, now); err != nil {
 		return nil, err
 	}
-	if outcome == models.OutcomeApplied {
-		if err := s.outbound.record(t, d.Event, ch, now); err != nil {
-			return nil, err
-		}
+	if err := s.outbound.record(t, d.Event, ch, outcome, now); err != nil {
+		return nil, err
 	}
 	d.Outcome = outcome
 	d.Event.Status, d.Event.Outcome, d.Event.Attempts = models.StatusProcessed, outcome, d.Event.Attempts+1

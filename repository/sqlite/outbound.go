@@ -33,13 +33,16 @@ func (s *Store) Outbound() repository.Outbound { return s.outbound }
 // outbox.
 func (o *Outbound) SetRecording(on bool) { o.recording.Store(on) }
 
-// record writes the outbox row of ch, the change of ev, which applied in
-// t, when recording is on.
-func (o *Outbound) record(t *wtx, ev models.Event, ch models.Change, now time.Time) error {
+// record writes the outbox row of ch, the change of ev, which had outcome
+// in t (models.OutboxOf), when recording is on.
+func (o *Outbound) record(t *wtx, ev models.Event, ch models.Change, outcome models.Outcome, now time.Time) error {
 	if !o.recording.Load() {
 		return nil
 	}
-	p := models.PendingOf(ev, ch, now)
+	p, ok := models.OutboxOf(ev, ch, outcome, now)
+	if !ok {
+		return nil
+	}
 	_, err := t.exec(`INSERT INTO outbox (kind, object_id, user_id, source_time, event_id, deleted, change, origin, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, string(p.Kind), p.ObjectID, p.UserID, ms(p.Version.SourceTime),
 		p.Version.EventID, p.Version.Deleted, string(p.Change), p.Origin, ms(p.At))
