@@ -224,16 +224,28 @@ func PendingOf(ev Event, ch Change, now time.Time) Pending {
 // object.
 const EventNested EventType = "nested"
 
+// Nesting is a change that may carry, besides its own object's state,
+// states of other objects (KindSpec.Nests) that apply on their own even
+// when its own does not.
+type Nesting interface {
+	NestsStates() bool
+}
+
+// NestsStates reports whether the membership's event carried its
+// organization's state.
+func (c MembershipChange) NestsStates() bool { return c.Organization != nil }
+
 // OutboxOf is the outbox entry of ch, the change of event ev, which had
 // outcome at now, and whether there is one: its own change when it
-// applied (PendingOf); when it did not, and its kind nests others' states,
-// an entry of change EventNested; none otherwise.
+// applied (PendingOf); when it did not but carried states of other
+// objects (Nesting), an entry of change EventNested; none otherwise. (A
+// subscription's event applies when any item it lists does.)
 func OutboxOf(ev Event, ch Change, outcome Outcome, now time.Time) (Pending, bool) {
 	switch outcome {
 	case OutcomeApplied:
 		return PendingOf(ev, ch, now), true
 	case OutcomeStale, OutcomeDeleted:
-		if spec, ok := SpecOf(ch.Kind()); ok && len(spec.Nests) > 0 {
+		if n, ok := ch.(Nesting); ok && n.NestsStates() {
 			p := PendingOf(ev, ch, now)
 			p.Change = EventNested
 			return p, true

@@ -74,6 +74,42 @@ func testOutboundRecordsEachChangeThatApplied(t *testing.T, s repository.Store) 
 	}
 }
 
+// testOutboundStaleEventThatNestsStatesIsRecordedForThem: a membership
+// event older than the membership's copy changes nothing of it, but the
+// organization state it nests may apply: the event is recorded with the
+// change nested (the fan-out sends what of it applied); a stale event
+// that nests nothing is not recorded.
+func testOutboundStaleEventThatNests(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	s.Outbound().SetRecording(true)
+	defer s.Outbound().SetRecording(false)
+	deliver := func(ch models.MembershipChange, et models.EventType) models.Outcome {
+		t.Helper()
+		d, err := s.Deliver(ctx, eventOf(ch, et), ch, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Outcome
+	}
+	deliver(withOrg(memberChange("orgmem_obn", "org_obn", "user_obn", "msg_obn1", 5*time.Second, "member"), orgChange("org_obn", "", time.Second, "First")), models.EventCreated)
+	before := len(outboxOf(t, s))
+	stale := withOrg(memberChange("orgmem_obn", "org_obn", "user_obn", "msg_obn2", 2*time.Second, "admin"), orgChange("org_obn", "", 3*time.Second, "Newer"))
+	if got := deliver(stale, models.EventUpdated); got != models.OutcomeStale {
+		t.Fatalf("outcome = %q, want stale", got)
+	}
+	if got := deliver(memberChange("orgmem_obn", "org_obn", "user_obn", "msg_obn3", time.Second, "admin"), models.EventUpdated); got != models.OutcomeStale {
+		t.Fatalf("outcome = %q, want stale", got)
+	}
+	got := outboxOf(t, s)[before:]
+	if len(got) != 1 || got[0].Change != models.EventNested || got[0].Kind != models.KindMembership || got[0].Version.EventID != "msg_obn2" {
+		t.Errorf("outbox = %+v, want the stale event that nests a state, as nested, and not the one that nests none", got)
+	}
+	if o := getOrg(t, s, "org_obn"); o.Name != "Newer" || o.LastEventID != "msg_obn2" {
+		t.Errorf("organization = %+v, want the nested state applied", o)
+	}
+}
+
 // testOutboundReapplyRecordsAgain: a change applied, then its mark lost
 // (a crash), is recorded again by the Reapply that heals it.
 func testOutboundReapplyRecordsAgain(t *testing.T, s repository.Store) {

@@ -81,6 +81,7 @@ func Run(t *testing.T, open Opener) {
 		{"Leases_OneHolderAtATime", testLeases},
 		{"Outbound_AChangeThatAppliedIsRecordedWithItAndNothingElseIs", testOutboundRecordsEachChangeThatApplied},
 		{"Outbound_AReapplyAfterACrashRecordsTheChangeAgain", testOutboundReapplyRecordsAgain},
+		{"Outbound_AStaleEventThatNestsStatesIsRecordedForThem", testOutboundStaleEventThatNests},
 		{"Outbound_TheFanoutKeepsTheNewestChangePerEndpointAndObject", testOutboundFanoutKeepsTheNewestChange},
 		{"Outbound_ASettleKeepsAChangeQueuedMeanwhile", testOutboundSettleKeepsAChangeQueuedMeanwhile},
 		{"Outbound_EndpointsRoundTripAndTakeTheirDeliveriesWithThem", testOutboundEndpointsRoundTrip},
