@@ -17,10 +17,7 @@ import (
 
 	svix "github.com/svix/svix-webhooks/go"
 
-	"github.com/usersync/usersync/clerk"
-	"github.com/usersync/usersync/clerk/clerktest"
 	"github.com/usersync/usersync/models"
-	"github.com/usersync/usersync/sync"
 )
 
 // message is one outbound webhook a receiver verified and recorded.
@@ -260,49 +257,6 @@ func TestOutbound_AWebhookThatAppliedReachesTheAppOnceAsTheRESTAPIShowsIt(t *tes
 	}
 }
 
-func TestOutbound_ReplayAndSweepDeliverTheChangesTheyApply(t *testing.T) {
-	t.Parallel()
-	var failing stdsync.Map
-	h := newHarness(t, func(o *harnessOptions) {
-		o.outbound = true
-		o.beforeApply = func(_ context.Context, ch models.Change) error {
-			if _, ok := failing.Load(ch.Version().EventID); ok {
-				return models.Public(models.ErrRetryLater, "down for a test")
-			}
-			return nil
-		}
-	})
-	app := newAppReceiver(t)
-	h.register(app)
-	base := time.Now().Add(-time.Hour).UnixMilli()
-	failing.Store("msg_rp1", true)
-	failing.Store("msg_sw1", true)
-	h.deliver("msg_rp1", userBody(t, "user.created", clerkUser{ID: "user_rp", UpdatedAt: base, Email: "rp@example.com"}))
-	h.deliver("msg_sw1", userBody(t, "user.created", clerkUser{ID: "user_sw", UpdatedAt: base, Email: "sw@example.com"}))
-	h.step()
-	if n := len(app.messages()); n != 0 {
-		t.Fatalf("%d messages of changes that did not apply", n)
-	}
-	failing.Clear()
-	if r := h.postAs("/v1/events/msg_rp1/replay", testAdminKey); r.Code != http.StatusOK {
-		t.Fatalf("replay: %s", r)
-	}
-	rec := &sync.Recovery{Service: h.svc, Store: h.store.Events(), Grace: -time.Hour, Now: func() time.Time { return time.Now().Add(24 * time.Hour) }}
-	if _, err := rec.SweepOnce(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	h.step()
-	origins := map[string]string{}
-	for _, m := range app.messages() {
-		var d struct{ UserID string }
-		_ = json.Unmarshal(m.Data, &d)
-		origins[d.UserID] = m.Origin
-	}
-	if origins["user_rp"] != "replay" || origins["user_sw"] != "sweep" {
-		t.Errorf("origins = %v, want the replay's and the sweep's", origins)
-	}
-}
-
 func TestOutbound_RotationSignsWithBothSecretsAndReplayResendsWhole(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(o *harnessOptions) { o.outbound = true })
@@ -531,26 +485,4 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// TestOutbound_ASyncRoutesChangeReachesTheApp: a user read from Clerk by
-// the sync route (the sign-up race) is sent, from "sync".
-func TestOutbound_ASyncRoutesChangeReachesTheApp(t *testing.T) {
-	t.Parallel()
-	fake := clerktest.New(t, []json.RawMessage{clerkData(t, clerkUser{ID: "user_sy", UpdatedAt: t0, Email: "sy@example.com"})})
-	cl, err := clerk.New(fake.URL, "sk_test_syncKey")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, func(o *harnessOptions) { o.outbound, o.clerk = true, cl })
-	app := newAppReceiver(t)
-	h.register(app)
-	if r := h.send(http.MethodPost, "/v1/users/user_sy/sync", ""); r.Code != http.StatusOK {
-		t.Fatalf("sync: %s", r)
-	}
-	h.step()
-	ms := app.messages()
-	if len(ms) != 1 || ms[0].Origin != "sync" || !strings.HasPrefix(ms[0].Type, "user.") {
-		t.Errorf("messages = %+v, want the user, from sync", ms)
-	}
 }
