@@ -18,6 +18,7 @@ import (
 	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/outbound"
+	"github.com/usersync/usersync/sync"
 )
 
 // appEndpoint is an app's endpoint on loopback: it verifies each message
@@ -81,6 +82,31 @@ func (a *appEndpoint) messages() map[string][]string {
 	return maps.Clone(a.got)
 }
 
+// dispatcher is a dispatcher of e's store, as serve's; it returns drain,
+// which runs its rounds until nothing waits for the endpoint ep_app (a
+// round sends a few messages per endpoint).
+func (e *backfillEnv) dispatcher(t *testing.T) (drain func()) {
+	d := outbound.NewDispatcher(outbound.Options{Store: e.store, Render: api.Renderer(e.store, nil, 0), Owner: "test",
+		Sender: outbound.NewSender(outbound.SenderOptions{AllowPrivate: true})})
+	return func() {
+		t.Helper()
+		ctx := context.Background()
+		for range 10 {
+			if err := d.Step(ctx); err != nil {
+				t.Fatal(err)
+			}
+			b, err := e.store.Outbound().Backlog(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b["ep_app"].Pending == 0 {
+				return
+			}
+		}
+		t.Fatal("deliveries still wait after 10 rounds")
+	}
+}
+
 // edited is raw with fn's changes.
 func edited(t *testing.T, raw json.RawMessage, fn func(d map[string]any)) json.RawMessage {
 	t.Helper()
@@ -110,26 +136,7 @@ func TestBackfillAndReconcile_EveryKindTheyReadReachesTheEndpoints(t *testing.T)
 		CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	d := outbound.NewDispatcher(outbound.Options{Store: e.store, Render: api.Renderer(e.store, nil, 0), Owner: "test",
-		Sender: outbound.NewSender(outbound.SenderOptions{AllowPrivate: true})})
-	// drain runs the dispatcher's rounds until nothing waits for the app
-	// (a round sends a few messages per endpoint).
-	drain := func() {
-		t.Helper()
-		for range 10 {
-			if err := d.Step(ctx); err != nil {
-				t.Fatal(err)
-			}
-			b, err := e.store.Outbound().Backlog(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if b["ep_app"].Pending == 0 {
-				return
-			}
-		}
-		t.Fatal("deliveries still wait after 10 rounds")
-	}
+	drain := e.dispatcher(t)
 
 	// What each kind is in Clerk, and what changes there while webhooks
 	// are down.
@@ -247,4 +254,69 @@ func TestBackfillAndReconcile_EveryKindTheyReadReachesTheEndpoints(t *testing.T)
 	check("a second reconcile")
 	e.mustBackfill(t)
 	check("a backfill after the reconcile")
+}
+
+// TestReplayCommand_EveryKindsChangeReachesTheEndpointsFromReplay: the
+// events of every kind that failed to apply, applied by `usersync
+// replay`, reach the endpoint once each, from "replay", and the payer's
+// plan with them; a second replay finds nothing to do and sends nothing.
+func TestReplayCommand_EveryKindsChangeReachesTheEndpointsFromReplay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newBackfillEnv(t, nil)
+	app := newAppEndpoint(t)
+	now := time.Now().UTC()
+	if err := e.store.Outbound().PutEndpoint(ctx, models.Endpoint{ID: "ep_app", URL: app.url, Enabled: true, Secret: app.secret,
+		CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	const subscriptionID, attemptID = "csub_recbilling000", "pa_recbilling000"
+	// Each kind's webhook, and the object it creates.
+	rows := map[models.Kind]struct {
+		typ, id string
+		data    any
+	}{
+		models.KindUser:         {models.TypeUserCreated, userID(0), json.RawMessage(clerkUser(t, 0, updatedAt(0)))},
+		models.KindOrganization: {models.TypeOrganizationCreated, orgID(0), clerkOrgData(0, orgUpdatedAt(0))},
+		models.KindMembership:   {models.TypeMembershipCreated, memberID(0), clerkMemberData(0, 0, 0, memberUpdatedAt(0))},
+		models.KindSubscription: {"subscription.created", subscriptionID, map[string]any{
+			"object": "commerce_subscription", "id": subscriptionID, "status": "active", "payer": teamActive()["payer"],
+			"items": []any{}, "created_at": baseUpdatedAt, "updated_at": teamStartedAt}},
+		models.KindSubscriptionItem: {"subscriptionItem.active", teamItemID, teamActive()},
+		models.KindPaymentAttempt: {"paymentAttempt.created", attemptID, map[string]any{
+			"id": attemptID, "payment_id": "cpa_recbilling000", "status": "paid", "payer": map[string]any{"user_id": billingPayer},
+			"subscription_items": []any{map[string]any{"id": teamItemID}}, "updated_at": teamStartedAt + 10}},
+	}
+	refused := sync.New(e.store.Events(), refusing(e.store), nil)
+	want := map[string][]string{}
+	for _, k := range models.Kinds {
+		r, ok := rows[k]
+		if !ok {
+			t.Errorf("kind %s has no row: the test must cover every kind", k)
+			continue
+		}
+		body := webhook(t, r.typ, teamStartedAt, r.data)
+		ev, err := models.DecodeEvent(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := refused.Ingest(ctx, sync.Delivery{EventID: "msg_replay_" + string(k), Signature: "v1,test", Body: body, Event: ev}); err == nil ||
+			res.Status != models.StatusFailed {
+			t.Fatalf("%s: %+v, %v; want failed", k, res, err)
+		}
+		typ := models.OutboundType(k, models.EventTypeOf(r.typ))
+		if models.EventTypeOf(r.typ) != models.EventCreated {
+			typ = models.OutboundType(k, models.EventUpdated)
+		}
+		want[models.OutboundName(k)+"/"+r.id] = []string{typ + " from " + models.OriginReplay}
+	}
+	want["plan/"+billingPayer] = []string{models.TypePlanChanged + " from " + models.OriginReplay}
+	drain := e.dispatcher(t)
+	for _, when := range []string{"replay", "a second replay"} {
+		e.mustCommand(t, "replay")
+		drain()
+		if got := app.messages(); !maps.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("after %s: received %q, want %q", when, got, want)
+		}
+	}
 }
