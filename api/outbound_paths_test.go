@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	stdsync "sync"
 	"testing"
@@ -31,12 +32,17 @@ import (
 // one object of the kind, as Clerk's webhook carries it.
 type pathKind struct {
 	// state is the object's state with its updated_at moved by shift
-	// milliseconds (a negative shift: an older state of the same object).
+	// milliseconds (a negative shift: an older state of the same object),
+	// and the states it nests with it.
 	state func(t *testing.T, shift int64) []byte
 	typ   string // the outbound type of its message, the object being new here
 	// plan: the state changes its payer's plan, so a plan.changed comes
 	// too, from the same path.
 	plan bool
+	// nested are the types of the messages of the objects the state
+	// nests (a membership's organization, a subscription's items), each
+	// from the same path.
+	nested []string
 	// deletion is Clerk's deletion of the object; nil for a kind Clerk
 	// never deletes (Clerk Billing's).
 	deletion func(t *testing.T) []byte
@@ -53,6 +59,9 @@ func pathKinds() map[models.Kind]pathKind {
 			return editFixture(t, name, func(env, d map[string]any) {
 				d["updated_at"] = shifted(d["updated_at"], shift)
 				env["timestamp"] = d["updated_at"]
+				if org, ok := d["organization"].(map[string]any); ok { // a membership's: as old as it
+					org["updated_at"] = shifted(org["updated_at"], shift)
+				}
 			})
 		}
 	}
@@ -78,8 +87,9 @@ func pathKinds() map[models.Kind]pathKind {
 		models.KindOrganization: {typ: "organization.created", state: fixtureState("openapi.organization.created.json"),
 			deletion: deletion("openapi.organization.deleted.json")},
 		models.KindMembership: {typ: "organizationMembership.created", state: fixtureState("openapi.organizationMembership.created.json"),
-			deletion: deletion("openapi.organizationMembership.deleted.json")},
-		models.KindSubscription:     {typ: "subscription.created", state: billingState("upstream.subscription.created.json", ""), plan: true},
+			deletion: deletion("openapi.organizationMembership.deleted.json"), nested: []string{"organization.created"}},
+		models.KindSubscription: {typ: "subscription.created", state: billingState("upstream.subscription.created.json", ""), plan: true,
+			nested: []string{"subscriptionItem.created"}},
 		models.KindSubscriptionItem: {typ: "subscriptionItem.updated", state: billingState("subscriptionItem.canceled.json", "subscriptionItem.active"), plan: true},
 		models.KindPaymentAttempt: {typ: "paymentAttempt.created", state: func(_ *testing.T, shift int64) []byte {
 			return attemptBody("paymentAttempt.created", "pa_paths", "cpa_Paths", billingUser, t0+shift)
@@ -87,9 +97,9 @@ func pathKinds() map[models.Kind]pathKind {
 	}
 }
 
-// ofKind returns the messages of kind k among ms, and the plan.changed
+// kindMessages returns the messages of kind k among ms, and the plan.changed
 // ones.
-func ofKind(ms []message, k models.Kind) (got, plans []message) {
+func kindMessages(ms []message, k models.Kind) (got, plans []message) {
 	for _, m := range ms {
 		switch {
 		case strings.HasPrefix(m.Type, models.OutboundName(k)+"."):
@@ -195,11 +205,11 @@ func TestOutbound_EveryKindsChangeAppliedByAReplayOrTheSweepReachesTheAppOnce(t 
 				app := newAppReceiver(t)
 				h.register(app)
 				// tell fails body's event, applies it by the path, and checks
-				// the app received one message of type typ from the path;
-				// then that Svix's delivery of the same svix-id, noise (an
-				// older state, or a state after a deletion) and the path run
-				// again send nothing more. It returns the plan.changed the
-				// change sent.
+				// the app received one message of type typ, and every
+				// message, from the path; then that Svix's delivery of the
+				// same svix-id, noise (an older state, late) and the path run
+				// again send nothing more. It returns the messages the change
+				// sent.
 				tell := func(body []byte, typ string, noise []byte) []message {
 					t.Helper()
 					before := len(app.messages())
@@ -216,13 +226,13 @@ func TestOutbound_EveryKindsChangeAppliedByAReplayOrTheSweepReachesTheAppOnce(t 
 					failing.Delete(id)
 					path.apply(h, id)
 					h.step()
-					got, plans := ofKind(app.messages()[before:], k)
-					if len(got) != 1 || got[0].Type != typ || got[0].Origin != path.origin {
-						t.Fatalf("messages = %v, want one %s from %s", got, typ, path.origin)
+					ms := app.messages()[before:]
+					if got, _ := kindMessages(ms, k); len(got) != 1 || got[0].Type != typ {
+						t.Fatalf("messages = %v, want one %s from %s", ms, typ, path.origin)
 					}
-					for _, p := range plans {
-						if p.Origin != path.origin {
-							t.Errorf("plan.changed from %q, want from %s", p.Origin, path.origin)
+					for _, m := range ms {
+						if m.Origin != path.origin {
+							t.Errorf("%s from %q, want from %s", m.Type, m.Origin, path.origin)
 						}
 					}
 					sent := len(app.messages())
@@ -237,14 +247,19 @@ func TestOutbound_EveryKindsChangeAppliedByAReplayOrTheSweepReachesTheAppOnce(t 
 					if ms := app.messages()[sent:]; len(ms) != 0 {
 						t.Errorf("messages after the change was told: %v; want none", ms)
 					}
-					return plans
+					return ms
 				}
-				plans := tell(row.state(t, 0), row.typ, row.state(t, -1000))
-				if row.plan && len(plans) != 1 {
+				ms := tell(row.state(t, 0), row.typ, row.state(t, -1000))
+				if _, plans := kindMessages(ms, k); row.plan && len(plans) != 1 {
 					t.Errorf("%d plan.changed, want the payer's plan, once", len(plans))
 				}
+				for _, typ := range row.nested {
+					if n := len(slices.DeleteFunc(slices.Clone(ms), func(m message) bool { return m.Type != typ })); n != 1 {
+						t.Errorf("%d %s, want the nested object's, once", n, typ)
+					}
+				}
 				if row.deletion != nil {
-					tell(row.deletion(t), models.OutboundType(k, models.EventDeleted), row.state(t, 1000))
+					tell(row.deletion(t), models.OutboundType(k, models.EventDeleted), row.state(t, -1000))
 				}
 			})
 		}
@@ -326,7 +341,7 @@ func TestOutbound_EveryKindASyncRouteReadsReachesTheAppOnce(t *testing.T) {
 					t.Fatalf("sync: %s", r)
 				}
 				h.step()
-				got, _ := ofKind(app.messages()[before:], k)
+				got, _ := kindMessages(app.messages()[before:], k)
 				if len(got) != want {
 					t.Fatalf("messages = %+v, want %d", got, want)
 				}
@@ -352,4 +367,57 @@ func TestOutbound_EveryKindASyncRouteReadsReachesTheAppOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOutbound_AnItemNewerThanItsOlderSubscriptionEventReachesTheApp: a
+// subscription event older than the stored subscription that carries a
+// newer state of an item changes the item, and the payer's plan, but not
+// the subscription: the app receives the item's and the plan's messages,
+// not the subscription's. An item event older than the stored item sends
+// nothing. (api/outbound_nested_test.go has the rest of the nested items.)
+func TestOutbound_AnItemNewerThanItsOlderSubscriptionEventReachesTheApp(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *harnessOptions) { o.outbound = true })
+	app := newAppReceiver(t)
+	h.register(app)
+	// The fixture's one item, and its Clerk time.
+	const itemID, itemAt = "csub_item_2g7np7Hrk0SN6kj5EDMLDaKNL0S", int64(1716883200000)
+	// subscription is the fixture's subscription as an event of type typ,
+	// in status, its updated_at moved by shift, and its item in
+	// itemStatus, its updated_at moved by itemShift.
+	subscription := func(typ, status string, shift int64, itemStatus string, itemShift int64) []byte {
+		return billingBody(t, "upstream.subscription.created.json", typ, func(d map[string]any) {
+			d["updated_at"], d["status"] = shifted(d["updated_at"], shift), status
+			it := d["items"].([]any)[0].(map[string]any)
+			it["updated_at"], it["status"] = shifted(it["updated_at"], itemShift), itemStatus
+		})
+	}
+	sent := func(when string, want ...string) {
+		t.Helper()
+		before := len(app.messages())
+		h.step()
+		var got []string
+		for _, m := range app.messages()[before:] {
+			var d struct{ ID string }
+			_ = json.Unmarshal(m.Data, &d)
+			if strings.HasPrefix(m.Type, "subscriptionItem.") && d.ID != itemID {
+				t.Errorf("%s: %s of item %s, want of %s", when, m.Type, d.ID, itemID)
+			}
+			got = append(got, m.Type+" from "+m.Origin)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: messages %q, want %q", when, got, want)
+		}
+	}
+	h.mustDeliver(newID(), subscription("subscription.created", "active", 1000, "active", 0))
+	sent("the subscription's creation",
+		"plan.changed from webhook", "subscription.created from webhook", "subscriptionItem.created from webhook")
+	h.mustDeliver(newID(), billingBody(t, "subscriptionItem.canceled.json", "subscriptionItem.canceled", func(d map[string]any) {
+		d["id"], d["updated_at"] = itemID, itemAt-1000
+	}))
+	sent("an older item event")
+	h.mustDeliver(newID(), subscription("subscription.updated", "canceled", 0, "past_due", 3000))
+	sent("a newer item in an older subscription", "subscriptionItem.updated from webhook", "plan.changed from webhook")
 }
