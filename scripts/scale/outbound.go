@@ -300,5 +300,8 @@ func (b *bench) outboundOps(s size, get getter) []op {
 		{name: "GET /v1/endpoints/{id}/attempts?failed=true", skip: skip, call: get(adminKey, fixed(ep+"/attempts?limit=50&failed=true"), listed("attempts"))},
 		{name: "GET /v1/endpoints/{id}/deliveries?limit=50", skip: skip, call: get(adminKey, fixed(ep+"/deliveries?limit=50"), listed("deliveries"))},
 		{name: "GET /v1/endpoints/{id}/deliveries?status=pending", skip: skip, call: get(adminKey, fixed(ep+"/deliveries?limit=50&status=pending"), listed("deliveries"))},
+		// No delivery is failed (its retries run out): the filter walks every
+		// delivery of the endpoint, and finds none.
+		{name: "GET /v1/endpoints/{id}/deliveries?status=failed (none)", skip: skip, call: get(adminKey, fixed(ep+"/deliveries?limit=50&status=failed"), nil)},
 	}
 }
