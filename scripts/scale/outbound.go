@@ -90,7 +90,9 @@ func (b *bench) seedOutbound(ctx context.Context, s size, st *seedState, res *se
 }
 
 // seedDeliveries queues deliveries [lo, hi) in one fan-out, and settles
-// each (16 at a time).
+// each (16 at a time). Again after a run stopped within the batch, the
+// fan-out changes nothing and the settles write the same deliveries; only
+// the attempts of the settles already made are recorded twice.
 func (b *bench) seedDeliveries(ctx context.Context, lo, hi int, at time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
