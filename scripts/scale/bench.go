@@ -57,6 +57,7 @@ type bench struct {
 	body     bodyTemplate
 	run      string // tells this run's new ids from those of earlier runs
 	seq      int
+	changeAt time.Time // the Clerk time of the last change the outbound seeding recorded
 	o        flags
 	progress io.Writer
 }
@@ -99,10 +100,16 @@ func newBench(ctx context.Context, o flags, dir string, quiet *slog.Logger, prog
 		return nil, err
 	}
 	metrics := api.NewMetrics(b.store.Events())
-	handler, svc, err := service.New(b.store, service.Options{}, api.Config{
+	// Outbound webhooks as serve wires them, for the endpoints routes; the
+	// dispatcher is never run (nothing is sent), and the outbox records
+	// only what the seeding of -deliveries delivers (see seedOutbound).
+	svc := service.Sync(b.store, service.Options{})
+	_, ob := service.Outbound(b.store, svc, service.OutboundOptions{Owner: "scale", Log: quiet})
+	handler, err := api.New(service.API(b.store, svc, api.Config{
 		Logger: quiet, Metrics: metrics,
 		WebhookSecrets: []string{secret}, APIKeys: []string{apiKey}, AdminKeys: []string{adminKey},
-	})
+		Outbound: ob,
+	}))
 	if err != nil {
 		_ = b.store.Close(ctx)
 		return nil, err

@@ -8,7 +8,7 @@
 // the share of the time spent waiting for the database.
 //
 //	go run ./scripts/scale [-sizes 1000,10000] [-events-per-user 1 | -events M]
-//	    [-requests 50] [-cap 10s] [-dir DIR] [-keep] [-seed-only] [-mongodb-uri URI]
+//	    [-orgs N -memberships N] [-payers N] [-deliveries N] [-requests 50] [-cap 10s] [-dir DIR] [-keep] [-seed-only] [-mongodb-uri URI]
 //
 // With no -mongodb-uri it opens the embedded store in DIR (a temporary
 // directory by default). Without -keep the seeded
@@ -45,6 +45,7 @@ func main() {
 	flag.IntVar(&o.orgs, "orgs", 0, "organizations present at every size (0: none, and no organization reads are measured)")
 	flag.IntVar(&o.memberships, "memberships", 0, "memberships present at every size: membership i is user i's, in organization i mod -orgs")
 	flag.IntVar(&o.payers, "payers", 0, "Clerk Billing payers present at every size (at most the users): payer i is user i, with one active subscription item, delivered as its webhook (0: none, and no billing reads are measured)")
+	flag.IntVar(&o.deliveries, "deliveries", 0, "outbound deliveries present at every size (at most the users; 0 or at least 2000): one endpoint, delivery i is of user i, every 100th pending with a failed attempt, the others delivered with one attempt, and a few hundred entries in the outbox (0: none, and no outbound webhooks' queries are measured)")
 	flag.IntVar(&o.requests, "requests", 50, "samples of each operation at each size")
 	flag.DurationVar(&o.budget, "cap", 10*time.Second, "time budget of one operation at one size: once spent, the operation stops with the samples it has (at least one)")
 	flag.StringVar(&o.dir, "dir", "", "data dir of the embedded store; default: a temporary directory")
@@ -93,6 +94,7 @@ type flags struct {
 	orgs          int
 	memberships   int
 	payers        int
+	deliveries    int
 	requests      int
 	budget        time.Duration
 	dir           string
@@ -107,7 +109,7 @@ type flags struct {
 }
 
 // size is one measurement point.
-type size struct{ users, events, orgs, memberships, payers int }
+type size struct{ users, events, orgs, memberships, payers, deliveries int }
 
 func (o flags) parseSizes() ([]size, error) {
 	var out []size
@@ -116,9 +118,13 @@ func (o flags) parseSizes() ([]size, error) {
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("-sizes: %q is not a positive number", f)
 		}
-		s := size{users: n, events: int(float64(n) * o.eventsPerUser), orgs: o.orgs, memberships: min(o.memberships, n), payers: min(o.payers, n)}
+		s := size{users: n, events: int(float64(n) * o.eventsPerUser), orgs: o.orgs, memberships: min(o.memberships, n), payers: min(o.payers, n),
+			deliveries: min(o.deliveries, n)}
 		if o.events > 0 {
 			s.events = o.events
+		}
+		if s.deliveries > 0 && s.deliveries < minDeliveries {
+			return nil, fmt.Errorf("-deliveries: %d at %d users: 0 or at least %d (a backlog due now needs them)", s.deliveries, n, minDeliveries)
 		}
 		if len(out) > 0 && (s.users < out[len(out)-1].users || s.events < out[len(out)-1].events) {
 			return nil, fmt.Errorf("-sizes: sizes must grow (%d after %d)", n, out[len(out)-1].users)
@@ -186,6 +192,11 @@ func run(ctx context.Context, o flags, out, progress io.Writer) error {
 				fmt.Fprintf(out, "Seeded %s organizations and %s memberships through Apply in %s (%s/s).\n\n",
 					thousands(seeded.orgs), thousands(seeded.memberships), seeded.orgsIn.Round(time.Second),
 					rate(seeded.orgs+seeded.memberships, seeded.orgsIn))
+			}
+			if seeded.deliveries+seeded.outbox > 0 {
+				fmt.Fprintf(out, "Seeded %s outbound deliveries and %s outbox entries in %s (%s deliveries/s).\n\n",
+					thousands(seeded.deliveries), thousands(seeded.outbox), seeded.deliveriesIn.Round(time.Second),
+					rate(seeded.deliveries, seeded.deliveriesIn))
 			}
 			continue
 		}

@@ -190,7 +190,7 @@ func (b *bench) ops(s size, cursor string) []op {
 	applied := func(a webhookAnswer) bool {
 		return a.Status == models.StatusProcessed && a.Outcome == models.OutcomeApplied && !a.Duplicate
 	}
-	get := func(key string, path func(i int) string, check func([]byte) string) func(context.Context, int) (string, error) {
+	var get getter = func(key string, path func(i int) string, check func([]byte) string) func(context.Context, int) (string, error) {
 		return func(ctx context.Context, i int) (string, error) {
 			code, resp, err := b.get(ctx, path(i), key)
 			if err != nil {
@@ -216,7 +216,7 @@ func (b *bench) ops(s size, cursor string) []op {
 		return ""
 	}
 	events := "/v1/events?limit=50"
-	return []op{
+	ops := []op{
 		{name: "webhook: new user", call: webhook(applied, func(int) (string, []byte) {
 			b.seq++
 			uid := fmt.Sprintf("user_scale%sx%d", b.run, b.seq) // letters and digits: a Clerk id
@@ -280,6 +280,9 @@ func (b *bench) ops(s size, cursor string) []op {
 			b.seq++
 			return fmt.Sprintf("msg_scale_%s_%d", b.run, b.seq), itemBody(seedUser(b.pick(i, s.payers)), "team", time.Now().Add(time.Duration(b.seq)*time.Millisecond))
 		})},
+	}
+	ops = append(ops, b.outboundOps(s, get)...)
+	return append(ops, []op{
 		{name: "GET /metrics", call: get("", fixed("/metrics"), nil)},
 		{name: fmt.Sprintf("sweep pass (%d failed events due)", due),
 			prepare: func(ctx context.Context) error {
@@ -323,7 +326,7 @@ func (b *bench) ops(s size, cursor string) []op {
 				}
 				return "", nil
 			}},
-	}
+	}...)
 }
 
 type webhookAnswer struct {

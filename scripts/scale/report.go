@@ -58,6 +58,10 @@ func printTable(w io.Writer, s size, sd seeded, rows []row, o flags) {
 		fmt.Fprintf(w, "Seeded %s Clerk Billing payers through Deliver in %s (%s/s).\n",
 			thousands(sd.payers), sd.payersIn.Round(time.Second), rate(sd.payers, sd.payersIn))
 	}
+	if sd.deliveries+sd.outbox > 0 {
+		fmt.Fprintf(w, "Seeded %s outbound deliveries (through Fanout and Settle) and %s outbox entries (through Deliver) in %s (%s deliveries/s).\n",
+			thousands(sd.deliveries), thousands(sd.outbox), sd.deliveriesIn.Round(time.Second), rate(sd.deliveries, sd.deliveriesIn))
+	}
 	var capped []string
 	for _, r := range rows {
 		if r.capped {

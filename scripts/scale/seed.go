@@ -47,6 +47,8 @@ type seeded struct {
 	orgsIn              time.Duration // time spent adding both
 	payers              int           // added
 	payersIn            time.Duration // time spent adding them
+	deliveries, outbox  int           // added
+	deliveriesIn        time.Duration // time spent adding both
 }
 
 type seedState struct {
@@ -55,6 +57,8 @@ type seedState struct {
 	Orgs        int `bson:"orgs" json:"orgs"`
 	Memberships int `bson:"memberships" json:"memberships"`
 	Payers      int `bson:"payers" json:"payers"`
+	Deliveries  int `bson:"deliveries" json:"deliveries"`
+	Outbox      int `bson:"outbox" json:"outbox"`
 }
 
 // setupTimeout bounds each untimed step (a seeding call, a lookup),
@@ -175,7 +179,10 @@ func (b *bench) seedTo(ctx context.Context, s size) (seeded, error) {
 		return b.saveSeedState(ctx, st)
 	})
 	res.payersIn = time.Since(start)
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	return res, b.seedOutbound(ctx, s, &st, &res, now)
 }
 
 // itemBody is a subscriptionItem.updated webhook body: payer user userID's
