@@ -272,7 +272,7 @@ func (s *server) getEndpoint(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	backlog, err := s.outbound.Store.Backlog(c.Request().Context())
+	backlog, err := s.outbound.Store.Backlog(c.Request().Context(), e.ID)
 	if err != nil {
 		return err
 	}

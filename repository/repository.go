@@ -231,9 +231,9 @@ type Outbound interface {
 	// their last state received forgotten (so it is sent whole): the
 	// operator's replay. It returns how many it requeued.
 	Requeue(ctx context.Context, f models.Requeue, now time.Time) (int, error)
-	// Backlog returns the pending deliveries of each endpoint that has
-	// some.
-	Backlog(ctx context.Context) (map[string]models.Backlog, error)
+	// Backlog returns the pending deliveries of each endpoint of ids (none:
+	// every endpoint) that has some.
+	Backlog(ctx context.Context, ids ...string) (map[string]models.Backlog, error)
 	// Attempts returns a page of attempts, newest first.
 	Attempts(ctx context.Context, f models.AttemptFilter) (items []models.Attempt, next string, err error)
 	// DeleteAttemptsBefore deletes up to limit attempts made before
@@ -386,4 +386,23 @@ func Page[T any](limit int, after string, read func(after string, n int) ([]T, e
 type MigrateReport struct {
 	Changed int    // documents or rows changed (or to change)
 	Summary string // one line for an operator
+}
+
+// EndpointIDs is ids, or when there are none the ids of every endpoint
+// of o: the endpoints a read of several is about.
+func EndpointIDs(ctx context.Context, o interface {
+	Endpoints(ctx context.Context) ([]models.Endpoint, error)
+}, ids []string) ([]string, error) {
+	if len(ids) > 0 {
+		return ids, nil
+	}
+	eps, err := o.Endpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = e.ID
+	}
+	return out, nil
 }

@@ -525,7 +525,8 @@ func (o *Outbound) Delivery(ctx context.Context, endpointID string, kind models.
 }
 
 // deliveriesPageFilter selects the deliveries of f's endpoint after the
-// cursor after ("<kind>/<object>"), by _id.
+// cursor after ("<kind>/<object>"), by _id: a range of _id_, or with a
+// status of endpointId_1_status_1__id_1.
 func deliveriesPageFilter(f models.DeliveryFilter, after string) bson.D {
 	filter := endpointDeliveriesFilter(f.EndpointID, after)
 	if f.Status != "" {
@@ -605,27 +606,28 @@ func backlogFilter(endpointID string) bson.D {
 
 var backlogOrder = bson.D{{Key: "pendingKey", Value: 1}}
 
-// Backlog returns the pending deliveries of each endpoint that has some,
-// counted up to models.MaxBacklogCount each: per endpoint a count and the
-// oldest, both in the sparse pendingKey_1 index.
-func (o *Outbound) Backlog(ctx context.Context) (map[string]models.Backlog, error) {
-	eps, err := o.Endpoints(ctx)
+// Backlog returns the pending deliveries of each endpoint of ids (none:
+// every endpoint) that has some, counted up to models.MaxBacklogCount
+// each: per endpoint a count and the oldest, both in the sparse
+// pendingKey_1 index.
+func (o *Outbound) Backlog(ctx context.Context, ids ...string) (map[string]models.Backlog, error) {
+	ids, err := repository.EndpointIDs(ctx, o, ids)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]models.Backlog{}
-	for _, e := range eps {
-		n, err := o.deliveries.CountDocuments(ctx, backlogFilter(e.ID), options.Count().SetLimit(models.MaxBacklogCount))
+	for _, id := range ids {
+		n, err := o.deliveries.CountDocuments(ctx, backlogFilter(id), options.Count().SetLimit(models.MaxBacklogCount))
 		if err != nil {
-			return nil, fmt.Errorf("count the backlog of endpoint %s: %w", models.Quote(e.ID), translate(err))
+			return nil, fmt.Errorf("count the backlog of endpoint %s: %w", models.Quote(id), translate(err))
 		}
 		if n == 0 {
 			continue
 		}
-		oldest, err := findDocs[deliveryDoc](ctx, o.deliveries, backlogFilter(e.ID),
+		oldest, err := findDocs[deliveryDoc](ctx, o.deliveries, backlogFilter(id),
 			options.Find().SetSort(backlogOrder).SetLimit(1).SetProjection(bson.D{{Key: "pendingKey", Value: 1}}))
 		if err != nil {
-			return nil, fmt.Errorf("read the backlog of endpoint %s: %w", models.Quote(e.ID), err)
+			return nil, fmt.Errorf("read the backlog of endpoint %s: %w", models.Quote(id), err)
 		}
 		b := models.Backlog{Pending: n}
 		if len(oldest) > 0 {
@@ -634,7 +636,7 @@ func (o *Outbound) Backlog(ctx context.Context) (map[string]models.Backlog, erro
 				b.Oldest = &t
 			}
 		}
-		out[e.ID] = b
+		out[id] = b
 	}
 	return out, nil
 }
@@ -801,6 +803,9 @@ var (
 		{Keys: bson.D{{Key: "pendingKey", Value: 1}}, Options: options.Index().SetSparse(true)},
 		{Keys: bson.D{{Key: "endpointId", Value: 1}, {Key: "lastAt", Value: 1}}},
 		{Keys: bson.D{{Key: "userId", Value: 1}}, Options: options.Index().SetSparse(true)},
+		// An endpoint's deliveries of one status, by _id: one range,
+		// however few have the status.
+		{Keys: bson.D{{Key: "endpointId", Value: 1}, {Key: "status", Value: 1}, {Key: "_id", Value: 1}}},
 	}
 	deliveryAttemptIndexes = []mongo.IndexModel{
 		{Keys: bson.D{{Key: "endpointId", Value: 1}, {Key: "_id", Value: -1}}},

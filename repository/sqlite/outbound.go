@@ -363,13 +363,14 @@ func (o *Outbound) Delivery(ctx context.Context, endpointID string, kind models.
 func deliveryCursor(d models.Delivery) string { return string(d.Kind) + "/" + d.ObjectID }
 
 // Deliveries returns a page of an endpoint's deliveries, by kind and
-// object (the primary key).
+// object (the primary key; with a status, deliveries_status).
 func (o *Outbound) Deliveries(ctx context.Context, f models.DeliveryFilter) ([]models.Delivery, string, error) {
 	kind, object, _ := strings.Cut(f.After, "/")
 	q := `WHERE endpoint_id = ? AND (kind, object_id) > (?, ?)`
 	args := []any{f.EndpointID, kind, object}
 	if f.Status != "" {
-		q += ` AND status = ?`
+		// One range of deliveries_status, however few have the status.
+		q = `INDEXED BY deliveries_status ` + q + ` AND status = ?`
 		args = append(args, f.Status)
 	}
 	return repository.Page(f.Limit, f.After, func(after string, n int) ([]models.Delivery, error) {
@@ -401,26 +402,27 @@ func (o *Outbound) Requeue(ctx context.Context, f models.Requeue, now time.Time)
 	return int(n), nil
 }
 
-// Backlog returns the pending deliveries of each endpoint that has some
-// (index deliveries_backlog), counted up to models.MaxBacklogCount each.
-func (o *Outbound) Backlog(ctx context.Context) (map[string]models.Backlog, error) {
-	eps, err := o.Endpoints(ctx)
+// Backlog returns the pending deliveries of each endpoint of ids (none:
+// every endpoint) that has some (index deliveries_backlog), counted up to
+// models.MaxBacklogCount each.
+func (o *Outbound) Backlog(ctx context.Context, ids ...string) (map[string]models.Backlog, error) {
+	ids, err := repository.EndpointIDs(ctx, o, ids)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]models.Backlog{}
-	for _, e := range eps {
+	for _, id := range ids {
 		var (
 			n      int64
 			oldest sql.NullInt64
 		)
 		err := o.s.r.QueryRowContext(ctx, `SELECT count(*), min(since) FROM (SELECT since FROM deliveries INDEXED BY deliveries_backlog
-			WHERE endpoint_id = ? AND status = 'pending' ORDER BY since LIMIT ?)`, e.ID, models.MaxBacklogCount).Scan(&n, &oldest)
+			WHERE endpoint_id = ? AND status = 'pending' ORDER BY since LIMIT ?)`, id, models.MaxBacklogCount).Scan(&n, &oldest)
 		if err != nil {
-			return nil, fmt.Errorf("count the backlog of endpoint %s: %w", models.Quote(e.ID), translate(err))
+			return nil, fmt.Errorf("count the backlog of endpoint %s: %w", models.Quote(id), translate(err))
 		}
 		if n > 0 {
-			out[e.ID] = models.Backlog{Pending: n, Oldest: timePtr(oldest)}
+			out[id] = models.Backlog{Pending: n, Oldest: timePtr(oldest)}
 		}
 	}
 	return out, nil

@@ -380,6 +380,9 @@ func testOutboundRequeueAndBacklog(t *testing.T, s repository.Store) {
 	if err != nil || b["ep_rq"].Pending != 3 || b["ep_rq"].Oldest == nil || !b["ep_rq"].Oldest.Equal(t0) {
 		t.Fatalf("backlog = %+v, %v; want 3 pending since t0", b, err)
 	}
+	if one, err := o.Backlog(ctx, "ep_rq"); err != nil || len(one) != 1 || one["ep_rq"].Pending != 3 {
+		t.Errorf("the backlog of ep_rq alone = %+v, %v; want its 3 pending, and no other endpoint's", one, err)
+	}
 	// Two are delivered (at t0+1h and t0+2h), one fails for good.
 	for i, d := range due(t, s, t0, "ep_rq") {
 		at := t0.Add(time.Duration(i+1) * time.Hour)
@@ -394,6 +397,12 @@ func testOutboundRequeueAndBacklog(t *testing.T, s repository.Store) {
 	}
 	if b, err := o.Backlog(ctx); err != nil || len(b) != 0 {
 		t.Errorf("backlog = %+v, %v; want none", b, err)
+	}
+	for status, n := range map[string]int{models.DeliveryFailed: 1, models.DeliveryDelivered: 2, models.DeliveryPending: 0} {
+		page, _, err := o.Deliveries(ctx, models.DeliveryFilter{EndpointID: "ep_rq", Status: status, Limit: 10})
+		if err != nil || len(page) != n || n > 0 && page[0].Status != status {
+			t.Errorf("deliveries of status %s = %+v, %v; want %d", status, page, err, n)
+		}
 	}
 	// A window from t0+2h: the last two.
 	n, err := o.Requeue(ctx, models.Requeue{EndpointID: "ep_rq", Since: t0.Add(2 * time.Hour), Limit: 100}, t0.Add(5*time.Hour))
