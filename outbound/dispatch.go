@@ -109,6 +109,7 @@ type Dispatcher struct {
 	prunedAt    time.Time
 	fannedOut   time.Time // the last fan-out's start
 	busySince   time.Time // when the burst under way began (Busy); zero: none
+	busyAt      time.Time // when a round last saw Busy
 }
 
 // NewDispatcher returns a dispatcher with o's defaults filled in.
@@ -263,8 +264,14 @@ func (d *Dispatcher) round(ctx context.Context) error {
 // BusyHold is how long a burst of ingestion (Options.Busy) holds the
 // dispatcher off: for that long after it began, nothing is fanned out or
 // sent, so a burst pays for recording its changes only; a longer burst
-// shares the store with the dispatcher's slow pace.
-const BusyHold = 30 * time.Second
+// shares the store with the dispatcher's slow pace. A burst is over once
+// no round has seen Busy for BusyLinger: a moment with fewer deliveries in
+// flight inside a burst does not end it (a round at full speed then would
+// fan out thousands of its changes while it goes on).
+const (
+	BusyHold   = 30 * time.Second
+	BusyLinger = 2 * time.Second
+)
 
 // A pace is how a round runs: at full speed, given way to a burst, or
 // held off by one.
@@ -278,12 +285,14 @@ const (
 
 // pace is the pace of a round at now.
 func (d *Dispatcher) pace(now time.Time) pace {
-	if d.o.Busy == nil || !d.o.Busy() {
+	if d.o.Busy != nil && d.o.Busy() {
+		d.busyAt = now
+		if d.busySince.IsZero() {
+			d.busySince = now
+		}
+	} else if d.busySince.IsZero() || now.Sub(d.busyAt) >= BusyLinger {
 		d.busySince = time.Time{}
 		return full
-	}
-	if d.busySince.IsZero() {
-		d.busySince = now
 	}
 	if now.Sub(d.busySince) < BusyHold {
 		return held

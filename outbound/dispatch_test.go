@@ -575,8 +575,9 @@ func TestDispatch_AnEndpointCreatedSinceTheLastReadMissesNoChange(t *testing.T) 
 
 // TestDispatch_ABurstHoldsTheDispatcherOffThenItGivesWay: while Busy
 // says changes are being ingested, nothing is fanned out or sent for
-// BusyHold; past it, one send at a time per endpoint and one small
-// fan-out a second; once the burst is over, as many as PerEndpoint.
+// BusyHold, a moment without Busy inside the burst included; past it, one
+// send at a time per endpoint and one small fan-out a second; once Busy
+// has been off for BusyLinger, the burst is over: as many as PerEndpoint.
 func TestDispatch_ABurstHoldsTheDispatcherOffThenItGivesWay(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -591,7 +592,11 @@ func TestDispatch_ABurstHoldsTheDispatcherOffThenItGivesWay(t *testing.T) {
 		f.deliver(t, user(fmt.Sprintf("user_%d", i), fmt.Sprintf("msg_%d", i), time.Second, ""), models.TypeUserCreated)
 	}
 	f.step(t)
-	f.clock.Add(outbound.BusyHold - time.Second)
+	f.clock.Add(time.Second)
+	busy.Store(false) // a moment inside the burst, shorter than BusyLinger
+	f.step(t)
+	busy.Store(true)
+	f.clock.Add(outbound.BusyHold - 2*time.Second)
 	f.step(t)
 	if ob, err := f.store.Outbound().Outbox(ctx, 10); err != nil || len(ob) != 4 || len(f.rcv.messages()) != 0 {
 		t.Fatalf("outbox = %d entries, %v, %d sent; want every change held in the outbox during the burst's first %v",
@@ -611,8 +616,13 @@ func TestDispatch_ABurstHoldsTheDispatcherOffThenItGivesWay(t *testing.T) {
 	}
 	busy.Store(false)
 	f.step(t)
+	if n := len(f.rcv.messages()); n >= 5 {
+		t.Fatalf("%d sent in all just after the burst, want still one a round (it is over after %v)", n, outbound.BusyLinger)
+	}
+	f.clock.Add(outbound.BusyLinger)
+	f.step(t)
 	if n := len(f.rcv.messages()); n != 5 {
-		t.Errorf("%d sent in all once not busy, want 5 (each user once)", n)
+		t.Errorf("%d sent in all once the burst is over, want 5 (each user once)", n)
 	}
 }
 
