@@ -209,14 +209,16 @@ type Outbound interface {
 	// (models.ErrNotFound: none).
 	DeleteEndpoint(ctx context.Context, id string) error
 
-	// Outbox returns up to limit entries of the outbox, oldest first.
+	// Outbox returns up to limit entries of the outbox, oldest first where
+	// the store reads its index in order (a DocumentDB engine does not).
 	Outbox(ctx context.Context, limit int) ([]models.Outboxed, error)
 	// Fanout queues each change for the endpoints that want it
 	// (models.Delivery.Queue), then takes the entries done out of the
 	// outbox. Doing it again changes nothing.
 	Fanout(ctx context.Context, fs []models.Fanout, done []string, now time.Time) error
 	// Due returns up to limit pending deliveries of an endpoint due by
-	// now, soonest first.
+	// now, soonest first where the store reads its index in order (a
+	// DocumentDB engine does not: each is due).
 	Due(ctx context.Context, endpointID string, now time.Time, limit int) ([]models.Delivery, error)
 	// Settle records result, what became of the attempt to send sent
 	// (models.Settled), and the attempt a (none when a.MessageID is "":

@@ -229,10 +229,12 @@ func SetBeforeDeliveryWrite(s *Store, f func()) { s.outbound.beforeWrite = f }
 var (
 	OutboxFilter               = outboxFilter
 	OutboxOrder                = outboxOrder
+	OutboxIndex                = outboxIndex
 	DueDeliveriesFilter        = dueFilter
 	DueDeliveriesOrder         = dueOrder
 	BacklogFilter              = backlogFilter
 	BacklogOrder               = backlogOrder
+	DueIndex                   = dueIndex
 	SendAttemptsOrder          = sendAttemptsOrder
 	SendAttemptsBeforeFilter   = sendAttemptsBeforeFilter
 	RequeueWindowFilter        = requeueWindowFilter

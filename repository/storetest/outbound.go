@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -451,5 +452,72 @@ func testOutboundErasureTakesAUsersDeliveries(t *testing.T, s repository.Store) 
 	}
 	if _, err := o.Delivery(ctx, "ep_oe", models.KindUser, "user_keep"); err != nil {
 		t.Errorf("another user's delivery went: %v", err)
+	}
+}
+
+// testOutboundReadsWithinLimit: the outbox gives each entry recorded
+// once, up to its limit, and an endpoint's deliveries due likewise, in an
+// order the store chooses (oldest first where it reads an index in order:
+// a DocumentDB engine gives them as it stores them).
+func testOutboundReadsWithinLimit(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	s.Outbound().SetRecording(true)
+	before := outboxOf(t, s)
+	recorded := map[string]bool{}
+	for i := range 5 {
+		id := fmt.Sprintf("user_of%d", (i*3)%5) // not in the order of the ids
+		ch := change(id, "msg_"+id, time.Second, "")
+		if _, err := s.Deliver(ctx, eventOf(ch, models.EventCreated), ch, now); err != nil {
+			t.Fatal(err)
+		}
+		recorded[id] = true
+	}
+	s.Outbound().SetRecording(false)
+	got := map[string]int{}
+	for _, e := range outboxOf(t, s) {
+		got[e.ObjectID]++
+	}
+	for id := range recorded {
+		if got[id] != 1 {
+			t.Errorf("outbox holds %s %d times, want once", id, got[id])
+		}
+	}
+	if n := len(outboxOf(t, s)); n != len(before)+5 {
+		t.Errorf("outbox = %d entries, want %d", n, len(before)+5)
+	}
+	if few, err := s.Outbound().Outbox(ctx, 2); err != nil || len(few) != 2 {
+		t.Errorf("Outbox(2) = %d entries, %v; want 2", len(few), err)
+	}
+
+	if err := s.Outbound().PutEndpoint(ctx, models.Endpoint{ID: "ep_of", URL: "https://example.com", Enabled: true,
+		Secret: "whsec_a", CreatedAt: t0, UpdatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	queued := map[string]bool{}
+	for i := range 5 {
+		id := fmt.Sprintf("user_ofd%d", (i*3)%5)
+		f := models.Fanout{Pending: pendingUser(id, "msg_"+id, 0, models.EventCreated), Endpoints: []string{"ep_of"}}
+		if err := s.Outbound().Fanout(ctx, []models.Fanout{f}, nil, t0.Add(time.Duration(4-i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		queued[id] = true
+	}
+	ds := due(t, s, t0.Add(time.Minute), "ep_of")
+	seen := map[string]bool{}
+	for _, d := range ds {
+		if !queued[d.ObjectID] || seen[d.ObjectID] {
+			t.Errorf("due gave %s, not queued or twice", d.ObjectID)
+		}
+		seen[d.ObjectID] = true
+	}
+	if len(seen) != 5 {
+		t.Errorf("due = %d deliveries, want the 5 queued", len(seen))
+	}
+	if few, err := s.Outbound().Due(ctx, "ep_of", t0.Add(time.Minute), 2); err != nil || len(few) != 2 {
+		t.Errorf("Due(2) = %d deliveries, %v; want 2", len(few), err)
+	}
+	if early := due(t, s, t0.Add(2*time.Second+time.Millisecond), "ep_of"); len(early) != 3 {
+		t.Errorf("due at t0+2s = %d deliveries, want the 3 due by then", len(early))
 	}
 }

@@ -84,6 +84,7 @@ func Run(t *testing.T, open Opener) {
 		{"Outbound_AStaleEventThatNestsStatesIsRecordedForThem", testOutboundStaleEventThatNests},
 		{"Outbound_TheFanoutKeepsTheNewestChangePerEndpointAndObject", testOutboundFanoutKeepsTheNewestChange},
 		{"Outbound_ASettleKeepsAChangeQueuedMeanwhile", testOutboundSettleKeepsAChangeQueuedMeanwhile},
+		{"Outbound_TheOutboxAndTheDeliveriesDueGiveEachEntryOnceWithinTheirLimit", testOutboundReadsWithinLimit},
 		{"Outbound_EndpointsRoundTripAndTakeTheirDeliveriesWithThem", testOutboundEndpointsRoundTrip},
 		{"Outbound_AttemptsPageNewestFirstAndOldOnesAreDeleted", testOutboundAttemptsPageAndAge},
 		{"Outbound_ARequeueSendsAgainWholeAndTheBacklogCountsPending", testOutboundRequeueAndBacklog},
