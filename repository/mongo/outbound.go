@@ -118,7 +118,7 @@ var outboxOrder = bson.D{{Key: "outboxSeq", Value: 1}}
 
 const outboxIndex = "outboxSeq_1"
 
-// findInIndexOrder finds up to a limit of the documents of filter by a
+// findByIndexScan finds up to a limit of the documents of filter by a
 // scan of the index named index, hinted and not sorted, for a read that
 // wants some of them, in no particular order: a DocumentDB engine sorts
 // every match of a sorted query, and the outbox and an endpoint's
@@ -129,7 +129,7 @@ const outboxIndex = "outboxSeq_1"
 // are not ordered, as it stores them. A query the engine refuses with the
 // hint (the index being built) is sent sorted by order instead. opts sets
 // the limit and the projection.
-func findInIndexOrder[T any](ctx context.Context, coll *mongo.Collection, filter bson.D, index string, order bson.D,
+func findByIndexScan[T any](ctx context.Context, coll *mongo.Collection, filter bson.D, index string, order bson.D,
 	opts func() *options.FindOptionsBuilder) ([]T, error) {
 	docs, err := findDocs[T](ctx, coll, filter, opts().SetHint(index))
 	if err != nil && !errors.Is(err, models.ErrUnavailable) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
@@ -138,13 +138,13 @@ func findInIndexOrder[T any](ctx context.Context, coll *mongo.Collection, filter
 	return docs, err
 }
 
-// Outbox returns up to limit entries of the outbox (findInIndexOrder:
+// Outbox returns up to limit entries of the outbox (findByIndexScan:
 // oldest first on MongoDB); an entry's key is its event's _id. The
 // fan-out does not rely on the order: models.Delivery.Queue keeps the
 // newest change of an object whatever the order it comes in, and every
 // entry it takes leaves the outbox.
 func (o *Outbound) Outbox(ctx context.Context, limit int) ([]models.Outboxed, error) {
-	docs, err := findInIndexOrder[struct {
+	docs, err := findByIndexScan[struct {
 		ID     bson.ObjectID `bson:"_id"`
 		Outbox outboxDoc     `bson:"outbox"`
 	}](ctx, o.events, outboxFilter, outboxIndex, outboxOrder, func() *options.FindOptionsBuilder {
@@ -473,10 +473,10 @@ func (o *Outbound) fanoutOnce(ctx context.Context, fs []models.Fanout, keys []st
 
 // Due returns up to limit pending deliveries of an endpoint due by now,
 // through the sparse dueKey_1 index (pending deliveries only):
-// findInIndexOrder, soonest first on MongoDB. Every one of them is due;
+// findByIndexScan, soonest first on MongoDB. Every one of them is due;
 // the order only shares the sends out.
 func (o *Outbound) Due(ctx context.Context, endpointID string, now time.Time, limit int) ([]models.Delivery, error) {
-	docs, err := findInIndexOrder[deliveryDoc](ctx, o.deliveries, dueFilter(endpointID, now), dueIndex, dueOrder,
+	docs, err := findByIndexScan[deliveryDoc](ctx, o.deliveries, dueFilter(endpointID, now), dueIndex, dueOrder,
 		func() *options.FindOptionsBuilder { return options.Find().SetLimit(int64(limit)) })
 	if err != nil {
 		return nil, fmt.Errorf("read the deliveries due: %w", err)
