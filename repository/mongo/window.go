@@ -218,6 +218,17 @@ type densities struct {
 	fewKinds map[string]bool   // see few
 }
 
+// maxHintKinds bounds each map of densities: a kind of walk may come from
+// a request (the subscriptions' status filter), so a new kind past the
+// bound is not remembered; its walks start from their defaults.
+const maxHintKinds = 256
+
+// roomFor reports whether m may hold kind: it does, or it has room.
+func roomFor[V any](m map[string]V, kind string) bool {
+	_, ok := m[kind]
+	return ok || len(m) < maxHintKinds
+}
+
 // get returns the density of kind, or ok=false if no walk measured it.
 func (d *densities) get(kind string) (density float64, ok bool) {
 	d.mu.Lock()
@@ -236,6 +247,9 @@ func (d *densities) note(kind string, n int, covered uint64) {
 	defer d.mu.Unlock()
 	if d.m == nil {
 		d.m = map[string]float64{}
+	}
+	if !roomFor(d.m, kind) {
+		return
 	}
 	if old, ok := d.m[kind]; ok {
 		measured = (old + measured) / 2
@@ -259,7 +273,9 @@ func (d *densities) noteEdge(kind string, k uint64) {
 	if d.edges == nil {
 		d.edges = map[string]uint64{}
 	}
-	d.edges[kind] = k
+	if roomFor(d.edges, kind) {
+		d.edges[kind] = k
+	}
 }
 
 // few reports whether the last first page of kind found fewer matches
@@ -278,7 +294,9 @@ func (d *densities) noteFew(kind string, few bool) {
 	if d.fewKinds == nil {
 		d.fewKinds = map[string]bool{}
 	}
-	d.fewKinds[kind] = few
+	if roomFor(d.fewKinds, kind) {
+		d.fewKinds[kind] = few
+	}
 }
 
 // spanStart is where the matches a walk of plan found begin, for their
