@@ -213,21 +213,22 @@ func (d *Dispatcher) observeBacklog(ctx context.Context, now time.Time) {
 	ob := d.o.Store.Outbound()
 	eps, err := ob.Endpoints(ctx)
 	var (
-		b       map[string]models.Backlog
-		entries []models.Outboxed
+		b      map[string]models.Backlog
+		oldest time.Time
+		some   bool
 	)
 	if err == nil {
 		b, err = ob.Backlog(ctx)
 	}
 	if err == nil {
-		entries, err = ob.Outbox(ctx, 1)
+		oldest, some, err = ob.OutboxOldest(ctx)
 	}
 	if err != nil {
 		return // the gauges keep their last values; the round's error is logged
 	}
 	var outbox *time.Time
-	if len(entries) > 0 {
-		outbox = &entries[0].At
+	if some {
+		outbox = &oldest
 	}
 	d.o.Observer.Backlog(eps, b, outbox, now)
 }

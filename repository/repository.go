@@ -212,6 +212,9 @@ type Outbound interface {
 	// Outbox returns up to limit entries of the outbox, oldest first where
 	// the store reads its index in order (a DocumentDB engine does not).
 	Outbox(ctx context.Context, limit int) ([]models.Outboxed, error)
+	// OutboxOldest returns when the oldest entry of the outbox (the first
+	// recorded) applied; false when the outbox is empty.
+	OutboxOldest(ctx context.Context) (time.Time, bool, error)
 	// Fanout queues each change for the endpoints that want it
 	// (models.Delivery.Queue), then takes the entries done out of the
 	// outbox. Doing it again changes nothing.

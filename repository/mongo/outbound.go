@@ -138,6 +138,24 @@ func findByIndexScan[T any](ctx context.Context, coll *mongo.Collection, filter 
 	return docs, err
 }
 
+// OutboxOldest returns when the first entry of the outbox (the lowest
+// outboxSeq) applied: sorted, as the oldest is wanted (a DocumentDB engine
+// sorts the outbox to find it; the metrics read it every BacklogEvery).
+func (o *Outbound) OutboxOldest(ctx context.Context) (time.Time, bool, error) {
+	var d struct {
+		Outbox outboxDoc `bson:"outbox"`
+	}
+	err := translate(o.events.FindOne(ctx, outboxFilter, options.FindOne().SetSort(outboxOrder).
+		SetProjection(bson.D{{Key: "outbox.at", Value: 1}})).Decode(&d))
+	if errors.Is(err, models.ErrNotFound) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read the outbox's oldest entry: %w", err)
+	}
+	return d.Outbox.At.UTC(), true, nil
+}
+
 // Outbox returns up to limit entries of the outbox (findByIndexScan:
 // oldest first on MongoDB); an entry's key is its event's _id. The
 // fan-out does not rely on the order: models.Delivery.Queue keeps the

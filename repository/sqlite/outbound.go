@@ -177,6 +177,20 @@ func (o *Outbound) Outbox(ctx context.Context, limit int) ([]models.Outboxed, er
 	return out, nil
 }
 
+// OutboxOldest returns when the first row of the outbox applied (its
+// primary key).
+func (o *Outbound) OutboxOldest(ctx context.Context) (time.Time, bool, error) {
+	var at int64
+	err := o.s.r.QueryRowContext(ctx, `SELECT at FROM outbox ORDER BY id LIMIT 1`).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read the outbox's oldest entry: %w", translate(err))
+	}
+	return fromMS(at), true, nil
+}
+
 // Fanout queues each change for its endpoints and deletes the outbox rows
 // done, in one transaction.
 func (o *Outbound) Fanout(ctx context.Context, fs []models.Fanout, done []string, now time.Time) error {

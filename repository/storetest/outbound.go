@@ -542,3 +542,44 @@ func testOutboundReadsWithinLimit(t *testing.T, s repository.Store) {
 		t.Errorf("due at t0+2s = %d deliveries, want the 3 due by then", len(early))
 	}
 }
+
+// testOutboundOldest: the outbox's oldest entry, which the metrics age,
+// is the first recorded of those not fanned out yet, whatever order the
+// store reads the outbox in; none when it is empty.
+func testOutboundOldest(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	oldest := func() (time.Time, bool) {
+		t.Helper()
+		at, ok, err := s.Outbound().OutboxOldest(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at, ok
+	}
+	if _, ok := oldest(); ok {
+		t.Fatal("an empty outbox has an oldest entry")
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	s.Outbound().SetRecording(true)
+	defer s.Outbound().SetRecording(false)
+	for i := range 3 {
+		id := fmt.Sprintf("user_old%d", i)
+		ch := change(id, "msg_"+id, time.Second, "")
+		if _, err := s.Deliver(ctx, eventOf(ch, models.EventCreated), ch, now.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if at, ok := oldest(); !ok || !at.Equal(now) {
+		t.Errorf("oldest = %v, %v; want the first recorded, %v", at, ok, now)
+	}
+	for _, e := range outboxOf(t, s) {
+		if e.ObjectID == "user_old0" {
+			if err := s.Outbound().Fanout(ctx, nil, []string{e.Key}, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if at, ok := oldest(); !ok || !at.Equal(now.Add(time.Second)) {
+		t.Errorf("oldest after the first was fanned out = %v, %v; want the second, %v", at, ok, now.Add(time.Second))
+	}
+}

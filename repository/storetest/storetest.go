@@ -85,6 +85,7 @@ func Run(t *testing.T, open Opener) {
 		{"Outbound_TheFanoutKeepsTheNewestChangePerEndpointAndObject", testOutboundFanoutKeepsTheNewestChange},
 		{"Outbound_ASettleKeepsAChangeQueuedMeanwhile", testOutboundSettleKeepsAChangeQueuedMeanwhile},
 		{"Outbound_TheOutboxAndTheDeliveriesDueGiveEachEntryOnceWithinTheirLimit", testOutboundReadsWithinLimit},
+		{"Outbound_TheOutboxsOldestEntryIsTheFirstRecordedNotFannedOut", testOutboundOldest},
 		{"Outbound_EndpointsRoundTripAndTakeTheirDeliveriesWithThem", testOutboundEndpointsRoundTrip},
 		{"Outbound_AttemptsPageNewestFirstAndOldOnesAreDeleted", testOutboundAttemptsPageAndAge},
 		{"Outbound_ARequeueSendsAgainWholeAndTheBacklogCountsPending", testOutboundRequeueAndBacklog},

@@ -228,6 +228,12 @@ func (b *bench) outboundOps(s size, get getter) []op {
 			}
 			return "", nil
 		}},
+		{name: "outbound: the outbox's oldest entry (OutboxOldest)", skip: skip, call: func(ctx context.Context, _ int) (string, error) {
+			if _, ok, err := ob.OutboxOldest(ctx); err != nil || !ok {
+				return "the outbox is empty", err
+			}
+			return "", nil
+		}},
 		{name: fmt.Sprintf("outbound: fan-out of %d entries (Fanout)", fanoutEntries), skip: skip,
 			// As many new entries as the call takes, then the oldest
 			// entries, as the dispatcher reads them.
