@@ -63,8 +63,8 @@ func TestOutboundOps_MeasureWithoutChangingWhatTheyMeasure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 11 {
-		t.Errorf("measured %d operations, want the 11 of outbound webhooks", len(rows))
+	if len(rows) != 12 {
+		t.Errorf("measured %d operations, want the 12 of outbound webhooks", len(rows))
 	}
 	for _, r := range rows {
 		if !strings.HasPrefix(r.name, "outbound: ") && !strings.HasPrefix(r.name, "GET /v1/endpoints") {
