@@ -173,7 +173,7 @@ func TestConsole_EndpointsInABrowser(t *testing.T) {
 	// An endpoint from the configuration file is shown, read-only, and
 	// without its secret.
 	cfgSecret := "whsec_" + strings.Repeat("Q", 43) + "="
-	if err := h.store.Outbound().PutEndpoint(context.Background(), models.Endpoint{ID: "cfg_crm", URL: "https://crm.example.com/hooks",
+	if err := h.store.Outbound().CreateEndpoint(context.Background(), models.Endpoint{ID: "cfg_crm", URL: "https://crm.example.com/hooks",
 		Secret: cfgSecret, FromConfig: true, EventTypes: []string{"user.created"}, CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

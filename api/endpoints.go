@@ -124,8 +124,8 @@ func (s *server) checkEndpoint(e models.Endpoint) error {
 	if err := outbound.CheckURL(e.URL, s.outbound.AllowPrivate); err != nil {
 		return err
 	}
-	if len(e.Description) > models.MaxEndpointDesc {
-		return models.Public(models.ErrInvalid, "description must be at most %d bytes", models.MaxEndpointDesc).In("description")
+	if err := models.CheckEndpointDescription(e.Description); err != nil {
+		return err
 	}
 	return models.CheckEventTypes(e.EventTypes)
 }
@@ -170,20 +170,16 @@ func (s *server) createEndpoint(c echo.Context) error {
 	if err := s.checkEndpoint(e); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	all, err := s.outbound.Store.Endpoints(ctx)
-	if err != nil {
-		return err
-	}
-	if len(all) >= models.MaxEndpoints {
-		return models.Public(models.ErrConflict, "there are %d endpoints already, the most usersync keeps; delete one first", len(all))
-	}
+	var err error
 	if e.Secret, err = outbound.NewSecret(); err != nil {
 		return err
 	}
-	if err := s.outbound.Store.PutEndpoint(ctx, e); err != nil {
+	// The store refuses it when there are models.MaxEndpoints already,
+	// however many creates race.
+	if err := s.outbound.Store.CreateEndpoint(c.Request().Context(), e); err != nil {
 		return err
 	}
+	e.Revision = 1
 	s.recordFor(e)
 	s.logEndpoint(c, "endpoint created", e)
 	j := newEndpointJSON(e)
@@ -298,42 +294,63 @@ type patchEndpointBody struct {
 // patchEndpoint answers PATCH /v1/endpoints/{id}: enabling an endpoint
 // usersync disabled clears why.
 func (s *server) patchEndpoint(c echo.Context) error {
-	e, err := s.endpoint(c, &endpointRequest{})
-	if err != nil {
+	req := endpointRequest{}
+	if err := s.outboundOff(); err != nil {
 		return err
 	}
-	if err := fromConfig(e); err != nil {
+	if err := bind(c, &req); err != nil {
 		return err
 	}
 	var b patchEndpointBody
 	if err := readJSON(c, &b, endpointShape, false); err != nil {
 		return err
 	}
-	if b.URL != nil {
-		e.URL = *b.URL
-	}
-	if b.EventTypes != nil {
-		e.EventTypes = *b.EventTypes
-	}
-	if b.Description != nil {
-		e.Description = strings.TrimSpace(*b.Description)
-	}
-	if b.Enabled != nil {
-		if *b.Enabled && !e.Enabled {
-			e.Disabled, e.FailingSince = "", nil
+	e, err := s.changeEndpoint(c, &req, func(e *models.Endpoint) error {
+		if b.URL != nil {
+			e.URL = *b.URL
 		}
-		e.Enabled = *b.Enabled
-	}
-	if err := s.checkEndpoint(e); err != nil {
-		return err
-	}
-	e.UpdatedAt = s.now().UTC().Truncate(time.Millisecond)
-	if err := s.outbound.Store.PutEndpoint(c.Request().Context(), e); err != nil {
+		if b.EventTypes != nil {
+			e.EventTypes = *b.EventTypes
+		}
+		if b.Description != nil {
+			e.Description = strings.TrimSpace(*b.Description)
+		}
+		if b.Enabled != nil {
+			if *b.Enabled && !e.Enabled {
+				e.Disabled = ""
+			}
+			e.Enabled = *b.Enabled
+		}
+		return s.checkEndpoint(*e)
+	})
+	if err != nil {
 		return err
 	}
 	s.recordFor(e)
 	s.logEndpoint(c, "endpoint changed", e)
 	return c.JSON(http.StatusOK, newEndpointJSON(e))
+}
+
+// changeEndpoint changes the endpoint req names with change, written
+// over the revision read (repository.ChangeEndpoint: no other write is
+// undone); an endpoint from the configuration is refused. It returns the
+// endpoint as written.
+func (s *server) changeEndpoint(c echo.Context, req interface{ endpointID() (string, error) }, change func(*models.Endpoint) error) (models.Endpoint, error) {
+	id, err := req.endpointID()
+	if err != nil {
+		return models.Endpoint{}, err
+	}
+	e, err := repository.ChangeEndpoint(c.Request().Context(), s.outbound.Store, id, func(e *models.Endpoint) error {
+		if err := fromConfig(*e); err != nil {
+			return err
+		}
+		if err := change(e); err != nil {
+			return err
+		}
+		e.UpdatedAt = s.now().UTC().Truncate(time.Millisecond)
+		return nil
+	})
+	return e, notFound(err, "endpoint", id)
 }
 
 // deleteEndpoint answers DELETE /v1/endpoints/{id}.
@@ -363,13 +380,15 @@ const defaultOverlap = 24 * time.Hour
 
 // rotateSecret answers POST /v1/endpoints/{id}/rotate-secret: a new
 // secret, shown this once; the previous one signs too until the overlap
-// ends.
+// ends. An endpoint keeps two secrets at most: a rotation with an overlap
+// while the previous one's runs is refused with the time it ends; one
+// with an overlap of 0s (a secret that leaked) replaces both at once.
 func (s *server) rotateSecret(c echo.Context) error {
-	e, err := s.endpoint(c, &endpointRequest{})
-	if err != nil {
+	req := endpointRequest{}
+	if err := s.outboundOff(); err != nil {
 		return err
 	}
-	if err := fromConfig(e); err != nil {
+	if err := bind(c, &req); err != nil {
 		return err
 	}
 	b := rotateBody{Overlap: defaultOverlap.String()}
@@ -384,13 +403,20 @@ func (s *server) rotateSecret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	now := s.now().UTC().Truncate(time.Millisecond)
-	until := now.Add(overlap)
-	e.PreviousSecret, e.PreviousUntil, e.Secret, e.UpdatedAt = e.Secret, &until, secret, now
-	if overlap == 0 {
-		e.PreviousSecret, e.PreviousUntil = "", nil
-	}
-	if err := s.outbound.Store.PutEndpoint(c.Request().Context(), e); err != nil {
+	e, err := s.changeEndpoint(c, &req, func(e *models.Endpoint) error {
+		now := s.now().UTC().Truncate(time.Millisecond)
+		if overlap > 0 && len(e.Secrets(now)) > 1 {
+			return models.Public(models.ErrConflict, "the previous rotation's overlap runs until %s, and an endpoint keeps two secrets at most: "+
+				"rotate again after it, or now with {\"overlap\": \"0s\"} to replace both", formatTime(*e.PreviousUntil))
+		}
+		until := now.Add(overlap)
+		e.PreviousSecret, e.PreviousUntil, e.Secret = e.Secret, &until, secret
+		if overlap == 0 {
+			e.PreviousSecret, e.PreviousUntil = "", nil
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	s.logEndpoint(c, "endpoint secret rotated", e)

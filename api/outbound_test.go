@@ -169,7 +169,7 @@ func TestOutbound_EndpointsAreRegisteredReadChangedAndDeletedByAdmins(t *testing
 	}
 	// An endpoint from the configuration is read-only here.
 	cfg := models.Endpoint{ID: "cfg_crm", URL: "https://example.com/crm", Enabled: true, Secret: secret, FromConfig: true}
-	if err := h.store.Outbound().PutEndpoint(context.Background(), cfg); err != nil {
+	if err := h.store.Outbound().CreateEndpoint(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	for _, method := range []string{http.MethodPatch, http.MethodDelete} {

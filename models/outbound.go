@@ -4,9 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Outbound webhooks: after a change applies, usersync tells the app's
@@ -153,6 +156,50 @@ type Endpoint struct {
 	FailingSince *time.Time
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	// Revision moves on with every write of the endpoint: a change made
+	// from a read is written only over the revision it read.
+	Revision int64
+}
+
+// ErrEndpointChanged: the endpoint was written since it was read (its
+// revision moved on); read it again and make the change again.
+var ErrEndpointChanged = errors.New("the endpoint changed since it was read")
+
+// EndpointsFull is the refusal of a new endpoint when n are stored, the
+// most usersync keeps.
+func EndpointsFull(n int) error {
+	return Public(ErrConflict, "there are %d endpoints already, the most usersync keeps (%d); delete one first", n, MaxEndpoints)
+}
+
+// CheckEndpointDescription validates an endpoint's description: at most
+// MaxEndpointDesc bytes of valid UTF-8, no control characters and no
+// bidirectional controls (which make a console or a log show other text
+// than what is stored).
+func CheckEndpointDescription(d string) error {
+	if len(d) > MaxEndpointDesc {
+		return Public(ErrInvalid, "description must be at most %d bytes", MaxEndpointDesc).In("description")
+	}
+	if !utf8.ValidString(d) {
+		return Public(ErrInvalid, "description must be UTF-8 text").In("description")
+	}
+	for _, r := range d {
+		if unicode.IsControl(r) || isBidiControl(r) {
+			return Public(ErrInvalid, "description must not hold control characters (U+%04X)", r).In("description")
+		}
+	}
+	return nil
+}
+
+// isBidiControl reports whether r is one of Unicode's bidirectional
+// formatting characters (embeddings, overrides, isolates and marks).
+func isBidiControl(r rune) bool {
+	switch {
+	case r == 0x061C, r == 0x200E, r == 0x200F:
+		return true
+	case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }
 
 // Why usersync disabled an endpoint.

@@ -105,11 +105,15 @@ type Dispatcher struct {
 	endpoints   map[string]models.Endpoint
 	inflight    map[string]bool
 	perEndpoint map[string]int
-	leaseUntil  time.Time
-	prunedAt    time.Time
-	fannedOut   time.Time // the last fan-out's start
-	busySince   time.Time // when the burst under way began (Busy); zero: none
-	busyAt      time.Time // when a round last saw Busy
+	// silent: the endpoints whose last send got no answer (a timeout, a
+	// refused connection); each has one send at a time until it answers.
+	silent     map[string]bool
+	turn       int // where the next round's hand-out of slots starts
+	leaseUntil time.Time
+	prunedAt   time.Time
+	fannedOut  time.Time // the last fan-out's start
+	busySince  time.Time // when the burst under way began (Busy); zero: none
+	busyAt     time.Time // when a round last saw Busy
 }
 
 // NewDispatcher returns a dispatcher with o's defaults filled in.
@@ -139,7 +143,7 @@ func NewDispatcher(o Options) *Dispatcher {
 		o.Tick = time.Second
 	}
 	return &Dispatcher{o: o, wake: make(chan struct{}, 1), endpoints: map[string]models.Endpoint{},
-		inflight: map[string]bool{}, perEndpoint: map[string]int{}}
+		inflight: map[string]bool{}, perEndpoint: map[string]int{}, silent: map[string]bool{}}
 }
 
 // Notify wakes Run for a round now: a change applied.
@@ -181,6 +185,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			d.wg.Wait()
+			d.releaseLease(ctx)
 			return
 		case <-t.C:
 		case <-d.wake:
@@ -254,6 +259,12 @@ func (d *Dispatcher) round(ctx context.Context) error {
 	p := d.pace(d.o.Now())
 	if p == held {
 		return nil
+	}
+	// The endpoints as they are now: a send never starts to an endpoint
+	// deleted or disabled before the round, nor signs with a secret
+	// rotated before it.
+	if err := d.Refresh(ctx); err != nil {
+		return err
 	}
 	if err := d.fanout(ctx, p); err != nil {
 		return err
@@ -338,6 +349,25 @@ func (d *Dispatcher) sendBudget() time.Duration { return d.o.SendTimeout + settl
 
 // settleTimeout bounds the write that records an attempt.
 const settleTimeout = 5 * time.Second
+
+// releaseLease gives the lease up, once the sends under way have settled, so
+// that another instance (or this one restarted) dispatches at once rather
+// than when the lease runs out.
+func (d *Dispatcher) releaseLease(ctx context.Context) {
+	d.mu.Lock()
+	held := !d.leaseUntil.IsZero()
+	d.leaseUntil = time.Time{}
+	d.mu.Unlock()
+	if !held {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if err := d.o.Store.Leases().Release(ctx, LeaseName, d.o.Owner); err != nil {
+		d.o.Log.LogAttrs(ctx, slog.LevelWarn, "outbound webhooks: the lease was not released; it runs out by itself",
+			slog.String("err", err.Error()))
+	}
+}
 
 // lead takes or extends the lease; false when another instance holds it.
 func (d *Dispatcher) lead(ctx context.Context) (bool, error) {
@@ -656,10 +686,12 @@ func (d *Dispatcher) prune(ctx context.Context) {
 	}
 }
 
-// sendDue starts the sends of the deliveries due, within the bounds,
-// endpoint by endpoint: one endpoint's backlog never holds another's up.
-// The deliveries of a disabled endpoint wait, and are sent once it is
-// enabled again.
+// sendDue starts the sends of the deliveries due, within the bounds. The
+// free slots are handed out round-robin, one per endpoint with work at a
+// turn, from an endpoint one further each round, and an endpoint holds at
+// most its share (share): no endpoint, nor a group of endpoints that do
+// not answer, takes the slots of another. The deliveries of a disabled
+// endpoint wait, and are sent once it is enabled again.
 func (d *Dispatcher) sendDue(ctx context.Context, p pace) error {
 	d.mu.Lock()
 	eps := make([]models.Endpoint, 0, len(d.endpoints))
@@ -669,53 +701,85 @@ func (d *Dispatcher) sendDue(ctx context.Context, p pace) error {
 		}
 	}
 	d.mu.Unlock()
+	if len(eps) == 0 {
+		return nil
+	}
 	slices.SortFunc(eps, func(a, b models.Endpoint) int { return strings.Compare(a.ID, b.ID) })
-	for _, ep := range eps {
-		if err := d.sendDueOf(ctx, ep, p); err != nil {
+	first := d.turn % len(eps)
+	d.turn++
+	eps = append(eps[first:], eps[:first]...)
+
+	now := d.o.Now()
+	queues := make([][]models.Delivery, len(eps))
+	for i, ep := range eps {
+		d.mu.Lock()
+		busy := d.perEndpoint[ep.ID]
+		free := min(d.share(ep.ID, p, len(eps))-busy, d.o.MaxInFlight-len(d.inflight))
+		d.mu.Unlock()
+		if free <= 0 {
+			continue
+		}
+		due, err := d.o.Store.Outbound().Due(ctx, ep.ID, now, free+busy) // the ones in flight are due still
+		if err != nil {
 			return err
+		}
+		queues[i] = due
+	}
+	for started := true; started; {
+		started = false
+		for i, ep := range eps {
+			for len(queues[i]) > 0 {
+				dl := queues[i][0]
+				queues[i] = queues[i][1:]
+				if ok, full := d.take(dl, p, len(eps), now); full {
+					return nil
+				} else if ok {
+					d.start(ctx, ep, dl)
+					started = true
+					break // one a turn
+				}
+			}
 		}
 	}
 	return nil
 }
 
-// sendDueOf starts the sends of ep's deliveries due.
-func (d *Dispatcher) sendDueOf(ctx context.Context, ep models.Endpoint, p pace) error {
-	per := d.o.PerEndpoint
-	if p == givingWay {
-		per = 1
+// share is how many sends endpoint id may have in flight, of n enabled:
+// PerEndpoint, at most an even part of MaxInFlight (one at least), and
+// one while its last send got no answer or a burst is being ingested.
+// The caller holds d.mu.
+func (d *Dispatcher) share(id string, p pace, n int) int {
+	if d.silent[id] || p == givingWay {
+		return 1
 	}
+	return min(d.o.PerEndpoint, max(1, d.o.MaxInFlight/n))
+}
+
+// take claims a slot for dl if it is not in flight already and its
+// endpoint is within its share; full when no slot is left at all, or the
+// lease has too little left to run for a send.
+func (d *Dispatcher) take(dl models.Delivery, p pace, n int, now time.Time) (ok, full bool) {
 	d.mu.Lock()
-	busy := d.perEndpoint[ep.ID]
-	free := min(per-busy, d.o.MaxInFlight-len(d.inflight))
-	d.mu.Unlock()
-	if free <= 0 {
-		return nil
+	defer d.mu.Unlock()
+	if len(d.inflight) >= d.o.MaxInFlight || !now.Add(d.sendBudget()).Before(d.leaseUntil) {
+		return false, true
 	}
-	now := d.o.Now()
-	due, err := d.o.Store.Outbound().Due(ctx, ep.ID, now, free+busy) // the ones in flight are due still
-	if err != nil {
-		return err
+	if d.inflight[dl.Key()] || d.perEndpoint[dl.EndpointID] >= d.share(dl.EndpointID, p, n) {
+		return false, false
 	}
-	for _, dl := range due {
-		d.mu.Lock()
-		start := !d.inflight[dl.Key()] && len(d.inflight) < d.o.MaxInFlight && d.perEndpoint[ep.ID] < per &&
-			now.Add(d.sendBudget()).Before(d.leaseUntil)
-		if start {
-			d.inflight[dl.Key()] = true
-			d.perEndpoint[ep.ID]++
-		}
-		d.mu.Unlock()
-		if !start {
-			continue
-		}
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			defer d.release(dl)
-			d.send(ctx, ep, dl)
-		}()
-	}
-	return nil
+	d.inflight[dl.Key()] = true
+	d.perEndpoint[dl.EndpointID]++
+	return true, false
+}
+
+// start sends dl to ep in the background, and frees its slot after.
+func (d *Dispatcher) start(ctx context.Context, ep models.Endpoint, dl models.Delivery) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		defer d.release(dl)
+		d.send(ctx, ep, dl)
+	}()
 }
 
 func (d *Dispatcher) release(dl models.Delivery) {
@@ -807,6 +871,13 @@ func (d *Dispatcher) send(ctx context.Context, ep models.Endpoint, dl models.Del
 	if d.o.Observer != nil {
 		d.o.Observer.Attempted(ep.ID, res.Verdict, res.Latency)
 	}
+	d.mu.Lock()
+	if res.Status == 0 {
+		d.silent[ep.ID] = true
+	} else {
+		delete(d.silent, ep.ID)
+	}
+	d.mu.Unlock()
 	if res.Verdict != Delivered {
 		d.failed(ctx, ep, dl, res, typ, now)
 		return
@@ -819,7 +890,7 @@ func (d *Dispatcher) send(ctx context.Context, ep models.Endpoint, dl models.Del
 	r.LastStatus, r.LastError, r.LastAt, r.DeliveredAt, r.DeliveredMsg = res.Status, "", &now, &now, dl.MessageID
 	d.settle(ctx, dl, r, attemptOf(dl, typ, now, res))
 	if ep.FailingSince != nil {
-		d.updateEndpoint(ctx, ep.ID, func(e *models.Endpoint) { e.FailingSince = nil })
+		d.health(ctx, ep.ID, func(ctx context.Context, o repository.Outbound) error { return o.EndpointAnswered(ctx, ep.ID) })
 	}
 	d.Notify() // a change queued meanwhile is due now
 }
@@ -847,21 +918,23 @@ func (d *Dispatcher) failed(ctx context.Context, ep models.Endpoint, dl models.D
 	d.settle(ctx, dl, r, attemptOf(dl, typ, now, res))
 	switch {
 	case res.Verdict == Gone:
-		d.disable(ctx, ep.ID, models.DisabledGone)
+		d.disable(ctx, ep.ID, models.DisabledGone, time.Time{}, now)
 	case ep.FailingSince == nil:
-		d.updateEndpoint(ctx, ep.ID, func(e *models.Endpoint) {
-			if e.FailingSince == nil {
-				e.FailingSince = &now
-			}
-		})
+		d.health(ctx, ep.ID, func(ctx context.Context, o repository.Outbound) error { return o.EndpointFailing(ctx, ep.ID, now) })
 	case now.Sub(*ep.FailingSince) >= models.MaxFailingFor:
-		d.disable(ctx, ep.ID, models.DisabledFailing)
+		d.disable(ctx, ep.ID, models.DisabledFailing, now.Add(-models.MaxFailingFor), now)
 	}
 }
 
-// disable disables an endpoint for reason.
-func (d *Dispatcher) disable(ctx context.Context, id, reason string) {
-	if d.updateEndpoint(ctx, id, func(e *models.Endpoint) { e.Enabled, e.Disabled = false, reason }) {
+// disable disables an endpoint for reason; failingBefore as the store's
+// DisableEndpoint (an admin who enabled it again meanwhile wins).
+func (d *Dispatcher) disable(ctx context.Context, id, reason string, failingBefore, now time.Time) {
+	var done bool
+	d.health(ctx, id, func(ctx context.Context, o repository.Outbound) (err error) {
+		done, err = o.DisableEndpoint(ctx, id, reason, failingBefore, now)
+		return err
+	})
+	if done {
 		d.o.Log.LogAttrs(ctx, slog.LevelError, "outbound webhooks: endpoint disabled",
 			slog.String("endpoint", id), slog.String("reason", reason))
 		if d.o.Observer != nil {
@@ -870,29 +943,17 @@ func (d *Dispatcher) disable(ctx context.Context, id, reason string) {
 	}
 }
 
-// updateEndpoint changes the stored endpoint id with fn, and the copy
-// this dispatcher reads; false when it is gone or the write failed.
-func (d *Dispatcher) updateEndpoint(ctx context.Context, id string, fn func(*models.Endpoint)) bool {
+// health records the health of endpoint id with write, one conditional
+// write of the store's that changes only the fields of its health (never
+// an admin's settings, never an endpoint that is gone), even when ctx has
+// ended. The next refresh of the endpoints reads it.
+func (d *Dispatcher) health(ctx context.Context, id string, write func(context.Context, repository.Outbound) error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	ob := d.o.Store.Outbound()
-	e, err := ob.Endpoint(ctx, id)
-	if err == nil {
-		fn(&e)
-		e.UpdatedAt = d.o.Now().UTC()
-		err = ob.PutEndpoint(ctx, e)
+	if err := write(ctx, d.o.Store.Outbound()); err != nil {
+		d.o.Log.LogAttrs(ctx, slog.LevelWarn, "outbound webhooks: endpoint's health not recorded",
+			slog.String("endpoint", id), slog.String("err", err.Error()))
 	}
-	if err != nil {
-		if !errors.Is(err, models.ErrNotFound) {
-			d.o.Log.LogAttrs(ctx, slog.LevelWarn, "outbound webhooks: endpoint not updated",
-				slog.String("endpoint", id), slog.String("err", err.Error()))
-		}
-		return false
-	}
-	d.mu.Lock()
-	d.endpoints[id] = e
-	d.mu.Unlock()
-	return true
 }
 
 // settle records what became of a send, even when ctx has ended.

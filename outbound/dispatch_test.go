@@ -156,7 +156,7 @@ func newFixture(t *testing.T, secrets ...string) *fixture {
 	}
 	f := &fixture{store: s, clock: &clock{now: t0}, rcv: newReceiver(t, secrets...)}
 	f.ep = models.Endpoint{ID: "ep_test", URL: f.rcv.srv.URL + "/hook", Enabled: true, Secret: secrets[0], CreatedAt: t0, UpdatedAt: t0}
-	if err := s.Outbound().PutEndpoint(ctx, f.ep); err != nil {
+	if err := s.Outbound().CreateEndpoint(ctx, f.ep); err != nil {
 		t.Fatal(err)
 	}
 	f.d = outbound.NewDispatcher(outbound.Options{Store: s, Render: render(s), Owner: "test",
@@ -173,6 +173,20 @@ func (f *fixture) step(t *testing.T) {
 	if err := f.d.Step(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// change changes the test's endpoint in the store, as an admin does, and
+// in f.ep.
+func (f *fixture) change(t *testing.T, fn func(*models.Endpoint)) {
+	t.Helper()
+	e, err := repository.ChangeEndpoint(context.Background(), f.store.Outbound(), f.ep.ID, func(e *models.Endpoint) error {
+		fn(e)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ep = e
 }
 
 func (f *fixture) deliver(t *testing.T, ch models.Change, typ string) models.Delivered {
@@ -341,10 +355,7 @@ func TestDispatch_DuringARotationBothSecretsSign(t *testing.T) {
 	newSecret, _ := outbound.NewSecret()
 	f := newFixture(t, newSecret, oldSecret) // the receiver checks both
 	until := t0.Add(time.Hour)
-	f.ep.PreviousSecret, f.ep.PreviousUntil = oldSecret, &until
-	if err := f.store.Outbound().PutEndpoint(context.Background(), f.ep); err != nil {
-		t.Fatal(err)
-	}
+	f.change(t, func(e *models.Endpoint) { e.PreviousSecret, e.PreviousUntil = oldSecret, &until })
 	f.deliver(t, user("user_1", "msg_1", time.Second, "a@example.com"), models.TypeUserCreated)
 	f.step(t)
 	if n := len(f.rcv.messages()); n != 1 {
@@ -507,11 +518,9 @@ func TestDispatch_OneEndpointsBacklogHoldsNoOtherEndpointUp(t *testing.T) {
 	ctx := context.Background()
 	b := f.ep
 	b.ID, b.URL, b.EventTypes = "ep_other", f.rcv.srv.URL+"/other", []string{"organization.*"}
-	f.ep.EventTypes = []string{"user.*"}
-	for _, e := range []models.Endpoint{f.ep, b} {
-		if err := f.store.Outbound().PutEndpoint(ctx, e); err != nil {
-			t.Fatal(err)
-		}
+	f.change(t, func(e *models.Endpoint) { e.EventTypes = []string{"user.*"} })
+	if err := f.store.Outbound().CreateEndpoint(ctx, b); err != nil {
+		t.Fatal(err)
 	}
 	f.d = outbound.NewDispatcher(outbound.Options{Store: f.store, Render: render(f.store), Owner: "test",
 		Sender: outbound.NewSender(outbound.SenderOptions{AllowPrivate: true}), Now: f.clock.Now,
@@ -560,7 +569,7 @@ func TestDispatch_AnEndpointCreatedSinceTheLastReadMissesNoChange(t *testing.T) 
 			t.Fatal("Run never took the lease")
 		}
 	}
-	if err := f.store.Outbound().PutEndpoint(ctx, f.ep); err != nil {
+	if err := f.store.Outbound().CreateEndpoint(ctx, f.ep); err != nil {
 		t.Fatal(err)
 	}
 	f.store.Outbound().SetRecording(true)

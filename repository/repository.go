@@ -19,6 +19,8 @@ package repository
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/usersync/usersync/models"
@@ -203,10 +205,37 @@ type Outbound interface {
 	Endpoints(ctx context.Context) ([]models.Endpoint, error)
 	// Endpoint returns one endpoint (models.ErrNotFound: none).
 	Endpoint(ctx context.Context, id string) (models.Endpoint, error)
-	// PutEndpoint inserts e, or replaces the endpoint of its id.
-	PutEndpoint(ctx context.Context, e models.Endpoint) error
+	// No write of an endpoint replaces it whole: each changes its own
+	// fields, conditionally, so that none undoes another (an admin's
+	// change and the sender's record of the endpoint's health, on any
+	// instance). The settings are written over the revision read, which
+	// each write of them moves on; the health (FailingSince) only by
+	// EndpointFailing and EndpointAnswered.
+	//
+	// CreateEndpoint stores e, a new endpoint, at revision 1. One from the
+	// API is refused (models.EndpointsFull) while models.MaxEndpoints are
+	// stored, however many creates race; one from the configuration
+	// (FromConfig) is stored whatever their number.
+	CreateEndpoint(ctx context.Context, e models.Endpoint) error
+	// UpdateEndpoint writes what an admin or the configuration sets of an
+	// endpoint (every field but its id, creation, health and revision) from e,
+	// if the stored endpoint is still at e.Revision, the revision it was
+	// read at: models.ErrEndpointChanged when it moved on meanwhile,
+	// models.ErrNotFound when it is gone. It never creates one.
+	UpdateEndpoint(ctx context.Context, e models.Endpoint) error
+	// EndpointFailing records that endpoint id has failed since at, unless
+	// it is failing already; EndpointAnswered records that it answered, or
+	// that an admin enabled it again (it is failing no more). Neither
+	// writes an endpoint that is gone.
+	EndpointFailing(ctx context.Context, id string, at time.Time) error
+	EndpointAnswered(ctx context.Context, id string) error
+	// DisableEndpoint disables endpoint id for reason if it is enabled
+	// and, when failingBefore is set, has been failing since before then
+	// (an admin who enabled it again meanwhile cleared that). It reports
+	// whether it disabled it.
+	DisableEndpoint(ctx context.Context, id, reason string, failingBefore, now time.Time) (bool, error)
 	// DeleteEndpoint deletes an endpoint and its deliveries
-	// (models.ErrNotFound: none).
+	// (models.ErrNotFound: none). A fan-out under way writes none for it.
 	DeleteEndpoint(ctx context.Context, id string) error
 
 	// Outbox returns up to limit entries of the outbox, oldest first where
@@ -217,7 +246,8 @@ type Outbound interface {
 	OutboxOldest(ctx context.Context) (time.Time, bool, error)
 	// Fanout queues each change for the endpoints that want it
 	// (models.Delivery.Queue), then takes the entries done out of the
-	// outbox. Doing it again changes nothing.
+	// outbox. Doing it again changes nothing. It writes no delivery for an
+	// endpoint that does not exist, even one deleted while it runs.
 	Fanout(ctx context.Context, fs []models.Fanout, done []string, now time.Time) error
 	// Due returns up to limit pending deliveries of an endpoint due by
 	// now, soonest first where the store reads its index in order (a
@@ -337,6 +367,9 @@ type Leases interface {
 	// horizon (later than any schedule sets it: stale), and reports
 	// whether owner holds it now.
 	Reclaim(ctx context.Context, name, owner string, horizon, until time.Time) (bool, error)
+	// Release gives the lease up if owner holds it, so that another
+	// process may take it at once (a graceful stop).
+	Release(ctx context.Context, name, owner string) error
 }
 
 // Seeder writes users and events in bulk, as they would be after their
@@ -410,4 +443,46 @@ func EndpointIDs(ctx context.Context, o interface {
 		out[i] = e.ID
 	}
 	return out, nil
+}
+
+// changeEndpointTries bounds the reads and writes of one ChangeEndpoint:
+// each retry follows another write of the endpoint.
+const changeEndpointTries = 8
+
+// ChangeEndpoint reads endpoint id, changes it with change and writes it
+// over the revision it read (UpdateEndpoint), from a new read each time
+// another write came between, so that it undoes none: an admin's change,
+// or the configuration's. Enabling a disabled endpoint clears its health
+// first (it is failing no more: while disabled, nothing is sent to it),
+// so that the sender does not disable it again at its next failure for
+// having failed too long. It returns the endpoint as written; change's
+// error as it is; models.ErrNotFound when the endpoint is gone; an error
+// wrapping models.ErrRetryLater when other writes kept coming between.
+func ChangeEndpoint(ctx context.Context, o Outbound, id string, change func(*models.Endpoint) error) (models.Endpoint, error) {
+	for try := 0; try < changeEndpointTries; try++ {
+		e, err := o.Endpoint(ctx, id)
+		if err != nil {
+			return e, err
+		}
+		enabled := e.Enabled
+		if err := change(&e); err != nil {
+			return e, err
+		}
+		if e.Enabled && !enabled {
+			if err := o.EndpointAnswered(ctx, id); err != nil {
+				return e, err
+			}
+			e.FailingSince = nil
+		}
+		err = o.UpdateEndpoint(ctx, e)
+		if errors.Is(err, models.ErrEndpointChanged) {
+			continue
+		}
+		if err != nil {
+			return e, err
+		}
+		e.Revision++
+		return e, nil
+	}
+	return models.Endpoint{}, fmt.Errorf("endpoint %s: other writes kept changing it: %w", models.Quote(id), models.ErrRetryLater)
 }

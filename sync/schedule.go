@@ -18,6 +18,8 @@ type LeaseStore interface {
 	// Reclaim takes the lease until until if it expires after horizon,
 	// whoever holds it, and reports whether owner holds it.
 	Reclaim(ctx context.Context, name, owner string, horizon, until time.Time) (bool, error)
+	// Release gives the lease up if owner holds it.
+	Release(ctx context.Context, name, owner string) error
 }
 
 // Scheduler runs a job every Interval on one process at a time among all
@@ -113,10 +115,18 @@ func (s *Scheduler) RunOnce(ctx context.Context) (ran bool, err error) {
 	err = s.Job(jctx)
 	cancel()
 	<-renewed
-	// Keep others away until the next run is due. A failure here only
-	// lets another process run sooner.
 	ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer ecancel()
+	if ctx.Err() != nil {
+		// Stopped mid-run (a graceful stop): the run did not finish, so
+		// another process (or this one restarted) may run it at once.
+		if rerr := s.Leases.Release(ectx, s.Name, s.Owner); rerr != nil {
+			s.Log.Warn("lease not released after a stop; it runs out by itself", slog.String("lease", s.Name), slog.String("err", rerr.Error()))
+		}
+		return true, err
+	}
+	// Keep others away until the next run is due. A failure here only
+	// lets another process run sooner.
 	next := start.Add(s.Interval)
 	if now := s.now(); next.Before(now) {
 		next = now

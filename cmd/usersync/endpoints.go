@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"regexp"
 	"time"
@@ -79,8 +81,9 @@ func readEndpointsFile(cfg config) ([]models.Endpoint, error) {
 			return nil, fail("%s: name must be 1 to 40 of a-z, 0-9, _ and -", at)
 		case seen[e.Name]:
 			return nil, fail("%s: the name is given twice", at)
-		case len(e.Description) > models.MaxEndpointDesc:
-			return nil, fail("%s: description longer than %d bytes", at, models.MaxEndpointDesc)
+		}
+		if err := models.CheckEndpointDescription(e.Description); err != nil {
+			return nil, fail("%s: %v", at, err)
 		}
 		seen[e.Name] = true
 		if err := outbound.CheckURL(e.URL, cfg.EndpointsAllowPrivate); err != nil {
@@ -100,41 +103,70 @@ func readEndpointsFile(cfg config) ([]models.Endpoint, error) {
 
 // putConfigEndpoints writes the endpoints of the file to the store, and
 // deletes those from configuration no longer in it; the API's endpoints
-// stay as they are.
-func putConfigEndpoints(ctx context.Context, ob repository.Outbound, eps []models.Endpoint, now time.Time) error {
-	stored, err := ob.Endpoints(ctx)
-	if err != nil {
-		return fmt.Errorf("USERSYNC_ENDPOINTS_FILE: read the endpoints: %w", err)
-	}
-	byID := map[string]models.Endpoint{}
-	apiCount := 0
-	for _, e := range stored {
-		byID[e.ID] = e
-		if !e.FromConfig {
-			apiCount++
-		}
-	}
-	if apiCount+len(eps) > models.MaxEndpoints {
-		return fmt.Errorf("USERSYNC_ENDPOINTS_FILE: %d endpoints with the %d of the API, more than the %d usersync keeps",
-			len(eps), apiCount, models.MaxEndpoints)
-	}
+// stay as they are. Each is written over the revision read (a change an
+// admin or the sender makes meanwhile, on another instance, is read again
+// and overwritten by the file, never undone by an older read). A store
+// that holds more than models.MaxEndpoints endpoints starts all the same,
+// with a warning that names the cause and the fix.
+func putConfigEndpoints(ctx context.Context, ob repository.Outbound, eps []models.Endpoint, now time.Time, log *slog.Logger) error {
 	keep := map[string]bool{}
 	for _, e := range eps {
 		keep[e.ID] = true
-		e.CreatedAt, e.UpdatedAt = now, now
-		if cur, ok := byID[e.ID]; ok {
-			e.CreatedAt = cur.CreatedAt
-		}
-		if err := ob.PutEndpoint(ctx, e); err != nil {
+		if err := putConfigEndpoint(ctx, ob, e, now); err != nil {
 			return fmt.Errorf("USERSYNC_ENDPOINTS_FILE: %w", err)
 		}
 	}
+	stored, err := ob.Endpoints(ctx)
+	if err != nil {
+		return fmt.Errorf("read the outbound endpoints: %w", err)
+	}
+	apiCount, cfgCount := 0, 0
 	for _, e := range stored {
-		if e.FromConfig && !keep[e.ID] {
-			if err := ob.DeleteEndpoint(ctx, e.ID); err != nil {
+		switch {
+		case !e.FromConfig:
+			apiCount++
+		case !keep[e.ID]:
+			if err := ob.DeleteEndpoint(ctx, e.ID); err != nil && !errors.Is(err, models.ErrNotFound) {
 				return fmt.Errorf("USERSYNC_ENDPOINTS_FILE: delete %s, no longer in the file: %w", e.ID, err)
 			}
+		default:
+			cfgCount++
 		}
 	}
+	if apiCount+cfgCount > models.MaxEndpoints {
+		fix := "delete the ones no longer needed with DELETE /v1/endpoints/{id} (or the console)"
+		if cfgCount > 0 {
+			fix += ", or remove some from USERSYNC_ENDPOINTS_FILE"
+		}
+		log.Warn(fmt.Sprintf("outbound webhooks: the store holds %d endpoints, more than the %d usersync keeps; "+
+			"no new endpoint can be created until there are fewer: %s", apiCount+cfgCount, models.MaxEndpoints, fix),
+			slog.Int("api_endpoints", apiCount), slog.Int("file_endpoints", cfgCount))
+	}
 	return nil
+}
+
+// putConfigEndpointTries bounds the tries of one endpoint of the file: a
+// retry follows its creation or deletion by another instance.
+const putConfigEndpointTries = 4
+
+// putConfigEndpoint creates e, an endpoint of the file, or writes the
+// file's settings over the one stored (repository.ChangeEndpoint).
+func putConfigEndpoint(ctx context.Context, ob repository.Outbound, e models.Endpoint, now time.Time) error {
+	for try := 0; try < putConfigEndpointTries; try++ {
+		_, err := repository.ChangeEndpoint(ctx, ob, e.ID, func(cur *models.Endpoint) error {
+			created, rev := cur.CreatedAt, cur.Revision
+			*cur = e
+			cur.CreatedAt, cur.UpdatedAt, cur.Revision = created, now, rev
+			return nil
+		})
+		if !errors.Is(err, models.ErrNotFound) {
+			return err
+		}
+		e.CreatedAt, e.UpdatedAt = now, now
+		err = ob.CreateEndpoint(ctx, e)
+		if !errors.Is(err, models.ErrConflict) { // created meanwhile, by another instance
+			return err
+		}
+	}
+	return fmt.Errorf("%s: other instances kept creating or deleting it: %w", e.ID, models.ErrRetryLater)
 }

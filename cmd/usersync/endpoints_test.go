@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,7 +79,7 @@ func TestEndpointsFile_IsTheTruthAtEachStartAndLeavesTheAPIsEndpoints(t *testing
 	secret, _ := outbound.NewSecret()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	api := models.Endpoint{ID: "ep_api", URL: "https://example.com/api", Enabled: true, Secret: secret, CreatedAt: now, UpdatedAt: now}
-	if err := s.Outbound().PutEndpoint(ctx, api); err != nil {
+	if err := s.Outbound().CreateEndpoint(ctx, api); err != nil {
 		t.Fatal(err)
 	}
 	start := func(file string) {
@@ -91,7 +92,7 @@ func TestEndpointsFile_IsTheTruthAtEachStartAndLeavesTheAPIsEndpoints(t *testing
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := putConfigEndpoints(ctx, s.Outbound(), eps, now); err != nil {
+		if err := putConfigEndpoints(ctx, s.Outbound(), eps, now, slog.New(slog.DiscardHandler)); err != nil {
 			t.Fatal(err)
 		}
 	}

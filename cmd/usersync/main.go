@@ -439,7 +439,7 @@ func startOutbound(ctx context.Context, cfg config, store repository.Store, svc 
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := putConfigEndpoints(ctx, store.Outbound(), eps, time.Now().UTC().Truncate(time.Millisecond)); err != nil {
+	if err := putConfigEndpoints(ctx, store.Outbound(), eps, time.Now().UTC().Truncate(time.Millisecond), log); err != nil {
 		return nil, nil, err
 	}
 	host, _ := os.Hostname()

@@ -132,7 +132,7 @@ func TestBackfillAndReconcile_EveryKindTheyReadReachesTheEndpoints(t *testing.T)
 	e.clerkHasItems(t, teamActive(), proEnded())
 	app := newAppEndpoint(t)
 	now := time.Now().UTC()
-	if err := e.store.Outbound().PutEndpoint(ctx, models.Endpoint{ID: "ep_app", URL: app.url, Enabled: true, Secret: app.secret,
+	if err := e.store.Outbound().CreateEndpoint(ctx, models.Endpoint{ID: "ep_app", URL: app.url, Enabled: true, Secret: app.secret,
 		CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestReplayCommand_EveryKindsChangeReachesTheEndpointsFromReplay(t *testing.
 	e := newBackfillEnv(t, nil)
 	app := newAppEndpoint(t)
 	now := time.Now().UTC()
-	if err := e.store.Outbound().PutEndpoint(ctx, models.Endpoint{ID: "ep_app", URL: app.url, Enabled: true, Secret: app.secret,
+	if err := e.store.Outbound().CreateEndpoint(ctx, models.Endpoint{ID: "ep_app", URL: app.url, Enabled: true, Secret: app.secret,
 		CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func openEmbedded(ctx context.Context, cfg config, log *slog.Logger) (store, fun
 		unlock()
 		return nil, nil, err
 	}
-	s, err := sqlite.Open(ctx, cfg.DataDir, sqlite.Options{})
+	s, err := sqlite.Open(ctx, cfg.DataDir, sqlite.Options{SoleProcess: true})
 	if err != nil {
 		unlock()
 		return nil, nil, fmt.Errorf("USERSYNC_DATA_DIR: %w", err)

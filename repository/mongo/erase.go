@@ -46,8 +46,11 @@ type subject struct {
 	coll   *mongo.Collection
 	id     func(eraseDoc) string
 	events func(id string) bson.D // its events not erased yet, through an index
-	// deliveries selects the outbound deliveries of the tombstone, whose
-	// fingerprints are of its personal data (outbound.go).
+	// deliveries selects the outbound deliveries of the tombstone
+	// (outbound.go): erasure deletes those that are not deletions, and
+	// keeps the deletions, which an endpoint may still have to be told
+	// (pending, or failed for a replay), without the fingerprints of what
+	// it was told before.
 	deliveries func(eraseDoc) bson.D
 	count      func(*models.Erasure)
 }
@@ -179,14 +182,14 @@ var erasable = bson.D{{Key: "erasedAt", Value: nil}, {Key: "$or", Value: bson.A{
 	bson.D{{Key: "status", Value: models.StatusFailed}, {Key: "retryAt", Value: nil}},
 }}}
 
-// eraseEvents deletes the outbound deliveries of the tombstone t of subj,
-// erases its events that can be erased, and unmarks the tombstone when
-// none is left.
+// eraseEvents erases the outbound deliveries of the tombstone t of subj
+// (eraseDeliveries), erases its events that can be erased, and unmarks
+// the tombstone when none is left.
 func (s *Store) eraseEvents(ctx context.Context, subj subject, t eraseDoc, now time.Time) (models.Erasure, error) {
 	var res models.Erasure
 	id := subj.id(t)
-	if _, err := s.outbound.deliveries.DeleteMany(ctx, subj.deliveries(t)); err != nil {
-		return res, fmt.Errorf("delete the outbound deliveries of %s %s: %w", subj.name, id, translate(err))
+	if err := s.outbound.eraseDeliveries(ctx, subj.deliveries(t)); err != nil {
+		return res, fmt.Errorf("erase the outbound deliveries of %s %s: %w", subj.name, id, err)
 	}
 	docs, err := s.events.findAll(ctx, subj.events(id), options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "status", Value: 1}, {Key: "retryAt", Value: 1}}))
 	if err != nil {

@@ -326,6 +326,7 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	o.SetRecording(false)
 	obPending := models.Pending{Kind: models.KindUser, ObjectID: "user_ob", UserID: "user_ob", Change: models.EventCreated,
 		Version: obChange.Version(), At: now}
+	obEndpoints(t, o, "ep_1")
 	if err := o.Fanout(ctx, []models.Fanout{{Pending: obPending, Endpoints: []string{"ep_1"}}}, nil, now); err != nil {
 		t.Fatal(err)
 	}

@@ -79,3 +79,11 @@ func (l *Leases) Reclaim(ctx context.Context, name, owner string, horizon, until
 	}
 	return res.MatchedCount > 0, nil
 }
+
+// Release deletes the lease name if owner holds it.
+func (l *Leases) Release(ctx context.Context, name, owner string) error {
+	if _, err := l.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: name}, {Key: "owner", Value: owner}}); err != nil {
+		return fmt.Errorf("release lease %s: %w", name, translate(err))
+	}
+	return nil
+}

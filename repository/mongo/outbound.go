@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,7 +46,8 @@ var outboundCollections = []string{EndpointsCollection, DeliveriesCollection, De
 // Outbound is the collections of outbound webhooks.
 type Outbound struct {
 	events     *mongo.Collection // user_events, from the primary: the outbox
-	endpoints  *mongo.Collection
+	endpoints  *mongo.Collection // from the primary: a change is written over the revision read
+	slots      *mongo.Collection // leases: the endpoints' slots (claimSlot)
 	deliveries *mongo.Collection // from the primary: every read decides a write, or follows one
 	attempts   *mongo.Collection
 	// recording: the marks of changes that applied write their outbox
@@ -178,6 +180,11 @@ func (o *Outbound) Outbox(ctx context.Context, limit int) ([]models.Outboxed, er
 	return out, nil
 }
 
+// idDoc is a document's string _id alone.
+type idDoc struct {
+	ID string `bson:"_id"`
+}
+
 // endpointDoc is an endpoint.
 type endpointDoc struct {
 	ID             string     `bson:"_id"`
@@ -193,6 +200,9 @@ type endpointDoc struct {
 	FailingSince   *time.Time `bson:"failingSince,omitempty"`
 	CreatedAt      time.Time  `bson:"createdAt"`
 	UpdatedAt      time.Time  `bson:"updatedAt"`
+	// Rev moves on with every write; 0 (absent) for an endpoint written
+	// by a version before revisions.
+	Rev int64 `bson:"rev,omitempty"`
 }
 
 func (d endpointDoc) model() models.Endpoint {
@@ -202,7 +212,8 @@ func (d endpointDoc) model() models.Endpoint {
 	}
 	return models.Endpoint{ID: d.ID, URL: d.URL, Description: d.Description, EventTypes: types, Enabled: d.Enabled,
 		Disabled: d.Disabled, Secret: d.Secret, PreviousSecret: d.PreviousSecret, PreviousUntil: utcPtr(d.PreviousUntil),
-		FromConfig: d.FromConfig, FailingSince: utcPtr(d.FailingSince), CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC()}
+		FromConfig: d.FromConfig, FailingSince: utcPtr(d.FailingSince), CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
+		Revision: d.Rev}
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -235,28 +246,229 @@ func (o *Outbound) Endpoint(ctx context.Context, id string) (models.Endpoint, er
 	return d.model(), nil
 }
 
-// PutEndpoint inserts e, or replaces the endpoint of its id.
-func (o *Outbound) PutEndpoint(ctx context.Context, e models.Endpoint) error {
+// CreateEndpoint inserts e at revision 1; one from the API once it holds
+// a slot (claimSlot).
+func (o *Outbound) CreateEndpoint(ctx context.Context, e models.Endpoint) error {
+	if !e.FromConfig {
+		if err := o.claimSlot(ctx, e.ID, time.Now()); err != nil {
+			return fmt.Errorf("create endpoint %s: %w", models.Quote(e.ID), err)
+		}
+	}
 	types := e.EventTypes
 	if types == nil {
 		types = []string{}
 	}
-	d := endpointDoc{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: types, Enabled: e.Enabled,
-		Disabled: e.Disabled, Secret: e.Secret, PreviousSecret: e.PreviousSecret, PreviousUntil: e.PreviousUntil,
-		FromConfig: e.FromConfig, FailingSince: e.FailingSince, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
-	_, err := retryConflicts(ctx, func() (*mongo.UpdateResult, error) {
-		return o.endpoints.ReplaceOne(ctx, bson.D{{Key: "_id", Value: e.ID}}, d, options.Replace().SetUpsert(true))
-	})
+	_, err := o.endpoints.InsertOne(ctx, endpointDoc{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: types,
+		Enabled: e.Enabled, Disabled: e.Disabled, Secret: e.Secret, PreviousSecret: e.PreviousSecret, PreviousUntil: e.PreviousUntil,
+		FromConfig: e.FromConfig, FailingSince: e.FailingSince, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Rev: 1})
+	if err = translate(err); err != nil {
+		if !e.FromConfig {
+			o.releaseSlot(context.WithoutCancel(ctx), e.ID)
+		}
+		if errors.Is(err, errDuplicate) {
+			err = fmt.Errorf("%w: the id is taken", models.ErrConflict)
+		}
+		return fmt.Errorf("create endpoint %s: %w", models.Quote(e.ID), err)
+	}
+	return nil
+}
+
+// The endpoints' slots bound the endpoints the API creates without a
+// transaction, however many creates race: each holds one of
+// models.MaxEndpoints slots, a lease document "endpoint-slot:NN" whose
+// owner is the endpoint, claimed by an insert that the unique _id lets
+// through once. Endpoints that hold none (from the configuration, or
+// written by a version before slots) each take one slot number away. A
+// slot is free when its document is absent, or when its endpoint does not
+// exist and its claim is older than slotClaim (a create that stopped
+// between its claim and its insert; a delete that stopped before it
+// released the slot).
+const (
+	slotPrefix = "endpoint-slot:"
+	slotClaim  = 5 * time.Minute
+	slotTries  = 5
+)
+
+func slotName(n int) string { return fmt.Sprintf("%s%02d", slotPrefix, n) }
+
+// slotsFilter selects every slot document: a range of the leases' _id.
+var slotsFilter = bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: slotPrefix}, {Key: "$lt", Value: slotPrefix + "~"}}}}
+
+// claimSlot claims a free slot for the new endpoint id, or refuses
+// (models.EndpointsFull) when none is free.
+func (o *Outbound) claimSlot(ctx context.Context, id string, now time.Time) error {
+	for try := 0; try < slotTries; try++ {
+		// The endpoints are read before the slots: an endpoint created
+		// since holds a slot claimed within slotClaim, which counts.
+		eps, err := findDocs[idDoc](ctx, o.endpoints, bson.D{}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+		if err != nil {
+			return err
+		}
+		slots, err := findDocs[leaseDoc](ctx, o.slots, slotsFilter, nil)
+		if err != nil {
+			return err
+		}
+		exists, holds := map[string]bool{}, map[string]bool{}
+		for _, e := range eps {
+			exists[e.ID] = true
+		}
+		byName := map[string]leaseDoc{}
+		for _, s := range slots {
+			byName[s.Name] = s
+			holds[s.Owner] = true
+		}
+		limit := models.MaxEndpoints
+		for _, e := range eps {
+			if !holds[e.ID] {
+				limit-- // an endpoint without a slot
+			}
+		}
+		claimed := false
+		for n := 0; n < limit && !claimed; n++ {
+			s, taken := byName[slotName(n)]
+			switch {
+			case !taken:
+				_, err = o.slots.InsertOne(ctx, leaseDoc{Name: slotName(n), Owner: id, ExpiresAt: now.Add(slotClaim).UTC()})
+				if err = translate(err); errors.Is(err, errDuplicate) {
+					continue // another create claimed it first
+				}
+				claimed = err == nil
+			case !exists[s.Owner] && !now.Before(s.ExpiresAt):
+				var res *mongo.UpdateResult
+				res, err = updateOne(ctx, o.slots, bson.D{{Key: "_id", Value: s.Name}, {Key: "owner", Value: s.Owner}, {Key: "expiresAt", Value: s.ExpiresAt}},
+					bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: id}, {Key: "expiresAt", Value: now.Add(slotClaim).UTC()}}}})
+				err = translate(err)
+				claimed = err == nil && res.MatchedCount == 1
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if claimed {
+			return nil
+		}
+		if limit <= 0 || len(eps) >= models.MaxEndpoints {
+			return models.EndpointsFull(len(eps))
+		}
+		// Every slot was held when read; a claim that runs out or a delete
+		// may free one: read again.
+		full := 0
+		for n := 0; n < limit; n++ {
+			if s, taken := byName[slotName(n)]; taken && (exists[s.Owner] || now.Before(s.ExpiresAt)) {
+				full++
+			}
+		}
+		if full >= limit {
+			return models.EndpointsFull(len(eps))
+		}
+	}
+	return fmt.Errorf("the endpoints' slots kept changing: %w", models.ErrRetryLater)
+}
+
+// releaseSlot frees the slot endpoint id holds, if any.
+func (o *Outbound) releaseSlot(ctx context.Context, id string) {
+	_, _ = o.slots.DeleteMany(ctx, append(slices.Clone(slotsFilter), bson.E{Key: "owner", Value: id}))
+}
+
+// revFilter selects an endpoint at revision rev: 0 is an endpoint that
+// has none yet (written by a version before revisions).
+func revFilter(id string, rev int64) bson.D {
+	if rev == 0 {
+		return bson.D{{Key: "_id", Value: id}, {Key: "rev", Value: bson.D{{Key: "$exists", Value: false}}}}
+	}
+	return bson.D{{Key: "_id", Value: id}, {Key: "rev", Value: rev}}
+}
+
+// setOrUnset is the update of field to t: $set, or $unset for nil.
+func setOrUnset(set, unset bson.D, field string, t *time.Time) (bson.D, bson.D) {
+	if t == nil {
+		return set, append(unset, bson.E{Key: field, Value: ""})
+	}
+	return append(set, bson.E{Key: field, Value: t.UTC()}), unset
+}
+
+// UpdateEndpoint writes e's settings if the endpoint is still at
+// e.Revision: one conditional update.
+func (o *Outbound) UpdateEndpoint(ctx context.Context, e models.Endpoint) error {
+	types := e.EventTypes
+	if types == nil {
+		types = []string{}
+	}
+	set := bson.D{{Key: "url", Value: e.URL}, {Key: "description", Value: e.Description}, {Key: "eventTypes", Value: types},
+		{Key: "enabled", Value: e.Enabled}, {Key: "disabled", Value: e.Disabled}, {Key: "secret", Value: e.Secret},
+		{Key: "previousSecret", Value: e.PreviousSecret}, {Key: "fromConfig", Value: e.FromConfig}, {Key: "updatedAt", Value: e.UpdatedAt.UTC()}}
+	var unset bson.D
+	set, unset = setOrUnset(set, unset, "previousUntil", e.PreviousUntil)
+	update := bson.D{{Key: "$set", Value: set}, {Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}}}
+	if len(unset) > 0 {
+		update = append(update, bson.E{Key: "$unset", Value: unset})
+	}
+	res, err := updateOne(ctx, o.endpoints, revFilter(e.ID, e.Revision), update)
+	if err == nil && res.MatchedCount == 0 {
+		err = o.endpointMissed(ctx, e.ID)
+	}
 	if err != nil {
 		return fmt.Errorf("write endpoint %s: %w", models.Quote(e.ID), translate(err))
 	}
 	return nil
 }
 
+// endpointMissed says why a conditional write of endpoint id matched
+// nothing: it is gone (models.ErrNotFound), or it moved on.
+func (o *Outbound) endpointMissed(ctx context.Context, id string) error {
+	n, err := o.endpoints.CountDocuments(ctx, bson.D{{Key: "_id", Value: id}})
+	switch {
+	case err != nil:
+		return err
+	case n == 0:
+		return models.ErrNotFound
+	}
+	return models.ErrEndpointChanged
+}
+
+// EndpointFailing sets failingSince, unless it is set.
+func (o *Outbound) EndpointFailing(ctx context.Context, id string, at time.Time) error {
+	return o.endpointHealth(ctx, id, bson.D{{Key: "_id", Value: id}, {Key: "failingSince", Value: nil}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "failingSince", Value: at.UTC()}}}})
+}
+
+// EndpointAnswered unsets failingSince, if it is set.
+func (o *Outbound) EndpointAnswered(ctx context.Context, id string) error {
+	return o.endpointHealth(ctx, id, bson.D{{Key: "_id", Value: id}, {Key: "failingSince", Value: bson.D{{Key: "$ne", Value: nil}}}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: "failingSince", Value: ""}}}})
+}
+
+// endpointHealth runs one conditional update of an endpoint's health
+// (failingSince alone: no admin's write sets it, so the revision stays).
+func (o *Outbound) endpointHealth(ctx context.Context, id string, filter, update bson.D) error {
+	if _, err := updateOne(ctx, o.endpoints, filter, update); err != nil {
+		return fmt.Errorf("record the health of endpoint %s: %w", models.Quote(id), translate(err))
+	}
+	return nil
+}
+
+// DisableEndpoint disables an enabled endpoint for reason, and when
+// failingBefore is set only one failing since before it.
+func (o *Outbound) DisableEndpoint(ctx context.Context, id, reason string, failingBefore, now time.Time) (bool, error) {
+	filter := bson.D{{Key: "_id", Value: id}, {Key: "enabled", Value: true}}
+	if !failingBefore.IsZero() {
+		filter = append(filter, bson.E{Key: "failingSince", Value: bson.D{{Key: "$lte", Value: failingBefore.UTC()}}})
+	}
+	res, err := updateOne(ctx, o.endpoints, filter, bson.D{
+		{Key: "$set", Value: bson.D{{Key: "enabled", Value: false}, {Key: "disabled", Value: reason}, {Key: "updatedAt", Value: now.UTC()}}},
+		{Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}}})
+	if err != nil {
+		return false, fmt.Errorf("disable endpoint %s: %w", models.Quote(id), translate(err))
+	}
+	return res.ModifiedCount == 1, nil
+}
+
 // DeleteEndpoint deletes an endpoint, then its deliveries (the range of
-// _id its id begins); its attempts stay until they are old. A crash
-// between the two leaves deliveries of no endpoint, which Due returns and
-// the sender drops; deleting it again is not found, and leaves them.
+// _id its id begins) and its slot; its attempts stay until they are old.
+// A crash between the two leaves deliveries of no endpoint, which Due
+// returns and the sender drops; deleting it again is not found, and
+// leaves them. A fan-out that wrote a delivery of it after the delete
+// finds the endpoint gone and deletes that delivery (Fanout).
 func (o *Outbound) DeleteEndpoint(ctx context.Context, id string) error {
 	res, err := o.endpoints.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
 	if err != nil {
@@ -268,6 +480,7 @@ func (o *Outbound) DeleteEndpoint(ctx context.Context, id string) error {
 	if _, err := o.deliveries.DeleteMany(ctx, endpointDeliveriesFilter(id, "")); err != nil {
 		return fmt.Errorf("delete the deliveries of endpoint %s: %w", models.Quote(id), translate(err))
 	}
+	o.releaseSlot(ctx, id)
 	return nil
 }
 
@@ -403,6 +616,9 @@ func (o *Outbound) Fanout(ctx context.Context, fs []models.Fanout, done []string
 			return fmt.Errorf("fan out the outbox: %w", err)
 		}
 	}
+	if err := o.dropDeliveriesOfGone(ctx, fs); err != nil {
+		return fmt.Errorf("fan out the outbox: %w", err)
+	}
 	var ids bson.A
 	for _, key := range done {
 		if id, err := bson.ObjectIDFromHex(key); err == nil {
@@ -416,6 +632,38 @@ func (o *Outbound) Fanout(ctx context.Context, fs []models.Fanout, done []string
 		bson.D{{Key: "$unset", Value: bson.D{{Key: "outbox", Value: ""}, {Key: "outboxSeq", Value: ""}}}})
 	if err != nil {
 		return fmt.Errorf("take the entries fanned out from the outbox: %w", translate(err))
+	}
+	return nil
+}
+
+// dropDeliveriesOfGone deletes the deliveries of the endpoints of fs
+// that do not exist, once they are written: an endpoint deleted while the
+// fan-out ran. Either the delete took the deliveries written before it,
+// or this read, which follows them, finds the endpoint gone.
+func (o *Outbound) dropDeliveriesOfGone(ctx context.Context, fs []models.Fanout) error {
+	var ids []string
+	for _, f := range fs {
+		for _, ep := range f.Endpoints {
+			if !slices.Contains(ids, ep) {
+				ids = append(ids, ep)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	eps, err := findDocs[idDoc](ctx, o.endpoints, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}},
+		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if slices.Contains(eps, idDoc{ID: id}) {
+			continue
+		}
+		if _, err := o.deliveries.DeleteMany(ctx, endpointDeliveriesFilter(id, "")); err != nil {
+			return translate(err)
+		}
 	}
 	return nil
 }
@@ -881,6 +1129,27 @@ func userDeliveriesFilter(userID string) bson.D {
 
 // membershipDeliveriesFilter selects a membership's deliveries, through
 // userId_1 (its member's).
+// eraseDeliveries erases the deliveries filter selects: those that are
+// not deletions are deleted; the deletions are updated in place, their
+// fingerprints and the data last sent unset and their revision moved on
+// (a settle under way reads them again), so that an endpoint still learns
+// of the deletion, in order, and a replay can send it again. Each of the
+// two writes can be made again after a crash.
+func (o *Outbound) eraseDeliveries(ctx context.Context, filter bson.D) error {
+	notDeletion := append(slices.Clone(filter), bson.E{Key: "deleted", Value: false})
+	if _, err := o.deliveries.DeleteMany(ctx, notDeletion); err != nil {
+		return translate(err)
+	}
+	deletion := append(slices.Clone(filter), bson.E{Key: "deleted", Value: true},
+		bson.E{Key: "$or", Value: bson.A{bson.D{{Key: "fields", Value: bson.D{{Key: "$ne", Value: nil}}}},
+			bson.D{{Key: "sent", Value: bson.D{{Key: "$exists", Value: true}}}}}})
+	_, err := updateMany(ctx, o.deliveries, deletion, bson.D{
+		{Key: "$set", Value: bson.D{{Key: "fields", Value: nil}}},
+		{Key: "$unset", Value: bson.D{{Key: "sent", Value: ""}}},
+		{Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}}})
+	return translate(err)
+}
+
 func membershipDeliveriesFilter(membershipID, userID string) bson.D {
 	return bson.D{{Key: "userId", Value: userID}, {Key: "kind", Value: string(models.KindMembership)}, {Key: "objectId", Value: membershipID}}
 }

@@ -26,6 +26,20 @@ func obPending(userID, eventID string, at time.Duration, c models.EventType) mod
 		Version: models.Version{SourceTime: obT0.Add(at), EventID: eventID, Deleted: c == models.EventDeleted}, At: obT0.Add(at)}
 }
 
+// obEndpoints creates the endpoints ids: a fan-out writes deliveries for
+// existing endpoints only.
+func obEndpoints(t *testing.T, o interface {
+	CreateEndpoint(context.Context, models.Endpoint) error
+}, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if err := o.CreateEndpoint(context.Background(), models.Endpoint{ID: id, URL: "https://example.com/" + id, Enabled: true,
+			Secret: "whsec_a", CreatedAt: obT0, UpdatedAt: obT0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestOutbound_ASettleRacingAFanoutKeepsTheChangeQueuedMeanwhile: a newer
 // change is fanned out between the settle's read and its write. The
 // settle's write is refused (the revision moved), and it settles again
@@ -37,6 +51,7 @@ func TestOutbound_ASettleRacingAFanoutKeepsTheChangeQueuedMeanwhile(t *testing.T
 	o := s.Outbound()
 	first := obPending("user_race", "msg_race_1", time.Second, models.EventCreated)
 	second := obPending("user_race", "msg_race_2", 2*time.Second, models.EventUpdated)
+	obEndpoints(t, o, "ep_race")
 	if err := o.Fanout(ctx, []models.Fanout{{Pending: first, Endpoints: []string{"ep_race"}}}, nil, obT0); err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +94,7 @@ func TestOutbound_ConcurrentFanoutsOfOneObjectKeepTheNewestChange(t *testing.T) 
 	ctx := context.Background()
 	s := mongotest.Open(t)
 	o := s.Outbound()
+	obEndpoints(t, o, "ep_two")
 	older := obPending("user_two", "msg_two_1", time.Second, models.EventCreated)
 	newer := obPending("user_two", "msg_two_2", 2*time.Second, models.EventUpdated)
 	fired := 0
@@ -116,6 +132,7 @@ func TestOutbound_AFanoutThatKeepsLosingAsksToBeRetriedLater(t *testing.T) {
 		t.Fatalf("outbox = %+v, %v", entries, err)
 	}
 	p := entries[0].Pending
+	obEndpoints(t, o, "ep_lose")
 	if err := o.Fanout(ctx, []models.Fanout{{Pending: p, Endpoints: []string{"ep_lose"}}}, nil, obT0); err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +202,7 @@ func TestOutbound_AMembershipsErasureTakesItsDeliveries(t *testing.T) {
 		return models.Pending{Kind: models.KindMembership, ObjectID: id, UserID: "user_member", Change: models.EventCreated,
 			Origin: models.OriginWebhook, Version: models.Version{SourceTime: obT0, EventID: "msg_" + id}, At: obT0}
 	}
+	obEndpoints(t, o, "ep_m")
 	fs := []models.Fanout{
 		{Pending: member("orgmem_gone"), Endpoints: []string{"ep_m"}},
 		{Pending: member("orgmem_kept"), Endpoints: []string{"ep_m"}},

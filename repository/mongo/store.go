@@ -157,7 +157,8 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		},
 	}
 	s.outbound = &Outbound{
-		events: db.Collection(names.of(EventsCollection), primary), endpoints: db.Collection(names.of(EndpointsCollection)),
+		events: db.Collection(names.of(EventsCollection), primary), endpoints: db.Collection(names.of(EndpointsCollection), primary),
+		slots:      db.Collection(names.of(LeasesCollection), primary),
 		deliveries: db.Collection(names.of(DeliveriesCollection), primary),
 		attempts:   db.Collection(names.of(DeliveryAttemptsCollection)),
 	}

@@ -35,8 +35,11 @@ type subject struct {
 	pending string // count the events left: (id)
 	done    string // erased: (now, id)
 	soon    string // due at the next pass: (id)
-	// deliveries deletes the outbound deliveries whose fingerprints are
-	// of the tombstone's personal data: (id)
+	// deliveries are the outbound deliveries of the tombstone (id), as a
+	// condition on the deliveries table: erasure deletes those that are
+	// not deletions, and keeps the deletions, which an endpoint may still
+	// have to be told (pending, or failed for a replay), without the
+	// fingerprints of what it was told before.
 	deliveries string
 	count      func(*models.Erasure)
 }
@@ -45,13 +48,13 @@ var (
 	userSubject = subject{name: "user", due: qEraseDue, events: qEraseEvents, pending: qErasePending,
 		done:       `UPDATE users SET erase_after = NULL, erased_at = ? WHERE user_id = ?`,
 		soon:       `UPDATE users SET erase_after = 0 WHERE user_id = ?`,
-		deliveries: `DELETE FROM deliveries WHERE user_id = ?`,
+		deliveries: `user_id = ?1`,
 		count:      func(e *models.Erasure) { e.Users++ }}
 	membershipSubject = subject{name: "membership", due: qMembershipsEraseDue, events: qEraseMembershipEvents,
 		pending: qMembershipErasePending,
 		done:    `UPDATE memberships SET erase_after = NULL, erased_at = ? WHERE membership_id = ?`,
 		soon:    `UPDATE memberships SET erase_after = 0 WHERE membership_id = ?`,
-		deliveries: `DELETE FROM deliveries WHERE user_id IN (SELECT user_id FROM memberships WHERE membership_id = ?1)
+		deliveries: `user_id IN (SELECT user_id FROM memberships WHERE membership_id = ?1)
 			AND kind = 'membership' AND object_id = ?1`,
 		count: func(e *models.Erasure) { e.Memberships++ }}
 )
@@ -134,7 +137,11 @@ func (s *Store) EraseUser(ctx context.Context, userID string, now time.Time) (mo
 // when an admin asked (asked), due at the next pass.
 func (s *Store) eraseEvents(t *wtx, subj subject, id string, now time.Time, asked bool) (models.Erasure, error) {
 	var res models.Erasure
-	if _, err := t.exec(subj.deliveries, id); err != nil {
+	if _, err := t.exec(`DELETE FROM deliveries WHERE `+subj.deliveries+` AND deleted = 0`, id); err != nil {
+		return res, err
+	}
+	if _, err := t.exec(`UPDATE deliveries SET fields = NULL, sent = NULL WHERE `+subj.deliveries+` AND deleted = 1
+		AND (fields IS NOT NULL OR sent IS NOT NULL)`, id); err != nil {
 		return res, err
 	}
 	n, err := t.execN(subj.events, ms(now), id)

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -56,4 +57,27 @@ func (l *Leases) Reclaim(ctx context.Context, name, owner string, horizon, until
 		return false, fmt.Errorf("reclaim lease %q: %w", name, err)
 	}
 	return ok, nil
+}
+
+// Release deletes the lease name if owner holds it.
+func (l *Leases) Release(ctx context.Context, name, owner string) error {
+	err := l.s.write(ctx, func(t *wtx) error {
+		_, err := t.exec(`DELETE FROM leases WHERE name = ? AND owner = ?`, name, owner)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release lease %q: %w", name, err)
+	}
+	return nil
+}
+
+// releaseAll deletes every lease: Open's, for a process that holds the
+// data dir's lock (Options.SoleProcess). No other process can hold one
+// then, so each left is a dead process's, which would otherwise keep its
+// work from starting again until the lease ran out.
+func releaseAll(ctx context.Context, w *sql.DB) error {
+	if _, err := w.ExecContext(ctx, `DELETE FROM leases`); err != nil {
+		return fmt.Errorf("release the leases of a process that ended: %w", translate(err))
+	}
+	return nil
 }

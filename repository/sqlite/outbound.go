@@ -50,7 +50,7 @@ func (o *Outbound) record(t *wtx, ev models.Event, ch models.Change, outcome mod
 }
 
 const endpointColumns = `id, url, description, event_types, enabled, disabled, secret, previous_secret, previous_until,
-	from_config, failing_since, created_at, updated_at`
+	from_config, failing_since, created_at, updated_at, revision`
 
 func scanEndpoint(sc interface{ Scan(...any) error }) (models.Endpoint, error) {
 	var (
@@ -61,7 +61,7 @@ func scanEndpoint(sc interface{ Scan(...any) error }) (models.Endpoint, error) {
 		enabled, fromConfig bool
 	)
 	err := sc.Scan(&e.ID, &e.URL, &e.Description, &types, &enabled, &e.Disabled, &e.Secret, &e.PreviousSecret, &until,
-		&fromConfig, &failing, &created, &updated)
+		&fromConfig, &failing, &created, &updated, &e.Revision)
 	if err != nil {
 		return e, translate(err)
 	}
@@ -103,20 +103,116 @@ func (o *Outbound) Endpoint(ctx context.Context, id string) (models.Endpoint, er
 	return e, nil
 }
 
-// PutEndpoint inserts e, or replaces the endpoint of its id.
-func (o *Outbound) PutEndpoint(ctx context.Context, e models.Endpoint) error {
+// CreateEndpoint inserts e at revision 1; one from the API only while
+// fewer than models.MaxEndpoints are stored, counted in the same
+// transaction (the one writer makes creates take turns).
+func (o *Outbound) CreateEndpoint(ctx context.Context, e models.Endpoint) error {
 	types, err := json.Marshal(nonNil(e.EventTypes))
 	if err != nil {
 		return err
 	}
 	err = o.s.write(ctx, func(t *wtx) error {
-		_, err := t.exec(`INSERT OR REPLACE INTO endpoints (`+endpointColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		if !e.FromConfig {
+			var n int
+			if err := t.row(`SELECT count(*) FROM endpoints`).Scan(&n); err != nil {
+				return translate(err)
+			}
+			if n >= models.MaxEndpoints {
+				return models.EndpointsFull(n)
+			}
+		}
+		n, err := t.execN(`INSERT INTO endpoints (`+endpointColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+			ON CONFLICT (id) DO NOTHING`,
 			e.ID, e.URL, e.Description, string(types), e.Enabled, e.Disabled, e.Secret, e.PreviousSecret,
 			msPtr(e.PreviousUntil), e.FromConfig, msPtr(e.FailingSince), ms(e.CreatedAt), ms(e.UpdatedAt))
+		if err == nil && n == 0 {
+			err = fmt.Errorf("%w: the id is taken", models.ErrConflict)
+		}
 		return err
 	})
 	if err != nil {
+		return fmt.Errorf("create endpoint %s: %w", models.Quote(e.ID), err)
+	}
+	return nil
+}
+
+// UpdateEndpoint writes e's settings if the endpoint is still at
+// e.Revision.
+func (o *Outbound) UpdateEndpoint(ctx context.Context, e models.Endpoint) error {
+	types, err := json.Marshal(nonNil(e.EventTypes))
+	if err != nil {
+		return err
+	}
+	err = o.s.write(ctx, func(t *wtx) error {
+		n, err := t.execN(`UPDATE endpoints SET url = ?, description = ?, event_types = ?, enabled = ?, disabled = ?, secret = ?,
+			previous_secret = ?, previous_until = ?, from_config = ?, updated_at = ?, revision = revision + 1
+			WHERE id = ? AND revision = ?`,
+			e.URL, e.Description, string(types), e.Enabled, e.Disabled, e.Secret, e.PreviousSecret, msPtr(e.PreviousUntil),
+			e.FromConfig, ms(e.UpdatedAt), e.ID, e.Revision)
+		if err != nil || n == 1 {
+			return err
+		}
+		return endpointMissed(t, e.ID)
+	})
+	if err != nil {
 		return fmt.Errorf("write endpoint %s: %w", models.Quote(e.ID), err)
+	}
+	return nil
+}
+
+// endpointMissed says why a conditional write of endpoint id matched
+// nothing: it is gone (models.ErrNotFound), or it moved on.
+func endpointMissed(t *wtx, id string) error {
+	var one int
+	err := t.row(`SELECT 1 FROM endpoints WHERE id = ?`, id).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return models.ErrNotFound
+	case err != nil:
+		return translate(err)
+	}
+	return models.ErrEndpointChanged
+}
+
+// EndpointFailing sets failing_since, unless it is set.
+func (o *Outbound) EndpointFailing(ctx context.Context, id string, at time.Time) error {
+	return o.endpointHealth(ctx, id, `UPDATE endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL`, ms(at), id)
+}
+
+// EndpointAnswered clears failing_since, if it is set.
+func (o *Outbound) EndpointAnswered(ctx context.Context, id string) error {
+	return o.endpointHealth(ctx, id, `UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL`, id)
+}
+
+// DisableEndpoint disables an enabled endpoint for reason, and when
+// failingBefore is set only one failing since before it.
+func (o *Outbound) DisableEndpoint(ctx context.Context, id, reason string, failingBefore, now time.Time) (bool, error) {
+	q, args := `UPDATE endpoints SET enabled = 0, disabled = ?, updated_at = ?, revision = revision + 1
+		WHERE id = ? AND enabled = 1`, []any{reason, ms(now), id}
+	if !failingBefore.IsZero() {
+		q += ` AND failing_since <= ?`
+		args = append(args, ms(failingBefore))
+	}
+	var n int64
+	err := o.s.write(ctx, func(t *wtx) error {
+		var err error
+		n, err = t.execN(q, args...)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("disable endpoint %s: %w", models.Quote(id), err)
+	}
+	return n == 1, nil
+}
+
+// endpointHealth runs one conditional write of an endpoint's health.
+func (o *Outbound) endpointHealth(ctx context.Context, id, q string, args ...any) error {
+	err := o.s.write(ctx, func(t *wtx) error {
+		_, err := t.exec(q, args...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record the health of endpoint %s: %w", models.Quote(id), err)
 	}
 	return nil
 }
@@ -195,8 +291,22 @@ func (o *Outbound) OutboxOldest(ctx context.Context) (time.Time, bool, error) {
 // done, in one transaction.
 func (o *Outbound) Fanout(ctx context.Context, fs []models.Fanout, done []string, now time.Time) error {
 	err := o.s.write(ctx, func(t *wtx) error {
+		exists := map[string]bool{}
 		for _, f := range fs {
 			for _, ep := range f.Endpoints {
+				ok, seen := exists[ep]
+				if !seen {
+					var one int
+					err := t.row(`SELECT 1 FROM endpoints WHERE id = ?`, ep).Scan(&one)
+					if err != nil && !errors.Is(err, sql.ErrNoRows) {
+						return translate(err)
+					}
+					ok = err == nil
+					exists[ep] = ok
+				}
+				if !ok {
+					continue // deleted since the fan-out read the endpoints
+				}
 				cur, err := readDelivery(t.row(`SELECT `+deliveryColumns+` FROM deliveries
 					WHERE endpoint_id = ? AND kind = ? AND object_id = ?`, ep, string(f.Pending.Kind), f.Pending.ObjectID))
 				if err != nil && !errors.Is(err, models.ErrNotFound) {

@@ -62,6 +62,11 @@ type Options struct {
 	// it begins, and holds the writer until it returns: tests stand a disk
 	// that does not answer (a frozen filesystem) in for it.
 	WriteGate func()
+	// SoleProcess: the caller holds the data dir's lock, so no other
+	// process uses the store; Open releases every lease, each of them a
+	// process's that ended (a restart after a kill takes its work up at
+	// once, not when the lease runs out).
+	SoleProcess bool
 }
 
 // Store is the embedded store.
@@ -136,6 +141,12 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if err := prepare(ctx, w, path); err != nil {
 		_ = w.Close()
 		return nil, err
+	}
+	if o.SoleProcess {
+		if err := releaseAll(ctx, w); err != nil {
+			_ = w.Close()
+			return nil, err
+		}
 	}
 	r, err := sql.Open("sqlite", dsn(path, true))
 	if err != nil {

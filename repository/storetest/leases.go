@@ -43,3 +43,28 @@ func testLeases(t *testing.T, s repository.Store) {
 		t.Error("the owner that reclaimed a lease does not hold it")
 	}
 }
+
+// testLeaseRelease: a lease its owner released is free at once; another
+// owner cannot release it.
+func testLeaseRelease(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	l := s.Leases()
+	if ok, err := l.Acquire(ctx, "outbound", "a", t0, t0.Add(time.Minute)); !ok || err != nil {
+		t.Fatalf("Acquire = %v, %v", ok, err)
+	}
+	if err := l.Release(ctx, "outbound", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := l.Acquire(ctx, "outbound", "b", t0.Add(time.Second), t0.Add(time.Minute)); ok {
+		t.Error("a lease released by another owner was taken")
+	}
+	if err := l.Release(ctx, "outbound", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := l.Acquire(ctx, "outbound", "b", t0.Add(time.Second), t0.Add(time.Minute)); !ok || err != nil {
+		t.Errorf("a released lease = %v, %v; want it taken at once", ok, err)
+	}
+	if err := l.Release(ctx, "never", "a"); err != nil {
+		t.Errorf("releasing a lease never taken = %v", err)
+	}
+}

@@ -167,6 +167,19 @@ func pendingUser(userID, eventID string, at time.Duration, c models.EventType) m
 		Version: models.Version{SourceTime: t0.Add(at), EventID: eventID, Deleted: c == models.EventDeleted}, At: t0.Add(at)}
 }
 
+// endpoints creates the endpoints ids (enabled, wanting every type): a
+// fan-out writes deliveries for existing endpoints only.
+func endpoints(t *testing.T, s repository.Store, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		err := s.Outbound().CreateEndpoint(context.Background(), models.Endpoint{ID: id, URL: "https://example.com/" + id,
+			Enabled: true, Secret: "whsec_a", CreatedAt: t0, UpdatedAt: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // due returns the deliveries due by now of every endpoint of eps, by
 // endpoint.
 func due(t *testing.T, s repository.Store, now time.Time, eps ...string) []models.Delivery {
@@ -192,6 +205,7 @@ func testOutboundFanoutKeepsTheNewestChange(t *testing.T, s repository.Store) {
 		t.Fatal(err)
 	}
 	entries := outboxOf(t, s)
+	endpoints(t, s, "ep_a", "ep_b")
 	created := pendingUser("user_fo", "msg_fo_1", time.Second, models.EventCreated)
 	fs := []models.Fanout{{Pending: created, Endpoints: []string{"ep_a", "ep_b"}}}
 	for range 2 { // twice: the same
@@ -241,6 +255,7 @@ func testOutboundSettleKeepsAChangeQueuedMeanwhile(t *testing.T, s repository.St
 	ctx := context.Background()
 	o := s.Outbound()
 	now := t0.Add(time.Hour)
+	endpoints(t, s, "ep_st")
 	first := pendingUser("user_st", "msg_st_1", time.Second, models.EventCreated)
 	if err := o.Fanout(ctx, []models.Fanout{{Pending: first, Endpoints: []string{"ep_st"}}}, nil, now); err != nil {
 		t.Fatal(err)
@@ -307,21 +322,32 @@ func testOutboundEndpointsRoundTrip(t *testing.T, s repository.Store) {
 	cfg := models.Endpoint{ID: "cfg_x", URL: "https://example.com/x", FromConfig: true, Secret: "whsec_c", CreatedAt: t0, UpdatedAt: t0,
 		FailingSince: &until, Disabled: models.DisabledFailing}
 	for _, ep := range []models.Endpoint{e, cfg} {
-		if err := o.PutEndpoint(ctx, ep); err != nil {
+		if err := o.CreateEndpoint(ctx, ep); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if err := o.CreateEndpoint(ctx, e); !errors.Is(err, models.ErrConflict) {
+		t.Errorf("creating it again = %v, want a conflict", err)
+	}
 	got, err := o.Endpoints(ctx)
 	cfg.EventTypes = []string{}
+	e.Revision, cfg.Revision = 1, 1
 	if err != nil || len(got) != 2 || !reflect.DeepEqual(got[0], cfg) || !reflect.DeepEqual(got[1], e) {
 		t.Fatalf("endpoints = %+v, %v; want both as written, by id", got, err)
 	}
-	e.Enabled, e.URL = false, "https://example.com/other"
-	if err := o.PutEndpoint(ctx, e); err != nil {
+	e.Enabled, e.URL, e.PreviousSecret, e.PreviousUntil = false, "https://example.com/other", "", nil
+	if err := o.UpdateEndpoint(ctx, e); err != nil {
 		t.Fatal(err)
 	}
+	e.Revision = 2
 	if got, err := o.Endpoint(ctx, "ep_rt"); err != nil || !reflect.DeepEqual(got, e) {
-		t.Errorf("endpoint = %+v, %v; want it replaced", got, err)
+		t.Errorf("endpoint = %+v, %v; want it changed, at revision 2", got, err)
+	}
+	if err := o.UpdateEndpoint(ctx, models.Endpoint{ID: "ep_rt", Revision: 1}); !errors.Is(err, models.ErrEndpointChanged) {
+		t.Errorf("a write over revision 1 = %v, want the endpoint changed", err)
+	}
+	if err := o.UpdateEndpoint(ctx, models.Endpoint{ID: "ep_none", Revision: 1}); !errors.Is(err, models.ErrNotFound) {
+		t.Errorf("a write of no endpoint = %v, want not found", err)
 	}
 	if err := o.Fanout(ctx, []models.Fanout{{Pending: pendingUser("user_ep", "msg_ep", 0, models.EventCreated),
 		Endpoints: []string{"ep_rt", "cfg_x"}}}, nil, t0); err != nil {
@@ -344,6 +370,7 @@ func testOutboundEndpointsRoundTrip(t *testing.T, s repository.Store) {
 func testOutboundAttemptsPageAndAge(t *testing.T, s repository.Store) {
 	ctx := context.Background()
 	o := s.Outbound()
+	endpoints(t, s, "ep_at")
 	if err := o.Fanout(ctx, []models.Fanout{{Pending: pendingUser("user_at", "msg_at", 0, models.EventCreated),
 		Endpoints: []string{"ep_at"}}}, nil, t0); err != nil {
 		t.Fatal(err)
@@ -387,10 +414,7 @@ func testOutboundAttemptsPageAndAge(t *testing.T, s repository.Store) {
 func testOutboundRequeueAndBacklog(t *testing.T, s repository.Store) {
 	ctx := context.Background()
 	o := s.Outbound()
-	if err := o.PutEndpoint(ctx, models.Endpoint{ID: "ep_rq", URL: "https://example.com", Enabled: true, Secret: "whsec_a",
-		CreatedAt: t0, UpdatedAt: t0}); err != nil {
-		t.Fatal(err)
-	}
+	endpoints(t, s, "ep_rq")
 	var fs []models.Fanout
 	for _, id := range []string{"user_rq1", "user_rq2", "user_rq3"} {
 		fs = append(fs, models.Fanout{Pending: pendingUser(id, "msg_"+id, 0, models.EventCreated), Endpoints: []string{"ep_rq"}})
@@ -449,33 +473,6 @@ func testOutboundRequeueAndBacklog(t *testing.T, s repository.Store) {
 	}
 }
 
-func testOutboundErasureTakesAUsersDeliveries(t *testing.T, s repository.Store) {
-	ctx := context.Background()
-	o := s.Outbound()
-	now := time.Now().UTC()
-	for _, ch := range []models.UserChange{change("user_oe", "msg_oe_1", time.Second, "oe@example.com"), deletion("user_oe", "msg_oe_2", 2*time.Second)} {
-		if _, err := s.Deliver(ctx, eventOf(ch, models.EventUpdated), ch, now); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fs := []models.Fanout{
-		{Pending: pendingUser("user_oe", "msg_oe_2", 2*time.Second, models.EventDeleted), Endpoints: []string{"ep_oe"}},
-		{Pending: pendingUser("user_keep", "msg_keep", time.Second, models.EventCreated), Endpoints: []string{"ep_oe"}},
-	}
-	if err := o.Fanout(ctx, fs, nil, now); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.EraseUser(ctx, "user_oe", now); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := o.Delivery(ctx, "ep_oe", models.KindUser, "user_oe"); !errors.Is(err, models.ErrNotFound) {
-		t.Errorf("an erased user's delivery stays: %v", err)
-	}
-	if _, err := o.Delivery(ctx, "ep_oe", models.KindUser, "user_keep"); err != nil {
-		t.Errorf("another user's delivery went: %v", err)
-	}
-}
-
 // testOutboundReadsWithinLimit: the outbox gives each entry recorded
 // once, up to its limit, and an endpoint's deliveries due likewise, in an
 // order the store chooses (oldest first where it reads an index in order:
@@ -511,10 +508,7 @@ func testOutboundReadsWithinLimit(t *testing.T, s repository.Store) {
 		t.Errorf("Outbox(2) = %d entries, %v; want 2", len(few), err)
 	}
 
-	if err := s.Outbound().PutEndpoint(ctx, models.Endpoint{ID: "ep_of", URL: "https://example.com", Enabled: true,
-		Secret: "whsec_a", CreatedAt: t0, UpdatedAt: t0}); err != nil {
-		t.Fatal(err)
-	}
+	endpoints(t, s, "ep_of")
 	queued := map[string]bool{}
 	for i := range 5 {
 		id := fmt.Sprintf("user_ofd%d", (i*3)%5)

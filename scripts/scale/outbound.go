@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -63,9 +64,9 @@ func (b *bench) seedOutbound(ctx context.Context, s size, st *seedState, res *se
 	defer func() { res.deliveriesIn = time.Since(start) }()
 	ob := b.store.Outbound()
 	if st.Deliveries < s.deliveries || st.Outbox < outboxSeed {
-		err := ob.PutEndpoint(ctx, models.Endpoint{ID: scaleEndpoint, URL: "https://app.invalid/webhooks/usersync",
+		err := ob.CreateEndpoint(ctx, models.Endpoint{ID: scaleEndpoint, URL: "https://app.invalid/webhooks/usersync",
 			Description: "scripts/scale", Enabled: true, Secret: "whsec_" + strings.Repeat("A", 32), CreatedAt: epoch, UpdatedAt: epoch})
-		if err != nil {
+		if err != nil && !errors.Is(err, models.ErrConflict) { // made by an earlier run
 			return err
 		}
 	}
