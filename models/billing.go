@@ -272,10 +272,15 @@ func (p Payer) UserID() string {
 
 // BillingPlan is a plan as a subscription item names it.
 type BillingPlan struct {
-	ID          string // cplan_…
-	Slug        string // the application's name of the plan ("pro-plan")
-	Name        string // for display, cut to MaxName characters
-	Amount      *int64 // in the currency's smallest unit; nil when not given
+	ID   string // cplan_…
+	Slug string // the application's name of the plan ("pro-plan")
+	Name string // for display, cut to MaxName characters
+	// Amount is Clerk's plan.amount as sent, in the currency's smallest
+	// unit; nil when not given. Clerk's schema gives it no lower bound: a
+	// negative one is kept and served as it is, never refused (the item's
+	// state would be lost, as Clerk sends no better one) and never read
+	// to decide a plan. It is Clerk's price, not a credit.
+	Amount      *int64
 	Currency    string // "USD"
 	IsRecurring bool
 }

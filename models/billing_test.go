@@ -584,3 +584,35 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// A negative amount in a signed Clerk event is kept as Clerk sent it:
+// refusing the event would lose the item's state for good, as Clerk sends
+// no better one. Clerk's schema gives amounts no lower bound; a plan's
+// amount is never read to decide a plan, and an attempt's totals (where
+// credits and prorations are) are kept whole.
+func TestBilling_ANegativeAmountIsKeptNotRefused(t *testing.T) {
+	ch := decodeBilling(t, fixture(t, billingFixture("subscriptionItem.active.negative-amount.json")), "msg_n")
+	item, ok := ch.(models.SubscriptionItemChange)
+	if !ok {
+		t.Fatalf("DecodeBilling = %T, want a SubscriptionItemChange", ch)
+	}
+	if a := item.Plan.Amount; a == nil || *a != -5000 {
+		t.Fatalf("plan amount = %v, want -5000 as Clerk sent it", show(a))
+	}
+	p := models.PlanOf([]models.SubscriptionItem{item.SubscriptionItem})
+	if p.Status != models.PlanActive || p.Plan == nil || p.Plan.Slug != "team-plan" || p.Plan.Amount == nil || *p.Plan.Amount != -5000 {
+		t.Errorf("plan = %s, want team-plan active with the amount as sent", show(p))
+	}
+
+	body := []byte(`{"type":"paymentAttempt.updated","timestamp":1764000001000,"data":{
+		"id":"cpayatt_2x9","payment_id":"cpa_2x9","status":"paid","paid_at":1764000000900,
+		"totals":{"grand_total":{"amount":-300,"currency":"USD"},"credits":{"total":{"amount":-800}}},
+		"payer":{"user_id":"user_2x9"},"updated_at":1764000000900}}`)
+	a, ok := decodeBilling(t, body, "msg_a").(models.PaymentAttemptChange)
+	if !ok {
+		t.Fatal("not a PaymentAttemptChange")
+	}
+	if want := `{"grand_total":{"amount":-300,"currency":"USD"},"credits":{"total":{"amount":-800}}}`; string(a.Totals) != want {
+		t.Errorf("totals = %s, want %s", a.Totals, want)
+	}
+}

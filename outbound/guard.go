@@ -7,7 +7,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/usersync/usersync/models"
 )
@@ -40,15 +42,55 @@ var reserved = []struct {
 	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol assignment address"},
 	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "a documentation address"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "a documentation address"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "a documentation address"},
+	// Azure's WireServer answers every virtual machine on this public
+	// address and hands out its configuration, certificates among it.
+	{netip.MustParsePrefix("168.63.129.16/32"), "Azure's WireServer address"},
 }
 
-// nat64 is the well-known NAT64 prefix (RFC 6052): its addresses reach the
-// IPv4 address in their last 32 bits, which is judged instead.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// reserved6 holds the IPv6 ranges, beyond what netip's predicates name,
+// that an endpoint may not reach.
+var reserved6 = []struct {
+	prefix netip.Prefix
+	why    string
+}{
+	{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
+	{netip.MustParsePrefix("100::/64"), "a discard-only address"},
+	{netip.MustParsePrefix("2001:db8::/32"), "a documentation address"},
+	{netip.MustParsePrefix("3fff::/20"), "a documentation address"},
+	{netip.MustParsePrefix("2001:2::/48"), "a benchmarking address"},
+	// Teredo (RFC 4380) carries its client's IPv4 address obfuscated,
+	// and a relay, not the sender, reaches that client: refused whatever
+	// it carries.
+	{netip.MustParsePrefix("2001::/32"), "a Teredo address"},
+	// 6to4 (RFC 3056, deprecated by RFC 7526) carries an IPv4 address in
+	// its bits 16 to 48, reached through a relay the sender cannot vouch
+	// for. It is refused whatever it carries rather than judged: an
+	// endpoint on a public IPv4 address is reached by that address.
+	{netip.MustParsePrefix("2002::/16"), "a 6to4 address"},
+	// Local-use NAT64 (RFC 8215) belongs to one network, whose operator
+	// chooses where in the address the IPv4 address sits (RFC 6052):
+	// refused, as it cannot be judged.
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "a local-use NAT64 address"},
+}
+
+// embedding holds the IPv6 prefixes whose addresses reach the IPv4
+// address in their last 32 bits, which is judged instead: IPv4-compatible
+// (::/96, RFC 4291), SIIT's IPv4-translated (::ffff:0:0:0/96, RFC 2765)
+// and the well-known NAT64 prefix (64:ff9b::/96, RFC 6052). IPv4-mapped
+// addresses (::ffff:0:0/96) are unmapped before.
+var embedding = []netip.Prefix{
+	netip.MustParsePrefix("::/96"),
+	netip.MustParsePrefix("::ffff:0:0:0/96"),
+	netip.MustParsePrefix("64:ff9b::/96"),
+}
 
 // refusal says why an endpoint may not connect to a, or "" when it may.
-// IPv4-mapped IPv6 addresses (::ffff:10.0.0.1) are judged as the IPv4
-// address they are.
+// IPv4-mapped IPv6 addresses (::ffff:10.0.0.1), and the IPv6 forms that
+// reach an IPv4 address (see embedding), are judged as the IPv4 address
+// they carry. An address of this machine's own interfaces is refused too.
 func refusal(a netip.Addr) string {
 	a = a.WithZone("").Unmap()
 	switch {
@@ -65,19 +107,82 @@ func refusal(a netip.Addr) string {
 	case a.IsMulticast(), a.IsLinkLocalMulticast(), a.IsInterfaceLocalMulticast():
 		return "a multicast address"
 	}
-	if a.Is4() {
-		for _, r := range reserved {
-			if r.prefix.Contains(a) {
-				return r.why
+	ranges := reserved
+	if a.Is6() {
+		for _, p := range embedding {
+			if p.Contains(a) {
+				b := a.As16()
+				return refusal(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
 			}
 		}
-		return ""
+		ranges = reserved6
 	}
-	if nat64.Contains(a) {
-		b := a.As16()
-		return refusal(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
+	for _, r := range ranges {
+		if r.prefix.Contains(a) {
+			return r.why
+		}
+	}
+	if ownAddr(a) {
+		return "an address of this machine"
 	}
 	return ""
+}
+
+// interfaceAddrs lists this machine's interface addresses; tests replace
+// it, under own's lock. own keeps what it last gave, read again at most
+// every ownTTL.
+var (
+	interfaceAddrs = net.InterfaceAddrs
+	own            struct {
+		sync.Mutex
+		addrs map[netip.Addr]bool
+		read  time.Time
+	}
+)
+
+const (
+	// ownTTL is how long the machine's addresses are kept before they are
+	// read again.
+	ownTTL = time.Minute
+	// maxOwnAddrs bounds how many of them are kept.
+	maxOwnAddrs = 1024
+)
+
+// ownAddr says whether a is one of this machine's interface addresses:
+// where usersync itself, and whatever runs beside it, listens. When they
+// cannot be read, those read before are kept.
+func ownAddr(a netip.Addr) bool {
+	own.Lock()
+	defer own.Unlock()
+	if own.read.IsZero() || time.Since(own.read) >= ownTTL {
+		own.read = time.Now()
+		if list, err := interfaceAddrs(); err == nil {
+			own.addrs = make(map[netip.Addr]bool, min(len(list), maxOwnAddrs))
+			for _, n := range list {
+				if len(own.addrs) == maxOwnAddrs {
+					break
+				}
+				if ip := ipOf(n); ip.IsValid() {
+					own.addrs[ip] = true
+				}
+			}
+		}
+	}
+	return own.addrs[a]
+}
+
+// ipOf is the address of one of net.InterfaceAddrs's answers, unmapped
+// and without a zone; the zero Addr when it holds none.
+func ipOf(n net.Addr) netip.Addr {
+	var ip net.IP
+	switch n := n.(type) {
+	case *net.IPNet:
+		ip = n.IP
+	case *net.IPAddr:
+		ip = n.IP
+	}
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
 }
 
 // control is the dialer's Control hook: it runs once the address to

@@ -2,9 +2,11 @@ package outbound
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/usersync/usersync/models"
 )
@@ -80,6 +82,8 @@ func TestControl_JudgesTheAddressBeingConnected(t *testing.T) {
 		"[::ffff:127.0.0.1]:80":   "refused: ::ffff:127.0.0.1 is a loopback address",
 		"[fe80::1%eth0]:80":       "refused: fe80::1 is a link-local address",
 		"169.254.169.254:80":      "refused: 169.254.169.254 is a link-local address",
+		"[2001::1]:443":           "refused: 2001::1 is a Teredo address",
+		"[::ffff:0:a00:1]:443":    "refused: ::ffff:0:a00:1 is a private address",
 		"not-an-address":          "refused: not an IP address",
 		"hooks.example.com:443":   "refused: not an IP address",
 		"93.184.216.34:443":       "",
@@ -144,6 +148,13 @@ func TestCheckURL_AcceptsOnlyAnHTTPEndpoint(t *testing.T) {
 		"http://[fe80::1%25eth0]/":                                      "fe80::1 is a link-local address",
 		"http://0.0.0.0/":                                               "unspecified",
 		"http://100.64.1.1/":                                            "carrier-grade NAT",
+		"http://[::ffff:0:7f00:1]/":                                     "loopback",
+		"http://[::a9fe:a9fe]/":                                         "link-local",
+		"http://[2002:a9fe:a9fe::1]/":                                   "6to4",
+		"http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/":                "Teredo",
+		"http://[fd00:ec2::254]/latest/meta-data/":                      "fd00:ec2::254 is a private address",
+		"http://168.63.129.16/machine?comp=goalstate":                   "Azure's WireServer",
+		"http://[fec0::1]/":                                             "site-local",
 		"http://localhost:3000/":                                        "this machine",
 		"http://LOCALHOST./":                                            "this machine",
 		"http://app.localhost/":                                         "this machine",
@@ -194,4 +205,185 @@ func FuzzCheckURL(f *testing.F) {
 			t.Fatalf("a URL of %d bytes passes", len(raw))
 		}
 	})
+}
+
+// TestRefusal_AnIPv4AddressInsideAnIPv6OneIsStillRefused covers the IPv6
+// forms that carry or reach an IPv4 address, the reserved IPv6 ranges and
+// the cloud platforms' own addresses.
+func TestRefusal_AnIPv4AddressInsideAnIPv6OneIsStillRefused(t *testing.T) {
+	refused := []struct{ addr, why string }{
+		// IPv4-compatible (::/96): the IPv4 address is judged.
+		{"::127.0.0.1", "loopback"},
+		{"::10.0.0.1", "private"},
+		{"::169.254.169.254", "link-local"},
+		{"::100.64.0.1", "carrier-grade NAT"},
+		{"::0.0.0.2", "this network"},
+		{"::", "unspecified"},
+		{"::1", "loopback"},
+		// SIIT (::ffff:0:0:0/96): the IPv4 address is judged.
+		{"::ffff:0:127.0.0.1", "loopback"},
+		{"::ffff:0:10.1.2.3", "private"},
+		{"::ffff:0:169.254.169.254", "link-local"},
+		{"::ffff:0:0.0.0.0", "unspecified"},
+		{"::ffff:0:0.0.0.1", "this network"},
+		// 6to4 (2002::/16): refused whatever the IPv4 address.
+		{"2002:7f00:1::1", "6to4"},
+		{"2002:a00:1::", "6to4"},
+		{"2002:a9fe:a9fe::1", "6to4"},
+		{"2002:808:808::1", "6to4"},
+		// Teredo (2001::/32): refused outright.
+		{"2001::1", "Teredo"},
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo"},
+		{"2001:0:ffff:ffff:ffff:ffff:ffff:ffff", "Teredo"},
+		// NAT64: the well-known prefix is judged, the local-use one refused.
+		{"64:ff9b::10.0.0.1", "private"},
+		{"64:ff9b::100.64.0.1", "carrier-grade NAT"},
+		{"64:ff9b::192.0.2.1", "documentation"},
+		{"64:ff9b:1::808:808", "local-use NAT64"},
+		{"64:ff9b:1::a00:1", "local-use NAT64"},
+		{"64:ff9b:1:ffff::1", "local-use NAT64"},
+		// Site-local (fec0::/10).
+		{"fec0::1", "site-local"},
+		{"feff:ffff::1", "site-local"},
+		// Discard-only (100::/64).
+		{"100::", "discard-only"},
+		{"100::ffff:ffff:ffff:ffff", "discard-only"},
+		// Unique local (fc00::/7), AWS's IPv6 metadata among them.
+		{"fc00::1", "private"},
+		{"fdff::1", "private"},
+		{"fd00:ec2::254", "private"},
+		// Documentation.
+		{"2001:db8::1", "documentation"},
+		{"2001:db8:ffff::1", "documentation"},
+		{"3fff::1", "documentation"},
+		{"192.0.2.1", "documentation"},
+		{"198.51.100.200", "documentation"},
+		{"203.0.113.9", "documentation"},
+		{"::ffff:203.0.113.9", "documentation"},
+		// Benchmarking (2001:2::/48), as 198.18.0.0/15 is.
+		{"2001:2::1", "benchmarking"},
+		// Cloud platforms' own addresses.
+		{"169.254.169.254", "link-local"},
+		{"::ffff:169.254.169.254", "link-local"},
+		{"168.63.129.16", "WireServer"},
+		{"::ffff:168.63.129.16", "WireServer"},
+		{"64:ff9b::168.63.129.16", "WireServer"},
+	}
+	for _, c := range refused {
+		got := refusal(netip.MustParseAddr(c.addr))
+		if !strings.Contains(got, c.why) {
+			t.Errorf("%s: %q, want it to say %q", c.addr, got, c.why)
+		}
+	}
+	public := []string{
+		"1.1.1.1", "8.8.8.8", "168.63.129.17", "203.0.114.1", "198.51.101.1",
+		"2606:4700::1111", "2606:4700:4700::1111", "2a00:1450:4001:80b::200e",
+		"::8.8.8.8", "::ffff:0:8.8.8.8", "64:ff9b::1.1.1.1",
+		"2001:1::1", "2001:db9::1", "2003::1", "101::1", "fbff::1", "64:ff9b:2::1",
+	}
+	for _, s := range public {
+		if got := refusal(netip.MustParseAddr(s)); got != "" {
+			t.Errorf("%s is refused as %q", s, got)
+		}
+	}
+}
+
+// useInterfaceAddrs makes f the machine's interface addresses for t, and
+// forgets those read before.
+func useInterfaceAddrs(t *testing.T, f func() ([]net.Addr, error)) {
+	t.Helper()
+	own.Lock()
+	saved := interfaceAddrs
+	interfaceAddrs, own.addrs, own.read = f, nil, time.Time{}
+	own.Unlock()
+	t.Cleanup(func() {
+		own.Lock()
+		interfaceAddrs, own.addrs, own.read = saved, nil, time.Time{}
+		own.Unlock()
+	})
+}
+
+func TestRefusal_AnAddressOfThisMachineIsRefused(t *testing.T) {
+	useInterfaceAddrs(t, func() ([]net.Addr, error) {
+		return []net.Addr{
+			&net.IPNet{IP: net.ParseIP("93.184.216.99"), Mask: net.CIDRMask(24, 32)},
+			&net.IPNet{IP: net.ParseIP("2606:4700::99"), Mask: net.CIDRMask(64, 128)},
+			&net.IPAddr{IP: net.ParseIP("8.8.4.4")},
+			&net.IPNet{IP: net.ParseIP("127.0.0.1"), Mask: net.CIDRMask(8, 32)},
+		}, nil
+	})
+	for _, s := range []string{"93.184.216.99", "::ffff:93.184.216.99", "64:ff9b::93.184.216.99", "2606:4700::99", "8.8.4.4"} {
+		if got := refusal(netip.MustParseAddr(s)); got != "an address of this machine" {
+			t.Errorf("%s: %q, want an address of this machine", s, got)
+		}
+	}
+	// Only the address itself, not its network.
+	for _, s := range []string{"93.184.216.98", "2606:4700::98", "8.8.8.8"} {
+		if got := refusal(netip.MustParseAddr(s)); got != "" {
+			t.Errorf("%s is refused as %q", s, got)
+		}
+	}
+	if got := refusal(netip.MustParseAddr("127.0.0.1")); got != "a loopback address" {
+		t.Errorf("127.0.0.1: %q, want a loopback address", got)
+	}
+	err := control("tcp", "93.184.216.99:443", nil)
+	if err == nil || err.Error() != "refused: 93.184.216.99 is an address of this machine" {
+		t.Errorf("control: %v", err)
+	}
+	if err := CheckURL("https://[2606:4700::99]:8443/in", false); err == nil || !strings.Contains(err.Error(), "this machine") {
+		t.Errorf("CheckURL: %v", err)
+	}
+	if err := CheckURL("https://[2606:4700::99]:8443/in", true); err != nil {
+		t.Errorf("CheckURL with private addresses allowed: %v", err)
+	}
+}
+
+func TestRefusal_TheMachineAddressesAreReadAtMostOnceAMinute(t *testing.T) {
+	reads := 0
+	list := []net.Addr{&net.IPAddr{IP: net.ParseIP("93.184.216.99")}}
+	var fail error
+	useInterfaceAddrs(t, func() ([]net.Addr, error) {
+		reads++
+		return list, fail
+	})
+	for range 100 {
+		refusal(netip.MustParseAddr("8.8.8.8"))
+	}
+	if reads != 1 {
+		t.Fatalf("%d reads, want 1", reads)
+	}
+
+	// A minute on, they are read again.
+	list = []net.Addr{&net.IPAddr{IP: net.ParseIP("93.184.216.100")}}
+	own.Lock()
+	own.read = own.read.Add(-ownTTL)
+	own.Unlock()
+	if refusal(netip.MustParseAddr("93.184.216.99")) != "" || refusal(netip.MustParseAddr("93.184.216.100")) == "" || reads != 2 {
+		t.Errorf("after a minute: %d reads, or the new addresses are not the ones judged", reads)
+	}
+
+	// When they cannot be read, those read before are kept.
+	list, fail = nil, errors.New("no netlink")
+	own.Lock()
+	own.read = own.read.Add(-ownTTL)
+	own.Unlock()
+	if refusal(netip.MustParseAddr("93.184.216.100")) == "" || reads != 3 {
+		t.Errorf("a failed read: %d reads, or the addresses read before are forgotten", reads)
+	}
+
+	// However many there are, at most maxOwnAddrs are kept.
+	list, fail = nil, nil
+	for i := range maxOwnAddrs + 10 {
+		list = append(list, &net.IPAddr{IP: net.IPv4(93, 184, byte(i>>8), byte(i))})
+	}
+	own.Lock()
+	own.read = own.read.Add(-ownTTL)
+	own.Unlock()
+	refusal(netip.MustParseAddr("8.8.8.8"))
+	own.Lock()
+	n := len(own.addrs)
+	own.Unlock()
+	if n != maxOwnAddrs {
+		t.Errorf("%d addresses kept, want %d", n, maxOwnAddrs)
+	}
 }

@@ -17,12 +17,16 @@
 //     response read (MaxResponseRead) and shown (MaxResponseShown), the
 //     reason given (MaxErrBytes, never a secret or a header's value).
 //   - Unless SenderOptions.AllowPrivate, the sender refuses to connect to
-//     loopback, private, link-local and other non-public addresses. It
+//     loopback, private, link-local and other non-public addresses (an
+//     IPv6 address that carries an IPv4 one is judged as that one; 6to4
+//     and Teredo are refused whatever they carry), and to the addresses
+//     of this machine's own interfaces. It
 //     judges the address it is about to connect to, after resolution, so
 //     a name that resolves to a public address when the endpoint is
 //     registered and to a private one later still cannot reach it.
 //
-// The package keeps no state beyond idle connections and logs nothing.
+// The package keeps no state beyond idle connections and this machine's
+// addresses, and logs nothing.
 package outbound
 
 import (
@@ -133,8 +137,8 @@ const (
 
 // SenderOptions configure a Sender.
 type SenderOptions struct {
-	// AllowPrivate (USERSYNC_ENDPOINTS_ALLOW_PRIVATE): loopback and
-	// private addresses allowed.
+	// AllowPrivate (USERSYNC_ENDPOINTS_ALLOW_PRIVATE): loopback, private
+	// and the other addresses the guard refuses are allowed.
 	AllowPrivate bool
 	// Timeout is a request's time, from connecting to the end of the
 	// response read; DefaultTimeout when 0.
