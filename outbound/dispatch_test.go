@@ -680,3 +680,29 @@ func TestDispatch_ARefreshUnderWayDoesNotTurnOffTheRecordingOfANewEndpoint(t *te
 		t.Errorf("outbox = %+v, %v; want the change recorded", entries, err)
 	}
 }
+
+// TestDispatch_AStoppedDispatcherReleasesItsLease: once Run ends (a
+// graceful stop), its lease is free for another instance at once, not
+// when it runs out.
+func TestDispatch_AStoppedDispatcherReleasesItsLease(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	d := outbound.NewDispatcher(outbound.Options{Store: f.store, Render: render(f.store), Owner: "run",
+		Sender: outbound.NewSender(outbound.SenderOptions{AllowPrivate: true}), Now: f.clock.Now, Lease: time.Hour})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(runCtx) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ok, _ := f.store.Leases().Acquire(ctx, outbound.LeaseName, "other", t0, t0); !ok {
+			break // Run holds the lease
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run never took the lease")
+		}
+	}
+	cancel()
+	<-done
+	if ok, err := f.store.Leases().Acquire(ctx, outbound.LeaseName, "other", t0, t0.Add(time.Minute)); !ok || err != nil {
+		t.Errorf("the lease after Run stopped = %v, %v; want it free", ok, err)
+	}
+}

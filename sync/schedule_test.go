@@ -193,3 +193,29 @@ func TestScheduler_ALeaseHeldByARunningJobIsNeverTakenAsStale(t *testing.T) {
 		t.Errorf("RunOnce = %v, %v; want no run", ran, err)
 	}
 }
+
+// TestScheduler_ARunStoppedMidwayReleasesItsLeaseAndAFinishedOneKeepsIt:
+// a graceful stop during a run gives the lease up, so that another
+// process runs the job at once; a run that finished keeps the lease until
+// the next one is due.
+func TestScheduler_ARunStoppedMidwayReleasesItsLeaseAndAFinishedOneKeepsIt(t *testing.T) {
+	store := repotest.NewStore(t)
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	ctx, stop := context.WithCancel(context.Background())
+	a := &sync.Scheduler{Leases: store.Leases(), Name: "reconcile", Owner: "a", Interval: time.Hour, Now: clock,
+		Log: repotest.Discard(), Job: func(ctx context.Context) error { stop(); <-ctx.Done(); return ctx.Err() }}
+	if ran, _ := a.RunOnce(ctx); !ran {
+		t.Fatal("a did not run")
+	}
+	var ranB bool
+	b := &sync.Scheduler{Leases: store.Leases(), Name: "reconcile", Owner: "b", Interval: time.Hour, Now: clock,
+		Log: repotest.Discard(), Job: func(context.Context) error { ranB = true; return nil }}
+	if ran, err := b.RunOnce(context.Background()); !ran || err != nil || !ranB {
+		t.Fatalf("b after a's run was stopped = %v, %v; want it to run at once", ran, err)
+	}
+	ranB = false
+	if ran, _ := b.RunOnce(context.Background()); ran || ranB {
+		t.Error("a finished run did not keep the lease until the next one is due")
+	}
+}

@@ -263,7 +263,9 @@ func deliverTo(base, id string, body []byte) (int, string, error) {
 
 // TestRun_AKilledProcessLosesNoOutboundDelivery kills usersync (SIGKILL)
 // while it sends an outbound webhook, and restarts it: the change is sent
-// again, with the same webhook-id, and received.
+// again, with the same webhook-id, and received, at once: the killed
+// process's lease of an hour is released when the restarted one opens the
+// embedded store under the data dir's lock.
 func TestRun_AKilledProcessLosesNoOutboundDelivery(t *testing.T) {
 	t.Parallel()
 	if repotest.UsesMongoDB() {
@@ -301,7 +303,7 @@ func TestRun_AKilledProcessLosesNoOutboundDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := serverEnv("127.0.0.1:0", "USERSYNC_DATA_DIR="+filepath.Join(dir, "data"), "MONGODB_URI=",
-		"USERSYNC_ENDPOINTS_FILE="+file, "USERSYNC_ENDPOINTS_ALLOW_PRIVATE=true", childLeaseEnv+"=8s")
+		"USERSYNC_ENDPOINTS_FILE="+file, "USERSYNC_ENDPOINTS_ALLOW_PRIVATE=true", childLeaseEnv+"=1h")
 	cmd, base := startChild(t, "serve", env)
 	mu.Lock()
 	child = cmd

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -137,5 +138,48 @@ func TestServe_TheFilesEndpointsRecordTheFirstChange(t *testing.T) {
 	}
 	if ob, err := s.Outbound().Outbox(ctx, 10); err != nil || len(ob) != 1 {
 		t.Errorf("outbox = %+v, %v; want the first change recorded", ob, err)
+	}
+}
+
+// TestServe_AStoreWithMoreEndpointsThanTheLimitStartsAndSaysWhy: 50
+// endpoints of the API and 3 of the file make 53; serve's start writes
+// the file's, warns naming the cause and the fix, and goes on.
+func TestServe_AStoreWithMoreEndpointsThanTheLimitStartsAndSaysWhy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	secret, _ := outbound.NewSecret()
+	s, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for i := range models.MaxEndpoints {
+		if err := s.Outbound().CreateEndpoint(ctx, models.Endpoint{ID: fmt.Sprintf("ep_api%02d", i), URL: "https://example.com/api",
+			Enabled: true, Secret: secret, CreatedAt: now, UpdatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var file []string
+	for _, name := range []string{"a", "b", "c"} {
+		file = append(file, `{"name": "`+name+`", "url": "https://example.com/`+name+`", "secret": "`+secret+`"}`)
+	}
+	cfg, err := endpointsConfig(t, `{"endpoints": [`+strings.Join(file, ",")+`]}`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	if _, _, err := startOutbound(ctx, cfg, s, newService(cfg, s), api.NewMetrics(nil), log); err != nil {
+		t.Fatalf("start with 53 endpoints = %v, want it to start", err)
+	}
+	if eps, _ := s.Outbound().Endpoints(ctx); len(eps) != 53 {
+		t.Errorf("%d endpoints stored, want the 50 and the file's 3", len(eps))
+	}
+	if !strings.Contains(logs.String(), "holds 53 endpoints, more than the 50") || !strings.Contains(logs.String(), "DELETE /v1/endpoints/{id}") {
+		t.Errorf("the warning does not name the cause and the fix: %s", logs.String())
+	}
+	if err := s.Outbound().CreateEndpoint(ctx, models.Endpoint{ID: "ep_more", URL: "https://example.com", Secret: secret}); err == nil {
+		t.Error("an endpoint was created past the limit")
 	}
 }

@@ -277,12 +277,15 @@ func (o *Outbound) CreateEndpoint(ctx context.Context, e models.Endpoint) error 
 // transaction, however many creates race: each holds one of
 // models.MaxEndpoints slots, a lease document "endpoint-slot:NN" whose
 // owner is the endpoint, claimed by an insert that the unique _id lets
-// through once. Endpoints that hold none (from the configuration, or
-// written by a version before slots) each take one slot number away. A
-// slot is free when its document is absent, or when its endpoint does not
-// exist and its claim is older than slotClaim (a create that stopped
-// between its claim and its insert; a delete that stopped before it
-// released the slot).
+// through once. A slot is held while its endpoint exists, or for
+// slotClaim after its claim (a create between its claim and its insert);
+// after that, the slot of an endpoint that does not exist is free (a
+// create that stopped before its insert, a delete before it released the
+// slot). Endpoints that hold none (from the configuration, or written by a
+// version before slots) each take one slot away from the limit, and a
+// create claims only a number below a top that leaves room for the slots
+// held above it (claimSlot): creates that race claim distinct numbers of
+// one range, and never hold more than the limit.
 const (
 	slotPrefix = "endpoint-slot:"
 	slotClaim  = 5 * time.Minute
@@ -312,10 +315,12 @@ func (o *Outbound) claimSlot(ctx context.Context, id string, now time.Time) erro
 		for _, e := range eps {
 			exists[e.ID] = true
 		}
-		byName := map[string]leaseDoc{}
+		held := map[string]leaseDoc{}
 		for _, s := range slots {
-			byName[s.Name] = s
-			holds[s.Owner] = true
+			if exists[s.Owner] || now.Before(s.ExpiresAt) {
+				held[s.Name] = s
+				holds[s.Owner] = true
+			}
 		}
 		limit := models.MaxEndpoints
 		for _, e := range eps {
@@ -323,46 +328,61 @@ func (o *Outbound) claimSlot(ctx context.Context, id string, now time.Time) erro
 				limit-- // an endpoint without a slot
 			}
 		}
-		claimed := false
-		for n := 0; n < limit && !claimed; n++ {
-			s, taken := byName[slotName(n)]
-			switch {
-			case !taken:
-				_, err = o.slots.InsertOne(ctx, leaseDoc{Name: slotName(n), Owner: id, ExpiresAt: now.Add(slotClaim).UTC()})
-				if err = translate(err); errors.Is(err, errDuplicate) {
-					continue // another create claimed it first
+		// Claims are made below top, where top and the slots held from
+		// top up add up to the limit: at most limit slots are held then,
+		// whatever claims race.
+		top := max(limit, 0)
+		for top > 0 {
+			above := 0
+			for n := top; n < models.MaxEndpoints; n++ {
+				if _, ok := held[slotName(n)]; ok {
+					above++
 				}
-				claimed = err == nil
-			case !exists[s.Owner] && !now.Before(s.ExpiresAt):
-				var res *mongo.UpdateResult
-				res, err = updateOne(ctx, o.slots, bson.D{{Key: "_id", Value: s.Name}, {Key: "owner", Value: s.Owner}, {Key: "expiresAt", Value: s.ExpiresAt}},
-					bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: id}, {Key: "expiresAt", Value: now.Add(slotClaim).UTC()}}}})
-				err = translate(err)
-				claimed = err == nil && res.MatchedCount == 1
 			}
-			if err != nil {
+			if top+above <= limit {
+				break
+			}
+			top = max(limit-above, 0)
+		}
+		free := false
+		for n := range top {
+			if _, ok := held[slotName(n)]; ok {
+				continue
+			}
+			free = true
+			claimed, err := o.claim(ctx, slotName(n), id, slots, now)
+			if err != nil || claimed {
 				return err
 			}
 		}
-		if claimed {
-			return nil
-		}
-		if limit <= 0 || len(eps) >= models.MaxEndpoints {
+		if !free {
 			return models.EndpointsFull(len(eps))
 		}
-		// Every slot was held when read; a claim that runs out or a delete
-		// may free one: read again.
-		full := 0
-		for n := 0; n < limit; n++ {
-			if s, taken := byName[slotName(n)]; taken && (exists[s.Owner] || now.Before(s.ExpiresAt)) {
-				full++
-			}
-		}
-		if full >= limit {
-			return models.EndpointsFull(len(eps))
-		}
+		// Another create claimed the free ones first: read again.
 	}
 	return fmt.Errorf("the endpoints' slots kept changing: %w", models.ErrRetryLater)
+}
+
+// claim claims the slot name, free when slots were read, for endpoint id:
+// an insert where there was no document, else a compare-and-set of the one
+// read. It reports whether id holds it.
+func (o *Outbound) claim(ctx context.Context, name, id string, slots []leaseDoc, now time.Time) (bool, error) {
+	doc := leaseDoc{Name: name, Owner: id, ExpiresAt: now.Add(slotClaim).UTC()}
+	i := slices.IndexFunc(slots, func(s leaseDoc) bool { return s.Name == name })
+	if i < 0 {
+		_, err := o.slots.InsertOne(ctx, doc)
+		if err = translate(err); errors.Is(err, errDuplicate) {
+			return false, nil // another create claimed it first
+		}
+		return err == nil, err
+	}
+	res, err := updateOne(ctx, o.slots, bson.D{{Key: "_id", Value: name}, {Key: "owner", Value: slots[i].Owner},
+		{Key: "expiresAt", Value: slots[i].ExpiresAt}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: id}, {Key: "expiresAt", Value: doc.ExpiresAt}}}})
+	if err != nil {
+		return false, translate(err)
+	}
+	return res.MatchedCount == 1, nil
 }
 
 // releaseSlot frees the slot endpoint id holds, if any.
@@ -470,18 +490,41 @@ func (o *Outbound) DisableEndpoint(ctx context.Context, id, reason string, faili
 // leaves them. A fan-out that wrote a delivery of it after the delete
 // finds the endpoint gone and deletes that delivery (Fanout).
 func (o *Outbound) DeleteEndpoint(ctx context.Context, id string) error {
-	res, err := o.endpoints.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
-	if err != nil {
-		return fmt.Errorf("delete endpoint %s: %w", models.Quote(id), translate(err))
-	}
-	if res.DeletedCount == 0 {
-		return fmt.Errorf("delete endpoint %s: %w", models.Quote(id), models.ErrNotFound)
+	if err := o.deleteEndpoint(ctx, id); err != nil {
+		return fmt.Errorf("delete endpoint %s: %w", models.Quote(id), err)
 	}
 	if _, err := o.deliveries.DeleteMany(ctx, endpointDeliveriesFilter(id, "")); err != nil {
 		return fmt.Errorf("delete the deliveries of endpoint %s: %w", models.Quote(id), translate(err))
 	}
 	o.releaseSlot(ctx, id)
 	return nil
+}
+
+// deleteEndpoint deletes the endpoint document id: models.ErrNotFound
+// when there is none. A DocumentDB engine may delete nothing when an
+// update of the document (the sender's record of its health) commits
+// during the delete: it is tried again while the document is there.
+func (o *Outbound) deleteEndpoint(ctx context.Context, id string) error {
+	for try := 1; ; try++ {
+		res, err := retryConflicts(ctx, func() (*mongo.DeleteResult, error) {
+			return o.endpoints.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+		})
+		if err != nil {
+			return translate(err)
+		}
+		if res.DeletedCount == 1 {
+			return nil
+		}
+		n, err := o.endpoints.CountDocuments(ctx, bson.D{{Key: "_id", Value: id}})
+		switch {
+		case err != nil:
+			return translate(err)
+		case n == 0:
+			return models.ErrNotFound
+		case try == maxConflictTries:
+			return fmt.Errorf("concurrent writes of the endpoint kept the delete from it: %w", models.ErrRetryLater)
+		}
+	}
 }
 
 // endpointDeliveriesFilter selects the deliveries of endpoint id whose
