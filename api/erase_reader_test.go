@@ -14,7 +14,8 @@ import (
 )
 
 // TestErase_CompletesOnceAnOutsideReaderGoesAndDoesNotStallTheWriter: a
-// reader of another program (a backup with the sqlite3 shell) holds a read
+// reader outside the store's pool (a connection of the test's own: another
+// process cannot open the file while the store holds it) holds a read
 // transaction on the embedded store while a user is erased and 50 more
 // deliveries arrive. The write-ahead log cannot be emptied while that
 // reader holds it, but the writer does not wait for it (an erase is

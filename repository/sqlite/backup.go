@@ -28,10 +28,9 @@ var backupStep int32 = 1024
 // it holds nothing: the writer's transactions go ahead, each changing the
 // copy too (SQLite updates a backup's pages that its own connection
 // writes, erased ones included), and the checkpoints that empty the
-// write-ahead log after an erasure are not held back, unlike a backup
-// taken by another process (the sqlite3 shell's VACUUM INTO holds a read
-// transaction for as long as it copies; its .backup starts over whenever
-// usersync writes). progress, if set, is called after each step with the
+// write-ahead log after an erasure are not held back (a VACUUM INTO
+// would hold a read transaction for as long as it copies; another
+// process cannot open the file while the store holds it). progress, if set, is called after each step with the
 // bytes copied so far. A backup stopped by ctx leaves no file.
 func (s *Store) Backup(ctx context.Context, now time.Time, progress func(copied int64)) (models.Backup, error) {
 	dir := filepath.Join(filepath.Dir(s.path), BackupDir)

@@ -1,9 +1,28 @@
 package sqlite
 
+import (
+	"context"
+	"fmt"
+)
+
 // SetBackupStep makes a backup's steps n pages long, for a test, and
 // returns what puts the length back.
 func SetBackupStep(n int32) func() {
 	old := backupStep
 	backupStep = n
 	return func() { backupStep = old }
+}
+
+// Checkpoint copies the whole write-ahead log into the database file (a
+// PASSIVE checkpoint on the writer's connection, while the writer is
+// idle), for a test: the next write then starts the log over.
+func Checkpoint(ctx context.Context, s *Store) error {
+	var busy, logFrames, done int
+	if err := s.w.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logFrames, &done); err != nil {
+		return err
+	}
+	if busy != 0 || done != logFrames {
+		return fmt.Errorf("checkpoint: busy %d, %d of %d frames copied", busy, done, logFrames)
+	}
+	return nil
 }

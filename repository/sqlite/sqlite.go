@@ -15,6 +15,16 @@
 // Durability: synchronous=FULL in WAL mode, so a commit is on disk when it
 // returns: a 200 answered for a webhook survives a crash of the process and
 // of the machine.
+//
+// The WAL index is in the process's memory, not in a -shm file mapped
+// into it (SQLite's unix-excl VFS: the process holds the database file
+// exclusively, and its connections share the index). A mapped file of a
+// disk that stops answering (a frozen filesystem) would stop the whole
+// process: a write to a page of the mapping waits in a page fault, where
+// the Go runtime cannot stop the goroutine, so the next stop of the world
+// (a garbage collection) would wait for the disk, and every goroutine
+// with it. A read or write of the files is a system call, during which
+// the runtime goes on: the disk then holds the writer alone.
 package sqlite
 
 import (
@@ -173,18 +183,23 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 }
 
 // busyTimeout is how long a statement waits for a lock another process
-// holds (a backup, say) before it fails with SQLITE_BUSY.
+// holds before it fails with SQLITE_BUSY (one that had the file open
+// when usersync started; once open, usersync holds it exclusively).
 const busyTimeout = 5 * time.Second
 
 // dsn is the data source name of path: WAL, full sync, a busy timeout
-// (another process, such as a backup, may hold the file briefly), IMMEDIATE
-// write transactions, and secure_delete so that erased bodies are
-// overwritten on disk rather than left in free pages.
+// (another process may hold the file briefly when the store opens),
+// IMMEDIATE write transactions, secure_delete so that erased bodies are
+// overwritten on disk rather than left in free pages, and the unix-excl
+// VFS, which keeps the WAL index in memory (see the package's doc): it
+// locks the file against other processes, and every connection of the
+// store uses it, so that they share the index.
 func dsn(path string, readOnly bool) string {
 	q := url.Values{}
 	for _, p := range []string{fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()), "journal_mode(WAL)", "synchronous(FULL)", "secure_delete(ON)", "foreign_keys(ON)"} {
 		q.Add("_pragma", p)
 	}
+	q.Set("vfs", "unix-excl")
 	if readOnly {
 		q.Add("_pragma", "query_only(ON)")
 	} else {
@@ -566,9 +581,9 @@ const checkpointRetry = time.Second
 
 // checkpointErased copies the write-ahead log into the database and
 // empties it (a TRUNCATE checkpoint), on the writer, after a commit that
-// erased data. A reader of another process (a backup with the sqlite3
-// shell, say) that holds a read transaction keeps the log from being
-// emptied: the checkpoint then gives up at once rather than wait for it
+// erased data. A reader that holds a read transaction (a long read of
+// the pool; another process cannot open the file while the store holds
+// it) keeps the log from being emptied: the checkpoint then gives up at once rather than wait for it
 // (the writer would stall for the busy timeout), erased stays set, and
 // the writer tries again at most every checkpointRetry, after its commits
 // and while it is idle, until the reader has gone.
