@@ -249,6 +249,9 @@ const (
 	ItemUpcoming ItemStatus = "upcoming"
 	// ItemEnded: history; the item gives nothing any more.
 	ItemEnded ItemStatus = "ended"
+	// ItemExpired: in Clerk's schema of an item's status beside ended
+	// (no event of its own is named for it); read as ended.
+	ItemExpired ItemStatus = "expired"
 	// ItemAbandoned: an upcoming item dropped before it started.
 	ItemAbandoned ItemStatus = "abandoned"
 	// ItemIncomplete: a checkout not paid yet; not a plan yet.
@@ -437,7 +440,7 @@ type ClerkSeats struct {
 // it has no payer and no subscription_id.
 type ClerkSubscriptionItem struct {
 	ID             string            `json:"id" validate:"required,clerkid=csub_item_"`
-	Status         string            `json:"status" validate:"required,oneof=abandoned active canceled ended incomplete past_due upcoming"`
+	Status         string            `json:"status" validate:"required,oneof=abandoned active canceled ended expired incomplete past_due upcoming"`
 	IsFreeTrial    bool              `json:"is_free_trial"`
 	PeriodStart    *int64            `json:"period_start"`
 	PeriodEnd      *int64            `json:"period_end"`

@@ -616,3 +616,21 @@ func TestBilling_ANegativeAmountIsKeptNotRefused(t *testing.T) {
 		t.Errorf("totals = %s, want %s", a.Totals, want)
 	}
 }
+
+// TestBilling_AnExpiredItemIsKeptNotRefused: Clerk's schema names an
+// item status expired beside ended; a signed event with it is applied
+// (read as ended), not refused, which would lose the item's state.
+func TestBilling_AnExpiredItemIsKeptNotRefused(t *testing.T) {
+	body := fixture(t, billingFixture("subscriptionItem.canceled.json"))
+	expired := strings.Replace(string(body), `"status": "canceled"`, `"status": "expired"`, 1)
+	if expired == string(body) {
+		t.Fatal("the fixture has no item status to change")
+	}
+	item, ok := decodeBilling(t, []byte(expired), "msg_x").(models.SubscriptionItemChange)
+	if !ok || item.Status != models.ItemExpired {
+		t.Fatalf("an expired item = %+v, want it decoded, expired", item)
+	}
+	if p := models.PlanOf([]models.SubscriptionItem{item.SubscriptionItem}); p.Status != models.PlanPending {
+		t.Errorf("plan of an expired item alone = %s, want pending, as of an ended one", show(p))
+	}
+}

@@ -75,7 +75,7 @@ type UpcomingPlan struct {
 //   - an upcoming item is the plan that follows (Upcoming), not the
 //     current one; an abandoned item is an upcoming one dropped, and
 //     counts for nothing; an incomplete item is not a plan yet;
-//   - ended items are history; when no item gives a plan but there are
+//   - ended (or expired) items are history; when no item gives a plan but there are
 //     items, the plan is pending with that of the most recently ended
 //     item.
 //
@@ -95,7 +95,7 @@ func PlanOf(items []SubscriptionItem) PayerPlan {
 			current = later(current, it)
 		case ItemCanceled:
 			canceled = later(canceled, it)
-		case ItemEnded:
+		case ItemEnded, ItemExpired:
 			ended = later(ended, it)
 		case ItemUpcoming:
 			upcoming = later(upcoming, it)

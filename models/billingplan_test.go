@@ -318,6 +318,9 @@ func TestPlanOf_Rules(t *testing.T) {
 			item("csub_item_a", models.ItemEnded, "pro", 2), item("csub_item_b", models.ItemEnded, "free", 1),
 			item("csub_item_c", models.ItemIncomplete, "team", 3),
 		}, models.PayerPlan{Payer: org, Status: models.PlanPending, Plan: plan("pro"), ItemID: "csub_item_a"}},
+		{"expired is read as ended: history", []models.SubscriptionItem{
+			item("csub_item_a", models.ItemExpired, "pro", 2), item("csub_item_b", models.ItemEnded, "free", 1),
+		}, models.PayerPlan{Payer: org, Status: models.PlanPending, Plan: plan("pro"), ItemID: "csub_item_a"}},
 		{"upcoming only: pending, the upcoming plan", []models.SubscriptionItem{
 			item("csub_item_a", models.ItemUpcoming, "free", 1),
 		}, models.PayerPlan{Payer: org, Status: models.PlanPending,
