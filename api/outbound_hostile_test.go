@@ -42,7 +42,7 @@ func TestOutbound_AnErasedUsersDeletionReachesAnEndpointThatWasDown(t *testing.T
 	if r := h.send(http.MethodPost, "/v1/users/user_erased/erase", ""); r.Code != http.StatusOK {
 		t.Fatalf("erase: %s", r)
 	}
-	app.setStatus(0) // back
+	app.setStatus(0)              // back
 	clock.Add(int64(time.Minute)) // past the first retry's 5 s
 	h.step()
 	ms := app.messages()
