@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -59,22 +60,34 @@ func checkEndpointID(id string) (string, error) {
 }
 
 type endpointJSON struct {
-	ID                  string   `json:"id"`
-	URL                 string   `json:"url"`
-	Description         string   `json:"description"`
-	EventTypes          []string `json:"eventTypes"`
-	Enabled             bool     `json:"enabled"`
-	DisabledReason      string   `json:"disabledReason,omitempty"`
-	FromConfig          bool     `json:"fromConfig"`
-	FailingSince        *string  `json:"failingSince"`
-	PreviousSecretUntil *string  `json:"previousSecretUntil"`
-	CreatedAt           string   `json:"createdAt"`
-	UpdatedAt           string   `json:"updatedAt"`
-	Backlog             *int64   `json:"backlog,omitempty"`
-	OldestPendingAt     *string  `json:"oldestPendingAt,omitempty"`
+	ID                  string      `json:"id"`
+	URL                 string      `json:"url"`
+	Description         string      `json:"description"`
+	EventTypes          []string    `json:"eventTypes"`
+	Enabled             bool        `json:"enabled"`
+	DisabledReason      string      `json:"disabledReason,omitempty"`
+	FromConfig          bool        `json:"fromConfig"`
+	FailingSince        *string     `json:"failingSince"`
+	PreviousSecretUntil *string     `json:"previousSecretUntil"`
+	CreatedAt           string      `json:"createdAt"`
+	UpdatedAt           string      `json:"updatedAt"`
+	Backlog             *int64      `json:"backlog,omitempty"`
+	OldestPendingAt     *string     `json:"oldestPendingAt,omitempty"`
+	NeedsResync         bool        `json:"needsResync"`
+	Resync              *resyncJSON `json:"resync"`
 	// Secret is shown once: when the endpoint is created, and when it is
 	// rotated.
 	Secret string `json:"secret,omitempty"`
+}
+
+// resyncJSON is an endpoint's resync: under way (doneAt null) or the
+// last one.
+type resyncJSON struct {
+	StartedAt      string  `json:"startedAt"`
+	IncludeDeleted bool    `json:"includeDeleted"`
+	Kind           *string `json:"kind"` // the kind being walked; null once done
+	Queued         int64   `json:"queued"`
+	DoneAt         *string `json:"doneAt"`
 }
 
 func newEndpointJSON(e models.Endpoint) endpointJSON {
@@ -82,9 +95,18 @@ func newEndpointJSON(e models.Endpoint) endpointJSON {
 	if types == nil {
 		types = []string{}
 	}
-	return endpointJSON{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: types, Enabled: e.Enabled,
+	j := endpointJSON{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: types, Enabled: e.Enabled,
 		DisabledReason: e.Disabled, FromConfig: e.FromConfig, FailingSince: optTime(e.FailingSince),
-		PreviousSecretUntil: optTime(e.PreviousUntil), CreatedAt: formatTime(e.CreatedAt), UpdatedAt: formatTime(e.UpdatedAt)}
+		PreviousSecretUntil: optTime(e.PreviousUntil), CreatedAt: formatTime(e.CreatedAt), UpdatedAt: formatTime(e.UpdatedAt),
+		NeedsResync: e.NeedsResync}
+	if r := e.Resync; r != nil {
+		j.Resync = &resyncJSON{StartedAt: formatTime(r.StartedAt), IncludeDeleted: r.IncludeDeleted, Queued: r.Queued, DoneAt: optTime(r.DoneAt)}
+		if r.Kind != "" {
+			k := string(r.Kind)
+			j.Resync.Kind = &k
+		}
+	}
+	return j
 }
 
 // outboundOff answers the endpoints' routes of a server without them.
@@ -187,13 +209,14 @@ func (s *server) createEndpoint(c echo.Context) error {
 	return c.JSON(http.StatusCreated, j)
 }
 
-// recordFor turns the outbox's recording on at once when e is enabled:
+// recordFor turns the outbox's recording on at once when e keeps changes
+// (models.Endpoint.Keeps: enabled, or disabled and keeping them):
 // the changes this instance applies from now on are sent to it. (Other
 // instances start at their dispatcher's next read of the endpoints,
 // within a second; turning it off is left to that read too.)
 func (s *server) recordFor(e models.Endpoint) {
 	switch {
-	case !e.Enabled:
+	case !models.Recording([]models.Endpoint{e}):
 	case s.outbound.RecordNow != nil:
 		s.outbound.RecordNow()
 	default:
@@ -305,7 +328,9 @@ func (s *server) patchEndpoint(c echo.Context) error {
 	if err := readJSON(c, &b, endpointShape, false); err != nil {
 		return err
 	}
+	enabled := false
 	e, err := s.changeEndpoint(c, &req, func(e *models.Endpoint) error {
+		enabled = b.Enabled != nil && *b.Enabled && !e.Enabled
 		if b.URL != nil {
 			e.URL = *b.URL
 		}
@@ -327,8 +352,61 @@ func (s *server) patchEndpoint(c echo.Context) error {
 		return err
 	}
 	s.recordFor(e)
+	if enabled {
+		// What failed while it was away is sent again, with what it kept.
+		if err := s.requeueFailed(c.Request().Context(), e.ID); err != nil {
+			return err
+		}
+	}
 	s.logEndpoint(c, "endpoint changed", e)
 	return c.JSON(http.StatusOK, newEndpointJSON(e))
+}
+
+// requeueFailed makes every failed delivery of endpoint id pending again
+// (maxReplayWindow a write), and wakes the dispatcher.
+func (s *server) requeueFailed(ctx context.Context, id string) error {
+	for {
+		n, err := s.outbound.Store.Requeue(ctx, models.Requeue{EndpointID: id, Failed: true, Limit: maxReplayWindow}, s.now().UTC())
+		if err != nil {
+			return err
+		}
+		if n > 0 && s.outbound.Notify != nil {
+			s.outbound.Notify()
+		}
+		if n < maxReplayWindow {
+			return nil
+		}
+	}
+}
+
+type resyncBody struct {
+	IncludeDeleted bool `json:"includeDeleted"`
+}
+
+// resyncEndpoint answers POST /v1/endpoints/{id}/resync: the current
+// state of every object the endpoint wants is queued for it, a page a
+// round, in place of a resync under way; 202 with the endpoint, whose
+// resync says how far it is.
+func (s *server) resyncEndpoint(c echo.Context) error {
+	e, err := s.endpoint(c, &endpointRequest{})
+	if err != nil {
+		return err
+	}
+	var b resyncBody
+	if err := readJSON(c, &b, `{"includeDeleted": false}`, true); err != nil {
+		return err
+	}
+	r := models.Resync{StartedAt: s.now().UTC().Truncate(time.Millisecond), IncludeDeleted: b.IncludeDeleted, Kind: models.ResyncKinds[0]}
+	if err := s.outbound.Store.StartResync(c.Request().Context(), e.ID, r); err != nil {
+		return notFound(err, "endpoint", e.ID)
+	}
+	e.Resync = &r
+	s.recordFor(e)
+	if s.outbound.Notify != nil {
+		s.outbound.Notify()
+	}
+	s.logEndpoint(c, "endpoint resync started", e)
+	return c.JSON(http.StatusAccepted, newEndpointJSON(e))
 }
 
 // changeEndpoint changes the endpoint req names with change, written
@@ -584,6 +662,15 @@ func (s *server) replayDeliveries(c echo.Context) error {
 			return models.Public(models.ErrInvalid, "objectId is required (at most 128 bytes)").In("objectId")
 		}
 		r.Kind, r.ObjectID = k, b.ObjectID
+	}
+	if r.Kind != "" {
+		if _, err := s.outbound.Store.Delivery(c.Request().Context(), e.ID, r.Kind, r.ObjectID); err != nil {
+			if errors.Is(err, models.ErrNotFound) {
+				return models.Public(models.ErrNotFound, "endpoint %s has no delivery of %s %s: resync it to send the objects it never had",
+					e.ID, r.Kind, models.Quote(r.ObjectID))
+			}
+			return err
+		}
 	}
 	n, err := s.outbound.Store.Requeue(c.Request().Context(), r, s.now().UTC())
 	if err != nil {

@@ -74,6 +74,7 @@ func (s *server) routes(e *echo.Echo) {
 	e.GET("/v1/endpoints/:id/attempts", s.listAttempts, adminKey)
 	e.GET("/v1/endpoints/:id/deliveries", s.listDeliveries, adminKey)
 	e.POST("/v1/endpoints/:id/replay", s.replayDeliveries, adminKey)
+	e.POST("/v1/endpoints/:id/resync", s.resyncEndpoint, adminKey)
 
 	// Admin key: Clerk Billing's objects (a payer's plan is read above).
 	e.GET("/v1/billing/payment-attempts", s.listPaymentAttempts, adminKey)

@@ -27,6 +27,7 @@ const (
 	OriginReconcile = "reconcile" // a state (or deletion) found by reconcile
 	OriginSync      = "sync"      // a sync route (an object read from Clerk on request)
 	OriginCascade   = "cascade"   // a parent's deletion (an organization's, a user's)
+	OriginResync    = "resync"    // an admin's resync of an endpoint: the state as it is
 )
 
 // OriginOf is where a delivery of the event ev came from, when its caller
@@ -159,7 +160,38 @@ type Endpoint struct {
 	// Revision moves on with every write of the endpoint: a change made
 	// from a read is written only over the revision it read.
 	Revision int64
+	// NeedsResync: while it was disabled, the endpoint kept more changes
+	// than MaxKeptWhileDisabled, and kept no more: only a resync (or a
+	// replay) brings it the states it missed.
+	NeedsResync bool
+	// Resync is the resync of the endpoint under way, or the last one;
+	// nil when it never had one.
+	Resync *Resync
 }
+
+// Resync is an endpoint's resync: the current state of every object it
+// wants, queued kind by kind (ResyncKinds), a page at a time, with the
+// progress kept in the store (across restarts and instances).
+type Resync struct {
+	StartedAt      time.Time
+	IncludeDeleted bool   // deleted objects too (their tombstones)
+	Kind           Kind   // the kind being walked; "" once done
+	After          string // the walk's cursor within Kind
+	Queued         int64  // objects queued so far
+	DoneAt         *time.Time
+}
+
+// Running reports whether the resync is under way.
+func (r *Resync) Running() bool { return r != nil && r.DoneAt == nil }
+
+// ResyncKinds are the kinds a resync walks, in order: each kind the
+// endpoint wants at least one type of (a payer's plan with the items).
+var ResyncKinds = []Kind{KindUser, KindOrganization, KindMembership, KindSubscription, KindSubscriptionItem, KindPaymentAttempt, KindPlan}
+
+// MaxKeptWhileDisabled bounds the deliveries a disabled endpoint keeps
+// pending (one per object, the newest state): past it, it is marked
+// NeedsResync and keeps no more until it is resynced.
+const MaxKeptWhileDisabled = MaxBacklogCount
 
 // ErrEndpointChanged: the endpoint was written since it was read (its
 // revision moved on); read it again and make the change again.
@@ -222,13 +254,24 @@ func (e Endpoint) Secrets(now time.Time) []string {
 }
 
 // Recording reports whether changes must be recorded for endpoints eps:
-// while one is enabled.
+// while one keeps changes (Keeps).
 func Recording(eps []Endpoint) bool {
-	return slices.ContainsFunc(eps, func(e Endpoint) bool { return e.Enabled })
+	return slices.ContainsFunc(eps, func(e Endpoint) bool { return e.keeping() })
 }
 
 // Wants reports whether the endpoint is enabled and wants type typ.
 func (e Endpoint) Wants(typ string) bool { return e.Enabled && MatchesType(e.EventTypes, typ) }
+
+// Keeps reports whether the changes of type typ are queued for the
+// endpoint: it wants them, and it is enabled, or disabled by an admin or
+// for failing (it keeps the newest state of each object until it is
+// enabled again) and has not kept more than MaxKeptWhileDisabled. An
+// endpoint that answered 410 Gone keeps nothing.
+func (e Endpoint) Keeps(typ string) bool { return e.keeping() && MatchesType(e.EventTypes, typ) }
+
+func (e Endpoint) keeping() bool {
+	return e.Enabled || (e.Disabled != DisabledGone && !e.NeedsResync)
+}
 
 // Pending is a change that applied and must be told to the endpoints
 // that want it: an entry of the outbox, which a store writes with the
@@ -391,6 +434,24 @@ func (d Delivery) Queue(endpointID string, p Pending, now time.Time) (Delivery, 
 	return d, true
 }
 
+// Resend returns d with p queued to be sent whole (a resync's): as Queue
+// when p is newer than the state d holds, or d is none; else d's own
+// state again, pending (unless it is already), with nothing received
+// forgotten, so that the endpoint gets every field, with the webhook-id
+// it has.
+func (d Delivery) Resend(endpointID string, p Pending, now time.Time) (Delivery, bool) {
+	q, changed := d.Queue(endpointID, p, now)
+	if !changed {
+		q = d
+		if q.Status != DeliveryPending {
+			q.Status, q.Attempts, q.NextAt, q.Since = DeliveryPending, 0, now, now
+		}
+		q.Origin = p.Origin
+	}
+	q.Fields = nil
+	return q, true
+}
+
 // Settled returns the stored delivery cur once the attempt to send
 // sent.MessageID ended as result says (result is sent with the attempt's
 // outcome written in). When cur still waits for that message, it becomes
@@ -459,13 +520,26 @@ type Requeue struct {
 	Kind       Kind
 	ObjectID   string
 	Since      time.Time
-	Limit      int
+	// Failed: the endpoint's failed deliveries, up to Limit (an endpoint
+	// enabled again).
+	Failed bool
+	Limit  int
 }
 
 // Fanout is an outbox entry's change and the endpoints that want it.
+// Forced: a resync's, queued as Delivery.Resend does.
 type Fanout struct {
 	Pending   Pending
 	Endpoints []string
+	Forced    bool
+}
+
+// Queue is Delivery.Queue for f, or Delivery.Resend when f is forced.
+func (f Fanout) Queue(d Delivery, endpointID string, now time.Time) (Delivery, bool) {
+	if f.Forced {
+		return d.Resend(endpointID, f.Pending, now)
+	}
+	return d.Queue(endpointID, f.Pending, now)
 }
 
 // Backlog is one endpoint's pending deliveries: how many (counted up to

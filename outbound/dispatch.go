@@ -161,7 +161,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	var lastErr string
 	var observed, refreshed time.Time
 	for {
-		if now := d.o.Now(); d.o.Observer != nil && now.Sub(observed) >= BacklogEvery {
+		if now := d.o.Now(); now.Sub(observed) >= BacklogEvery {
 			observed = now
 			d.observeBacklog(ctx, now)
 		}
@@ -213,7 +213,9 @@ const (
 	BusyRound = 250 * time.Millisecond
 )
 
-// observeBacklog tells the Observer the endpoints and their backlogs.
+// observeBacklog reads the endpoints and their backlogs: it marks a
+// disabled endpoint that keeps too many changes as needing a resync, and
+// tells the Observer.
 func (d *Dispatcher) observeBacklog(ctx context.Context, now time.Time) {
 	ob := d.o.Store.Outbound()
 	eps, err := ob.Endpoints(ctx)
@@ -231,11 +233,23 @@ func (d *Dispatcher) observeBacklog(ctx context.Context, now time.Time) {
 	if err != nil {
 		return // the gauges keep their last values; the round's error is logged
 	}
+	for _, e := range eps {
+		// A disabled endpoint keeps changes up to a bound: past it, it
+		// keeps no more, and needs a resync.
+		if !e.Enabled && !e.NeedsResync && b[e.ID].Pending >= models.MaxKeptWhileDisabled {
+			if err := d.o.Store.Outbound().MarkNeedsResync(ctx, e.ID); err == nil {
+				d.o.Log.LogAttrs(ctx, slog.LevelWarn, "outbound webhooks: a disabled endpoint keeps no more changes; resync it once it is enabled",
+					slog.String("endpoint", e.ID), slog.Int("kept", models.MaxKeptWhileDisabled))
+			}
+		}
+	}
 	var outbox *time.Time
 	if some {
 		outbox = &oldest
 	}
-	d.o.Observer.Backlog(eps, b, outbox, now)
+	if d.o.Observer != nil {
+		d.o.Observer.Backlog(eps, b, outbox, now)
+	}
 }
 
 // Step reads the endpoints, runs one round and waits for the sends it
@@ -267,6 +281,9 @@ func (d *Dispatcher) round(ctx context.Context) error {
 		return err
 	}
 	if err := d.fanout(ctx, p); err != nil {
+		return err
+	}
+	if err := d.resync(ctx); err != nil {
 		return err
 	}
 	d.prune(ctx)
@@ -476,28 +493,30 @@ func (d *Dispatcher) fanout(ctx context.Context, pc pace) error {
 	return nil
 }
 
-// wanting returns the enabled endpoints that want p's type.
+// wanting returns the endpoints that keep p's type (models.Endpoint.Keeps:
+// the enabled ones, and the disabled ones that keep changes until they are
+// enabled again).
 func (d *Dispatcher) wanting(p models.Pending) []string {
 	typ := models.OutboundType(p.Kind, p.Change)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var ids []string
 	for id, e := range d.endpoints {
-		if e.Wants(typ) {
+		if e.Keeps(typ) {
 			ids = append(ids, id)
 		}
 	}
 	return ids
 }
 
-// wantsKind reports whether an enabled endpoint wants some type of kind
-// k: what a derivation reads for.
+// wantsKind reports whether an endpoint keeps some type of kind k: what
+// a derivation reads for.
 func (d *Dispatcher) wantsKind(k models.Kind) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, e := range d.endpoints {
 		for _, c := range []models.EventType{models.EventCreated, models.EventUpdated, models.EventDeleted} {
-			if e.Wants(models.OutboundType(k, c)) {
+			if e.Keeps(models.OutboundType(k, c)) {
 				return true
 			}
 		}

@@ -234,6 +234,15 @@ type Outbound interface {
 	// (an admin who enabled it again meanwhile cleared that). It reports
 	// whether it disabled it.
 	DisableEndpoint(ctx context.Context, id, reason string, failingBefore, now time.Time) (bool, error)
+	// StartResync starts the resync r of endpoint id, in place of one
+	// under way (models.ErrNotFound: no endpoint). SaveResync records its
+	// progress if it is still the endpoint's (false: another started
+	// since, or the endpoint is gone); a resync done clears NeedsResync.
+	// MarkNeedsResync marks a disabled endpoint as needing one. None of
+	// them is an admin's setting: UpdateEndpoint leaves them.
+	StartResync(ctx context.Context, id string, r models.Resync) error
+	SaveResync(ctx context.Context, id string, r models.Resync) (bool, error)
+	MarkNeedsResync(ctx context.Context, id string) error
 	// DeleteEndpoint deletes an endpoint and its deliveries
 	// (models.ErrNotFound: none). A fan-out under way writes none for it.
 	DeleteEndpoint(ctx context.Context, id string) error
@@ -264,7 +273,8 @@ type Outbound interface {
 	Deliveries(ctx context.Context, f models.DeliveryFilter) (items []models.Delivery, next string, err error)
 	// Requeue makes the deliveries f selects pending again, due at now,
 	// their last state received forgotten (so it is sent whole): the
-	// operator's replay. It returns how many it requeued.
+	// operator's replay, and an endpoint enabled again (its failed ones).
+	// It returns how many it requeued.
 	Requeue(ctx context.Context, f models.Requeue, now time.Time) (int, error)
 	// Backlog returns the pending deliveries of each endpoint of ids (none:
 	// every endpoint) that has some.

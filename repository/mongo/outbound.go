@@ -180,6 +180,16 @@ func (o *Outbound) Outbox(ctx context.Context, limit int) ([]models.Outboxed, er
 	return out, nil
 }
 
+// liveEndpoint selects endpoint id unless a delete of it has begun
+// (deleting, which deleteEndpoint sets first: from then on no write
+// changes it, and every read finds it gone), with more conditions.
+func liveEndpoint(id string, more ...bson.E) bson.D {
+	return append(bson.D{{Key: "_id", Value: id}, notDeleting}, more...)
+}
+
+// notDeleting is the condition of an endpoint no delete has begun of.
+var notDeleting = bson.E{Key: "deleting", Value: bson.D{{Key: "$exists", Value: false}}}
+
 // idDoc is a document's string _id alone.
 type idDoc struct {
 	ID string `bson:"_id"`
@@ -202,7 +212,33 @@ type endpointDoc struct {
 	UpdatedAt      time.Time  `bson:"updatedAt"`
 	// Rev moves on with every write; 0 (absent) for an endpoint written
 	// by a version before revisions.
-	Rev int64 `bson:"rev,omitempty"`
+	Rev         int64      `bson:"rev,omitempty"`
+	NeedsResync bool       `bson:"needsResync,omitempty"`
+	Resync      *resyncDoc `bson:"resync,omitempty"`
+}
+
+// resyncDoc is an endpoint's resync (models.Resync); each write of its
+// progress is conditional on startedAt.
+type resyncDoc struct {
+	StartedAt      time.Time  `bson:"startedAt"`
+	IncludeDeleted bool       `bson:"includeDeleted"`
+	Kind           string     `bson:"kind"`
+	After          string     `bson:"after"`
+	Queued         int64      `bson:"queued"`
+	DoneAt         *time.Time `bson:"doneAt,omitempty"`
+}
+
+func newResyncDoc(r models.Resync) resyncDoc {
+	return resyncDoc{StartedAt: r.StartedAt.UTC(), IncludeDeleted: r.IncludeDeleted, Kind: string(r.Kind), After: r.After,
+		Queued: r.Queued, DoneAt: r.DoneAt}
+}
+
+func (d *resyncDoc) model() *models.Resync {
+	if d == nil {
+		return nil
+	}
+	return &models.Resync{StartedAt: d.StartedAt.UTC(), IncludeDeleted: d.IncludeDeleted, Kind: models.Kind(d.Kind), After: d.After,
+		Queued: d.Queued, DoneAt: utcPtr(d.DoneAt)}
 }
 
 func (d endpointDoc) model() models.Endpoint {
@@ -213,7 +249,7 @@ func (d endpointDoc) model() models.Endpoint {
 	return models.Endpoint{ID: d.ID, URL: d.URL, Description: d.Description, EventTypes: types, Enabled: d.Enabled,
 		Disabled: d.Disabled, Secret: d.Secret, PreviousSecret: d.PreviousSecret, PreviousUntil: utcPtr(d.PreviousUntil),
 		FromConfig: d.FromConfig, FailingSince: utcPtr(d.FailingSince), CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
-		Revision: d.Rev}
+		Revision: d.Rev, NeedsResync: d.NeedsResync, Resync: d.Resync.model()}
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -226,7 +262,7 @@ func utcPtr(t *time.Time) *time.Time {
 
 // Endpoints returns every endpoint, by id (at most models.MaxEndpoints).
 func (o *Outbound) Endpoints(ctx context.Context) ([]models.Endpoint, error) {
-	docs, err := findDocs[endpointDoc](ctx, o.endpoints, bson.D{}, options.Find().SetSort(idOrder))
+	docs, err := findDocs[endpointDoc](ctx, o.endpoints, bson.D{notDeleting}, options.Find().SetSort(idOrder))
 	if err != nil {
 		return nil, fmt.Errorf("read endpoints: %w", err)
 	}
@@ -240,7 +276,7 @@ func (o *Outbound) Endpoints(ctx context.Context) ([]models.Endpoint, error) {
 // Endpoint returns one endpoint.
 func (o *Outbound) Endpoint(ctx context.Context, id string) (models.Endpoint, error) {
 	var d endpointDoc
-	if err := o.endpoints.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d); err != nil {
+	if err := o.endpoints.FindOne(ctx, liveEndpoint(id)).Decode(&d); err != nil {
 		return models.Endpoint{}, fmt.Errorf("read endpoint %s: %w", models.Quote(id), translate(err))
 	}
 	return d.model(), nil
@@ -303,7 +339,7 @@ func (o *Outbound) claimSlot(ctx context.Context, id string, now time.Time) erro
 	for try := 0; try < slotTries; try++ {
 		// The endpoints are read before the slots: an endpoint created
 		// since holds a slot claimed within slotClaim, which counts.
-		eps, err := findDocs[idDoc](ctx, o.endpoints, bson.D{}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+		eps, err := findDocs[idDoc](ctx, o.endpoints, bson.D{notDeleting}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
 		if err != nil {
 			return err
 		}
@@ -394,9 +430,9 @@ func (o *Outbound) releaseSlot(ctx context.Context, id string) {
 // has none yet (written by a version before revisions).
 func revFilter(id string, rev int64) bson.D {
 	if rev == 0 {
-		return bson.D{{Key: "_id", Value: id}, {Key: "rev", Value: bson.D{{Key: "$exists", Value: false}}}}
+		return liveEndpoint(id, bson.E{Key: "rev", Value: bson.D{{Key: "$exists", Value: false}}})
 	}
-	return bson.D{{Key: "_id", Value: id}, {Key: "rev", Value: rev}}
+	return liveEndpoint(id, bson.E{Key: "rev", Value: rev})
 }
 
 // setOrUnset is the update of field to t: $set, or $unset for nil.
@@ -436,7 +472,7 @@ func (o *Outbound) UpdateEndpoint(ctx context.Context, e models.Endpoint) error 
 // endpointMissed says why a conditional write of endpoint id matched
 // nothing: it is gone (models.ErrNotFound), or it moved on.
 func (o *Outbound) endpointMissed(ctx context.Context, id string) error {
-	n, err := o.endpoints.CountDocuments(ctx, bson.D{{Key: "_id", Value: id}})
+	n, err := o.endpoints.CountDocuments(ctx, liveEndpoint(id))
 	switch {
 	case err != nil:
 		return err
@@ -448,13 +484,13 @@ func (o *Outbound) endpointMissed(ctx context.Context, id string) error {
 
 // EndpointFailing sets failingSince, unless it is set.
 func (o *Outbound) EndpointFailing(ctx context.Context, id string, at time.Time) error {
-	return o.endpointHealth(ctx, id, bson.D{{Key: "_id", Value: id}, {Key: "failingSince", Value: nil}},
+	return o.endpointHealth(ctx, id, liveEndpoint(id, bson.E{Key: "failingSince", Value: nil}),
 		bson.D{{Key: "$set", Value: bson.D{{Key: "failingSince", Value: at.UTC()}}}})
 }
 
 // EndpointAnswered unsets failingSince, if it is set.
 func (o *Outbound) EndpointAnswered(ctx context.Context, id string) error {
-	return o.endpointHealth(ctx, id, bson.D{{Key: "_id", Value: id}, {Key: "failingSince", Value: bson.D{{Key: "$ne", Value: nil}}}},
+	return o.endpointHealth(ctx, id, liveEndpoint(id, bson.E{Key: "failingSince", Value: bson.D{{Key: "$ne", Value: nil}}}),
 		bson.D{{Key: "$unset", Value: bson.D{{Key: "failingSince", Value: ""}}}})
 }
 
@@ -467,10 +503,46 @@ func (o *Outbound) endpointHealth(ctx context.Context, id string, filter, update
 	return nil
 }
 
+// StartResync starts the resync r of endpoint id, in place of one under
+// way.
+func (o *Outbound) StartResync(ctx context.Context, id string, r models.Resync) error {
+	res, err := updateOne(ctx, o.endpoints, liveEndpoint(id),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "resync", Value: newResyncDoc(r)}}}})
+	if err == nil && res.MatchedCount == 0 {
+		err = models.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("start a resync of endpoint %s: %w", models.Quote(id), translate(err))
+	}
+	return nil
+}
+
+// SaveResync records r, the progress of the resync of endpoint id that
+// started at r.StartedAt; false when another started since, or the
+// endpoint is gone. A resync done clears needsResync.
+func (o *Outbound) SaveResync(ctx context.Context, id string, r models.Resync) (bool, error) {
+	set := bson.D{{Key: "resync", Value: newResyncDoc(r)}}
+	if r.DoneAt != nil {
+		set = append(set, bson.E{Key: "needsResync", Value: false})
+	}
+	res, err := updateOne(ctx, o.endpoints, liveEndpoint(id, bson.E{Key: "resync.startedAt", Value: r.StartedAt.UTC()}),
+		bson.D{{Key: "$set", Value: set}})
+	if err != nil {
+		return false, fmt.Errorf("record the resync of endpoint %s: %w", models.Quote(id), translate(err))
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// MarkNeedsResync marks a disabled endpoint as needing a resync.
+func (o *Outbound) MarkNeedsResync(ctx context.Context, id string) error {
+	return o.endpointHealth(ctx, id, liveEndpoint(id, bson.E{Key: "enabled", Value: false}),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "needsResync", Value: true}}}})
+}
+
 // DisableEndpoint disables an enabled endpoint for reason, and when
 // failingBefore is set only one failing since before it.
 func (o *Outbound) DisableEndpoint(ctx context.Context, id, reason string, failingBefore, now time.Time) (bool, error) {
-	filter := bson.D{{Key: "_id", Value: id}, {Key: "enabled", Value: true}}
+	filter := liveEndpoint(id, bson.E{Key: "enabled", Value: true})
 	if !failingBefore.IsZero() {
 		filter = append(filter, bson.E{Key: "failingSince", Value: bson.D{{Key: "$lte", Value: failingBefore.UTC()}}})
 	}
@@ -501,28 +573,53 @@ func (o *Outbound) DeleteEndpoint(ctx context.Context, id string) error {
 }
 
 // deleteEndpoint deletes the endpoint document id: models.ErrNotFound
-// when there is none. A DocumentDB engine may delete nothing when an
-// update of the document (the sender's record of its health) commits
-// during the delete: it is tried again while the document is there.
+// when there is none, or a delete of it has begun. It first marks the
+// endpoint deleting: no write matches it after that (liveEndpoint). A
+// DocumentDB engine may leave a document that an update changes while it
+// is deleted, or updated while another update commits: each step is
+// tried again until the document is as it wants it.
 func (o *Outbound) deleteEndpoint(ctx context.Context, id string) error {
 	for try := 1; ; try++ {
-		res, err := retryConflicts(ctx, func() (*mongo.DeleteResult, error) {
-			return o.endpoints.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
-		})
+		res, err := updateOne(ctx, o.endpoints, liveEndpoint(id), bson.D{{Key: "$set", Value: bson.D{{Key: "deleting", Value: true}}}})
 		if err != nil {
 			return translate(err)
 		}
-		if res.DeletedCount == 1 {
-			return nil
+		if res.MatchedCount == 1 {
+			break
 		}
-		n, err := o.endpoints.CountDocuments(ctx, bson.D{{Key: "_id", Value: id}})
+		live, err := o.endpoints.CountDocuments(ctx, liveEndpoint(id))
+		switch {
+		case err != nil:
+			return translate(err)
+		case live == 0:
+			// Gone, or another delete began (or one stopped half-way):
+			// what is left of it is deleted, and it was not found.
+			if err := o.deleteDeleting(ctx, id); err != nil {
+				return err
+			}
+			return models.ErrNotFound
+		case try == maxConflictTries:
+			return fmt.Errorf("concurrent writes of the endpoint kept the delete from it: %w", models.ErrRetryLater)
+		}
+	}
+	return o.deleteDeleting(ctx, id)
+}
+
+// deleteDeleting deletes endpoint id, marked deleting (no write changes
+// it any more), again while the engine leaves it.
+func (o *Outbound) deleteDeleting(ctx context.Context, id string) error {
+	for try := 1; ; try++ {
+		if _, err := o.endpoints.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "deleting", Value: true}}); err != nil {
+			return translate(err)
+		}
+		n, err := o.endpoints.CountDocuments(ctx, bson.D{{Key: "_id", Value: id}, {Key: "deleting", Value: true}})
 		switch {
 		case err != nil:
 			return translate(err)
 		case n == 0:
-			return models.ErrNotFound
+			return nil
 		case try == maxConflictTries:
-			return fmt.Errorf("concurrent writes of the endpoint kept the delete from it: %w", models.ErrRetryLater)
+			return fmt.Errorf("the endpoint marked deleting could not be deleted: %w", models.ErrRetryLater)
 		}
 	}
 }
@@ -695,7 +792,7 @@ func (o *Outbound) dropDeliveriesOfGone(ctx context.Context, fs []models.Fanout)
 	if len(ids) == 0 {
 		return nil
 	}
-	eps, err := findDocs[idDoc](ctx, o.endpoints, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}},
+	eps, err := findDocs[idDoc](ctx, o.endpoints, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, notDeleting},
 		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
 		return err
@@ -736,7 +833,7 @@ func (o *Outbound) fanoutOnce(ctx context.Context, fs []models.Fanout, keys []st
 					cur = d.model()
 				}
 			}
-			if d, changed := cur.Queue(ep, f.Pending, now); changed {
+			if d, changed := f.Queue(cur, ep, now); changed {
 				if !ok {
 					order = append(order, key)
 				}
@@ -921,9 +1018,11 @@ func (o *Outbound) Requeue(ctx context.Context, f models.Requeue, now time.Time)
 		key := models.Delivery{EndpointID: f.EndpointID, Kind: f.Kind, ObjectID: f.ObjectID}.Key()
 		filter = bson.D{{Key: "_id", Value: key}, notPending}
 	} else {
-		docs, err := findDocs[struct {
-			ID string `bson:"_id"`
-		}](ctx, o.deliveries, requeueWindowFilter(f.EndpointID, f.Since),
+		which := requeueWindowFilter(f.EndpointID, f.Since)
+		if f.Failed {
+			which = bson.D{{Key: "endpointId", Value: f.EndpointID}, {Key: "status", Value: models.DeliveryFailed}}
+		}
+		docs, err := findDocs[idDoc](ctx, o.deliveries, which,
 			options.Find().SetLimit(int64(f.Limit)).SetProjection(bson.D{{Key: "_id", Value: 1}}))
 		if err != nil {
 			return 0, fmt.Errorf("requeue deliveries of endpoint %s: %w", models.Quote(f.EndpointID), err)

@@ -50,7 +50,7 @@ func (o *Outbound) record(t *wtx, ev models.Event, ch models.Change, outcome mod
 }
 
 const endpointColumns = `id, url, description, event_types, enabled, disabled, secret, previous_secret, previous_until,
-	from_config, failing_since, created_at, updated_at, revision`
+	from_config, failing_since, created_at, updated_at, revision, needs_resync, resync`
 
 func scanEndpoint(sc interface{ Scan(...any) error }) (models.Endpoint, error) {
 	var (
@@ -59,11 +59,18 @@ func scanEndpoint(sc interface{ Scan(...any) error }) (models.Endpoint, error) {
 		until, failing      sql.NullInt64
 		created, updated    int64
 		enabled, fromConfig bool
+		resync              sql.NullString
 	)
 	err := sc.Scan(&e.ID, &e.URL, &e.Description, &types, &enabled, &e.Disabled, &e.Secret, &e.PreviousSecret, &until,
-		&fromConfig, &failing, &created, &updated, &e.Revision)
+		&fromConfig, &failing, &created, &updated, &e.Revision, &e.NeedsResync, &resync)
 	if err != nil {
 		return e, translate(err)
+	}
+	if resync.Valid {
+		e.Resync = &models.Resync{}
+		if err := json.Unmarshal([]byte(resync.String), e.Resync); err != nil {
+			return e, fmt.Errorf("endpoint %s: its resync: %w", e.ID, err)
+		}
 	}
 	if err := json.Unmarshal([]byte(types), &e.EventTypes); err != nil {
 		return e, fmt.Errorf("endpoint %s: its event types: %w", e.ID, err)
@@ -121,7 +128,7 @@ func (o *Outbound) CreateEndpoint(ctx context.Context, e models.Endpoint) error 
 				return models.EndpointsFull(n)
 			}
 		}
-		n, err := t.execN(`INSERT INTO endpoints (`+endpointColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+		n, err := t.execN(`INSERT INTO endpoints (`+endpointColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, NULL)
 			ON CONFLICT (id) DO NOTHING`,
 			e.ID, e.URL, e.Description, string(types), e.Enabled, e.Disabled, e.Secret, e.PreviousSecret,
 			msPtr(e.PreviousUntil), e.FromConfig, msPtr(e.FailingSince), ms(e.CreatedAt), ms(e.UpdatedAt))
@@ -215,6 +222,52 @@ func (o *Outbound) endpointHealth(ctx context.Context, id, q string, args ...any
 		return fmt.Errorf("record the health of endpoint %s: %w", models.Quote(id), err)
 	}
 	return nil
+}
+
+// StartResync starts the resync r of endpoint id, in place of one under
+// way.
+func (o *Outbound) StartResync(ctx context.Context, id string, r models.Resync) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	var n int64
+	err = o.s.write(ctx, func(t *wtx) error {
+		n, err = t.execN(`UPDATE endpoints SET resync = ?, resync_started = ? WHERE id = ?`, string(b), ms(r.StartedAt), id)
+		return err
+	})
+	if err == nil && n == 0 {
+		err = models.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("start a resync of endpoint %s: %w", models.Quote(id), err)
+	}
+	return nil
+}
+
+// SaveResync records r, the progress of the resync of endpoint id that
+// started at r.StartedAt; false when another started since, or the
+// endpoint is gone. A resync done clears needs_resync.
+func (o *Outbound) SaveResync(ctx context.Context, id string, r models.Resync) (bool, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return false, err
+	}
+	var n int64
+	err = o.s.write(ctx, func(t *wtx) error {
+		n, err = t.execN(`UPDATE endpoints SET resync = ?, needs_resync = needs_resync AND ? WHERE id = ? AND resync_started = ?`,
+			string(b), r.DoneAt == nil, id, ms(r.StartedAt))
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("record the resync of endpoint %s: %w", models.Quote(id), err)
+	}
+	return n == 1, nil
+}
+
+// MarkNeedsResync marks a disabled endpoint as needing a resync.
+func (o *Outbound) MarkNeedsResync(ctx context.Context, id string) error {
+	return o.endpointHealth(ctx, id, `UPDATE endpoints SET needs_resync = 1 WHERE id = ? AND enabled = 0`, id)
 }
 
 func nonNil(s []string) []string {
@@ -312,7 +365,7 @@ func (o *Outbound) Fanout(ctx context.Context, fs []models.Fanout, done []string
 				if err != nil && !errors.Is(err, models.ErrNotFound) {
 					return err
 				}
-				if d, changed := cur.Queue(ep, f.Pending, now); changed {
+				if d, changed := f.Queue(cur, ep, now); changed {
 					if err := putDelivery(t, d); err != nil {
 						return err
 					}
@@ -511,8 +564,14 @@ func (o *Outbound) Requeue(ctx context.Context, f models.Requeue, now time.Time)
 		var err error
 		const set = `UPDATE deliveries SET status = 'pending', attempts = 0, next_at = ?, since = ?, fields = NULL
 			WHERE endpoint_id = ? AND status <> 'pending' `
-		if f.Kind != "" {
+		switch {
+		case f.Kind != "":
 			n, err = t.execN(set+`AND kind = ? AND object_id = ?`, ms(now), ms(now), f.EndpointID, string(f.Kind), f.ObjectID)
+			return err
+		case f.Failed:
+			n, err = t.execN(set+`AND (endpoint_id, kind, object_id) IN (SELECT endpoint_id, kind, object_id
+				FROM deliveries INDEXED BY deliveries_status WHERE endpoint_id = ? AND status = 'failed' LIMIT ?)`,
+				ms(now), ms(now), f.EndpointID, f.EndpointID, f.Limit)
 			return err
 		}
 		n, err = t.execN(set+`AND (endpoint_id, kind, object_id) IN (SELECT endpoint_id, kind, object_id

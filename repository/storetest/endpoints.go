@@ -320,3 +320,125 @@ func testOutboundErasureKeepsTheDeletionNotices(t *testing.T, s repository.Store
 		t.Errorf("due to the endpoint that was down = %+v; want the deletion and the other user", ds)
 	}
 }
+
+// testEndpointResyncProgressIsTheNewestResyncs: a resync's progress is
+// recorded while it is the endpoint's, never over a newer one; the one
+// done clears NeedsResync, which only a disabled endpoint takes; an
+// admin's change leaves both.
+func testEndpointResyncProgressIsTheNewestResyncs(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	o := s.Outbound()
+	endpoints(t, s, "ep_rs")
+	read := func() models.Endpoint {
+		t.Helper()
+		e, err := o.Endpoint(ctx, "ep_rs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	if err := o.MarkNeedsResync(ctx, "ep_rs"); err != nil {
+		t.Fatal(err)
+	}
+	if read().NeedsResync {
+		t.Error("an enabled endpoint was marked as needing a resync")
+	}
+	if _, err := repository.ChangeEndpoint(ctx, o, "ep_rs", func(e *models.Endpoint) error { e.Enabled = false; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.MarkNeedsResync(ctx, "ep_rs"); err != nil {
+		t.Fatal(err)
+	}
+	if e := read(); !e.NeedsResync || e.Resync != nil {
+		t.Fatalf("endpoint = %+v, want it needing a resync, never resynced", e)
+	}
+	first := models.Resync{StartedAt: t0, Kind: models.KindUser}
+	second := models.Resync{StartedAt: t0.Add(time.Minute), Kind: models.KindUser, IncludeDeleted: true}
+	for _, r := range []models.Resync{first, second} {
+		if err := o.StartResync(ctx, "ep_rs", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.Kind, first.After, first.Queued = models.KindOrganization, "org_x", 10
+	if ok, err := o.SaveResync(ctx, "ep_rs", first); ok || err != nil {
+		t.Errorf("the progress of a resync replaced since = %v, %v; want it refused", ok, err)
+	}
+	second.Kind, second.After, second.Queued = models.KindMembership, "m_cursor", 7
+	if ok, err := o.SaveResync(ctx, "ep_rs", second); !ok || err != nil {
+		t.Fatalf("the progress of the endpoint's resync = %v, %v", ok, err)
+	}
+	if _, err := repository.ChangeEndpoint(ctx, o, "ep_rs", func(e *models.Endpoint) error { e.Description = "x"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if e := read(); e.Resync == nil || *e.Resync != second || !e.NeedsResync {
+		t.Fatalf("resync = %+v (needs %t); want %+v kept through an admin's change", e.Resync, e.NeedsResync, second)
+	}
+	done := t0.Add(time.Hour)
+	second.Kind, second.After, second.DoneAt = "", "", &done
+	if ok, err := o.SaveResync(ctx, "ep_rs", second); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if e := read(); e.NeedsResync || e.Resync.Running() || !e.Resync.DoneAt.Equal(done) {
+		t.Errorf("after the resync = %+v; want it done and the endpoint needing none", e)
+	}
+	if err := o.StartResync(ctx, "ep_none", first); !errors.Is(err, models.ErrNotFound) {
+		t.Errorf("a resync of no endpoint = %v, want not found", err)
+	}
+}
+
+// testForcedFanoutSendsTheStateWhole: a resync's fan-out makes a
+// delivery received pending again, its state sent whole with its
+// webhook-id; a newer state is queued as any; a new object is queued; and
+// the failed deliveries of an endpoint are requeued.
+func testForcedFanoutSendsTheStateWhole(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	o := s.Outbound()
+	endpoints(t, s, "ep_ff")
+	now := t0.Add(time.Hour)
+	first := pendingUser("user_ff", "msg_ff_1", time.Second, models.EventCreated)
+	if err := o.Fanout(ctx, []models.Fanout{{Pending: first, Endpoints: []string{"ep_ff"}}}, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	d, err := o.Delivery(ctx, "ep_ff", models.KindUser, "user_ff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := d
+	r.Status, r.Fields, r.DeliveredAt, r.DeliveredMsg = models.DeliveryDelivered, map[string]string{"a": "1"}, &now, d.MessageID
+	if err := o.Settle(ctx, d, r, models.Attempt{}); err != nil {
+		t.Fatal(err)
+	}
+	same := first
+	same.Origin, same.Change = models.OriginResync, models.EventUpdated
+	if err := o.Fanout(ctx, []models.Fanout{{Pending: same, Endpoints: []string{"ep_ff"}, Forced: true}}, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	got, err := o.Delivery(ctx, "ep_ff", models.KindUser, "user_ff")
+	if err != nil || got.Status != models.DeliveryPending || got.Fields != nil || got.MessageID != d.MessageID || got.Origin != models.OriginResync {
+		t.Fatalf("after a forced fan-out of the state it has = %+v, %v; want it pending, whole, with its webhook-id", got, err)
+	}
+	other := pendingUser("user_ff2", "msg_ff_2", time.Second, models.EventUpdated)
+	other.Origin = models.OriginResync
+	if err := o.Fanout(ctx, []models.Fanout{{Pending: other, Endpoints: []string{"ep_ff"}, Forced: true}}, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	if len(due(t, s, now, "ep_ff")) != 2 {
+		t.Error("a forced fan-out of an object the endpoint never had did not queue it")
+	}
+	for _, dl := range due(t, s, now, "ep_ff") {
+		r := dl
+		r.Status, r.Attempts = models.DeliveryFailed, 8
+		if err := o.Settle(ctx, dl, r, models.Attempt{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := o.Requeue(ctx, models.Requeue{EndpointID: "ep_ff", Failed: true, Limit: 1}, now); n != 1 || err != nil {
+		t.Errorf("requeue of the failed, one at most = %d, %v", n, err)
+	}
+	if n, err := o.Requeue(ctx, models.Requeue{EndpointID: "ep_ff", Failed: true, Limit: 10}, now); n != 1 || err != nil {
+		t.Errorf("requeue of the failed left = %d, %v", n, err)
+	}
+	if len(due(t, s, now, "ep_ff")) != 2 {
+		t.Error("the failed deliveries are not due again")
+	}
+}

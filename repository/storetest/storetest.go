@@ -95,6 +95,8 @@ func Run(t *testing.T, open Opener) {
 		{"Endpoints_HealthWritesChangeOnlyTheHealth", testEndpointHealthWritesChangeOnlyTheHealth},
 		{"Endpoints_AtMostTheLimitHoweverManyCreatesRace", testEndpointsAtMostMaxHoweverManyCreatesRace},
 		{"Endpoints_AFanoutWritesNoDeliveryForAGoneEndpoint", testFanoutWritesNoDeliveryForAGoneEndpoint},
+		{"Endpoints_AResyncsProgressIsRecordedWhileItIsTheEndpoints", testEndpointResyncProgressIsTheNewestResyncs},
+		{"Outbound_AForcedFanoutSendsTheStateWholeAndFailedOnesAreRequeued", testForcedFanoutSendsTheStateWhole},
 		{"Activity_MinuteBucketsAddUpToTheirHour", testActivityAddsUp},
 		{"Activity_ConcurrentAddsToABucketAllCount", testActivityConcurrentAdds},
 		{"Activity_BucketsPastTheirRetentionAreDeleted", testActivityRetention},
