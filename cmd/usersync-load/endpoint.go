@@ -348,6 +348,7 @@ type Outbound struct {
 	AfterAck    []time.Duration
 	Waited      time.Duration // how long the run waited after the check
 	DeleteError string        // the endpoint could not be deleted
+	Hanging     *Hanging      // the endpoints that never answer (-hanging-endpoints); nil without
 	Problems    []string
 	More        int
 }

@@ -72,6 +72,59 @@ func TestLoad_EndpointReceivesEveryUserInItsFinalState(t *testing.T) {
 	}
 }
 
+// TestLoad_HangingEndpointsHoldRequestsWhileTheReceiverGetsEveryUser:
+// with two endpoints that never answer, the receiver still gets every
+// user in its final state, the hanging endpoints' requests are counted,
+// and all three endpoints are deleted at the end.
+func TestLoad_HangingEndpointsHoldRequestsWhileTheReceiverGetsEveryUser(t *testing.T) {
+	url := newServer(t, nil)
+	cfg := config(t, url)
+	cfg.Users, cfg.Updates, cfg.Reads = 5, 1, 4
+	cfg.Endpoint, cfg.AdminKey, cfg.EndpointWait = true, testAdminKey, 2*time.Minute
+	cfg.HangingEndpoints = 2
+	// Two requests in flight: usersync's dispatcher does not give way to
+	// a burst (4 being ingested), which would hold every send for seconds.
+	cfg.Concurrency = 2
+	start := time.Now()
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	t.Logf("report (run took %s):\n%s", time.Since(start).Round(time.Millisecond), out.String())
+	if !rep.OK() {
+		t.Fatalf("check failed: end state %q, outbound %q", rep.Check.Problems, rep.Outbound.Problems)
+	}
+	o := rep.Outbound
+	if o.Received != 5 || o.Users != 5 {
+		t.Errorf("outbound: %d of %d users received, want 5 of 5", o.Received, o.Users)
+	}
+	h := o.Hanging
+	if h == nil || h.Endpoints != 2 || h.Requests < 1 || h.DeleteError != "" {
+		t.Fatalf("hanging = %+v; want 2 endpoints that received requests, deleted", h)
+	}
+	if !strings.Contains(out.String(), "  hanging endpoints: 2 at http://127.0.0.1:") || !strings.Contains(out.String(), "requests received and held") {
+		t.Errorf("printed report does not say what the hanging endpoints received:\n%s", out.String())
+	}
+	if eps := endpoints(t, url); len(eps) != 0 {
+		t.Errorf("endpoints after the run = %v, want the run's deleted", eps)
+	}
+}
+
+func TestLoad_HangingEndpointsNeedTheEndpointAndAtMostEight(t *testing.T) {
+	for _, c := range []struct {
+		endpoint bool
+		n        int
+	}{{false, 1}, {true, 9}, {true, -1}} {
+		cfg := Config{URL: "http://127.0.0.1:1", Secret: testSecret, APIKey: testAPIKey, AdminKey: testAdminKey, Users: 1,
+			Endpoint: c.endpoint, HangingEndpoints: c.n}
+		if err := cfg.normalize(); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "hanging endpoints") {
+			t.Errorf("endpoint %v, %d hanging endpoints: %v; want a usage error", c.endpoint, c.n, err)
+		}
+	}
+}
+
 func TestLoad_EndpointCheckFailsWhenASignatureDoesNotVerify(t *testing.T) {
 	url := newServer(t, nil)
 	cfg := config(t, url)

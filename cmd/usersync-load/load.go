@@ -76,6 +76,11 @@ type Config struct {
 	// sent at once, which it must never do, overlap for that long where
 	// the receiver sees them.
 	EndpointLatency time.Duration
+	// HangingEndpoints, with Endpoint, registers that many endpoints
+	// more (at most 8) on one loopback server of this process that reads
+	// each delivery and never answers it, to measure the receiver's lag
+	// while other endpoints hang; they are deleted at the end.
+	HangingEndpoints int
 	// endpointSecret, if set, is the secret the receiver verifies with,
 	// given the one usersync answered: tests give it another.
 	endpointSecret func(string) string
@@ -132,6 +137,10 @@ func (c *Config) normalize() error {
 		return fmt.Errorf("%w: endpoint wait must be at most %s", errUsage, maxTimeout)
 	case c.EndpointLatency < 0 || c.EndpointLatency > maxEndpointLatency:
 		return fmt.Errorf("%w: endpoint latency must be at most %s (usersync's time limit of a request is 15 s)", errUsage, maxEndpointLatency)
+	case c.HangingEndpoints < 0 || c.HangingEndpoints > maxHangingEndpoints:
+		return fmt.Errorf("%w: hanging endpoints must be 0 to %d", errUsage, maxHangingEndpoints)
+	case c.HangingEndpoints > 0 && !c.Endpoint:
+		return fmt.Errorf("%w: hanging endpoints need -endpoint, whose receiver measures the lag they may cause", errUsage)
 	case !models.KindUser.IsID("user_"+c.RunID) || len(c.RunID) > 32:
 		return fmt.Errorf("%w: run id %q must be a short word of letters and digits", errUsage, c.RunID)
 	}
@@ -276,6 +285,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		defer func() { _ = ep.close(parent) }() // on every return; once
 	}
+	var hg *hangingServer
+	if cfg.HangingEndpoints > 0 {
+		var err error
+		if hg, err = r.openHanging(ctx, cfg.HangingEndpoints); err != nil {
+			return nil, err
+		}
+		defer func() { _ = hg.stop(parent) }() // on every return, before ep's; once
+	}
 	// The last quarter of the time is the check's.
 	sendCtx, cancelSend := context.WithTimeout(ctx, cfg.Timeout*3/4)
 	defer cancelSend()
@@ -296,6 +313,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if ep != nil {
 		// The wait has a bound of its own, after the run's.
 		rep.Outbound = r.awaitOutbound(parent, ep, sentAt)
+		if hg != nil {
+			_ = hg.stop(parent) // its error is in the report
+			rep.Outbound.Hanging = hg.report()
+		}
 		if err := ep.close(parent); err != nil {
 			rep.Outbound.DeleteError = err.Error()
 		}

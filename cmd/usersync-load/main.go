@@ -9,7 +9,7 @@
 //
 //	go run ./cmd/usersync-load [-url http://127.0.0.1:8080] [-users 100] [-updates 3]
 //	    [-duplicates 0.1] [-shuffled 0.25] [-reads 200] [-concurrency 8] [-timeout 2m] [-seed N]
-//	    [-baseline mongodb://...] [-endpoint [-endpoint-wait 60s]]
+//	    [-baseline mongodb://...] [-endpoint [-endpoint-wait 60s] [-hanging-endpoints 0]]
 //
 // Run it from the repository root: events are built from
 // models/testdata/user.updated.json (see -template). The webhook secret
@@ -41,6 +41,12 @@
 // run with USERSYNC_ENDPOINTS_ALLOW_PRIVATE=true to deliver to a loopback
 // address. The report gains an outbound section; a user not received in
 // its final state, or a signature that does not verify, fails the check.
+// With -hanging-endpoints N as well, the program also registers N
+// endpoints on one more loopback server that reads each delivery and never
+// answers it (it holds the request until usersync gives up or the run
+// ends), so that the receiver's lag is measured while other endpoints
+// hang; the report says how many requests they received, and they are
+// deleted at the end.
 //
 // It talks to loopback addresses only (the MongoDB of -baseline may be
 // anywhere: it is not what the load floods), bounds every loop in count
@@ -171,6 +177,7 @@ func parseArgs(args []string, getenv func(string) string, out io.Writer) (cmdLin
 	fs.BoolVar(&cfg.Endpoint, "endpoint", false, "also receive usersync's outbound webhooks on a loopback endpoint registered for the run (usersync needs USERSYNC_ENDPOINTS_ALLOW_PRIVATE=true), and check that every user arrives in its final state")
 	fs.DurationVar(&cfg.EndpointWait, "endpoint-wait", time.Minute, "with -endpoint, how long to wait after the check for every user's final state to arrive")
 	fs.DurationVar(&cfg.EndpointLatency, "endpoint-latency", 0, "with -endpoint, how long the receiver takes to answer each delivery; two deliveries of one user received at once fail the check")
+	fs.IntVar(&cfg.HangingEndpoints, "hanging-endpoints", 0, "with -endpoint, also register this many endpoints (at most 8) on a loopback server that reads each delivery and never answers it, to measure the receiver's lag while they hang; deleted at the end")
 	fs.StringVar(&cfg.AdminKey, "admin-key", "", "with -endpoint, the admin key that registers the endpoint (default the first of $USERSYNC_ADMIN_KEYS, else adminKey of DATA_DIR/secrets.json)")
 	fs.StringVar(&o.baseline, "baseline", "", "MongoDB URI: first run the same load against a naive handler (verify, one upsert) on a fresh database there, dropped at the end, and print both and their ratio")
 	if err := fs.Parse(args); err != nil {

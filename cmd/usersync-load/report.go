@@ -196,6 +196,15 @@ func (r *Report) printOutbound(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  deliveries: %d received, %d invalid signatures, %d webhook-ids of the run's users, %d of other users\n",
 		o.Deliveries, o.Invalid, o.WebhookIDs, o.Foreign)
+	if h := o.Hanging; h != nil {
+		fmt.Fprintf(w, "  hanging endpoints: %d at %s (user.*, never answer), %d requests received and held, %d still held at the end; ",
+			h.Endpoints, h.URL, h.Requests, h.HeldAtEnd)
+		if h.DeleteError != "" {
+			fmt.Fprintf(w, "NOT deleted: %s\n", h.DeleteError)
+		} else {
+			fmt.Fprintln(w, "deleted at the end")
+		}
+	}
 	lag := "-"
 	if o.Received > 0 {
 		lag = o.Lag.Round(time.Millisecond).String()
