@@ -107,6 +107,11 @@ type OutboundOptions struct {
 	// BillingGrace is how long a plan reads as pending (api.Config's);
 	// a plan.changed waits for the plan to settle.
 	BillingGrace time.Duration
+	// GiveWay: the dispatcher gives way to a burst of Clerk's deliveries
+	// (outbound.Options.Busy). The MongoDB store's: its writes have no
+	// share of their own. The embedded store's writer shares itself
+	// (outbound's writes are background writes there), and needs none.
+	GiveWay bool
 }
 
 // busyIngesting is how many deliveries being ingested at once make the
@@ -123,9 +128,12 @@ func Outbound(store repository.Store, svc *sync.Service, o OutboundOptions) (*ou
 		timeout = outbound.DefaultTimeout
 	}
 	sender := outbound.NewSender(outbound.SenderOptions{AllowPrivate: o.AllowPrivate, Timeout: timeout})
+	var busy func() bool
+	if o.GiveWay {
+		busy = func() bool { return svc.Ingesting() >= busyIngesting }
+	}
 	d := outbound.NewDispatcher(outbound.Options{Store: store, Render: api.Renderer(store, o.Now, o.BillingGrace), Sender: sender, SendTimeout: timeout,
-		Owner: o.Owner, Now: o.Now, Jitter: o.Jitter, Log: o.Log, Observer: o.Observer, Lease: o.Lease,
-		Busy: func() bool { return svc.Ingesting() >= busyIngesting }})
+		Owner: o.Owner, Now: o.Now, Jitter: o.Jitter, Log: o.Log, Observer: o.Observer, Lease: o.Lease, Busy: busy})
 	svc.OnApplied(d.Notify)
 	return d, &api.Outbound{Store: store.Outbound(), Sender: sender, AllowPrivate: o.AllowPrivate, Notify: d.Notify,
 		RecordNow: d.RecordNow}

@@ -26,3 +26,19 @@ func Checkpoint(ctx context.Context, s *Store) error {
 	}
 	return nil
 }
+
+// Write and WriteBackground run fn, which sees nothing of the
+// transaction, as a write and as a background write: for a test of the
+// writer's order.
+func Write(ctx context.Context, s *Store, fn func()) error {
+	return s.write(ctx, func(*wtx) error { fn(); return nil })
+}
+
+func WriteBackground(ctx context.Context, s *Store, fn func()) error {
+	return s.writeBackground(ctx, func(*wtx) error { fn(); return nil })
+}
+
+// Busy reports whether the writer has begun a transaction it has not
+// finished; Queued counts the writes waiting for it.
+func (s *Store) Busy() bool  { return s.busySince.Load() != 0 }
+func (s *Store) Queued() int { return len(s.reqs) + len(s.bg) }

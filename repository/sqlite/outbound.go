@@ -201,7 +201,7 @@ func (o *Outbound) DisableEndpoint(ctx context.Context, id, reason string, faili
 		args = append(args, ms(failingBefore))
 	}
 	var n int64
-	err := o.s.write(ctx, func(t *wtx) error {
+	err := o.s.writeBackground(ctx, func(t *wtx) error {
 		var err error
 		n, err = t.execN(q, args...)
 		return err
@@ -214,7 +214,7 @@ func (o *Outbound) DisableEndpoint(ctx context.Context, id, reason string, faili
 
 // endpointHealth runs one conditional write of an endpoint's health.
 func (o *Outbound) endpointHealth(ctx context.Context, id, q string, args ...any) error {
-	err := o.s.write(ctx, func(t *wtx) error {
+	err := o.s.writeBackground(ctx, func(t *wtx) error {
 		_, err := t.exec(q, args...)
 		return err
 	})
@@ -254,7 +254,7 @@ func (o *Outbound) SaveResync(ctx context.Context, id string, r models.Resync) (
 		return false, err
 	}
 	var n int64
-	err = o.s.write(ctx, func(t *wtx) error {
+	err = o.s.writeBackground(ctx, func(t *wtx) error {
 		n, err = t.execN(`UPDATE endpoints SET resync = ?, needs_resync = needs_resync AND ? WHERE id = ? AND resync_started = ?`,
 			string(b), r.DoneAt == nil, id, ms(r.StartedAt))
 		return err
@@ -343,7 +343,7 @@ func (o *Outbound) OutboxOldest(ctx context.Context) (time.Time, bool, error) {
 // Fanout queues each change for its endpoints and deletes the outbox rows
 // done, in one transaction.
 func (o *Outbound) Fanout(ctx context.Context, fs []models.Fanout, done []string, now time.Time) error {
-	err := o.s.write(ctx, func(t *wtx) error {
+	err := o.s.writeBackground(ctx, func(t *wtx) error {
 		exists := map[string]bool{}
 		for _, f := range fs {
 			for _, ep := range f.Endpoints {
@@ -472,7 +472,7 @@ func (o *Outbound) Due(ctx context.Context, endpointID string, now time.Time, li
 // Settle records what became of an attempt, and the attempt, in one
 // transaction.
 func (o *Outbound) Settle(ctx context.Context, sent, result models.Delivery, a models.Attempt) error {
-	err := o.s.write(ctx, func(t *wtx) error {
+	err := o.s.writeBackground(ctx, func(t *wtx) error {
 		// The common case in one statement: the delivery still waits for
 		// the message sent, and becomes result (models.Settled). It sets
 		// only what a settle changes, so the index of users is not
@@ -664,7 +664,7 @@ func (o *Outbound) Attempts(ctx context.Context, f models.AttemptFilter) ([]mode
 // (the primary key: see below).
 func (o *Outbound) DeleteAttemptsBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	var n int64
-	err := o.s.write(ctx, func(t *wtx) error {
+	err := o.s.writeBackground(ctx, func(t *wtx) error {
 		// The oldest first, by id (the order they were recorded in): those
 		// made before cutoff are a prefix, bar attempts recorded out of
 		// order by a request's time (15 s at most), which the next pass

@@ -85,6 +85,7 @@ type Store struct {
 	w     *sql.DB // the one write connection, used by the writer alone
 	r     *sql.DB // read-only connections
 	reqs  chan *writeReq
+	bg    chan *writeReq // background writes (writeBackground)
 	stop  chan struct{}
 	done  chan struct{}
 	batch int
@@ -167,7 +168,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	r.SetMaxIdleConns(o.Readers)
 	s := &Store{
 		path: path, w: w, r: r, batch: o.MaxBatch, gate: o.WriteGate,
-		reqs: make(chan *writeReq, 256), stop: make(chan struct{}), done: make(chan struct{}),
+		reqs: make(chan *writeReq, 256), bg: make(chan *writeReq, 256), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.users = &Users{s: s}
 	s.orgs = &Organizations{s: s}
@@ -439,10 +440,28 @@ var errClosed = fmt.Errorf("the store is closed: %w", models.ErrUnavailable)
 // returns then (notStarted), however long the writer is held up: a disk
 // that does not answer holds the writer, not the callers.
 func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
+	return s.enqueue(ctx, s.reqs, fn)
+}
+
+// writeBackground is write for work that no caller waits on with a
+// deadline of its own (outbound webhooks' fan-out, settles and records of
+// an endpoint's health): the writer takes the other writes first, and
+// these join a transaction up to backgroundShare of it (at least that
+// many while they wait), so that they never stop and never hold up
+// Clerk's deliveries by more than their share.
+func (s *Store) writeBackground(ctx context.Context, fn func(tx *wtx) error) error {
+	return s.enqueue(ctx, s.bg, fn)
+}
+
+// backgroundShare is the part of a transaction's writes (MaxBatch's)
+// that background writes take at least, while there are some.
+const backgroundShare = 4 // a quarter
+
+func (s *Store) enqueue(ctx context.Context, queue chan *writeReq, fn func(tx *wtx) error) error {
 	s.writes.Add(1)
 	req := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
 	select {
-	case s.reqs <- req:
+	case queue <- req:
 	case <-ctx.Done():
 		return s.notStarted(ctx)
 	case <-s.stop:
@@ -460,6 +479,20 @@ func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
 	}
 }
 
+// drain commits the writes queued when the store closes, one at a time.
+func (s *Store) drain() {
+	for {
+		select {
+		case r := <-s.reqs:
+			s.commit([]*writeReq{r})
+		case r := <-s.bg:
+			s.commit([]*writeReq{r})
+		default:
+			return
+		}
+	}
+}
+
 func (s *Store) writer() {
 	defer close(s.done)
 	for {
@@ -469,21 +502,26 @@ func (s *Store) writer() {
 			// An outside reader held the log: try again once it may be gone.
 			retry = time.After(checkpointRetry)
 		}
+		background := 0
 		select {
-		case <-retry:
-			s.checkpointErased()
-			continue
-		case first = <-s.reqs:
-		case <-s.stop:
-			for {
-				select {
-				case r := <-s.reqs:
-					s.commit([]*writeReq{r})
-				default:
-					return
-				}
+		case first = <-s.reqs: // one waiting goes first
+		default:
+		}
+		if first == nil {
+			select {
+			case <-retry:
+				s.checkpointErased()
+				continue
+			case first = <-s.reqs:
+			case first = <-s.bg:
+				background = 1
+			case <-s.stop:
+				s.drain()
+				return
 			}
 		}
+		// The writes waiting first, then the background ones: as many as
+		// the transaction has room for, and at least its share.
 		batch := []*writeReq{first}
 	fill:
 		for len(batch) < s.batch {
@@ -492,6 +530,17 @@ func (s *Store) writer() {
 				batch = append(batch, r)
 			default:
 				break fill
+			}
+		}
+		room := max(s.batch/backgroundShare, s.batch-len(batch))
+	fillBackground:
+		for background < room {
+			select {
+			case r := <-s.bg:
+				batch = append(batch, r)
+				background++
+			default:
+				break fillBackground
 			}
 		}
 		s.commit(batch)
