@@ -108,9 +108,11 @@ type OutboundOptions struct {
 	// a plan.changed waits for the plan to settle.
 	BillingGrace time.Duration
 	// GiveWay: the dispatcher gives way to a burst of Clerk's deliveries
-	// (outbound.Options.Busy). The MongoDB store's: its writes have no
-	// share of their own. The embedded store's writer shares itself
-	// (outbound's writes are background writes there), and needs none.
+	// (outbound.Options.Busy), as serve's does on both stores: sending
+	// during a burst costs the webhook path on two cores a third of its
+	// throughput on the embedded store too, whose writer takes Clerk's
+	// writes first (the CPU of rendering, signing and sending is the
+	// cost). Tests leave it off.
 	GiveWay bool
 }
 
