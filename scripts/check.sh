@@ -5,7 +5,35 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== C compiler (for go test -race)"
+# Each phase starts with "== name" and ends with its time; the times of
+# all of them are printed again at the end (docs/performance.md keeps
+# them). EPOCHREALTIME (bash 5) gives tenths; older shells whole seconds.
+clock() { if [ -n "${EPOCHREALTIME:-}" ]; then echo "${EPOCHREALTIME/,/.}"; else echo "$SECONDS"; fi; }
+phase_name="" phase_start="" check_start=$(clock) times=""
+end_phase() {
+  [ -n "$phase_name" ] || return 0
+  local took
+  took=$(awk -v a="$phase_start" -v b="$(clock)" 'BEGIN { printf "%.1f", b - a }')
+  echo "   ($phase_name: $took s)"
+  times+=$(printf '%8s s  %s' "$took" "$phase_name")$'\n'
+  phase_name=""
+}
+phase() {
+  end_phase
+  phase_name=$1 phase_start=$(clock)
+  echo "== $1"
+}
+bin=""
+finish() {
+  local status=$?
+  end_phase
+  [ -z "$bin" ] || rm -rf "$bin"
+  printf '\n== time of each phase%s\n%s' "$([ "$status" = 0 ] || echo " (stopped: exit status $status)")" "$times"
+  printf '%8s s  %s\n' "$(awk -v a="$check_start" -v b="$(clock)" 'BEGIN { printf "%.1f", b - a }')" "in all"
+}
+trap finish EXIT
+
+phase "C compiler (for go test -race)"
 cc=$(go env CC)
 if ! command -v "${cc%% *}" >/dev/null 2>&1; then
   echo "check.sh: go test -race needs cgo, and so a C compiler: '${cc%% *}' was not found." >&2
@@ -18,7 +46,7 @@ if [ "$(go env CGO_ENABLED)" != 1 ]; then
   exit 1
 fi
 
-echo "== chromium (for the console's browser test)"
+phase "chromium (for the console's browser test)"
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ||
@@ -28,23 +56,22 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
   fi
 fi
 
-echo "== gofmt"
+phase "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
-echo "== go vet"
+phase "go vet"
 go vet ./...
 
-echo "== staticcheck"
+phase "staticcheck"
 go tool staticcheck ./...
 
-echo "== static binary (scripts/build.sh, as the Dockerfile builds it)"
+phase "static binary (scripts/build.sh, as the Dockerfile builds it)"
 bin=$(mktemp -d)
-trap 'rm -rf "$bin"' EXIT
 ./scripts/build.sh "$bin/usersync"
 "$bin/usersync" version
 
-echo "== go test -race"
+phase "go test -race"
 go test -race -count=1 ./... "$@"

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"debug/buildinfo"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -22,16 +24,39 @@ import (
 	"github.com/usersync/usersync/repository/repotest"
 )
 
-// buildBinary builds usersync as the container image does (scripts/build.sh)
-// into a directory of the test's own.
+// built is the binary scripts/build.sh built for this package's tests:
+// built once, by the first test that asks, in binDir, which TestMain
+// removes.
+var built = struct {
+	once stdsync.Once
+	path string
+	err  error
+}{}
+
+// binDir holds the binary; TestMain makes it and removes it.
+var binDir string
+
+// buildBinary returns usersync as the container image builds it
+// (scripts/build.sh), built once for the package's tests, which only run
+// it.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "usersync")
-	cmd := exec.Command("../../scripts/build.sh", bin)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("scripts/build.sh: %v\n%s", err, out)
+	built.once.Do(func() {
+		if binDir == "" {
+			built.err = errors.New("no directory for the binary: TestMain makes it")
+			return
+		}
+		bin := filepath.Join(binDir, "usersync")
+		if out, err := exec.Command("../../scripts/build.sh", bin).CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("scripts/build.sh: %v\n%s", err, out)
+			return
+		}
+		built.path = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.path
 }
 
 // lines collects a pipe's lines as they come.
