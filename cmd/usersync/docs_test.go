@@ -9,9 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/usersync/usersync/models"
 )
 
 // repoRoot is the repository's root, seen from this package.
@@ -487,5 +490,38 @@ func TestREADME_SaysCheckShInstallsChromiumThroughApt(t *testing.T) {
 	}
 	if part := readme[i:j]; !strings.Contains(part, "Chromium") || !strings.Contains(part, "apt-get") {
 		t.Errorf("the README's first section does not say that check.sh installs Chromium with apt-get:\n%s", part)
+	}
+}
+
+// TestREADME_ConnectClerkListsEveryTypeUsersyncApplies: the types "Connect
+// Clerk" tells an operator to subscribe to are the types of the kinds
+// table (those usersync stores and applies), every one of them, and each
+// is one of Clerk's catalog (models.ClerkEventTypes).
+func TestREADME_ConnectClerkListsEveryTypeUsersyncApplies(t *testing.T) {
+	t.Parallel()
+	readme := readDoc(t, "README.md")
+	i := strings.Index(readme, "2. **Add the endpoint in the Clerk dashboard:**")
+	j := strings.Index(readme, "3. **Copy its signing secret.**")
+	if i < 0 || j < i {
+		t.Fatal("the README's Connect Clerk has no step 2 followed by step 3")
+	}
+	typeName := regexp.MustCompile("`([a-zA-Z]+\\.[a-zA-Z_]+)`")
+	listed := map[string]bool{}
+	for _, m := range typeName.FindAllStringSubmatch(readme[i:j], -1) {
+		listed[m[1]] = true
+	}
+	for _, typ := range models.StoredTypes() {
+		if !listed[typ] {
+			t.Errorf("Connect Clerk does not list %s, a type usersync applies", typ)
+		}
+		delete(listed, typ)
+	}
+	for typ := range listed {
+		t.Errorf("Connect Clerk lists %s, which usersync does not apply", typ)
+	}
+	for _, typ := range models.StoredTypes() {
+		if !slices.Contains(models.ClerkEventTypes, typ) {
+			t.Errorf("%s is not in Clerk's catalog (models.ClerkEventTypes)", typ)
+		}
 	}
 }
