@@ -39,18 +39,16 @@ type billingRequest struct {
 }
 
 // userBilling answers GET /v1/users/{userId}/billing: the user's plan and
-// subscription items. An unknown user is not found; a known one without
-// billing has a null plan.
+// subscription items. A user the copy does not hold is answered from its
+// billing when the copy holds some (payer.inCopy false), and is not found
+// otherwise; a known one without billing has a null plan.
 func (s *server) userBilling(c echo.Context) error {
 	var req billingRequest
 	if err := bind(c, &req); err != nil {
 		return err
 	}
 	u, err := s.users.Get(c.Request().Context(), req.UserID)
-	if err != nil {
-		return notFound(err, "user", req.UserID)
-	}
-	return s.billingOf(c, models.Payer{Kind: models.KindUser, ID: req.UserID}, u.Deleted())
+	return s.payerBilling(c, models.Payer{Kind: models.KindUser, ID: req.UserID}, err, err == nil && u.Deleted())
 }
 
 // organizationBilling answers GET /v1/organizations/{orgId}/billing, as
@@ -61,19 +59,25 @@ func (s *server) organizationBilling(c echo.Context) error {
 		return err
 	}
 	o, err := s.orgs.Get(c.Request().Context(), req.OrgID)
-	if err != nil {
-		return notFound(err, "organization", req.OrgID)
-	}
-	return s.billingOf(c, models.Payer{Kind: models.KindOrganization, ID: req.OrgID}, o.Deleted())
+	return s.payerBilling(c, models.Payer{Kind: models.KindOrganization, ID: req.OrgID}, err, err == nil && o.Deleted())
 }
 
-// billingOf answers the billing of payer; gone says that the payer is
-// deleted, whose plan then reads as ended.
-func (s *server) billingOf(c echo.Context, payer models.Payer, gone bool) error {
+// payerBilling answers the billing of payer, whose read from the copy
+// failed with readErr (nil: the copy holds it); gone says that the payer
+// is deleted, whose plan then reads as ended. A payer the copy does not
+// hold is answered from its billing alone: its subscription came before
+// its user.created (a Svix retry), or it was created before usersync ran
+// and no backfill brought it in yet.
+func (s *server) payerBilling(c echo.Context, payer models.Payer, readErr error, gone bool) error {
 	ctx := c.Request().Context()
-	r := billingJSON{Payer: payerJSON{Kind: string(payer.Kind), ID: payer.ID}, Items: []itemJSON{}}
+	r := billingJSON{Payer: billingPayerJSON{Kind: string(payer.Kind), ID: payer.ID, InCopy: readErr == nil}, Items: []itemJSON{}}
+	if readErr != nil && !errors.Is(readErr, models.ErrNotFound) {
+		return readErr
+	}
 	p, err := s.billing.Plan(ctx, payer)
 	switch {
+	case errors.Is(err, models.ErrNotFound) && readErr != nil:
+		return notFound(readErr, string(payer.Kind), payer.ID) // neither the payer nor its billing
 	case errors.Is(err, models.ErrNotFound):
 		return c.JSON(http.StatusOK, r) // no billing: a null plan
 	case err != nil:
@@ -91,9 +95,17 @@ func (s *server) billingOf(c echo.Context, payer models.Payer, gone bool) error 
 }
 
 type billingJSON struct {
-	Payer payerJSON  `json:"payer"`
-	Plan  *planJSON  `json:"plan"`
-	Items []itemJSON `json:"items"`
+	Payer billingPayerJSON `json:"payer"`
+	Plan  *planJSON        `json:"plan"`
+	Items []itemJSON       `json:"items"`
+}
+
+// billingPayerJSON is the payer of a billing read: InCopy is false when
+// the copy holds the payer's billing but not the user or organization.
+type billingPayerJSON struct {
+	Kind   string `json:"kind"`
+	ID     string `json:"id"`
+	InCopy bool   `json:"inCopy"`
 }
 
 type payerJSON struct {

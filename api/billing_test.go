@@ -96,7 +96,7 @@ func TestBilling_AKnownPayerWithoutBillingHasANullPlanAndAnUnknownOneIsNotFound(
 	h := newHarness(t)
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_nobilling", UpdatedAt: t0}))
 	code, b := h.billingOf("/v1/users/user_nobilling/billing")
-	if code != http.StatusOK || b["plan"] != nil || len(b["items"].([]any)) != 0 {
+	if code != http.StatusOK || b["plan"] != nil || len(b["items"].([]any)) != 0 || b["payer"].(map[string]any)["inCopy"] != true {
 		t.Errorf("billing of a user without = %d %v; want a null plan, no items", code, b)
 	}
 	if code, _ := h.billingOf("/v1/users/user_unknown/billing"); code != http.StatusNotFound {
@@ -104,6 +104,39 @@ func TestBilling_AKnownPayerWithoutBillingHasANullPlanAndAnUnknownOneIsNotFound(
 	}
 	if code, _ := h.billingOf("/v1/organizations/org_unknown/billing"); code != http.StatusNotFound {
 		t.Errorf("billing of an unknown organization: %d, want 404", code)
+	}
+}
+
+// TestBilling_APayerKnownOnlyByItsBillingAnswersItsPlanMarkedAsSuch: a
+// payer whose subscription item came before its user.created (or
+// organization.created) has its plan read, with payer.inCopy false, until
+// the copy holds it.
+func TestBilling_APayerKnownOnlyByItsBillingAnswersItsPlanMarkedAsSuch(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const org = "org_2g7np7Hrk0SN6kj5EDMLDaKNL0S"
+	h.mustDeliver(newID(), billingBody(t, "plan-change.2.subscriptionItem.active.json", "", nil))
+	h.mustDeliver(newID(), billingBody(t, "plan-change.2.subscriptionItem.active.json", "", func(d map[string]any) {
+		d["id"] = "csub_item_3AorgTeamPlanItem0000000000"
+		d["payer"].(map[string]any)["user_id"] = ""
+		d["payer"].(map[string]any)["organization_id"] = org
+	}))
+	for _, path := range []string{"/v1/users/" + billingUser + "/billing", "/v1/organizations/" + org + "/billing"} {
+		code, b := h.billingOf(path)
+		if code != http.StatusOK || slugOf(b) != "team-plan" || planOf(b)["status"] != "active" || len(b["items"].([]any)) != 1 {
+			t.Fatalf("%s of a payer known only by its billing = %d %v; want its plan", path, code, b)
+		}
+		if in, ok := b["payer"].(map[string]any)["inCopy"].(bool); !ok || in {
+			t.Errorf("%s: payer %v, want inCopy false", path, b["payer"])
+		}
+	}
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: billingUser, UpdatedAt: t0}))
+	h.mustDeliver(newID(), fixture(t, "openapi.organization.created.json"))
+	for _, path := range []string{"/v1/users/" + billingUser + "/billing", "/v1/organizations/" + org + "/billing"} {
+		code, b := h.billingOf(path)
+		if code != http.StatusOK || slugOf(b) != "team-plan" || b["payer"].(map[string]any)["inCopy"] != true {
+			t.Errorf("%s once the payer is in the copy = %d %v; want its plan, inCopy true", path, code, b)
+		}
 	}
 }
 
