@@ -6,7 +6,9 @@
 // The secret defaults to $CLERK_WEBHOOK_SECRET, else
 // $CLERK_WEBHOOK_SIGNING_SECRET (Clerk's name, which usersync reads too),
 // each the first of several separated by spaces, else the one usersync
-// generated in ./data/secrets.json. Send the same -id twice to see a
+// generated in ./data/secrets.json. The URL defaults to the webhook of the
+// usersync the environment configures: USERSYNC_WEBHOOK_ADDR, else
+// USERSYNC_ADDR, else :8080, on localhost. Send the same -id twice to see a
 // duplicate delivery.
 package main
 
@@ -18,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,7 +32,7 @@ import (
 )
 
 func main() {
-	url := flag.String("url", "http://localhost:8080/webhooks/clerk", "webhook endpoint")
+	url := flag.String("url", envURL(os.Getenv), "webhook endpoint")
 	secret := flag.String("secret", envSecret(os.Getenv), "signing secret (whsec_...)")
 	dataDir := flag.String("data-dir", "./data", "where usersync keeps generated secrets")
 	id := flag.String("id", "", "svix-id (default: a new one)")
@@ -54,6 +57,28 @@ func envSecret(getenv func(string) string) string {
 		}
 	}
 	return ""
+}
+
+// envURL is the webhook URL of the usersync the environment configures,
+// as usersync reads its addresses: USERSYNC_WEBHOOK_ADDR (the webhook's
+// own listener), else USERSYNC_ADDR, else :8080; an address on every
+// interface is reached on localhost.
+func envURL(getenv func(string) string) string {
+	addr := ":8080"
+	for _, name := range []string{"USERSYNC_WEBHOOK_ADDR", "USERSYNC_ADDR"} {
+		if a := strings.TrimSpace(getenv(name)); a != "" {
+			addr = a
+			break
+		}
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		host, port = "localhost", "8080"
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/webhooks/clerk"
 }
 
 func send(url, secret, dataDir, id, file string) error {
