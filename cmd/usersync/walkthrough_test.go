@@ -327,3 +327,17 @@ func TestDocs_TryItRunsAsWritten(t *testing.T) {
 	w.serve("README.md", w.blocks("README.md", "## Run it, test it")[0], nil)
 	w.run("README.md", w.blocks("README.md", "## Try it")[0])
 }
+
+// TestDocs_TryBillingRunsAsWritten runs billing.md's "Try billing": the
+// example events of a plan change and a cancel for their payer, the plan
+// read after each.
+func TestDocs_TryBillingRunsAsWritten(t *testing.T) {
+	t.Parallel()
+	w := newWalkthrough(t)
+	blocks := w.blocks("docs/billing.md", "## Try billing")
+	if len(blocks) != 2 {
+		t.Fatalf("Try billing has %d shell blocks, want 2: usersync, then the commands", len(blocks))
+	}
+	w.serve("docs/billing.md", blocks[0], nil)
+	w.run("docs/billing.md", blocks[1])
+}
