@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,6 +131,19 @@ func (w *walkthrough) serve(page string, b codeBlock, extra map[string]string) s
 	return addr
 }
 
+// listen makes addr, a loopback address the docs give a program to listen
+// on, a free port of this machine in the commands from then on.
+func (w *walkthrough) listen(addr string) {
+	w.t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	free := ln.Addr().String()
+	_ = ln.Close()
+	w.subst = append(w.subst, addr, free)
+}
+
 // step is one command of a block and the output the docs give for it.
 type step struct {
 	line    int    // the doc's line of the command
@@ -187,11 +201,12 @@ func (w *walkthrough) run(page string, b codeBlock) {
 	cmd.Dir, cmd.Env = w.dir, w.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	out, err := cmd.Output()
+	raw, err := cmd.Output()
+	out := w.unsubstitute(string(raw))
 	if err != nil {
 		w.t.Fatalf("%s:%d: the block did not run: %v\n%s", page, b.start, err, out)
 	}
-	parts := strings.Split(string(out), stepEnd+" ")
+	parts := strings.Split(out, stepEnd+" ")
 	for i, s := range steps {
 		if i+1 >= len(parts) {
 			w.t.Fatalf("%s:%d: %q never ended; output:\n%s", page, s.line, s.command, out)
@@ -238,7 +253,7 @@ func (w *walkthrough) background(page string, b codeBlock) *syncBuffer {
 func (w *walkthrough) expect(page string, b codeBlock, out *syncBuffer, within time.Duration) {
 	w.t.Helper()
 	s := stepsOf(b)[0]
-	lines := func() []string { return strings.Split(strings.TrimRight(out.String(), "\n"), "\n") }
+	lines := func() []string { return strings.Split(strings.TrimRight(w.unsubstitute(out.String()), "\n"), "\n") }
 	for deadline := time.Now().Add(within); len(lines()) < len(s.want) && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -257,7 +272,7 @@ func (w *walkthrough) expect(page string, b codeBlock, out *syncBuffer, within t
 func (w *walkthrough) waitFor(out *syncBuffer, want string, within time.Duration) {
 	w.t.Helper()
 	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		for _, line := range strings.Split(out.String(), "\n") {
+		for _, line := range strings.Split(w.unsubstitute(out.String()), "\n") {
 			if outputMatches([]string{want}, line) {
 				return
 			}
@@ -266,8 +281,18 @@ func (w *walkthrough) waitFor(out *syncBuffer, want string, within time.Duration
 	w.t.Fatalf("no line %q within %v:\n%s", want, within, out)
 }
 
+// substitute makes the docs' addresses in command this run's.
 func (w *walkthrough) substitute(command string) string {
 	return strings.NewReplacer(w.subst...).Replace(command)
+}
+
+// unsubstitute makes this run's addresses in output the docs' again.
+func (w *walkthrough) unsubstitute(output string) string {
+	back := make([]string, len(w.subst))
+	for i := 0; i < len(w.subst); i += 2 {
+		back[i], back[i+1] = w.subst[i+1], w.subst[i]
+	}
+	return strings.NewReplacer(back...).Replace(output)
 }
 
 // outputMatches reports whether got is the output want describes: both
@@ -340,4 +365,25 @@ func TestDocs_TryBillingRunsAsWritten(t *testing.T) {
 	}
 	w.serve("docs/billing.md", blocks[0], nil)
 	w.run("docs/billing.md", blocks[1])
+}
+
+// TestDocs_TryOutboundRunsAsWritten runs outbound.md's "Try outbound":
+// usersync, the receiver the repository ships in another terminal, and
+// the commands that register it, send it a test message, rotate its
+// secret and make a change reach it; the receiver prints what the docs
+// say it prints.
+func TestDocs_TryOutboundRunsAsWritten(t *testing.T) {
+	t.Parallel()
+	const page = "docs/outbound.md"
+	w := newWalkthrough(t)
+	blocks := w.blocks(page, "## Try outbound")
+	if len(blocks) != 3 {
+		t.Fatalf("Try outbound has %d shell blocks, want 3: usersync, the receiver, the commands", len(blocks))
+	}
+	w.serve(page, blocks[0], nil)
+	w.listen("127.0.0.1:9000")
+	receiver := w.background(page, blocks[1])
+	w.waitFor(receiver, stepsOf(blocks[1])[0].want[0], 2*time.Minute)
+	w.run(page, blocks[2])
+	w.expect(page, blocks[1], receiver, time.Minute)
 }
