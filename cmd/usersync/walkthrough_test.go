@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/usersync/usersync/outbound"
 )
 
 // The walkthroughs of the docs, run as written: the shell blocks of a
@@ -386,4 +388,37 @@ func TestDocs_TryOutboundRunsAsWritten(t *testing.T) {
 	w.waitFor(receiver, stepsOf(blocks[1])[0].want[0], 2*time.Minute)
 	w.run(page, blocks[2])
 	w.expect(page, blocks[1], receiver, time.Minute)
+}
+
+// TestDocs_TheSecretCommandMakesASecretTheEndpointsFileTakes runs the
+// command outbound.md gives to make an endpoint's secret: what it prints
+// is a secret the endpoints file accepts.
+func TestDocs_TheSecretCommandMakesASecretTheEndpointsFileTakes(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"bash", "openssl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s, which is not installed", tool)
+		}
+	}
+	var command string
+	_, blocks := splitFences(readDoc(t, "docs/outbound.md"))
+	for _, b := range blocks {
+		for _, s := range stepsOf(b) {
+			if strings.Contains(s.command, "openssl rand") {
+				command = s.command
+			}
+		}
+	}
+	if command == "" {
+		t.Fatal("outbound.md gives no command that makes a secret with openssl")
+	}
+	for i := 0; i < 3; i++ {
+		out, err := exec.Command("bash", "-c", command).Output()
+		if err != nil {
+			t.Fatalf("%q: %v", command, err)
+		}
+		if err := outbound.CheckSecret(strings.TrimSpace(string(out))); err != nil {
+			t.Errorf("%q printed a secret the endpoints file refuses: %v", command, err)
+		}
+	}
 }
