@@ -171,19 +171,20 @@ func TestConsole_EndpointsInABrowser(t *testing.T) {
 	}
 
 	// An endpoint from the configuration file is shown, read-only, and
-	// without its secret.
+	// without its secret; on plain http, it is marked so.
 	cfgSecret := "whsec_" + strings.Repeat("Q", 43) + "="
-	if err := h.store.Outbound().CreateEndpoint(context.Background(), models.Endpoint{ID: "cfg_crm", URL: "https://crm.example.com/hooks",
+	if err := h.store.Outbound().CreateEndpoint(context.Background(), models.Endpoint{ID: "cfg_crm", URL: "http://crm.example.com/hooks",
 		Secret: cfgSecret, FromConfig: true, EventTypes: []string{"user.created"}, CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	p.do("open the endpoints", chromedp.Click(css(`#nav a[data-page="endpoints"]`)), chromedp.WaitVisible(css(`#endpoint-list tr[data-endpoint="cfg_crm"]`)))
 	p.until("the configured endpoint is listed as such, disabled by an admin", `(() => { const row = document.querySelector('#endpoint-list tr[data-endpoint="cfg_crm"]');
 		return row.textContent.includes("configuration") && row.textContent.includes("crm.example.com") && !row.textContent.includes("/hooks") &&
-			row.querySelector(".badge.disabled") !== null })()`)
+			row.querySelector(".badge.disabled") !== null && row.querySelector(".badge.plain-http") !== null })()`)
 	p.do("open it", chromedp.Click(css(`#endpoint-list a[href="#/endpoints/cfg_crm"]`)), chromedp.WaitVisible(css("#ep-fields")))
 	p.until("it cannot be changed here, and shows no secret", `document.getElementById("ep-toggle").disabled && document.getElementById("ep-rotate").disabled &&
-		document.getElementById("ep-delete").disabled && document.body.innerText.includes("USERSYNC_ENDPOINTS_FILE") && !document.body.innerText.includes("whsec_")`)
+		document.getElementById("ep-delete").disabled && document.body.innerText.includes("USERSYNC_ENDPOINTS_FILE") && !document.body.innerText.includes("whsec_") &&
+		document.getElementById("ep-fields").innerText.includes("USERSYNC_ENDPOINTS_ALLOW_HTTP")`)
 	p.do("back to the app's endpoint", chromedp.Navigate(h.url+"/admin#/endpoints/"+id), chromedp.WaitVisible(css("#ep-delete:not([disabled])")))
 
 	// A phone.

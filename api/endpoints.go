@@ -31,6 +31,9 @@ type Outbound struct {
 	// AllowPrivate: USERSYNC_ENDPOINTS_ALLOW_PRIVATE (loopback and private
 	// addresses are allowed).
 	AllowPrivate bool
+	// AllowHTTP: USERSYNC_ENDPOINTS_ALLOW_HTTP (plain http to a public
+	// address is allowed).
+	AllowHTTP bool
 	// Notify wakes the dispatcher (a replay is due at once).
 	Notify func()
 	// RecordNow turns the outbox's recording on at once (an endpoint was
@@ -75,6 +78,11 @@ type endpointJSON struct {
 	OldestPendingAt     *string     `json:"oldestPendingAt,omitempty"`
 	NeedsResync         bool        `json:"needsResync"`
 	Resync              *resyncJSON `json:"resync"`
+	// PlainHTTPKept: the endpoint is on plain http:// and may reach a
+	// public address over it, which a URL set now could not: kept as it
+	// was stored before usersync judged plain http, or as the endpoints
+	// file gives it (the console warns).
+	PlainHTTPKept bool `json:"plainHttpKept"`
 	// Secret is shown once: when the endpoint is created, and when it is
 	// rotated.
 	Secret string `json:"secret,omitempty"`
@@ -90,7 +98,7 @@ type resyncJSON struct {
 	DoneAt         *string `json:"doneAt"`
 }
 
-func newEndpointJSON(e models.Endpoint) endpointJSON {
+func (s *server) newEndpointJSON(e models.Endpoint) endpointJSON {
 	types := e.EventTypes
 	if types == nil {
 		types = []string{}
@@ -98,7 +106,7 @@ func newEndpointJSON(e models.Endpoint) endpointJSON {
 	j := endpointJSON{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: types, Enabled: e.Enabled,
 		DisabledReason: e.Disabled, FromConfig: e.FromConfig, FailingSince: optTime(e.FailingSince),
 		PreviousSecretUntil: optTime(e.PreviousUntil), CreatedAt: formatTime(e.CreatedAt), UpdatedAt: formatTime(e.UpdatedAt),
-		NeedsResync: e.NeedsResync}
+		NeedsResync: e.NeedsResync, PlainHTTPKept: s.plainHTTPKept(e)}
 	if r := e.Resync; r != nil {
 		j.Resync = &resyncJSON{StartedAt: formatTime(r.StartedAt), IncludeDeleted: r.IncludeDeleted, Queued: r.Queued, DoneAt: optTime(r.DoneAt)}
 		if r.Kind != "" {
@@ -141,10 +149,23 @@ func readJSON(c echo.Context, v any, shape string, empty bool) error {
 	return nil
 }
 
-// checkEndpoint validates what a request may set of an endpoint.
+// plainHTTPKept reports whether e keeps plain http to what may be a public
+// address, which a URL set now could not (endpointJSON.PlainHTTPKept).
+func (s *server) plainHTTPKept(e models.Endpoint) bool {
+	return s.outbound != nil && !s.outbound.AllowHTTP && (e.LegacyURL || e.FromConfig) && outbound.PlainHTTP(e.URL)
+}
+
+// checkEndpoint validates what a request may set of an endpoint: a URL
+// set since usersync judges plain http may not be plain http to a public
+// address unless the operator allows it.
 func (s *server) checkEndpoint(e models.Endpoint) error {
 	if err := outbound.CheckURL(e.URL, s.outbound.AllowPrivate); err != nil {
 		return err
+	}
+	if !s.outbound.AllowHTTP && !e.LegacyURL {
+		if err := outbound.CheckPlainHTTP(e.URL); err != nil {
+			return err
+		}
 	}
 	if err := models.CheckEndpointDescription(e.Description); err != nil {
 		return err
@@ -204,7 +225,7 @@ func (s *server) createEndpoint(c echo.Context) error {
 	e.Revision = 1
 	s.recordFor(e)
 	s.logEndpoint(c, "endpoint created", e)
-	j := newEndpointJSON(e)
+	j := s.newEndpointJSON(e)
 	j.Secret = e.Secret
 	return c.JSON(http.StatusCreated, j)
 }
@@ -259,7 +280,7 @@ func (s *server) listEndpoints(c echo.Context) error {
 	}
 	out := make([]endpointJSON, len(eps))
 	for i, e := range eps {
-		out[i] = withBacklog(newEndpointJSON(e), backlog[e.ID])
+		out[i] = withBacklog(s.newEndpointJSON(e), backlog[e.ID])
 	}
 	return c.JSON(http.StatusOK, map[string]any{"endpoints": out})
 }
@@ -295,7 +316,7 @@ func (s *server) getEndpoint(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, withBacklog(newEndpointJSON(e), backlog[e.ID]))
+	return c.JSON(http.StatusOK, withBacklog(s.newEndpointJSON(e), backlog[e.ID]))
 }
 
 // fromConfig refuses to change an endpoint that comes from the
@@ -331,8 +352,8 @@ func (s *server) patchEndpoint(c echo.Context) error {
 	enabled := false
 	e, err := s.changeEndpoint(c, &req, func(e *models.Endpoint) error {
 		enabled = b.Enabled != nil && *b.Enabled && !e.Enabled
-		if b.URL != nil {
-			e.URL = *b.URL
+		if b.URL != nil && *b.URL != e.URL {
+			e.URL, e.LegacyURL = *b.URL, false // a new URL is judged as any
 		}
 		if b.EventTypes != nil {
 			e.EventTypes = *b.EventTypes
@@ -359,7 +380,7 @@ func (s *server) patchEndpoint(c echo.Context) error {
 		}
 	}
 	s.logEndpoint(c, "endpoint changed", e)
-	return c.JSON(http.StatusOK, newEndpointJSON(e))
+	return c.JSON(http.StatusOK, s.newEndpointJSON(e))
 }
 
 // requeueFailed makes every failed delivery of endpoint id pending again
@@ -406,7 +427,7 @@ func (s *server) resyncEndpoint(c echo.Context) error {
 		s.outbound.Notify()
 	}
 	s.logEndpoint(c, "endpoint resync started", e)
-	return c.JSON(http.StatusAccepted, newEndpointJSON(e))
+	return c.JSON(http.StatusAccepted, s.newEndpointJSON(e))
 }
 
 // changeEndpoint changes the endpoint req names with change, written
@@ -498,7 +519,7 @@ func (s *server) rotateSecret(c echo.Context) error {
 		return err
 	}
 	s.logEndpoint(c, "endpoint secret rotated", e)
-	j := newEndpointJSON(e)
+	j := s.newEndpointJSON(e)
 	j.Secret = secret
 	return c.JSON(http.StatusOK, j)
 }
@@ -520,7 +541,7 @@ func (s *server) testEndpoint(c echo.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), outbound.DefaultTimeout+time.Second)
 	defer cancel()
-	res := s.outbound.Sender.Send(ctx, outbound.Target{URL: e.URL, Secrets: e.Secrets(now)}, outbound.Message{ID: id, Timestamp: now, Body: body})
+	res := s.outbound.Sender.Send(ctx, outbound.TargetOf(e, now), outbound.Message{ID: id, Timestamp: now, Body: body})
 	return c.JSON(http.StatusOK, map[string]any{"webhookId": id, "delivered": res.Verdict == outbound.Delivered,
 		"status": res.Status, "latencyMs": res.Latency.Milliseconds(), "error": res.Err, "response": res.Body})
 }

@@ -70,6 +70,9 @@ type harnessOptions struct {
 	// denyPrivate refuses endpoints on private addresses, as production
 	// does by default.
 	denyPrivate bool
+	// allowHTTP lets endpoints be on plain http to public addresses
+	// (USERSYNC_ENDPOINTS_ALLOW_HTTP).
+	allowHTTP bool
 	// clerk, if set, serves the sync routes from this Clerk.
 	clerk *clerk.Client
 }
@@ -98,7 +101,7 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	var d *outbound.Dispatcher
 	var ob *api.Outbound
 	if o.outbound {
-		d, ob = service.Outbound(o.store, svc, service.OutboundOptions{AllowPrivate: !o.denyPrivate, Owner: "harness", Now: o.now,
+		d, ob = service.Outbound(o.store, svc, service.OutboundOptions{AllowPrivate: !o.denyPrivate, AllowHTTP: o.allowHTTP, Owner: "harness", Now: o.now,
 			Jitter: func() float64 { return 0.5 }, Timeout: 5 * time.Second, BillingGrace: o.grace})
 	}
 	e, err := api.New(service.API(o.store, svc, api.Config{

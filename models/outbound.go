@@ -152,6 +152,12 @@ type Endpoint struct {
 	// FromConfig: the endpoint comes from the configuration file, and the
 	// API cannot change it.
 	FromConfig bool
+	// LegacyURL: the endpoint's URL was set by a usersync that let any
+	// endpoint be on plain http://. Such an endpoint keeps being sent to
+	// over http, public address or not (with a warning), until its URL
+	// changes; a URL set since is refused plain http to a public address
+	// unless USERSYNC_ENDPOINTS_ALLOW_HTTP.
+	LegacyURL bool
 	// FailingSince is when the endpoint's first failure since its last
 	// success happened; nil when it is not failing.
 	FailingSince *time.Time

@@ -886,7 +886,7 @@ func (d *Dispatcher) send(ctx context.Context, ep models.Endpoint, dl models.Del
 		d.failed(ctx, ep, dl, Result{Verdict: Retry, Err: "render: " + err.Error()}, typ, now)
 		return
 	}
-	res := d.o.Sender.Send(ctx, Target{URL: ep.URL, Secrets: ep.Secrets(now)}, Message{ID: dl.MessageID, Timestamp: now, Body: body})
+	res := d.o.Sender.Send(ctx, TargetOf(ep, now), Message{ID: dl.MessageID, Timestamp: now, Body: body})
 	if d.o.Observer != nil {
 		d.o.Observer.Attempted(ep.ID, res.Verdict, res.Latency)
 	}

@@ -204,6 +204,68 @@ func control(_, address string, _ syscall.RawConn) error {
 	return nil
 }
 
+// plainControl is the Control hook of the dialer of plain http requests
+// to an endpoint whose URL was set since usersync judges plain http (see
+// CheckPlainHTTP): a public address is refused, since the message would
+// cross networks unencrypted; a non-public one is judged as control judges
+// it, unless allowPrivate lets it through (it is not public).
+func plainControl(allowPrivate bool) func(network, address string, c syscall.RawConn) error {
+	return func(network, address string, c syscall.RawConn) error {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return errNotAnAddress
+		}
+		a, err := netip.ParseAddr(host)
+		if err != nil {
+			return errNotAnAddress
+		}
+		if refusal(a) == "" {
+			return &refusedError{addr: a.WithZone(""), why: "a public address, over plain http (use https, or set " + allowHTTPVar + ")"}
+		}
+		if allowPrivate {
+			return nil
+		}
+		return control(network, address, c)
+	}
+}
+
+// allowHTTPVar is the setting that lets endpoints use plain http on
+// public addresses.
+const allowHTTPVar = "USERSYNC_ENDPOINTS_ALLOW_HTTP"
+
+// CheckPlainHTTP refuses an http:// URL whose host is a public address: its
+// messages, users' emails and plans in them, would cross networks
+// unencrypted. A host that is a name is judged on each address it is
+// dialled at (Target.PlainHTTP); a non-public address is not public (only
+// USERSYNC_ENDPOINTS_ALLOW_PRIVATE lets it through, which CheckURL
+// judges). Call it on a URL CheckURL accepted, unless the operator allows
+// plain http (USERSYNC_ENDPOINTS_ALLOW_HTTP). The error wraps
+// models.ErrInvalid and its message may be shown to the client.
+func CheckPlainHTTP(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || !strings.EqualFold(u.Scheme, "http") {
+		return nil
+	}
+	if a, err := netip.ParseAddr(u.Hostname()); err == nil && refusal(a) == "" {
+		return models.Public(models.ErrInvalid, "url's host %s is a public address, and the url is plain http://: messages would cross networks unencrypted; use https://, or set %s",
+			a.WithZone("").String(), allowHTTPVar).In("url")
+	}
+	return nil
+}
+
+// PlainHTTP reports whether raw is an http:// URL that may reach a public
+// address: its host is a name, or a public address. Such an endpoint is
+// the one a warning names when it keeps plain http (models.Endpoint.LegacyURL,
+// or the endpoints file).
+func PlainHTTP(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || !strings.EqualFold(u.Scheme, "http") {
+		return false
+	}
+	a, err := netip.ParseAddr(u.Hostname())
+	return err != nil || refusal(a) == ""
+}
+
 // CheckURL checks an endpoint's URL: http or https, a host, no userinfo,
 // no fragment, at most MaxURLBytes, a port (when given) in 1..65535. A
 // host that is an IP address is judged as the sender judges the

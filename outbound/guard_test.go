@@ -387,3 +387,43 @@ func TestRefusal_TheMachineAddressesAreReadAtMostOnceAMinute(t *testing.T) {
 		t.Errorf("%d addresses kept, want %d", n, maxOwnAddrs)
 	}
 }
+
+// TestCheckPlainHTTP_RefusesAPublicAddressOverPlainHTTPOnly: a public IP
+// on http:// is refused, naming the setting that allows it; https, a
+// non-public address and a name (judged where it is dialled) are not.
+func TestCheckPlainHTTP_RefusesAPublicAddressOverPlainHTTPOnly(t *testing.T) {
+	for raw, refused := range map[string]bool{
+		"http://93.184.216.34/hooks":       true,
+		"HTTP://93.184.216.34:8080/":       true,
+		"http://[2606:2800:220:1::1]/":     true,
+		"https://93.184.216.34/hooks":      false,
+		"http://10.0.0.1/hooks":            false,
+		"http://127.0.0.1:9000/hooks":      false,
+		"http://hooks.example.com/":        false,
+		"https://hooks.example.com/hooks/": false,
+	} {
+		err := CheckPlainHTTP(raw)
+		if (err != nil) != refused {
+			t.Errorf("CheckPlainHTTP(%q) = %v, want refused %v", raw, err, refused)
+		}
+		if err != nil && (!errors.Is(err, models.ErrInvalid) || !strings.Contains(err.Error(), "USERSYNC_ENDPOINTS_ALLOW_HTTP")) {
+			t.Errorf("CheckPlainHTTP(%q) = %v, want invalid, naming the setting", raw, err)
+		}
+	}
+}
+
+// TestPlainHTTP_IsAnHTTPURLThatMayReachAPublicAddress: what a warning
+// names when an endpoint keeps plain http.
+func TestPlainHTTP_IsAnHTTPURLThatMayReachAPublicAddress(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"http://hooks.example.com/":   true,
+		"http://93.184.216.34/":       true,
+		"http://127.0.0.1:9000/hooks": false,
+		"http://10.1.2.3/":            false,
+		"https://hooks.example.com/":  false,
+	} {
+		if got := PlainHTTP(raw); got != want {
+			t.Errorf("PlainHTTP(%q) = %v, want %v", raw, got, want)
+		}
+	}
+}

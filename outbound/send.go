@@ -24,6 +24,10 @@
 //     judges the address it is about to connect to, after resolution, so
 //     a name that resolves to a public address when the endpoint is
 //     registered and to a private one later still cannot reach it.
+//   - Unless SenderOptions.AllowHTTP, a plain http:// request to a public
+//     address is refused, judged on the address dialled as above, for a
+//     target whose URL was set since usersync judges plain http
+//     (Target.PlainHTTP false).
 //
 // The package keeps no state beyond idle connections and this machine's
 // addresses, and logs nothing.
@@ -64,6 +68,17 @@ type Message struct {
 type Target struct {
 	URL     string
 	Secrets []string
+	// PlainHTTP: the endpoint may be sent to over plain http on a public
+	// address: its URL was set before usersync judged plain http, or
+	// comes from the endpoints file (TargetOf).
+	PlainHTTP bool
+}
+
+// TargetOf is where and how a message to e is sent at now: its URL, the
+// secrets that sign at now, and whether it keeps plain http (an endpoint
+// of the file, or whose URL was set before usersync judged plain http).
+func TargetOf(e models.Endpoint, now time.Time) Target {
+	return Target{URL: e.URL, Secrets: e.Secrets(now), PlainHTTP: e.FromConfig || e.LegacyURL}
 }
 
 // Verdict is what a delivery attempt came to.
@@ -140,6 +155,9 @@ type SenderOptions struct {
 	// AllowPrivate (USERSYNC_ENDPOINTS_ALLOW_PRIVATE): loopback, private
 	// and the other addresses the guard refuses are allowed.
 	AllowPrivate bool
+	// AllowHTTP (USERSYNC_ENDPOINTS_ALLOW_HTTP): plain http to a public
+	// address is allowed for every target.
+	AllowHTTP bool
 	// Timeout is a request's time, from connecting to the end of the
 	// response read; DefaultTimeout when 0.
 	Timeout time.Duration
@@ -157,6 +175,10 @@ type Sender struct {
 	transport *http.Transport
 	client    *http.Client
 	dialer    *net.Dialer
+	// plain sends the plain http requests that may not reach a public
+	// address, through a dialer of its own (plainControl).
+	plain       *http.Client
+	plainDialer *net.Dialer
 }
 
 // NewSender returns a Sender with o's options.
@@ -177,9 +199,22 @@ func NewSender(o SenderOptions) *Sender {
 	if !o.AllowPrivate {
 		s.dialer.Control = control
 	}
-	s.transport = &http.Transport{
+	s.plainDialer = &net.Dialer{KeepAlive: 30 * time.Second, Control: plainControl(o.AllowPrivate)}
+	s.transport = newTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return s.dialVia(ctx, s.dialer, network, addr)
+	})
+	s.client = newClient(s.transport)
+	s.plain = newClient(newTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return s.dialVia(ctx, s.plainDialer, network, addr)
+	}))
+	return s
+}
+
+// newTransport is a sender's transport, dialling with dial.
+func newTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	return &http.Transport{
 		Proxy:                  nil, // never a proxy from the environment
-		DialContext:            s.dialContext,
+		DialContext:            dial,
 		ForceAttemptHTTP2:      true,
 		TLSHandshakeTimeout:    10 * time.Second,
 		MaxIdleConns:           32,
@@ -189,25 +224,38 @@ func NewSender(o SenderOptions) *Sender {
 		MaxResponseHeaderBytes: 64 << 10,
 		DisableCompression:     true,
 	}
-	s.client = &http.Client{
-		Transport: s.transport,
+}
+
+// newClient is a sender's client over t: redirects are never followed.
+func newClient(t *http.Transport) *http.Client {
+	return &http.Client{
+		Transport: t,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
 	}
-	return s
 }
 
-// dialContext resolves addr's host with LookupIP and dials its addresses
-// in turn through the dialer, whose Control hook judges each address as
-// it is connected to.
-func (s *Sender) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+// clientFor is the client that sends to t: the plain one, which refuses
+// public addresses, for an http:// URL unless plain http is allowed (to
+// every target, or to t).
+func (s *Sender) clientFor(t Target) *http.Client {
+	if s.opts.AllowHTTP || t.PlainHTTP || !strings.HasPrefix(strings.ToLower(t.URL), "http://") {
+		return s.client
+	}
+	return s.plain
+}
+
+// dialVia resolves addr's host with LookupIP and dials its addresses in
+// turn through dialer, whose Control hook judges each address as it is
+// connected to.
+func (s *Sender) dialVia(ctx context.Context, dialer *net.Dialer, network, addr string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := netip.ParseAddr(host); err == nil {
-		return s.dialer.DialContext(ctx, network, addr)
+		return dialer.DialContext(ctx, network, addr)
 	}
 	ips, err := s.opts.LookupIP(ctx, host)
 	if err != nil {
@@ -221,7 +269,7 @@ func (s *Sender) dialContext(ctx context.Context, network, addr string) (net.Con
 		if i == maxAddrs {
 			break
 		}
-		c, err := s.dialer.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
+		c, err := dialer.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
 		if err == nil {
 			return c, nil
 		}
@@ -258,6 +306,12 @@ func (s *Sender) send(ctx context.Context, t Target, m Message) Result {
 	if err := CheckURL(t.URL, s.opts.AllowPrivate); err != nil {
 		return Result{Verdict: Retry, Err: "invalid url: " + publicMsg(err)}
 	}
+	client := s.clientFor(t)
+	if client == s.plain {
+		if err := CheckPlainHTTP(t.URL); err != nil {
+			return Result{Verdict: Retry, Err: "invalid url: " + publicMsg(err)}
+		}
+	}
 	if !validID(m.ID) {
 		return Result{Verdict: Retry, Err: "invalid message id"}
 	}
@@ -277,7 +331,7 @@ func (s *Sender) send(ctx context.Context, t Target, m Message) Result {
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(m.Timestamp.Unix(), 10))
 	req.Header.Set("webhook-signature", sig)
 
-	resp, err := s.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return Result{Verdict: Retry, Err: failure(ctx, err)}
 	}

@@ -18,6 +18,8 @@ import (
 	"unicode/utf8"
 
 	svix "github.com/svix/svix-webhooks/go"
+
+	"github.com/usersync/usersync/models"
 )
 
 // received is one request an endpoint got.
@@ -414,7 +416,7 @@ func TestSend_AnIPLiteralIsJudgedByTheDialerToo(t *testing.T) {
 	s := NewSender(SenderOptions{Timeout: 2 * time.Second})
 	// CheckURL refuses such a URL before Send dials; the dialer's guard
 	// holds without it.
-	_, err := s.dialContext(t.Context(), "tcp", g.ln.Addr().String())
+	_, err := s.dialVia(t.Context(), s.dialer, "tcp", g.ln.Addr().String())
 	var refused *refusedError
 	if !errors.As(err, &refused) {
 		t.Fatalf("dial of %s: %v, want a refusal", g.ln.Addr(), err)
@@ -531,5 +533,73 @@ func TestNewSender_UsesNoProxyFromTheEnvironment(t *testing.T) {
 	}
 	if s.dialer.Control == nil {
 		t.Fatal("the dialer has no guard")
+	}
+}
+
+// TestSend_PlainHTTPToAPublicAddressIsRefusedWhereItIsDialled: a name on
+// http:// is judged on the address it resolves to, before connecting: a
+// public address is refused (plain http would cross networks in the
+// clear), with or without USERSYNC_ENDPOINTS_ALLOW_PRIVATE.
+func TestSend_PlainHTTPToAPublicAddressIsRefusedWhereItIsDialled(t *testing.T) {
+	for _, allowPrivate := range []bool{false, true} {
+		s := NewSender(SenderOptions{AllowPrivate: allowPrivate, Timeout: 2 * time.Second,
+			LookupIP: func(context.Context, string) ([]net.IP, error) { return []net.IP{net.ParseIP("93.184.216.34")}, nil }})
+		target := Target{URL: "http://hooks.example.com/in", Secrets: []string{mustSecret(t)}}
+		if err := CheckPlainHTTP(target.URL); err != nil {
+			t.Fatalf("CheckPlainHTTP refuses a name: %v", err)
+		}
+		res := s.Send(t.Context(), target, message())
+		want := "refused: 93.184.216.34 is a public address, over plain http (use https, or set USERSYNC_ENDPOINTS_ALLOW_HTTP)"
+		if res.Verdict != Retry || res.Status != 0 || res.Err != want {
+			t.Errorf("allowPrivate %v: result %+v, want retry, %q", allowPrivate, res, want)
+		}
+	}
+}
+
+// TestSend_PlainHTTPToANonPublicAddressIsItsGuardsAlone: over plain http
+// a loopback address is refused as loopback, and reached when
+// USERSYNC_ENDPOINTS_ALLOW_PRIVATE lets it through: it is not public.
+func TestSend_PlainHTTPToANonPublicAddressIsItsGuardsAlone(t *testing.T) {
+	e := newEndpoint(t, status(204))
+	port := strings.TrimPrefix(e.srv.URL, "http://127.0.0.1:")
+	lookup := func(context.Context, string) ([]net.IP, error) { return []net.IP{net.ParseIP("127.0.0.1")}, nil }
+	target := Target{URL: "http://hooks.example.com:" + port + "/", Secrets: []string{mustSecret(t)}}
+	if res := NewSender(SenderOptions{LookupIP: lookup}).Send(t.Context(), target, message()); res.Err != "refused: 127.0.0.1 is a loopback address" {
+		t.Errorf("without AllowPrivate: %+v, want refused as loopback", res)
+	}
+	if res := NewSender(SenderOptions{AllowPrivate: true, LookupIP: lookup}).Send(t.Context(), target, message()); res.Verdict != Delivered {
+		t.Errorf("with AllowPrivate: %+v, want delivered", res)
+	}
+}
+
+// TestSender_PlainHTTPIsJudgedOnlyForATargetThatDoesNotKeepIt: the client
+// that refuses public addresses sends a target's http:// URL, unless the
+// target keeps plain http (an endpoint of the file, or whose URL was set
+// before) or every target may (AllowHTTP); https never.
+func TestSender_PlainHTTPIsJudgedOnlyForATargetThatDoesNotKeepIt(t *testing.T) {
+	s, open := NewSender(SenderOptions{}), NewSender(SenderOptions{AllowHTTP: true})
+	for _, tc := range []struct {
+		s     *Sender
+		t     Target
+		plain bool
+	}{
+		{s, Target{URL: "http://hooks.example.com/"}, true},
+		{s, Target{URL: "HTTP://hooks.example.com/"}, true},
+		{s, Target{URL: "http://hooks.example.com/", PlainHTTP: true}, false},
+		{s, Target{URL: "https://hooks.example.com/"}, false},
+		{open, Target{URL: "http://hooks.example.com/"}, false},
+	} {
+		if got := tc.s.clientFor(tc.t) == tc.s.plain; got != tc.plain {
+			t.Errorf("AllowHTTP %v, %+v: the plain client %v, want %v", tc.s.opts.AllowHTTP, tc.t, got, tc.plain)
+		}
+	}
+	e := models.Endpoint{URL: "http://a.example.com/", Secret: "whsec_x"}
+	for _, tc := range []struct {
+		e    models.Endpoint
+		keep bool
+	}{{e, false}, {models.Endpoint{URL: e.URL, LegacyURL: true}, true}, {models.Endpoint{URL: e.URL, FromConfig: true}, true}} {
+		if got := TargetOf(tc.e, time.Now()).PlainHTTP; got != tc.keep {
+			t.Errorf("TargetOf(%+v).PlainHTTP = %v, want %v", tc.e, got, tc.keep)
+		}
 	}
 }

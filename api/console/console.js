@@ -824,6 +824,10 @@
   function host(url) {
     try { return new URL(url).host; } catch (e) { return url; }
   }
+  // plainHTTPMark marks an endpoint kept on plain http (plainHttpKept).
+  function plainHTTPMark() {
+    return h("span", { class: "badge plain-http", title: "on plain http://: kept as stored, a new one would be refused on a public address (USERSYNC_ENDPOINTS_ALLOW_HTTP)" }, "plain http");
+  }
   function typesText(types) { return types && types.length ? types.join(", ") : "every type"; }
   function stateCell(ep) {
     if (ep.enabled) return badge("enabled");
@@ -894,7 +898,7 @@
       put(clear(list), table(["Endpoint", "Host", "Event types", "State", "Source", "Backlog#", "Oldest pending", "Failing since"], r.endpoints.map((ep) =>
         h("tr", { "data-endpoint": ep.id },
           h("td", {}, h("a", { class: "mono", href: "#/endpoints/" + encodeURIComponent(ep.id) }, ep.id), ep.description ? [h("br"), clip(ep.description, 40, "muted")] : null),
-          h("td", { class: "mono" }, host(ep.url)),
+          h("td", { class: "mono" }, host(ep.url), ep.plainHttpKept ? [" ", plainHTTPMark()] : null),
           h("td", {}, clip(typesText(ep.eventTypes), 40, "mono")),
           h("td", { class: "ep-state" }, stateCell(ep)),
           h("td", {}, ep.fromConfig ? "configuration" : "API"),
@@ -1020,7 +1024,11 @@
   function endpointFields(ep) {
     const f = (label, v) => [h("dt", {}, label), h("dd", {}, v === null || v === undefined || v === "" ? h("span", { class: "muted" }, "—") : v)];
     return h("div", { class: "panel" }, h("dl", { class: "fields", id: "ep-fields" },
-      f("URL", h("span", { class: "mono" }, ep.url)), f("Description", ep.description),
+      f("URL", h("span", {}, h("span", { class: "mono" }, ep.url), ep.plainHttpKept ? [" ", plainHTTPMark(), h("br"),
+        h("span", { class: "warn" }, "Plain http: its messages (emails, plans) cross networks unencrypted. It works as it was stored " +
+          (ep.fromConfig ? "in USERSYNC_ENDPOINTS_FILE" : "before usersync refused plain http to public addresses") +
+          "; move it to https://, or set USERSYNC_ENDPOINTS_ALLOW_HTTP=true.")] : null)),
+      f("Description", ep.description),
       f("Event types", h("span", { class: "mono" }, typesText(ep.eventTypes))),
       f("State", stateCell(ep)),
       f("Source", ep.fromConfig ? "configuration (USERSYNC_ENDPOINTS_FILE): read-only here" : "API"),

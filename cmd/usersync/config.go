@@ -65,8 +65,10 @@ type config struct {
 	Retention    time.Duration // 0 keeps processed events forever
 
 	// EndpointsAllowPrivate: outbound endpoints may be on loopback and
-	// private addresses; EndpointsFile: the endpoints from configuration.
+	// private addresses; EndpointsAllowHTTP: on plain http to public
+	// ones; EndpointsFile: the endpoints from configuration.
 	EndpointsAllowPrivate bool
+	EndpointsAllowHTTP    bool
 	EndpointsFile         string
 
 	ReconcileInterval time.Duration // 0: serve never runs reconcile
@@ -150,6 +152,7 @@ var settings = []setting{
 	{Env: "USERSYNC_BILLING_GRACE", Flag: "billing-grace", Default: "5m", Usage: "how long a payer's plan reads as pending between a plan change's two events (the old item ended, the new one not arrived) before it reads as ended", Commands: serveOnly},
 	{Env: "USERSYNC_ENDPOINTS_FILE", Flag: "endpoints-file", Shown: "none", Usage: "a JSON file of outbound webhook endpoints ({\"endpoints\": [{\"name\", \"url\", \"secret\", \"eventTypes\", \"description\", \"enabled\"}]}), each read-only through the API as cfg_<name>", Commands: serveOnly},
 	{Env: "USERSYNC_ENDPOINTS_ALLOW_PRIVATE", Flag: "endpoints-allow-private", Default: "false", Usage: "true lets outbound webhook endpoints be on loopback, private and link-local addresses (checked on the address dialled)", Commands: serveOnly},
+	{Env: "USERSYNC_ENDPOINTS_ALLOW_HTTP", Flag: "endpoints-allow-http", Default: "false", Usage: "true lets outbound webhook endpoints use plain http:// to public addresses, their messages unencrypted (checked on the address dialled); an endpoint stored on http:// before, or in the endpoints file, keeps it with a warning", Commands: serveOnly},
 	{Env: "USERSYNC_RECONCILE_INTERVAL", Flag: "reconcile-interval", Shown: "off", Usage: "how often serve reconciles with Clerk, e.g. 6h; 0 or unset: never (needs CLERK_SECRET_KEY)", Commands: serveOnly},
 }
 
@@ -476,14 +479,20 @@ func parseDuration(s string) (time.Duration, error) {
 }
 
 // configureEndpoints sets outbound webhooks' endpoints from configuration
-// and whether they may be on private addresses.
+// and whether they may be on private addresses, and on plain http to
+// public ones.
 func configureEndpoints(c *config, v values) error {
-	switch v.get("USERSYNC_ENDPOINTS_ALLOW_PRIVATE") {
-	case "true":
-		c.EndpointsAllowPrivate = true
-	case "false":
-	default:
-		return fmt.Errorf("USERSYNC_ENDPOINTS_ALLOW_PRIVATE: %q is not true or false", v.get("USERSYNC_ENDPOINTS_ALLOW_PRIVATE"))
+	for name, dst := range map[string]*bool{
+		"USERSYNC_ENDPOINTS_ALLOW_PRIVATE": &c.EndpointsAllowPrivate,
+		"USERSYNC_ENDPOINTS_ALLOW_HTTP":    &c.EndpointsAllowHTTP,
+	} {
+		switch v.get(name) {
+		case "true":
+			*dst = true
+		case "false":
+		default:
+			return fmt.Errorf("%s: %q is not true or false", name, v.get(name))
+		}
 	}
 	c.EndpointsFile = v.get("USERSYNC_ENDPOINTS_FILE")
 	return nil

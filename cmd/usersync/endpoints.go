@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"regexp"
 	"time"
@@ -169,4 +170,32 @@ func putConfigEndpoint(ctx context.Context, ob repository.Outbound, e models.End
 		}
 	}
 	return fmt.Errorf("%s: other instances kept creating or deleting it: %w", e.ID, models.ErrRetryLater)
+}
+
+// warnPlainHTTP warns of each endpoint that keeps plain http:// to what
+// may be a public address, which a URL set now could not: one stored
+// before usersync judged plain http, or one of the endpoints file. It
+// keeps working; the warning names the fix.
+func warnPlainHTTP(ctx context.Context, ob repository.Outbound, log *slog.Logger) error {
+	eps, err := ob.Endpoints(ctx)
+	if err != nil {
+		return fmt.Errorf("read the outbound endpoints: %w", err)
+	}
+	for _, e := range eps {
+		if !(e.LegacyURL || e.FromConfig) || !outbound.PlainHTTP(e.URL) {
+			continue
+		}
+		from, fix := "stored before usersync refused it", "PATCH /v1/endpoints/"+e.ID+" (or the console)"
+		if e.FromConfig {
+			from, fix = "from USERSYNC_ENDPOINTS_FILE", "the endpoints file"
+		}
+		host := ""
+		if u, err := url.Parse(e.URL); err == nil {
+			host = u.Host // never the rest of the URL, which may carry a token
+		}
+		log.Warn("outbound webhooks: an endpoint on plain http://, "+from+", keeps working, its messages unencrypted; "+
+			"a new one would be refused on a public address: move it to https:// in "+fix+", or set USERSYNC_ENDPOINTS_ALLOW_HTTP=true",
+			slog.String("endpoint", e.ID), slog.String("host", host))
+	}
+	return nil
 }

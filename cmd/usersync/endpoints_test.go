@@ -183,3 +183,63 @@ func TestServe_AStoreWithMoreEndpointsThanTheLimitStartsAndSaysWhy(t *testing.T)
 		t.Error("an endpoint was created past the limit")
 	}
 }
+
+// TestServe_AnEndpointKeptOnPlainHTTPStartsWithAWarning: an endpoint
+// stored on plain http before usersync judged it, and one of the file on
+// http://, start with a warning each that names it and the fix; an
+// endpoint on https, or on plain http to a loopback address, none; with
+// USERSYNC_ENDPOINTS_ALLOW_HTTP, no warning at all.
+func TestServe_AnEndpointKeptOnPlainHTTPStartsWithAWarning(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	secret, _ := outbound.NewSecret()
+	for _, allow := range []string{"false", "true"} {
+		s, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(ctx)
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		for _, e := range []models.Endpoint{
+			{ID: "ep_old", URL: "http://93.184.216.34/hooks?token=abc", LegacyURL: true},
+			{ID: "ep_tls", URL: "https://93.184.216.34/hooks", LegacyURL: true},
+			{ID: "ep_new", URL: "http://hooks.example.com/in"},
+		} {
+			e.Enabled, e.Secret, e.CreatedAt, e.UpdatedAt = true, secret, now, now
+			if err := s.Outbound().CreateEndpoint(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg, err := endpointsConfig(t, `{"endpoints": [{"name": "crm", "url": "http://crm.example.com/hooks", "secret": "`+secret+`"},
+			{"name": "lan", "url": "http://127.0.0.1:9000/hooks", "secret": "`+secret+`"}]}`,
+			map[string]string{"USERSYNC_ENDPOINTS_ALLOW_PRIVATE": "true", "USERSYNC_ENDPOINTS_ALLOW_HTTP": allow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs strings.Builder
+		log := slog.New(slog.NewJSONHandler(&logs, nil))
+		if _, _, err := startOutbound(ctx, cfg, s, newService(cfg, s), api.NewMetrics(nil), log); err != nil {
+			t.Fatalf("start = %v, want it to start", err)
+		}
+		warned := map[string]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			if strings.Contains(line, "plain http://") {
+				for _, id := range []string{"ep_old", "ep_tls", "ep_new", "cfg_crm", "cfg_lan"} {
+					if strings.Contains(line, `"endpoint":"`+id+`"`) {
+						warned[id] = true
+					}
+				}
+				if strings.Contains(line, "token=abc") || !strings.Contains(line, "USERSYNC_ENDPOINTS_ALLOW_HTTP=true") {
+					t.Errorf("the warning shows the URL's query, or names no fix: %s", line)
+				}
+			}
+		}
+		want := map[string]bool{"ep_old": true, "cfg_crm": true}
+		if allow == "true" {
+			want = map[string]bool{}
+		}
+		if fmt.Sprint(warned) != fmt.Sprint(want) {
+			t.Errorf("USERSYNC_ENDPOINTS_ALLOW_HTTP=%s: warned of %v, want %v:\n%s", allow, warned, want, logs.String())
+		}
+	}
+}

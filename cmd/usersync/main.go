@@ -442,8 +442,13 @@ func startOutbound(ctx context.Context, cfg config, store repository.Store, svc 
 	if err := putConfigEndpoints(ctx, store.Outbound(), eps, time.Now().UTC().Truncate(time.Millisecond), log); err != nil {
 		return nil, nil, err
 	}
+	if !cfg.EndpointsAllowHTTP {
+		if err := warnPlainHTTP(ctx, store.Outbound(), log); err != nil {
+			return nil, nil, err
+		}
+	}
 	host, _ := os.Hostname()
-	d, ob := service.Outbound(store, svc, service.OutboundOptions{AllowPrivate: cfg.EndpointsAllowPrivate,
+	d, ob := service.Outbound(store, svc, service.OutboundOptions{AllowPrivate: cfg.EndpointsAllowPrivate, AllowHTTP: cfg.EndpointsAllowHTTP,
 		Owner: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()), Log: log, Observer: metrics.Outbound(),
 		Lease: cfg.outboundLease, Timeout: cfg.outboundTimeout, BillingGrace: cfg.BillingGrace, GiveWay: true})
 	// Before the first request: the changes it applies are recorded for

@@ -92,6 +92,9 @@ type OutboundOptions struct {
 	// AllowPrivate: endpoints on loopback and private addresses are
 	// allowed (USERSYNC_ENDPOINTS_ALLOW_PRIVATE).
 	AllowPrivate bool
+	// AllowHTTP: endpoints may be on plain http to public addresses
+	// (USERSYNC_ENDPOINTS_ALLOW_HTTP).
+	AllowHTTP bool
 	// Owner names this instance in the dispatcher's lease.
 	Owner string
 	// Now and Jitter are the dispatcher's clock and the retry schedule's
@@ -129,7 +132,7 @@ func Outbound(store repository.Store, svc *sync.Service, o OutboundOptions) (*ou
 	if timeout <= 0 {
 		timeout = outbound.DefaultTimeout
 	}
-	sender := outbound.NewSender(outbound.SenderOptions{AllowPrivate: o.AllowPrivate, Timeout: timeout})
+	sender := outbound.NewSender(outbound.SenderOptions{AllowPrivate: o.AllowPrivate, AllowHTTP: o.AllowHTTP, Timeout: timeout})
 	var busy func() bool
 	if o.GiveWay {
 		busy = func() bool { return svc.Ingesting() >= busyIngesting }
@@ -137,6 +140,6 @@ func Outbound(store repository.Store, svc *sync.Service, o OutboundOptions) (*ou
 	d := outbound.NewDispatcher(outbound.Options{Store: store, Render: api.Renderer(store, o.Now, o.BillingGrace), Sender: sender, SendTimeout: timeout,
 		Owner: o.Owner, Now: o.Now, Jitter: o.Jitter, Log: o.Log, Observer: o.Observer, Lease: o.Lease, Busy: busy})
 	svc.OnApplied(d.Notify)
-	return d, &api.Outbound{Store: store.Outbound(), Sender: sender, AllowPrivate: o.AllowPrivate, Notify: d.Notify,
+	return d, &api.Outbound{Store: store.Outbound(), Sender: sender, AllowPrivate: o.AllowPrivate, AllowHTTP: o.AllowHTTP, Notify: d.Notify,
 		RecordNow: d.RecordNow}
 }

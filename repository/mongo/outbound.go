@@ -215,6 +215,10 @@ type endpointDoc struct {
 	Rev         int64      `bson:"rev,omitempty"`
 	NeedsResync bool       `bson:"needsResync,omitempty"`
 	Resync      *resyncDoc `bson:"resync,omitempty"`
+	// URLJudged: the URL was set by a usersync that refuses plain http to
+	// public addresses; absent on an endpoint written before
+	// (models.Endpoint.LegacyURL).
+	URLJudged bool `bson:"urlJudged,omitempty"`
 }
 
 // resyncDoc is an endpoint's resync (models.Resync); each write of its
@@ -249,7 +253,7 @@ func (d endpointDoc) model() models.Endpoint {
 	return models.Endpoint{ID: d.ID, URL: d.URL, Description: d.Description, EventTypes: types, Enabled: d.Enabled,
 		Disabled: d.Disabled, Secret: d.Secret, PreviousSecret: d.PreviousSecret, PreviousUntil: utcPtr(d.PreviousUntil),
 		FromConfig: d.FromConfig, FailingSince: utcPtr(d.FailingSince), CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
-		Revision: d.Rev, NeedsResync: d.NeedsResync, Resync: d.Resync.model()}
+		Revision: d.Rev, NeedsResync: d.NeedsResync, Resync: d.Resync.model(), LegacyURL: !d.URLJudged}
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -296,7 +300,8 @@ func (o *Outbound) CreateEndpoint(ctx context.Context, e models.Endpoint) error 
 	}
 	_, err := o.endpoints.InsertOne(ctx, endpointDoc{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: types,
 		Enabled: e.Enabled, Disabled: e.Disabled, Secret: e.Secret, PreviousSecret: e.PreviousSecret, PreviousUntil: e.PreviousUntil,
-		FromConfig: e.FromConfig, FailingSince: e.FailingSince, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Rev: 1})
+		FromConfig: e.FromConfig, FailingSince: e.FailingSince, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Rev: 1,
+		URLJudged: !e.LegacyURL})
 	if err = translate(err); err != nil {
 		if !e.FromConfig {
 			o.releaseSlot(context.WithoutCancel(ctx), e.ID)
@@ -452,7 +457,8 @@ func (o *Outbound) UpdateEndpoint(ctx context.Context, e models.Endpoint) error 
 	}
 	set := bson.D{{Key: "url", Value: e.URL}, {Key: "description", Value: e.Description}, {Key: "eventTypes", Value: types},
 		{Key: "enabled", Value: e.Enabled}, {Key: "disabled", Value: e.Disabled}, {Key: "secret", Value: e.Secret},
-		{Key: "previousSecret", Value: e.PreviousSecret}, {Key: "fromConfig", Value: e.FromConfig}, {Key: "updatedAt", Value: e.UpdatedAt.UTC()}}
+		{Key: "previousSecret", Value: e.PreviousSecret}, {Key: "fromConfig", Value: e.FromConfig}, {Key: "urlJudged", Value: !e.LegacyURL},
+		{Key: "updatedAt", Value: e.UpdatedAt.UTC()}}
 	var unset bson.D
 	set, unset = setOrUnset(set, unset, "previousUntil", e.PreviousUntil)
 	update := bson.D{{Key: "$set", Value: set}, {Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}}}

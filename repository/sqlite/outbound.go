@@ -50,7 +50,7 @@ func (o *Outbound) record(t *wtx, ev models.Event, ch models.Change, outcome mod
 }
 
 const endpointColumns = `id, url, description, event_types, enabled, disabled, secret, previous_secret, previous_until,
-	from_config, failing_since, created_at, updated_at, revision, needs_resync, resync`
+	from_config, failing_since, created_at, updated_at, revision, needs_resync, resync, legacy_url`
 
 func scanEndpoint(sc interface{ Scan(...any) error }) (models.Endpoint, error) {
 	var (
@@ -62,7 +62,7 @@ func scanEndpoint(sc interface{ Scan(...any) error }) (models.Endpoint, error) {
 		resync              sql.NullString
 	)
 	err := sc.Scan(&e.ID, &e.URL, &e.Description, &types, &enabled, &e.Disabled, &e.Secret, &e.PreviousSecret, &until,
-		&fromConfig, &failing, &created, &updated, &e.Revision, &e.NeedsResync, &resync)
+		&fromConfig, &failing, &created, &updated, &e.Revision, &e.NeedsResync, &resync, &e.LegacyURL)
 	if err != nil {
 		return e, translate(err)
 	}
@@ -128,10 +128,10 @@ func (o *Outbound) CreateEndpoint(ctx context.Context, e models.Endpoint) error 
 				return models.EndpointsFull(n)
 			}
 		}
-		n, err := t.execN(`INSERT INTO endpoints (`+endpointColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, NULL)
+		n, err := t.execN(`INSERT INTO endpoints (`+endpointColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, NULL, ?)
 			ON CONFLICT (id) DO NOTHING`,
 			e.ID, e.URL, e.Description, string(types), e.Enabled, e.Disabled, e.Secret, e.PreviousSecret,
-			msPtr(e.PreviousUntil), e.FromConfig, msPtr(e.FailingSince), ms(e.CreatedAt), ms(e.UpdatedAt))
+			msPtr(e.PreviousUntil), e.FromConfig, msPtr(e.FailingSince), ms(e.CreatedAt), ms(e.UpdatedAt), e.LegacyURL)
 		if err == nil && n == 0 {
 			err = fmt.Errorf("%w: the id is taken", models.ErrConflict)
 		}
@@ -152,10 +152,10 @@ func (o *Outbound) UpdateEndpoint(ctx context.Context, e models.Endpoint) error 
 	}
 	err = o.s.write(ctx, func(t *wtx) error {
 		n, err := t.execN(`UPDATE endpoints SET url = ?, description = ?, event_types = ?, enabled = ?, disabled = ?, secret = ?,
-			previous_secret = ?, previous_until = ?, from_config = ?, updated_at = ?, revision = revision + 1
+			previous_secret = ?, previous_until = ?, from_config = ?, legacy_url = ?, updated_at = ?, revision = revision + 1
 			WHERE id = ? AND revision = ?`,
 			e.URL, e.Description, string(types), e.Enabled, e.Disabled, e.Secret, e.PreviousSecret, msPtr(e.PreviousUntil),
-			e.FromConfig, ms(e.UpdatedAt), e.ID, e.Revision)
+			e.FromConfig, e.LegacyURL, ms(e.UpdatedAt), e.ID, e.Revision)
 		if err != nil || n == 1 {
 			return err
 		}

@@ -275,8 +275,8 @@ func TestUpgrade_ASchema8FileGainsTheBillingTables(t *testing.T) {
 		('subscriptions', 'subscription_items', 'payment_attempts', 'billing_plans')`).Scan(&tables); err != nil || tables != 4 {
 		t.Errorf("after the upgrade: %d billing tables (%v), want 4", tables, err)
 	}
-	if rep, err := s.Migrate(ctx, false); err != nil || !strings.Contains(rep.Summary, "schema 15") {
-		t.Errorf("Migrate = %+v, %v; want schema 15", rep, err)
+	if rep, err := s.Migrate(ctx, false); err != nil || !strings.Contains(rep.Summary, "schema 16") {
+		t.Errorf("Migrate = %+v, %v; want schema 16", rep, err)
 	}
 	if u, err := s.Users().Get(ctx, "user_1"); err != nil || u.LastEventID != "msg_1" {
 		t.Errorf("the user after the upgrade = %+v, %v", u, err)
@@ -292,5 +292,36 @@ func TestUpgrade_ASchema8FileGainsTheBillingTables(t *testing.T) {
 	}
 	if p, err := s.Billing().Plan(ctx, payer); err != nil || p.Status != models.PlanActive || p.Plan == nil || p.Plan.Slug != "pro" {
 		t.Errorf("plan after the upgrade = %+v, %v; want pro, active", p, err)
+	}
+}
+
+// TestUpgrade_AnEndpointOfSchema15KeepsItsURLAsLegacy opens a file of
+// schema 15 holding an endpoint on plain http: schema 16 marks it as set
+// before plain http was judged (models.Endpoint.LegacyURL), so that it
+// keeps working; an endpoint created after the upgrade is not marked.
+func TestUpgrade_AnEndpointOfSchema15KeepsItsURLAsLegacy(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := fileAtSchema(t, dir, 15)
+	if _, err := db.Exec(`INSERT INTO endpoints (id, url, description, event_types, enabled, disabled, secret, previous_secret,
+		from_config, created_at, updated_at) VALUES ('ep_old', 'http://app.example.com/hooks', '', '[]', 1, '', 'whsec_a', '', 0, 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := Open(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if e, err := s.Outbound().Endpoint(ctx, "ep_old"); err != nil || !e.LegacyURL || e.URL != "http://app.example.com/hooks" {
+		t.Errorf("the endpoint after the upgrade = %+v, %v; want its URL, legacy", e, err)
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := s.Outbound().CreateEndpoint(ctx, models.Endpoint{ID: "ep_new", URL: "https://app.example.com/hooks", Secret: "whsec_b",
+		CreatedAt: at, UpdatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := s.Outbound().Endpoint(ctx, "ep_new"); err != nil || e.LegacyURL {
+		t.Errorf("an endpoint created after the upgrade = %+v, %v; want it not legacy", e, err)
 	}
 }

@@ -319,8 +319,8 @@ func testOutboundEndpointsRoundTrip(t *testing.T, s repository.Store) {
 	until := t0.Add(24 * time.Hour)
 	e := models.Endpoint{ID: "ep_rt", URL: "https://example.com/hook", Description: "CRM", EventTypes: []string{"user.*", "organization.created"},
 		Enabled: true, Secret: "whsec_a", PreviousSecret: "whsec_b", PreviousUntil: &until, CreatedAt: t0, UpdatedAt: t0}
-	cfg := models.Endpoint{ID: "cfg_x", URL: "https://example.com/x", FromConfig: true, Secret: "whsec_c", CreatedAt: t0, UpdatedAt: t0,
-		FailingSince: &until, Disabled: models.DisabledFailing}
+	cfg := models.Endpoint{ID: "cfg_x", URL: "http://example.com/x", FromConfig: true, Secret: "whsec_c", CreatedAt: t0, UpdatedAt: t0,
+		FailingSince: &until, Disabled: models.DisabledFailing, LegacyURL: true}
 	for _, ep := range []models.Endpoint{e, cfg} {
 		if err := o.CreateEndpoint(ctx, ep); err != nil {
 			t.Fatal(err)
@@ -335,7 +335,7 @@ func testOutboundEndpointsRoundTrip(t *testing.T, s repository.Store) {
 	if err != nil || len(got) != 2 || !reflect.DeepEqual(got[0], cfg) || !reflect.DeepEqual(got[1], e) {
 		t.Fatalf("endpoints = %+v, %v; want both as written, by id", got, err)
 	}
-	e.Enabled, e.URL, e.PreviousSecret, e.PreviousUntil = false, "https://example.com/other", "", nil
+	e.Enabled, e.URL, e.PreviousSecret, e.PreviousUntil, e.LegacyURL = false, "https://example.com/other", "", nil, true
 	if err := o.UpdateEndpoint(ctx, e); err != nil {
 		t.Fatal(err)
 	}
