@@ -104,7 +104,8 @@ func TestConsole_EndpointsInABrowser(t *testing.T) {
 		const row = [...document.querySelectorAll("#ep-attempts tr[data-attempt]")].find((r) => r.textContent.includes("user.created"));
 		return row && row.querySelector(".attempt-status").textContent === "204" && row.querySelector(".badge.delivered") &&
 			row.textContent.includes("user_consoleob") })()`)
-	p.until("the delivery shows", `document.querySelector('#ep-deliveries tr[data-object="user_consoleob"] .badge.delivered') !== null`)
+	p.until("the delivery shows, with the one attempt it took", `(() => { const row = document.querySelector('#ep-deliveries tr[data-object="user_consoleob"]');
+		return row && row.querySelector(".badge.delivered") !== null && row.querySelector(".delivery-attempts").textContent === "1" })()`)
 	p.screenshot("22-endpoint-attempts")
 
 	// Replayed from the page: sent again, whole, with its webhook-id.
@@ -168,6 +169,24 @@ func TestConsole_EndpointsInABrowser(t *testing.T) {
 		return r && r.textContent.includes("Delivered: HTTP 204") })()`)
 	if strings.Contains(p.eval("read the page", `document.body.innerText`), rotated) {
 		t.Error("the page still shows the rotated secret after the test event")
+	}
+
+	// A payer's plan between a plan change's two events waits to be sent,
+	// and the page says why.
+	r := h.send(http.MethodPost, "/v1/endpoints", `{"url": "`+app.url+`", "eventTypes": ["plan.*"]}`)
+	if r.Code != http.StatusCreated {
+		t.Fatalf("register the plans' endpoint: %s", r)
+	}
+	planEP := r.JSON(t)["id"].(string)
+	h.step()
+	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: billingUser, UpdatedAt: base}))
+	h.mustDeliver(newID(), billingBody(t, "plan-change.1.subscriptionItem.ended.json", "", nil))
+	h.step()
+	p.do("open the plans' endpoint", chromedp.Navigate(h.url+"/admin#/endpoints/"+planEP), chromedp.WaitVisible(css("#ep-deliveries table")))
+	p.until("the plan's delivery waits for the plan to settle", `(() => { const row = document.querySelector('#ep-deliveries tr[data-kind="plan"]');
+		return row !== null && row.querySelector(".delivery-next").textContent.includes("waits for the plan to settle") })()`)
+	if r := h.send(http.MethodDelete, "/v1/endpoints/"+planEP, ""); r.Code != http.StatusNoContent {
+		t.Fatalf("delete the plans' endpoint: %s", r)
 	}
 
 	// An endpoint from the configuration file is shown, read-only, and

@@ -389,9 +389,13 @@ type Delivery struct {
 	Change     EventType // created, updated or deleted
 	Origin     string
 	Status     string
-	Attempts   int       // failed attempts since the change was queued
-	NextAt     time.Time // when a pending delivery is due
-	Since      time.Time // when the oldest change not yet received applied
+	// Attempts are, while the delivery is pending or failed, its failed
+	// attempts since the change was queued (the retry schedule's step);
+	// once delivered, the attempts it took (0: none was needed, the
+	// endpoint had the state).
+	Attempts int
+	NextAt   time.Time // when a pending delivery is due
+	Since    time.Time // when the oldest change not yet received applied
 	// Fields fingerprints the last state received: field name → a hash of
 	// its JSON value. Hashes are keyed per delivery (see FieldPrints).
 	Fields map[string]string

@@ -902,7 +902,7 @@ func (d *Dispatcher) send(ctx context.Context, ep models.Endpoint, dl models.Del
 		return
 	}
 	r := dl
-	r.Status, r.Attempts, r.Fields = models.DeliveryDelivered, 0, fields
+	r.Status, r.Attempts, r.Fields = models.DeliveryDelivered, dl.Attempts+1, fields // the attempts it took
 	if dl.Kind == models.KindPlan {
 		r.Sent = sent
 	}

@@ -941,8 +941,24 @@
     put(clear(el), table(["Endpoint", "Failure", "Attempts#", "Latest", "Latest attempt"], rows, "No failed attempt."));
   }
 
+  // waitsFor says when a pending delivery goes, and why it waits: its
+  // endpoint is disabled, a failure's retry, a payer's plan not settled
+  // (between a plan change's two events: it goes once the change's second
+  // event arrives, or once USERSYNC_BILLING_GRACE has passed), or due.
+  function waitsFor(d, ep) {
+    const later = d.nextAttemptAt && new Date(d.nextAttemptAt) > new Date();
+    if (ep && !ep.enabled) return h("span", { class: "warn" }, "waits: the endpoint is disabled");
+    if (d.attempts > 0) return ["attempt ", String(d.attempts + 1), " of 8, ", when(d.nextAttemptAt)];
+    if (d.kind === "plan" && later) {
+      return h("span", { title: "Between a plan change's two events the plan reads pending, and no plan.changed is sent: it goes with the new plan, or as ended once USERSYNC_BILLING_GRACE has passed." },
+        "waits for the plan to settle: at the latest ", when(d.nextAttemptAt));
+    }
+    return later ? ["next ", when(d.nextAttemptAt)] : "due: in the next round";
+  }
+
   function endpointPage(root, id) {
     document.title = id + " · usersync";
+    let current = null; // the endpoint, as last read
     const head = h("div", {}, h("p", { class: "muted" }, "Loading…"));
     const out = h("div", { id: "ep-result", role: "status" });
     const attempts = h("div", { id: "ep-attempts" });
@@ -970,10 +986,11 @@
         h("tr", { "data-kind": d.kind, "data-object": d.objectId },
           h("td", {}, h("span", { class: "muted" }, d.kind + " "), h("span", { class: "mono" }, d.objectId)),
           h("td", { class: "mono" }, d.type), h("td", {}, d.origin), h("td", {}, badge(d.status)),
-          h("td", { class: "num" }, num(d.attempts)),
+          h("td", { class: "num delivery-attempts" }, d.status === "delivered" && !d.attempts
+            ? h("span", { class: "muted", title: "no message was needed: the endpoint had this state" }, "none needed") : num(d.attempts)),
           h("td", { class: "last-attempt" }, when(d.lastAttemptAt), d.lastStatus ? " · HTTP " + d.lastStatus : "",
             d.lastError ? [h("br"), clip(d.lastError, 40, "error")] : null),
-          h("td", {}, d.status === "pending" ? ["next ", when(d.nextAttemptAt)] : d.deliveredAt ? ["delivered ", when(d.deliveredAt)] : ""),
+          h("td", { class: "delivery-next" }, d.status === "pending" ? waitsFor(d, current) : d.deliveredAt ? ["delivered ", when(d.deliveredAt)] : ""),
           h("td", {}, h("button", { type: "button", class: "quiet replay-delivery", onclick: async () => {
             try {
               const x = await api("POST", "/v1/endpoints/" + encodeURIComponent(id) + "/replay", {}, undefined, { kind: d.kind, objectId: d.objectId });
@@ -991,6 +1008,7 @@
         put(clear(head), h("p", { class: "error" }, e.status === 404 ? "No endpoint has this id." : e.message));
         return;
       }
+      current = ep;
       put(clear(head), endpointFields(ep), endpointActions(ep, load, note, out));
     };
     const since = h("input", { id: "ep-since", type: "datetime-local" });
