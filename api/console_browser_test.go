@@ -294,7 +294,8 @@ func TestConsole_InABrowser(t *testing.T) {
 	p.until("the dry run shows each kind and its changes", `(() => { const d = document.querySelector("#dry-run");
 		const cells = (o) => [...d.querySelectorAll('#dry-kinds tr[data-object="' + o + '"] td.num')].map((td) => td.textContent).join(",");
 		return cells("users") === "4,4,1,0,3,1,0" && cells("organizations") === "2,3,0,0,2,1,0" && cells("memberships") === "7,6,1,0,6,0,0" &&
-			d.textContent.includes("13 objects read") && d.textContent.includes("org_gone_from_clerk") && d.textContent.includes("orgmem_new_in_clerk") })()`)
+			d.textContent.includes("13 objects read") && d.textContent.includes("org_gone_from_clerk") && d.textContent.includes("orgmem_new_in_clerk") &&
+			d.querySelector('#dry-kinds tr[data-object="subscriptionItems"]') !== null })()`)
 	p.screenshot("10-reconcile")
 
 	// A phone.

@@ -15,7 +15,9 @@
     " (changed in this version: a deleted user's events were counted apart, as deleted_user; they are counted here now)",
     ignored: "an event of a billing type usersync does not know: stored, never applied" };
   // The kinds of objects reconcile counts, as the runs and dry runs name them.
-  const OBJECTS = ["users", "organizations", "memberships"];
+  const OBJECTS = ["users", "organizations", "memberships", "subscriptionItems"];
+  const OBJECT_NAMES = { subscriptionItems: "subscription items" };
+  const objectName = (o) => OBJECT_NAMES[o] || o;
 
   // ---- DOM building -----------------------------------------------------
 
@@ -281,7 +283,7 @@
   // runSummary says what a run did to each kind it read.
   function runSummary(r) {
     const parts = OBJECTS.filter((o) => r[o]).map((o) =>
-      o + ": " + num(r[o].clerk) + " in Clerk, " + num(r[o].applied) + " applied, " + num(r[o].deleted) + " deleted, " + num(r[o].failed) + " failed");
+      objectName(o) + ": " + num(r[o].clerk) + " in Clerk, " + num(r[o].applied) + " applied, " + num(r[o].deleted) + " deleted, " + num(r[o].failed) + " failed");
     return parts.length ? parts.join(" · ") : "nothing read";
   }
 
@@ -774,7 +776,7 @@
     return OBJECTS.map((o, i) => h("tr", { class: i === 0 ? "run-first" : "", "data-run": x.id, "data-object": o },
       i === 0 ? [h("td", span, when(x.startedAt)), h("td", span, x.kind + " (" + x.trigger + ")"),
         h("td", span, x.success ? badge("success") : h("span", {}, badge("failed"), " ", clip(x.error || (x.refused ? "refused" : ""), 40)))] : null,
-      h("th", { scope: "row" }, o),
+      h("th", { scope: "row" }, objectName(o)),
       kindCells(x[o], "not read: not part of this run, or turned off in the Clerk instance"),
       i === 0 ? h("td", Object.assign({ class: "num" }, span), x.durationSeconds.toFixed(1) + " s") : null));
   }
@@ -799,8 +801,8 @@
       put(el, h("div", { id: "dry-kinds" }, table(["Objects", "Clerk#", "Local#", "Would create or update#", "Stale#", "Unchanged#", "Would delete#", "Could not apply#", "Whole list read", "Deletions"],
         OBJECTS.map((o) => {
           const c = r[o];
-          return h("tr", { "data-object": o }, h("th", { scope: "row" }, o),
-            kindCells(c, "not read: organizations are turned off in the Clerk instance"),
+          return h("tr", { "data-object": o }, h("th", { scope: "row" }, objectName(o)),
+            kindCells(c, "not read: " + (o === "subscriptionItems" ? "Billing is" : "organizations are") + " turned off in the Clerk instance"),
             c ? [h("td", {}, c.complete ? "yes" : h("span", { class: "warn" }, "no")),
               h("td", {}, c.refused ? h("span", { class: "warn" }, "refused: " + num(c.toDelete) + " absent, over the limit") : c.deletesSkipped || "")] : h("td", { colspan: 2 }));
         }))));
