@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/usersync/usersync/sync"
 )
 
 func runOut(t *testing.T, args ...string) string {
@@ -224,9 +226,49 @@ func TestHelp_SaysItKeepsEveryKindInEitherStore(t *testing.T) {
 	if strings.Contains(intro, "MongoDB copy") || strings.Contains(intro, "user webhooks") {
 		t.Errorf("the help's opening still says usersync keeps users only, in MongoDB:\n%s", intro)
 	}
-	for _, name := range []string{"backfill", "reconcile"} {
-		if !strings.Contains(summaries[name], "organization") || !strings.Contains(summaries[name], "membership") {
-			t.Errorf("%s's summary is of users only: %q", name, summaries[name])
+	for _, want := range []string{"Clerk Billing", "webhooks of its own"} {
+		if !strings.Contains(strings.Join(strings.Fields(intro), " "), want) {
+			t.Errorf("the help's opening does not say %q:\n%s", want, intro)
 		}
 	}
+}
+
+// TestHelp_NamesEveryKindBackfillReads: what says backfill and reconcile
+// read Clerk (backfill's summary in usersync -h, CLERK_SECRET_KEY's
+// description there and in docs/configuration.md, the README's command
+// table) names every kind they read, subscription items included.
+func TestHelp_NamesEveryKindBackfillReads(t *testing.T) {
+	t.Parallel()
+	var key setting
+	for _, s := range settings {
+		if s.Env == "CLERK_SECRET_KEY" {
+			key = s
+		}
+	}
+	texts := map[string]string{
+		"backfill's summary":                       summaries["backfill"],
+		"CLERK_SECRET_KEY's usage":                 key.Usage,
+		"docs/configuration.md's CLERK_SECRET_KEY": docLine(t, "docs/configuration.md", "| `CLERK_SECRET_KEY` |"),
+		"the README's backfill":                    docLine(t, "README.md", "| `backfill` |"),
+		"the README's reconcile":                   docLine(t, "README.md", "| `reconcile` |"),
+	}
+	for what, text := range texts {
+		for _, k := range sync.ReconcileKinds() {
+			if name := strings.ReplaceAll(string(k), "_", " "); !strings.Contains(text, name) {
+				t.Errorf("%s does not name %s: %q", what, name, text)
+			}
+		}
+	}
+}
+
+// docLine is the line of the page rel that starts with prefix.
+func docLine(t *testing.T, rel, prefix string) string {
+	t.Helper()
+	for _, line := range strings.Split(readDoc(t, rel), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			return line
+		}
+	}
+	t.Fatalf("%s has no line starting %q", rel, prefix)
+	return ""
 }

@@ -1,18 +1,27 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
+
+	svix "github.com/svix/svix-webhooks/go"
 
 	"github.com/usersync/usersync/models"
 )
@@ -523,5 +532,88 @@ func TestREADME_ConnectClerkListsEveryTypeUsersyncApplies(t *testing.T) {
 		if !slices.Contains(models.ClerkEventTypes, typ) {
 			t.Errorf("%s is not in Clerk's catalog (models.ClerkEventTypes)", typ)
 		}
+	}
+}
+
+// TestDocs_MigrateSaysTheSchemaOfThisBuild runs `usersync migrate` on a
+// fresh data dir: operations.md shows the line it prints, with the schema
+// of this build (its time aside).
+func TestDocs_MigrateSaysTheSchemaOfThisBuild(t *testing.T) {
+	t.Parallel()
+	var want string
+	_, blocks := splitFences(readDoc(t, "docs/operations.md"))
+	for _, b := range blocks {
+		for _, s := range stepsOf(b) {
+			if strings.TrimSpace(s.command) == "go run ./cmd/usersync migrate" && len(s.want) == 1 {
+				want = s.want[0]
+			}
+		}
+	}
+	if want == "" {
+		t.Fatal("operations.md shows no output of `go run ./cmd/usersync migrate`")
+	}
+	dir := t.TempDir()
+	env := map[string]string{"USERSYNC_DATA_DIR": dir, "USERSYNC_LOG_LEVEL": "error"}
+	var out bytes.Buffer
+	if err := runWith(context.Background(), []string{"migrate"}, func(k string) string { return env[k] }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	took := regexp.MustCompile(`, in [0-9.]+[nµm]?s$`)
+	got := strings.ReplaceAll(strings.TrimSpace(out.String()), filepath.Join(dir, "usersync.db"), "data/usersync.db")
+	if took.ReplaceAllString(got, ", in …") != took.ReplaceAllString(want, ", in …") {
+		t.Errorf("usersync migrate prints\n%s\nwhere operations.md says\n%s", got, want)
+	}
+}
+
+// TestDocs_TheStatsExampleIsTheAnswerAfterOneUser: api.md's example of GET
+// /v1/events/stats is what a fresh usersync answers once one user.created
+// applied, field for field (its asOf aside).
+func TestDocs_TheStatsExampleIsTheAnswerAfterOneUser(t *testing.T) {
+	t.Parallel()
+	var want string
+	_, blocks := splitFences(readDoc(t, "docs/api.md"))
+	for _, b := range blocks {
+		for _, s := range stepsOf(b) {
+			if strings.Contains(s.command, "/v1/events/stats") && len(s.want) == 1 {
+				want = s.want[0]
+			}
+		}
+	}
+	if want == "" {
+		t.Fatal("api.md shows no answer of GET /v1/events/stats")
+	}
+	const secret, admin = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "usk_docs_admin_key_0001"
+	base, _, _ := start(t, map[string]string{"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": t.TempDir(),
+		"CLERK_WEBHOOK_SECRET": secret, "USERSYNC_ADMIN_KEYS": admin})
+	body, err := os.ReadFile(filepath.Join(repoRoot, "models", "testdata", "user.created.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh, _ := svix.NewWebhook(secret)
+	now := time.Now()
+	sig, _ := wh.Sign("msg_docs_stats", now, body)
+	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/clerk", bytes.NewReader(body))
+	req.Header.Set("svix-id", "msg_docs_stats")
+	req.Header.Set("svix-timestamp", strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set("svix-signature", sig)
+	if code, b := send(t, req); code != http.StatusOK {
+		t.Fatalf("webhook: %d %s", code, b)
+	}
+	req, _ = http.NewRequest(http.MethodGet, base+"/v1/events/stats", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	code, got := send(t, req)
+	if code != http.StatusOK {
+		t.Fatalf("stats: %d %s", code, got)
+	}
+	var g, w map[string]any
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("api.md's example is not JSON: %v", err)
+	}
+	g["asOf"], w["asOf"] = "…", "…"
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("GET /v1/events/stats answers\n%s\nwhere api.md says\n%s", got, want)
 	}
 }

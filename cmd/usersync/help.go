@@ -17,7 +17,7 @@ var summaries = map[string]string{
 	"serve":     "serve the webhook and the REST API, run the recovery sweep and retention (the default)",
 	"replay":    "process stored or failed events again, in Clerk's order; results on standard output",
 	"discard":   "give up on one failed event for good: usersync discard <eventId> -reason why",
-	"backfill":  "apply every user, organization and membership read from Clerk's Backend API",
+	"backfill":  "apply each user, organization, membership and subscription item Clerk's API lists",
 	"reconcile": "backfill, then soft-delete the users, organizations, memberships Clerk no longer has",
 	"migrate":   "bring a database written by an earlier usersync up to date and build every index",
 }
@@ -25,10 +25,12 @@ var summaries = map[string]string{
 // printUsage writes `usersync -h`: the commands and every environment
 // variable with its default.
 func printUsage(w io.Writer) {
-	fmt.Fprint(w, `usersync keeps an application's copy of its Clerk users, organizations and
-memberships correct, in its embedded store (a SQLite file in the data dir) or
-in MongoDB: it receives Clerk's signed webhooks, applies them in Clerk's order,
-exactly once, and serves the copy over a REST API.
+	fmt.Fprint(w, `usersync keeps an application's copy of its Clerk users, organizations,
+memberships and each payer's Clerk Billing plan correct, in its embedded store
+(a SQLite file in the data dir) or in MongoDB: it receives Clerk's signed
+webhooks, applies them in Clerk's order, exactly once, serves the copy over a
+REST API, and tells the application of each change with signed webhooks of its
+own.
 
 Usage:
   usersync [command] [flags]
