@@ -36,6 +36,7 @@ type ruleFile struct {
 var promFunctions = map[string]bool{
 	"sum": true, "max": true, "min": true, "avg": true, "count": true, "rate": true, "increase": true,
 	"time": true, "absent": true, "clamp_min": true, "by": true, "on": true, "without": true, "ignoring": true,
+	"histogram_quantile": true,
 }
 
 var (
