@@ -56,6 +56,20 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
   fi
 fi
 
+phase "curl and jq (for the walkthroughs of the docs, run as written)"
+missing=""
+for tool in curl jq; do
+  command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
+done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null) ||
+      echo "check.sh: installing$missing failed: the walkthroughs' tests will be skipped." >&2
+  else
+    echo "check.sh: no$missing (Debian/Ubuntu: apt-get install$missing): the walkthroughs' tests will be skipped." >&2
+  fi
+fi
+
 phase "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
