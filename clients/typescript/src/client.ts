@@ -45,6 +45,15 @@ export function isNotFound(e: unknown): boolean {
   return e instanceof UsersyncError && e.status === 404;
 }
 
+/**
+ * Whether an object is deleted: in a change feed, its tombstone (only its
+ * ids and times); in an admin's read, deletedAt set. Its false branch
+ * narrows a feed's item to the whole object.
+ */
+export function isDeleted<T extends { deletedAt: string | null }>(item: T): item is T & { deletedAt: string } {
+  return item.deletedAt !== null;
+}
+
 export type Options = {
   /** The fetch to send requests with; globalThis.fetch by default. */
   fetch?: typeof fetch;
