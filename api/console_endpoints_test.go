@@ -171,6 +171,16 @@ func TestConsole_EndpointsInABrowser(t *testing.T) {
 		t.Error("the page still shows the rotated secret after the test event")
 	}
 
+	// Resync: started from the page, done by the dispatcher's rounds.
+	p.do("resync", chromedp.Click(css("#ep-resync-start")), chromedp.WaitVisible(css("#confirm")), chromedp.Click(css("#confirm-ok")))
+	p.until("the resync shows", `(() => { const r = document.getElementById("ep-resync"); return r && r.textContent.includes("under way") })()`)
+	for range len(models.ResyncKinds) + 1 { // a page a round: a kind each here
+		h.step()
+	}
+	p.do("reload the endpoint", chromedp.Click(css(`#nav a[data-page="endpoints"]`)), chromedp.WaitVisible(css("#endpoint-list table")),
+		chromedp.Click(css(`#endpoint-list a[href="#/endpoints/`+id+`"]`)), chromedp.WaitVisible(css("#ep-toggle")))
+	p.until("the resync is done", `(() => { const r = document.getElementById("ep-resync"); return r && r.textContent.includes("done") })()`)
+
 	// A payer's plan between a plan change's two events waits to be sent,
 	// and the page says why.
 	r := h.send(http.MethodPost, "/v1/endpoints", `{"url": "`+app.url+`", "eventTypes": ["plan.*"]}`)

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -16,31 +17,56 @@ import (
 
 // schemaErrors lists where v, an answer decoded from JSON, is not what
 // schema (a part of doc, the OpenAPI document) says: a field the schema
-// does not name, or a value of a type it does not allow (null included).
+// does not name (where it names any), a required field missing, or a value of a type (null
+// included) or outside an enum it does not allow.
 func schemaErrors(doc, schema map[string]any, v any, at string) []string {
+	return checkSchema(doc, schema, v, at, false)
+}
+
+// checkSchema is schemaErrors; open leaves out the check that every field
+// is named, for the parts of an allOf, where another part names it.
+func checkSchema(doc, schema map[string]any, v any, at string, open bool) []string {
 	if ref, ok := schema["$ref"].(string); ok {
-		target := any(doc)
-		for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
-			part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
-			m, _ := target.(map[string]any)
-			target = m[part]
-		}
-		s, ok := target.(map[string]any)
+		s, ok := resolveRef(doc, ref)
 		if !ok {
 			return []string{fmt.Sprintf("%s: $ref %s leads nowhere", at, ref)}
 		}
-		return schemaErrors(doc, s, v, at)
+		return checkSchema(doc, s, v, at, open)
 	}
-	if variants, ok := schema["oneOf"].([]any); ok {
+	for _, key := range []string{"oneOf", "anyOf"} {
+		variants, ok := schema[key].([]any)
+		if !ok {
+			continue
+		}
 		var all []string
 		for _, variant := range variants {
-			errs := schemaErrors(doc, variant.(map[string]any), v, at)
+			errs := checkSchema(doc, variant.(map[string]any), v, at, open)
 			if len(errs) == 0 {
 				return nil
 			}
 			all = append(all, errs...)
 		}
 		return all
+	}
+	if parts, ok := schema["allOf"].([]any); ok {
+		var errs []string
+		for _, part := range parts {
+			errs = append(errs, checkSchema(doc, part.(map[string]any), v, at, true)...)
+		}
+		if m, ok := v.(map[string]any); ok && !open {
+			named := map[string]bool{}
+			for _, part := range parts {
+				for k := range propertiesOf(doc, part.(map[string]any)) {
+					named[k] = true
+				}
+			}
+			for k := range m {
+				if !named[k] {
+					errs = append(errs, fmt.Sprintf("%s.%s is not in the document", at, k))
+				}
+			}
+		}
+		return errs
 	}
 	var types []string
 	switch t := schema["type"].(type) {
@@ -70,30 +96,69 @@ func schemaErrors(doc, schema map[string]any, v any, at string) []string {
 	if len(types) > 0 && !slices.Contains(types, kind) {
 		return []string{fmt.Sprintf("%s: a %s, where the document allows %v", at, kind, types)}
 	}
+	if enum, ok := schema["enum"].([]any); ok && !slices.Contains(enum, v) {
+		return []string{fmt.Sprintf("%s: %v, where the document allows %v", at, v, enum)}
+	}
 	var errs []string
 	switch x := v.(type) {
 	case []any:
 		if items, ok := schema["items"].(map[string]any); ok {
 			for i, e := range x {
-				errs = append(errs, schemaErrors(doc, items, e, fmt.Sprintf("%s[%d]", at, i))...)
+				errs = append(errs, checkSchema(doc, items, e, fmt.Sprintf("%s[%d]", at, i), false)...)
 			}
 		}
 	case map[string]any:
-		props, _ := schema["properties"].(map[string]any)
+		props, named := schema["properties"].(map[string]any)
 		extra, _ := schema["additionalProperties"].(map[string]any)
 		for k, e := range x {
 			p, ok := props[k].(map[string]any)
 			switch {
 			case ok:
-				errs = append(errs, schemaErrors(doc, p, e, at+"."+k)...)
+				errs = append(errs, checkSchema(doc, p, e, at+"."+k, false)...)
 			case extra != nil:
-				errs = append(errs, schemaErrors(doc, extra, e, at+"."+k)...)
-			default:
+				errs = append(errs, checkSchema(doc, extra, e, at+"."+k, false)...)
+			case named && !open: // an object of no properties is free-form (metadata)
 				errs = append(errs, fmt.Sprintf("%s.%s is not in the document", at, k))
+			}
+		}
+		required, _ := schema["required"].([]any)
+		for _, k := range required {
+			if _, ok := x[k.(string)]; !ok {
+				errs = append(errs, fmt.Sprintf("%s.%s is required by the document, and missing", at, k))
 			}
 		}
 	}
 	return errs
+}
+
+// resolveRef is the part of doc that ref (#/…) names.
+func resolveRef(doc map[string]any, ref string) (map[string]any, bool) {
+	target := any(doc)
+	for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+		m, _ := target.(map[string]any)
+		target = m[part]
+	}
+	s, ok := target.(map[string]any)
+	return s, ok
+}
+
+// propertiesOf are the properties schema names, through its $ref and
+// the parts of its allOf.
+func propertiesOf(doc, schema map[string]any) map[string]any {
+	if ref, ok := schema["$ref"].(string); ok {
+		s, _ := resolveRef(doc, ref)
+		return propertiesOf(doc, s)
+	}
+	props := map[string]any{}
+	if parts, ok := schema["allOf"].([]any); ok {
+		for _, part := range parts {
+			maps.Copy(props, propertiesOf(doc, part.(map[string]any)))
+		}
+	}
+	p, _ := schema["properties"].(map[string]any)
+	maps.Copy(props, p)
+	return props
 }
 
 // TestOpenAPI_ReconcileRunsAndDryRunDocumentEveryFieldTheyAnswer checks

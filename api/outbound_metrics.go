@@ -42,7 +42,7 @@ func newOutboundMetrics(reg *prometheus.Registry) *outboundMetrics {
 		}, []string{"endpoint"}),
 		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "usersync_outbound_oldest_pending_seconds",
-			Help: "Age of the oldest change an endpoint has not received yet, by endpoint; 0 when none waits.",
+			Help: "Age of the oldest change an enabled endpoint has not received yet, by endpoint; 0 when none waits, or while it is disabled.",
 		}, []string{"endpoint"}),
 		disabled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "usersync_outbound_endpoint_disabled",
@@ -87,7 +87,14 @@ func (m *outboundMetrics) Backlog(eps []models.Endpoint, backlog map[string]mode
 		present[e.ID] = true
 		b := backlog[e.ID]
 		m.backlog.WithLabelValues(e.ID).Set(float64(b.Pending))
-		m.oldest.WithLabelValues(e.ID).Set(age(b.Oldest, now))
+		// What a disabled endpoint keeps waits by design: its age is not
+		// a delivery running late (UsersyncOutboundBacklogOld), and one
+		// usersync disabled has an alert of its own.
+		oldest := b.Oldest
+		if !e.Enabled {
+			oldest = nil
+		}
+		m.oldest.WithLabelValues(e.ID).Set(age(oldest, now))
 		off := 0.0
 		if !e.Enabled && e.Disabled != "" {
 			off = 1

@@ -23,6 +23,7 @@ import (
 // message is one outbound webhook a receiver verified and recorded.
 type message struct {
 	ID      string
+	Body    []byte          // as it arrived
 	Type    string          `json:"type"`
 	Data    json.RawMessage `json:"data"`
 	Changed []string        `json:"changed"`
@@ -62,7 +63,7 @@ func newAppReceiver(t *testing.T) *appReceiver {
 		if err := json.Unmarshal(body, &m); err != nil {
 			t.Errorf("body %s: %v", body, err)
 		}
-		m.ID = req.Header.Get("webhook-id")
+		m.ID, m.Body = req.Header.Get("webhook-id"), body
 		r.got = append(r.got, m)
 		if r.status != 0 {
 			w.WriteHeader(r.status)

@@ -107,8 +107,13 @@ type Dispatcher struct {
 	perEndpoint map[string]int
 	// silent: the endpoints whose last send got no answer (a timeout, a
 	// refused connection); each has one send at a time until it answers.
-	silent     map[string]bool
-	turn       int // where the next round's hand-out of slots starts
+	silent map[string]bool
+	turn   int // where the next round's hand-out of slots starts
+	// released counts the sends ended; ended has, per delivery, the count
+	// when its last send ended, so that a round does not start again a
+	// delivery it read as due before that send settled it.
+	released   int64
+	ended      map[string]int64
 	leaseUntil time.Time
 	prunedAt   time.Time
 	fannedOut  time.Time // the last fan-out's start
@@ -143,7 +148,7 @@ func NewDispatcher(o Options) *Dispatcher {
 		o.Tick = time.Second
 	}
 	return &Dispatcher{o: o, wake: make(chan struct{}, 1), endpoints: map[string]models.Endpoint{},
-		inflight: map[string]bool{}, perEndpoint: map[string]int{}, silent: map[string]bool{}}
+		inflight: map[string]bool{}, perEndpoint: map[string]int{}, silent: map[string]bool{}, ended: map[string]int64{}}
 }
 
 // Notify wakes Run for a round now: a change applied.
@@ -349,6 +354,11 @@ func (d *Dispatcher) Refresh(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	d.endpoints = m
+	for id := range d.silent {
+		if _, ok := m[id]; !ok {
+			delete(d.silent, id) // deleted
+		}
+	}
 	d.mu.Unlock()
 	return nil
 }
@@ -729,6 +739,14 @@ func (d *Dispatcher) sendDue(ctx context.Context, p pace) error {
 	eps = append(eps[first:], eps[:first]...)
 
 	now := d.o.Now()
+	d.mu.Lock()
+	read := d.released // the sends that ended before the deliveries due are read
+	for k, n := range d.ended {
+		if n <= read {
+			delete(d.ended, k)
+		}
+	}
+	d.mu.Unlock()
 	queues := make([][]models.Delivery, len(eps))
 	for i, ep := range eps {
 		d.mu.Lock()
@@ -750,7 +768,7 @@ func (d *Dispatcher) sendDue(ctx context.Context, p pace) error {
 			for len(queues[i]) > 0 {
 				dl := queues[i][0]
 				queues[i] = queues[i][1:]
-				if ok, full := d.take(dl, p, len(eps), now); full {
+				if ok, full := d.take(dl, p, len(eps), now, read); full {
 					return nil
 				} else if ok {
 					d.start(ctx, ep, dl)
@@ -774,16 +792,17 @@ func (d *Dispatcher) share(id string, p pace, n int) int {
 	return min(d.o.PerEndpoint, max(1, d.o.MaxInFlight/n))
 }
 
-// take claims a slot for dl if it is not in flight already and its
-// endpoint is within its share; full when no slot is left at all, or the
-// lease has too little left to run for a send.
-func (d *Dispatcher) take(dl models.Delivery, p pace, n int, now time.Time) (ok, full bool) {
+// take claims a slot for dl if it is not in flight already, no send of
+// it ended since the deliveries due were read (read: released then), and
+// its endpoint is within its share; full when no slot is left at all, or
+// the lease has too little left to run for a send.
+func (d *Dispatcher) take(dl models.Delivery, p pace, n int, now time.Time, read int64) (ok, full bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.inflight) >= d.o.MaxInFlight || !now.Add(d.sendBudget()).Before(d.leaseUntil) {
 		return false, true
 	}
-	if d.inflight[dl.Key()] || d.perEndpoint[dl.EndpointID] >= d.share(dl.EndpointID, p, n) {
+	if d.inflight[dl.Key()] || d.ended[dl.Key()] > read || d.perEndpoint[dl.EndpointID] >= d.share(dl.EndpointID, p, n) {
 		return false, false
 	}
 	d.inflight[dl.Key()] = true
@@ -803,6 +822,8 @@ func (d *Dispatcher) start(ctx context.Context, ep models.Endpoint, dl models.De
 
 func (d *Dispatcher) release(dl models.Delivery) {
 	d.mu.Lock()
+	d.released++
+	d.ended[dl.Key()] = d.released
 	delete(d.inflight, dl.Key())
 	d.perEndpoint[dl.EndpointID]--
 	d.mu.Unlock()

@@ -1055,7 +1055,19 @@
       f("Backlog", num(ep.backlog) + (ep.oldestPendingAt ? " · oldest pending since " + ago(new Date(ep.oldestPendingAt)).replace(" ago", "") : "")),
       f("Failing since", ep.failingSince ? h("span", { class: "error" }, when(ep.failingSince)) : null),
       f("Previous secret signs until", ep.previousSecretUntil ? when(ep.previousSecretUntil) : null),
+      f("Resync", resyncText(ep)),
       f("Created", when(ep.createdAt)), f("Changed", when(ep.updatedAt))));
+  }
+
+  // resyncText says how far the endpoint's resync is, and whether it
+  // needs one.
+  function resyncText(ep) {
+    const r = ep.resync;
+    const need = ep.needsResync ? h("span", { class: "error" }, "needed: it kept no more changes while disabled") : null;
+    if (!r) return need;
+    const state = r.doneAt ? "done " + when(r.doneAt) + ", " + num(r.queued) + " objects sent" :
+      "under way: " + num(r.queued) + " objects queued, at " + r.kind + "s";
+    return h("span", { id: "ep-resync" }, state, need ? " · " : null, need);
   }
 
   function endpointActions(ep, reload, note, out) {
@@ -1075,10 +1087,11 @@
       test.disabled = false;
     } }, "Send a test event");
     const toggle = h("button", { type: "button", id: "ep-toggle", class: ep.enabled ? "quiet" : "", disabled: ro, onclick: async () => {
-      if (ep.enabled && !(await confirmDialog("Disable " + ep.id, "Stop sending to this endpoint? Its pending deliveries wait for it, but changes that apply while it is disabled are not queued for it: after enabling it, replay since… sends them.", "Disable"))) return;
+      if (ep.enabled && !(await confirmDialog("Disable " + ep.id, "Stop sending to this endpoint? It keeps the newest state of each object it wants (up to 10,000 objects) and is sent them when it is enabled again.", "Disable"))) return;
       try {
         await api("PATCH", path, {}, undefined, { enabled: !ep.enabled });
-        note(ep.enabled ? "Disabled." : "Enabled: its pending deliveries are sent, and the changes that apply from now on; replay since… sends what it missed.", "ok");
+        note(ep.enabled ? "Disabled." : "Enabled: what it kept while disabled is sent, and what failed is tried again" +
+          (ep.needsResync ? "; it kept no more past 10,000 objects: resync it." : "."), "ok");
         reload();
       } catch (e) { note(e.message, "error"); }
     } }, ep.enabled ? "Disable" : "Enable");
@@ -1090,6 +1103,14 @@
         put(clear(out), secretBox(r.secret, ep.id + " (the previous one signs too until " + dateFmt.format(new Date(r.previousSecretUntil)) + ")"));
       } catch (e) { note(e.message, "error"); }
     } }, "Rotate secret…");
+    const resync = h("button", { type: "button", id: "ep-resync-start", class: "quiet", onclick: async () => {
+      if (!(await confirmDialog("Resync " + ep.id, "Send this endpoint the current state of every object it wants (deleted ones left out), a page at a time?", "Resync"))) return;
+      try {
+        await api("POST", path + "/resync");
+        note("Resync started: every object it wants is queued, a page at a time.", "ok");
+        reload();
+      } catch (e) { note(e.message, "error"); }
+    } }, "Resync…");
     const del = h("button", { type: "button", id: "ep-delete", class: "danger", disabled: ro, onclick: async () => {
       if (!(await confirmDialog("Delete " + ep.id, "Delete this endpoint, its deliveries and attempts? Nothing more is sent to " + host(ep.url) + ". This cannot be undone.", "Delete", true))) return;
       try {
@@ -1099,7 +1120,7 @@
         say("Deleted " + ep.id + ".");
       } catch (e) { note(e.message, "error"); }
     } }, "Delete…");
-    return h("div", { class: "actions" }, test, toggle, rotate, del,
+    return h("div", { class: "actions" }, test, toggle, rotate, resync, del,
       ro ? h("span", { class: "muted" }, "From USERSYNC_ENDPOINTS_FILE: change it there.") : null);
   }
 

@@ -457,7 +457,8 @@ func TestDocs_PointOnlyAtFilesOfTheRepository(t *testing.T) {
 			return err
 		}
 		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "data") {
+			// Installed packages (npm's) are not the repository's.
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "data" || name == "node_modules") {
 				return filepath.SkipDir
 			}
 			return nil
