@@ -828,7 +828,7 @@
   }
   // plainHTTPMark marks an endpoint kept on plain http (plainHttpKept).
   function plainHTTPMark() {
-    return h("span", { class: "badge plain-http", title: "on plain http://: kept as stored, a new one would be refused on a public address (USERSYNC_ENDPOINTS_ALLOW_HTTP)" }, "plain http");
+    return h("span", { class: "badge plain-http", title: "on plain HTTP, not TLS: kept as stored, a new one would be refused on a public address (USERSYNC_ENDPOINTS_ALLOW_HTTP)" }, "plain http");
   }
   function typesText(types) { return types && types.length ? types.join(", ") : "every type"; }
   function stateCell(ep) {
@@ -1047,7 +1047,7 @@
       f("URL", h("span", {}, h("span", { class: "mono" }, ep.url), ep.plainHttpKept ? [" ", plainHTTPMark(), h("br"),
         h("span", { class: "warn" }, "Plain http: its messages (emails, plans) cross networks unencrypted. It works as it was stored " +
           (ep.fromConfig ? "in USERSYNC_ENDPOINTS_FILE" : "before usersync refused plain http to public addresses") +
-          "; move it to https://, or set USERSYNC_ENDPOINTS_ALLOW_HTTP=true.")] : null)),
+          "; move it to HTTPS, or set USERSYNC_ENDPOINTS_ALLOW_HTTP=true.")] : null)),
       f("Description", ep.description),
       f("Event types", h("span", { class: "mono" }, typesText(ep.eventTypes))),
       f("State", stateCell(ep)),
