@@ -431,8 +431,10 @@ type ClerkBillingPlan struct {
 }
 
 // ClerkSeats is a subscription item's seats; a null quantity is unlimited.
+// A quantity is kept as Clerk sends it, as amounts are (a negative one
+// makes no sense, but refusing the event would lose the item's state).
 type ClerkSeats struct {
-	Quantity *int64 `json:"quantity" validate:"omitempty,min=0"`
+	Quantity *int64 `json:"quantity"`
 }
 
 // ClerkSubscriptionItem is Clerk's subscription item, standalone (the

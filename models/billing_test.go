@@ -377,7 +377,6 @@ func TestDecodeBilling_RefusesWhatCanNeverApply(t *testing.T) {
 		{name: "plan_id not the plan's", file: item, fn: func(_, d map[string]any) { d["plan_id"] = "cplan_other" }, field: "data.plan_id"},
 		{name: "a currency over 32 bytes", file: item, fn: func(_, d map[string]any) { d["plan"].(map[string]any)["currency"] = strings.Repeat("U", 33) }, field: "data.plan.currency"},
 		{name: "an interval over 32 bytes", file: item, fn: func(_, d map[string]any) { d["interval"] = strings.Repeat("m", 33) }, field: "data.interval"},
-		{name: "negative seats", file: item, fn: func(_, d map[string]any) { d["seats"] = map[string]any{"quantity": -1} }, field: "data.seats.quantity"},
 		{name: "a period_end that is not a time", file: item, fn: func(_, d map[string]any) { d["period_end"] = -1 }, field: "data.period_end"},
 		{name: "a standalone item without payer", file: item, fn: func(_, d map[string]any) { delete(d, "payer") }, field: "data.payer"},
 		{name: "a subscription_id of an item", file: item, fn: func(_, d map[string]any) { d["subscription_id"] = teamItem }, field: "data.subscription_id"},
@@ -598,6 +597,12 @@ func TestBilling_ANegativeAmountIsKeptNotRefused(t *testing.T) {
 	}
 	if a := item.Plan.Amount; a == nil || *a != -5000 {
 		t.Fatalf("plan amount = %v, want -5000 as Clerk sent it", show(a))
+	}
+	// A negative seat count, likewise.
+	negSeats := strings.Replace(string(fixture(t, billingFixture("subscriptionItem.active.negative-amount.json"))),
+		`"quantity": 5`, `"quantity": -2`, 1)
+	if it, ok := decodeBilling(t, []byte(negSeats), "msg_s").(models.SubscriptionItemChange); !ok || it.Seats == nil || *it.Seats != -2 {
+		t.Errorf("an item of -2 seats = %+v; want it kept as sent", it)
 	}
 	p := models.PlanOf([]models.SubscriptionItem{item.SubscriptionItem})
 	if p.Status != models.PlanActive || p.Plan == nil || p.Plan.Slug != "team-plan" || p.Plan.Amount == nil || *p.Plan.Amount != -5000 {
