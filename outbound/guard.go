@@ -30,12 +30,16 @@ func (e *refusedError) Error() string { return "refused: " + e.addr.String() + "
 // not an ip:port (it never is: the transport dials resolved addresses).
 var errNotAnAddress = errors.New("refused: not an IP address")
 
-// reserved holds the IPv4 ranges, beyond what netip's predicates name,
-// that an endpoint may not reach: none of them is a public host's.
-var reserved = []struct {
+// reservedRange is a range of addresses an endpoint may not reach, and
+// why.
+type reservedRange struct {
 	prefix netip.Prefix
 	why    string
-}{
+}
+
+// reserved holds the IPv4 ranges, beyond what netip's predicates name,
+// that an endpoint may not reach: none of them is a public host's.
+var reserved = []reservedRange{
 	{netip.MustParsePrefix("255.255.255.255/32"), "the broadcast address"},
 	{netip.MustParsePrefix("0.0.0.0/8"), `a "this network" address`},
 	{netip.MustParsePrefix("100.64.0.0/10"), "a shared (carrier-grade NAT) address"},
@@ -52,10 +56,7 @@ var reserved = []struct {
 
 // reserved6 holds the IPv6 ranges, beyond what netip's predicates name,
 // that an endpoint may not reach.
-var reserved6 = []struct {
-	prefix netip.Prefix
-	why    string
-}{
+var reserved6 = []reservedRange{
 	{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
 	{netip.MustParsePrefix("100::/64"), "a discard-only address"},
 	{netip.MustParsePrefix("2001:db8::/32"), "a documentation address"},
