@@ -20,8 +20,11 @@ import (
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/outbound"
 	"github.com/usersync/usersync/repository"
+	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/repository/sqlite"
 )
+
+func TestMain(m *testing.M) { repotest.Main(m) }
 
 // clock is a fake clock.
 type clock struct {
@@ -142,7 +145,7 @@ var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 func newFixture(t *testing.T, secrets ...string) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{})
+	s, err := sqlite.Open(ctx, repotest.DataDir(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

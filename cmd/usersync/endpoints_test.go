@@ -15,6 +15,7 @@ import (
 	"github.com/usersync/usersync/api"
 	"github.com/usersync/usersync/models"
 	"github.com/usersync/usersync/outbound"
+	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/repository/sqlite"
 )
 
@@ -72,7 +73,7 @@ func TestEndpointsFile_AMistakeNamesTheSettingAndTheEndpointNeverTheSecret(t *te
 func TestEndpointsFile_IsTheTruthAtEachStartAndLeavesTheAPIsEndpoints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{})
+	s, err := sqlite.Open(ctx, repotest.DataDir(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestServe_TheFilesEndpointsRecordTheFirstChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{})
+	s, err := sqlite.Open(ctx, repotest.DataDir(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestServe_AStoreWithMoreEndpointsThanTheLimitStartsAndSaysWhy(t *testing.T)
 	t.Parallel()
 	ctx := context.Background()
 	secret, _ := outbound.NewSecret()
-	s, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{})
+	s, err := sqlite.Open(ctx, repotest.DataDir(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestServe_AnEndpointKeptOnPlainHTTPStartsWithAWarning(t *testing.T) {
 	ctx := context.Background()
 	secret, _ := outbound.NewSecret()
 	for _, allow := range []string{"false", "true"} {
-		s, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{})
+		s, err := sqlite.Open(ctx, repotest.DataDir(t), sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	code := m.Run()
+	code := repotest.Run(m)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -11,7 +11,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,8 +34,18 @@ type Store interface {
 
 var dbs atomic.Int64
 
-// Main runs a package's tests.
-func Main(m *testing.M) { os.Exit(m.Run()) }
+// Main runs a package's tests, then removes what DataDir copies.
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run runs a package's tests and removes what DataDir copies: for a
+// TestMain that does more than Main.
+func Run(m *testing.M) int {
+	code := m.Run()
+	if tmpl.dir != "" {
+		_ = os.RemoveAll(tmpl.dir)
+	}
+	return code
+}
 
 // NewStore returns a fresh, empty store, closed (and, on MongoDB,
 // dropped) when the test ends.
@@ -68,13 +80,66 @@ func NewStoreEnv(t testing.TB) (Store, map[string]string) {
 		})
 		return s, map[string]string{"MONGODB_URI": uri, "MONGODB_DATABASE": name}
 	}
-	dir := t.TempDir()
+	dir := DataDir(t)
 	s, err := sqlite.Open(ctx, dir, sqlite.Options{})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	return s, map[string]string{"USERSYNC_DATA_DIR": dir}
+}
+
+// DataDir returns a new directory of t's holding a fresh, empty embedded
+// store: a copy of one that Open made, migrated and closed once for the
+// test process. Opening a new directory runs every migration, which under
+// the race detector is the most of a short test's work; a copy is what
+// Open would have made (the tests of the migrations themselves open a
+// directory of their own).
+func DataDir(t testing.TB) string {
+	t.Helper()
+	tmpl.once.Do(func() {
+		dir, err := os.MkdirTemp("", "usersync-template-")
+		if err == nil {
+			err = makeTemplate(dir)
+		}
+		tmpl.dir, tmpl.err = dir, err
+	})
+	if tmpl.err != nil {
+		t.Fatalf("make a fresh store to copy: %v", tmpl.err)
+	}
+	dir := t.TempDir()
+	files, err := os.ReadDir(tmpl.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(tmpl.dir, f.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.Name()), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// tmpl is the fresh store DataDir copies, removed by Main (or Run) after
+// the package's tests.
+var tmpl struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func makeTemplate(dir string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := sqlite.Open(ctx, dir, sqlite.Options{})
+	if err != nil {
+		return err
+	}
+	return s.Close(ctx)
 }
 
 // Discard is a logger that writes nothing.

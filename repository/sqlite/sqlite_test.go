@@ -5,14 +5,18 @@ import (
 	"testing"
 
 	"github.com/usersync/usersync/repository"
+	"github.com/usersync/usersync/repository/repotest"
 	"github.com/usersync/usersync/repository/sqlite"
 	"github.com/usersync/usersync/repository/storetest"
 )
 
-// open opens a store in a new directory of t's, closed when t ends.
+func TestMain(m *testing.M) { repotest.Main(m) }
+
+// open opens a fresh store in a new directory of t's (repotest.DataDir),
+// closed when t ends.
 func open(t testing.TB) *sqlite.Store {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), t.TempDir(), sqlite.Options{})
+	s, err := sqlite.Open(context.Background(), repotest.DataDir(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
