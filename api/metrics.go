@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -115,8 +114,8 @@ func NewMetrics(stats StatsSource) *Metrics {
 		m.refused.WithLabelValues(r)
 	}
 	for _, t := range models.ClerkEventTypes {
-		if models.KindOf(t) == "" { // stored types are never ignored
-			m.ignored.WithLabelValues(t)
+		if models.KindOf(t.Type) == "" { // stored types are never ignored
+			m.ignored.WithLabelValues(t.Type)
 		}
 	}
 	m.ignored.WithLabelValues(otherType)
@@ -187,7 +186,7 @@ const otherType = "other"
 // ignoredType is the label of an ignored event of type t: t if Clerk
 // documents it, else "other".
 func ignoredType(t string) string {
-	if slices.Contains(models.ClerkEventTypes, t) {
+	if models.IsClerkEventType(t) {
 		return t
 	}
 	return otherType
