@@ -38,6 +38,9 @@ type Metrics struct {
 	engine    prometheus.Counter
 	reconcile *reconcileMetrics
 	outbound  *outboundMetrics
+	// types counts deliveries by event type, for GET /v1/event-types:
+	// in memory, never a label (unknown types are Clerk's or a sender's text).
+	types *typeCounts
 
 	// Background work and freshness; see operations.go.
 	lastSweep     prometheus.Gauge
@@ -124,6 +127,7 @@ func NewMetrics(stats StatsSource) *Metrics {
 	for _, state := range []string{"reading", "waiting", "writing"} {
 		m.listReads.WithLabelValues(state)
 	}
+	m.types = newTypeCounts(time.Now())
 	m.reconcile = newReconcileMetrics(m.reg)
 	m.outbound = newOutboundMetrics(m.reg)
 	m.registerOperations(stats)

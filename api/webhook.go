@@ -146,6 +146,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	s.countType(c, ev.Type)
 	if !ev.IsStored() {
 		result = "ignored"
 		s.metrics.ignored.WithLabelValues(ignoredType(ev.Type)).Inc()
