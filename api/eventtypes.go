@@ -174,14 +174,8 @@ func (s *server) eventTypes(c echo.Context) error {
 	r := eventTypesResponse{Since: formatTime(tc.since), Types: make([]eventTypeJSON, 0, len(models.ClerkEventTypes)),
 		Unknown: []unknownTypeJSON{}}
 	for _, t := range models.ClerkEventTypes {
-		j := eventTypeJSON{Type: t.Type, Fate: t.Fate(), receivedCountsJSON: tc.known[t.Type].json()}
-		switch j.Fate {
-		case models.FateApplied:
-			j.Kind = models.KindOf(t.Type)
-		case models.FateProjected:
-			j.Projects = t.Projects
-		}
-		r.Types = append(r.Types, j)
+		r.Types = append(r.Types, eventTypeJSON{Type: t.Type, Fate: t.Fate(), Kind: models.KindOf(t.Type), Projects: t.Projects,
+			receivedCountsJSON: tc.known[t.Type].json()})
 	}
 	tc.mu.Lock()
 	for _, name := range tc.order {

@@ -59,9 +59,9 @@ const projectsLastActive = "a user's lastActiveAt"
 // its events.
 type ClerkEventType struct {
 	Type string // Clerk's, e.g. "user.created"
-	// Projects names what an event of the type sets on an object usersync
-	// keeps, when the type is of no kind (the event is not stored): "a
-	// user's lastActiveAt". "" when it sets nothing.
+	// Projects names what an event of the type sets on an object of
+	// another kind, when the type is of no object usersync keeps as such:
+	// "a user's lastActiveAt". "" for any other type.
 	Projects string
 }
 
@@ -73,25 +73,27 @@ const (
 	// FateApplied: stored and applied to an object of its kind (the
 	// kinds table has the type).
 	FateApplied Fate = "applied"
-	// FateProjected: not stored; what it tells is set on an object of
-	// another kind (ClerkEventType.Projects).
+	// FateProjected: what it tells is set on an object of another kind
+	// (ClerkEventType.Projects); its events may be stored as that kind's
+	// (session events are, as their user's).
 	FateProjected Fate = "projected"
 	// FateIgnored: acknowledged, and neither stored nor applied.
 	FateIgnored Fate = "ignored"
 )
 
-// Fates are the fates, in the order a type's is decided.
+// Fates are the fates.
 var Fates = []Fate{FateApplied, FateProjected, FateIgnored}
 
-// Fate is the type's: applied when the kinds table has it (KindOf, so that
-// a kind added there makes its types applied with no edit here), else
-// projected when it Projects something, else ignored.
+// Fate is the type's: projected when its row says what it Projects,
+// whether the kinds table has it or not; else applied when the kinds table
+// has it (KindOf, so that a kind added there makes its types applied with
+// no edit here); else ignored.
 func (t ClerkEventType) Fate() Fate {
 	switch {
-	case KindOf(t.Type) != "":
-		return FateApplied
 	case t.Projects != "":
 		return FateProjected
+	case KindOf(t.Type) != "":
+		return FateApplied
 	}
 	return FateIgnored
 }

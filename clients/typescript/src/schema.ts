@@ -3787,11 +3787,11 @@ export interface components {
             /** @description Clerk's type, e.g. user.created. */
             type: string;
             /**
-             * @description applied: stored in the event log and applied to an object of its kind; projected: not stored, what it tells is set on another object (projects); ignored: acknowledged (200, status ignored), neither stored nor applied.
+             * @description applied: stored in the event log and applied to an object of its kind; projected: what it tells is set on an object of another kind (projects), its events stored as that kind's when kind is given; ignored: acknowledged (200, status ignored), neither stored nor applied.
              * @enum {string}
              */
             fate: "applied" | "projected" | "ignored";
-            /** @description An applied type's kind: user, organization, membership, subscription… */
+            /** @description The kind whose events the type's are stored as (user, organization, membership, subscription…); absent for a type usersync does not store. */
             kind?: string;
             /** @description What a projected type sets, e.g. a user's lastActiveAt. */
             projects?: string;
