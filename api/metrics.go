@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -39,6 +38,9 @@ type Metrics struct {
 	engine    prometheus.Counter
 	reconcile *reconcileMetrics
 	outbound  *outboundMetrics
+	// types counts deliveries by event type, for GET /v1/event-types:
+	// in memory, never a label (unknown types are Clerk's or a sender's text).
+	types *typeCounts
 
 	// Background work and freshness; see operations.go.
 	lastSweep     prometheus.Gauge
@@ -115,8 +117,8 @@ func NewMetrics(stats StatsSource) *Metrics {
 		m.refused.WithLabelValues(r)
 	}
 	for _, t := range models.ClerkEventTypes {
-		if models.KindOf(t) == "" { // stored types are never ignored
-			m.ignored.WithLabelValues(t)
+		if models.KindOf(t.Type) == "" { // stored types are never ignored
+			m.ignored.WithLabelValues(t.Type)
 		}
 	}
 	m.ignored.WithLabelValues(otherType)
@@ -125,6 +127,7 @@ func NewMetrics(stats StatsSource) *Metrics {
 	for _, state := range []string{"reading", "waiting", "writing"} {
 		m.listReads.WithLabelValues(state)
 	}
+	m.types = newTypeCounts(time.Now())
 	m.reconcile = newReconcileMetrics(m.reg)
 	m.outbound = newOutboundMetrics(m.reg)
 	m.registerOperations(stats)
@@ -187,7 +190,7 @@ const otherType = "other"
 // ignoredType is the label of an ignored event of type t: t if Clerk
 // documents it, else "other".
 func ignoredType(t string) string {
-	if slices.Contains(models.ClerkEventTypes, t) {
+	if models.IsClerkEventType(t) {
 		return t
 	}
 	return otherType

@@ -95,3 +95,24 @@ func TestOpenAPI_KindsAndEventTypesAreTheKindsTables(t *testing.T) {
 		t.Errorf("DryRun.changes.kind: %v, want %v", got, reconciled)
 	}
 }
+
+// TestOpenAPI_FatesAreTheCatalogs keeps the document's fates of an event
+// type equal to models.Fates.
+func TestOpenAPI_FatesAreTheCatalogs(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Enum []models.Fate `json:"enum"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got := doc.Components.Schemas["ClerkEventType"].Properties["fate"].Enum; !slices.Equal(got, models.Fates) {
+		t.Errorf("ClerkEventType.fate: %v, want %v", got, models.Fates)
+	}
+}

@@ -29,6 +29,7 @@ func TestOpenAPI_QueryParametersAndLimitsAreTheOnesBound(t *testing.T) {
 		"GET /v1/users/{userId}":                    &getUserRequest{},
 		"GET /v1/events":                            &listEventsRequest{},
 		"GET /v1/events/stats":                      &struct{}{},
+		"GET /v1/event-types":                       &struct{}{},
 		"GET /v1/organizations":                     &listOrganizationsRequest{},
 		"GET /v1/organizations/{orgId}":             &getOrganizationRequest{},
 		"GET /v1/organizations/{orgId}/memberships": &listMembershipsRequest{},

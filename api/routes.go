@@ -53,6 +53,9 @@ func (s *server) routes(e *echo.Echo) {
 	admin.GET("/:id", s.getEvent, adminKey)
 	admin.POST("/:id/replay", s.replayEvent, adminKey)
 	admin.POST("/:id/discard", s.discardEvent, adminKey)
+	// Admin key: Clerk's event types, what usersync makes of each, and
+	// the deliveries of each since the process started.
+	e.GET("/v1/event-types", s.eventTypes, adminKey)
 
 	// Admin key: the console's views of the service.
 	e.GET("/v1/admin/overview", s.overview, adminKey)

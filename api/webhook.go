@@ -112,7 +112,8 @@ type webhookResponse struct {
 // clerkWebhook receives one Svix delivery: it reads the raw body, verifies
 // it, and only then decodes it. Events of users, organizations and
 // memberships are stored and applied; every other type is acknowledged
-// and ignored.
+// and ignored. Once its type is read, the delivery is counted by type
+// (GET /v1/event-types), whatever becomes of it.
 func (s *server) clerkWebhook(c echo.Context) (err error) {
 	result := "rejected" // until the event is stored
 	var kind models.Kind // once the body is decoded, for an event usersync stores
@@ -146,6 +147,7 @@ func (s *server) clerkWebhook(c echo.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	s.countType(c, ev.Type)
 	if !ev.IsStored() {
 		result = "ignored"
 		s.metrics.ignored.WithLabelValues(ignoredType(ev.Type)).Inc()

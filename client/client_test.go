@@ -121,6 +121,12 @@ func TestClient_ReadsEveryRoutesData(t *testing.T) {
 	if st, err := admin.EventStats(ctx); err != nil || st.Status["processed"] == 0 || st.AsOf.IsZero() {
 		t.Errorf("EventStats = %+v, %v", st, err)
 	}
+	if et, err := admin.EventTypes(ctx); err != nil || et.Since.IsZero() || len(et.Types) < 48 {
+		t.Errorf("EventTypes = %+v, %v", et, err)
+	} else if i := slices.IndexFunc(et.Types, func(e client.EventType) bool { return e.Type == "user.created" }); i < 0 ||
+		et.Types[i].Fate != "applied" || et.Types[i].Kind != "user" || et.Types[i].Received == 0 || et.Types[i].LastReceivedAt == nil {
+		t.Errorf("EventTypes' user.created = %+v, want applied to users, received", et.Types[i])
+	}
 
 	// Each change feed, walked by an API key.
 	if got := collect(t, c.UserChanges(client.FeedOptions{}).Pages(ctx)); len(got) != 1 || len(got[0].Items) != 2 || !got[0].CaughtUp {

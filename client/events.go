@@ -61,6 +61,43 @@ type KindEventStats struct {
 	GaveUp int64 `json:"gaveUp"`
 }
 
+// EventTypes are Clerk's event types, what usersync makes of each, and
+// the webhook deliveries of each. The counts are those of the process
+// that answered, since it started (Since): in memory, per instance.
+type EventTypes struct {
+	Since time.Time `json:"since"`
+	// Types is every type of Clerk's catalog, in its order.
+	Types []EventType `json:"types"`
+	// Unknown are the types in no row of the catalog that were received,
+	// at most 64 by name; Other counts the deliveries of any other.
+	Unknown []UnknownEventType `json:"unknown"`
+	Other   Deliveries         `json:"other"`
+}
+
+// EventType is one of Clerk's event types.
+type EventType struct {
+	Type string `json:"type"`
+	// Fate is applied (stored and applied to an object of Kind),
+	// projected (not stored; sets what Projects names) or ignored.
+	Fate     string `json:"fate"`
+	Kind     string `json:"kind,omitempty"`
+	Projects string `json:"projects,omitempty"`
+	Deliveries
+}
+
+// UnknownEventType is a type in no row of the catalog that was received.
+type UnknownEventType struct {
+	Type string `json:"type"`
+	Deliveries
+}
+
+// Deliveries count the signed deliveries of a type (a duplicate or a
+// retry counts again); LastReceivedAt is nil when none arrived.
+type Deliveries struct {
+	Received       int64      `json:"received"`
+	LastReceivedAt *time.Time `json:"lastReceivedAt"`
+}
+
 // EventQuery filters the event log.
 type EventQuery struct {
 	Status    string // stored, processed, failed or discarded
@@ -82,6 +119,12 @@ func (c *Client) Event(ctx context.Context, id string) (Event, error) {
 // EventStats returns the event log's counts (an admin key).
 func (c *Client) EventStats(ctx context.Context) (EventStats, error) {
 	return get[EventStats](ctx, c, "/v1/events/stats", nil)
+}
+
+// EventTypes returns Clerk's event types with their fates and the
+// deliveries of each since the answering process started (an admin key).
+func (c *Client) EventTypes(ctx context.Context) (EventTypes, error) {
+	return get[EventTypes](ctx, c, "/v1/event-types", nil)
 }
 
 // Events is the event log, the newest first, without payloads (an admin

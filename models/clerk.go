@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -24,25 +25,95 @@ const (
 )
 
 // ClerkEventTypes are the event types Clerk documents (its Backend SDK's
-// WebhookEventType), user events included. usersync names an event it
-// ignores by its type only if it is one of these: any other type a body
-// claims is a client's text.
-var ClerkEventTypes = []string{
-	"email.created", "sms.created",
-	"organization.created", "organization.updated", "organization.deleted",
-	"organizationDomain.created", "organizationDomain.updated", "organizationDomain.deleted",
-	"organizationInvitation.accepted", "organizationInvitation.created", "organizationInvitation.revoked",
-	"organizationMembership.created", "organizationMembership.updated", "organizationMembership.deleted",
-	"permission.created", "permission.updated", "permission.deleted",
-	"role.created", "role.updated", "role.deleted",
-	"session.created", "session.ended", "session.pending", "session.removed", "session.revoked",
-	TypeUserCreated, TypeUserUpdated, TypeUserDeleted,
-	"waitlistEntry.created", "waitlistEntry.updated",
-	"paymentAttempt.created", "paymentAttempt.updated",
-	"subscription.created", "subscription.updated", "subscription.active", "subscription.pastDue", "subscription.past_due",
-	"subscriptionItem.created", "subscriptionItem.updated", "subscriptionItem.active", "subscriptionItem.canceled",
-	"subscriptionItem.upcoming", "subscriptionItem.ended", "subscriptionItem.abandoned", "subscriptionItem.incomplete",
-	"subscriptionItem.pastDue", "subscriptionItem.past_due", "subscriptionItem.freeTrialEnding",
+// WebhookEventType), user events included, each with what usersync makes
+// of it (Fate). usersync names an event it ignores by its type only if it
+// is one of these: any other type a body claims is a client's text, and is
+// counted as unknown. usersync's own outbound types (plan.changed) are not
+// Clerk's, and are not here.
+var ClerkEventTypes = []ClerkEventType{
+	{Type: "email.created"}, {Type: "sms.created"},
+	{Type: "organization.created"}, {Type: "organization.updated"}, {Type: "organization.deleted"},
+	{Type: "organizationDomain.created"}, {Type: "organizationDomain.updated"}, {Type: "organizationDomain.deleted"},
+	{Type: "organizationInvitation.accepted"}, {Type: "organizationInvitation.created"}, {Type: "organizationInvitation.revoked"},
+	{Type: "organizationMembership.created"}, {Type: "organizationMembership.updated"}, {Type: "organizationMembership.deleted"},
+	{Type: "permission.created"}, {Type: "permission.updated"}, {Type: "permission.deleted"},
+	{Type: "role.created"}, {Type: "role.updated"}, {Type: "role.deleted"},
+	{Type: "session.created", Projects: projectsLastActive}, {Type: "session.ended", Projects: projectsLastActive},
+	{Type: "session.pending", Projects: projectsLastActive}, {Type: "session.removed", Projects: projectsLastActive},
+	{Type: "session.revoked", Projects: projectsLastActive},
+	{Type: TypeUserCreated}, {Type: TypeUserUpdated}, {Type: TypeUserDeleted},
+	{Type: "waitlistEntry.created"}, {Type: "waitlistEntry.updated"},
+	{Type: "paymentAttempt.created"}, {Type: "paymentAttempt.updated"},
+	{Type: "subscription.created"}, {Type: "subscription.updated"}, {Type: "subscription.active"},
+	{Type: "subscription.pastDue"}, {Type: "subscription.past_due"},
+	{Type: "subscriptionItem.created"}, {Type: "subscriptionItem.updated"}, {Type: "subscriptionItem.active"},
+	{Type: "subscriptionItem.canceled"}, {Type: "subscriptionItem.upcoming"}, {Type: "subscriptionItem.ended"},
+	{Type: "subscriptionItem.abandoned"}, {Type: "subscriptionItem.incomplete"}, {Type: "subscriptionItem.pastDue"},
+	{Type: "subscriptionItem.past_due"}, {Type: "subscriptionItem.freeTrialEnding"},
+}
+
+// projectsLastActive is what a session event projects.
+const projectsLastActive = "a user's lastActiveAt"
+
+// ClerkEventType is one of Clerk's event types and what usersync makes of
+// its events.
+type ClerkEventType struct {
+	Type string // Clerk's, e.g. "user.created"
+	// Projects names what an event of the type sets on an object of
+	// another kind, when the type is of no object usersync keeps as such:
+	// "a user's lastActiveAt". "" for any other type.
+	Projects string
+}
+
+// Fate is what usersync makes of the events of one of Clerk's types.
+type Fate string
+
+// The fates of Clerk's event types.
+const (
+	// FateApplied: stored and applied to an object of its kind (the
+	// kinds table has the type).
+	FateApplied Fate = "applied"
+	// FateProjected: what it tells is set on an object of another kind
+	// (ClerkEventType.Projects); its events may be stored as that kind's
+	// (session events are, as their user's).
+	FateProjected Fate = "projected"
+	// FateIgnored: acknowledged, and neither stored nor applied.
+	FateIgnored Fate = "ignored"
+)
+
+// Fates are the fates.
+var Fates = []Fate{FateApplied, FateProjected, FateIgnored}
+
+// Fate is the type's: projected when its row says what it Projects,
+// whether the kinds table has it or not; else applied when the kinds table
+// has it (KindOf, so that a kind added there makes its types applied with
+// no edit here); else ignored.
+func (t ClerkEventType) Fate() Fate {
+	switch {
+	case t.Projects != "":
+		return FateProjected
+	case KindOf(t.Type) != "":
+		return FateApplied
+	}
+	return FateIgnored
+}
+
+// IsClerkEventType reports whether t is one of ClerkEventTypes.
+func IsClerkEventType(t string) bool {
+	return slices.ContainsFunc(ClerkEventTypes, func(c ClerkEventType) bool { return c.Type == t })
+}
+
+// SubscribedTypes are the types an operator subscribes Clerk's endpoint
+// to: those of ClerkEventTypes that usersync applies or projects, in its
+// order.
+func SubscribedTypes() []string {
+	var types []string
+	for _, c := range ClerkEventTypes {
+		if c.Fate() != FateIgnored {
+			types = append(types, c.Type)
+		}
+	}
+	return types
 }
 
 // ClerkEvent is the envelope of a Clerk webhook body. Only what usersync

@@ -503,11 +503,11 @@ func TestREADME_SaysCheckShInstallsChromiumThroughApt(t *testing.T) {
 	}
 }
 
-// TestREADME_ConnectClerkListsEveryTypeUsersyncApplies: the types "Connect
-// Clerk" tells an operator to subscribe to are the types of the kinds
-// table (those usersync stores and applies), every one of them, and each
-// is one of Clerk's catalog (models.ClerkEventTypes).
-func TestREADME_ConnectClerkListsEveryTypeUsersyncApplies(t *testing.T) {
+// TestREADME_ConnectClerkListsEveryTypeUsersyncAppliesOrProjects: the
+// types "Connect Clerk" tells an operator to subscribe to are the types of
+// Clerk's catalog (models.ClerkEventTypes) that usersync applies (those of
+// the kinds table) or projects, every one of them and no other.
+func TestREADME_ConnectClerkListsEveryTypeUsersyncAppliesOrProjects(t *testing.T) {
 	t.Parallel()
 	readme := readDoc(t, "README.md")
 	i := strings.Index(readme, "2. **Add the endpoint in the Clerk dashboard:**")
@@ -520,18 +520,19 @@ func TestREADME_ConnectClerkListsEveryTypeUsersyncApplies(t *testing.T) {
 	for _, m := range typeName.FindAllStringSubmatch(readme[i:j], -1) {
 		listed[m[1]] = true
 	}
-	for _, typ := range models.StoredTypes() {
+	subscribed := models.SubscribedTypes()
+	for _, typ := range subscribed {
 		if !listed[typ] {
-			t.Errorf("Connect Clerk does not list %s, a type usersync applies", typ)
+			t.Errorf("Connect Clerk does not list %s, a type usersync applies or projects", typ)
 		}
 		delete(listed, typ)
 	}
 	for typ := range listed {
-		t.Errorf("Connect Clerk lists %s, which usersync does not apply", typ)
+		t.Errorf("Connect Clerk lists %s, which usersync neither applies nor projects", typ)
 	}
 	for _, typ := range models.StoredTypes() {
-		if !slices.Contains(models.ClerkEventTypes, typ) {
-			t.Errorf("%s is not in Clerk's catalog (models.ClerkEventTypes)", typ)
+		if !slices.Contains(subscribed, typ) {
+			t.Errorf("%s, of the kinds table, is not in Clerk's catalog (models.ClerkEventTypes)", typ)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import type {
   DeletedUser,
   Event,
   EventStats,
+  EventTypes,
   Membership,
   Organization,
   Payer,
@@ -313,6 +314,14 @@ export class Usersync {
   }
   eventStats(): Promise<EventStats> {
     return this.get("/v1/events/stats");
+  }
+  /**
+   * Clerk's event types, each with its fate (applied, projected or
+   * ignored) and its deliveries, and the unknown types received: counts
+   * of the answering process since it started (an admin key).
+   */
+  eventTypes(): Promise<EventTypes> {
+    return this.get("/v1/event-types");
   }
 
   private list<T>(path: string, q: Query): List<T> {

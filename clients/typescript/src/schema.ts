@@ -1054,6 +1054,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/event-types": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Clerk's event types, each with its fate and its deliveries since the process started (admin)
+         * @description Every type of Clerk's catalog with what usersync makes of it (applied, projected or ignored), and unknown types received. The counts are in memory, per process: since it started (since), and per instance. No delivery writes anything for them.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The catalog and the counts. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["EventTypes"];
+                    };
+                };
+                400: components["responses"]["error"];
+                401: components["responses"]["error"];
+                403: components["responses"]["error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events/{id}": {
         parameters: {
             query?: never;
@@ -3722,6 +3764,50 @@ export interface components {
             asOf: string;
             /** @description True while the database does not answer: the counts are the last ones read, at asOf. */
             stale: boolean;
+        };
+        /** @description Clerk's event types, what usersync makes of each, and the webhook deliveries of each. The counts are this process's, kept in memory since it started: they start again from 0 at a restart, and each instance behind a load balancer has its own. A delivery is counted once its signature checks and its body names a type, whatever became of it: a duplicate or a retry of the same event counts again. */
+        EventTypes: {
+            /**
+             * Format: date-time
+             * @description When this process started counting.
+             */
+            since: string;
+            /** @description Every type of Clerk's catalog, in its order. */
+            types: components["schemas"]["ClerkEventType"][];
+            /** @description Types in no row of the catalog that were received, in order of first receipt: at most 64, each at most 64 bytes of letters, digits, '.', '_' and '-'. Each is logged ("unknown event type") the first time it arrives. */
+            unknown: components["schemas"]["UnknownEventType"][];
+            /** @description Deliveries of unknown types not named in unknown: once 64 are, or a name that is too long or not of a type's shape. */
+            other: {
+                received: number;
+                /** Format: date-time */
+                lastReceivedAt: string | null;
+            };
+        };
+        ClerkEventType: {
+            /** @description Clerk's type, e.g. user.created. */
+            type: string;
+            /**
+             * @description applied: stored in the event log and applied to an object of its kind; projected: what it tells is set on an object of another kind (projects), its events stored as that kind's when kind is given; ignored: acknowledged (200, status ignored), neither stored nor applied.
+             * @enum {string}
+             */
+            fate: "applied" | "projected" | "ignored";
+            /** @description The kind whose events the type's are stored as (user, organization, membership, subscription…); absent for a type usersync does not store. */
+            kind?: string;
+            /** @description What a projected type sets, e.g. a user's lastActiveAt. */
+            projects?: string;
+            /** @description Deliveries of the type since since. */
+            received: number;
+            /**
+             * Format: date-time
+             * @description When the last arrived; null if none has.
+             */
+            lastReceivedAt: string | null;
+        };
+        UnknownEventType: {
+            type: string;
+            received: number;
+            /** Format: date-time */
+            lastReceivedAt: string | null;
         };
         WebhookResult: {
             /** @constant */

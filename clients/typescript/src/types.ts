@@ -26,6 +26,7 @@ export type Subscription = Schemas["Subscription"];
 export type PaymentAttempt = Schemas["PaymentAttempt"];
 export type Event = Schemas["Event"];
 export type EventStats = Schemas["EventStats"];
+export type EventTypes = Schemas["EventTypes"];
 
 export type UserMessage = Schemas["UserMessage"];
 export type OrganizationMessage = Schemas["OrganizationMessage"];

@@ -173,6 +173,10 @@ test("the client reads every route's data", { skip: noServer }, async () => {
   assert.deepEqual(events.map((e) => e.type), ["user.deleted", "user.updated", "user.created"]);
   assert.ok((await adminApi.event(events[0].eventId!)).payload);
   assert.ok(((await adminApi.eventStats()).status.processed ?? 0) > 0);
+  const catalog = await adminApi.eventTypes();
+  const userCreated = catalog.types.find((t) => t.type === "user.created");
+  assert.equal(userCreated?.fate, "applied");
+  assert.ok((userCreated?.received ?? 0) > 0 && userCreated?.lastReceivedAt, JSON.stringify(userCreated));
 
   // A page at a time.
   const first = await adminApi.users({ includeDeleted: true, limit: 3 }).page();
@@ -183,14 +187,17 @@ test("the client reads every route's data", { skip: noServer }, async () => {
 });
 
 test("an error carries the API's code and request id", { skip: noServer }, async () => {
-  const cases: [string, Promise<unknown>, number, string][] = [
-    ["the event log with an API key", api.eventStats(), 403, "forbidden"],
-    ["an unknown key", new Usersync(env.url, "usk_nobody").user(payerId), 401, "unauthorized"],
-    ["a page of 500", api.users({ limit: 500 }).page(), 400, "invalid_request"],
-    ["a sync without CLERK_SECRET_KEY", api.syncUser(payerId), 501, "not_configured"],
+  // Each request is sent when its case is checked: one sent before would
+  // reject with no handler yet.
+  const cases: [string, () => Promise<unknown>, number, string][] = [
+    ["the event log with an API key", () => api.eventStats(), 403, "forbidden"],
+    ["the event types with an API key", () => api.eventTypes(), 403, "forbidden"],
+    ["an unknown key", () => new Usersync(env.url, "usk_nobody").user(payerId), 401, "unauthorized"],
+    ["a page of 500", () => api.users({ limit: 500 }).page(), 400, "invalid_request"],
+    ["a sync without CLERK_SECRET_KEY", () => api.syncUser(payerId), 501, "not_configured"],
   ];
-  for (const [what, p, status, code] of cases) {
-    await assert.rejects(p, (e) => {
+  for (const [what, send, status, code] of cases) {
+    await assert.rejects(send(), (e) => {
       assert.ok(e instanceof UsersyncError, what);
       assert.equal(e.status, status, what);
       assert.equal(e.code, code, what);
