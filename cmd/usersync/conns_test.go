@@ -53,7 +53,7 @@ func TestRun_IdleConnectionsBeyondTheCapDoNotKeepAWebhookOut(t *testing.T) {
 	}
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	env := map[string]string{
-		"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": t.TempDir(),
+		"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": repotest.DataDir(t),
 		"CLERK_WEBHOOK_SECRET": secret, "USERSYNC_API_KEYS": "usk_conns_api_0123456789",
 	}
 	const maxConns = 4
@@ -298,7 +298,7 @@ func TestRun_ConnectionsThatNeverSendTheirHeadersDoNotKeepDeliveriesOut(t *testi
 	}
 	const secret, apiKey = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "usk_conns_api_0123456789"
 	env := map[string]string{
-		"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_WEBHOOK_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": t.TempDir(),
+		"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_WEBHOOK_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": repotest.DataDir(t),
 		"CLERK_WEBHOOK_SECRET": secret, "USERSYNC_API_KEYS": apiKey, "USERSYNC_CONNS_PER_ADDR": "4",
 	}
 	const maxConns = 16

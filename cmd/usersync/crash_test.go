@@ -188,7 +188,7 @@ func TestRun_AKilledProcessLosesNoStoredEvent(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				env := serverEnv("127.0.0.1:0", "USERSYNC_DATA_DIR="+t.TempDir(), "MONGODB_URI=")
+				env := serverEnv("127.0.0.1:0", "USERSYNC_DATA_DIR="+repotest.DataDir(t), "MONGODB_URI=")
 				cmd, base := startChild(t, mode, env)
 				if code, got, err := deliverTo(base, "msg_crash", body); err == nil {
 					t.Fatalf("the delivery got an answer, %d %s; want the process to die", code, got)

@@ -24,6 +24,7 @@ import (
 	svix "github.com/svix/svix-webhooks/go"
 
 	"github.com/usersync/usersync/models"
+	"github.com/usersync/usersync/repository/repotest"
 )
 
 // repoRoot is the repository's root, seen from this package.
@@ -585,7 +586,7 @@ func TestDocs_TheStatsExampleIsTheAnswerAfterOneUser(t *testing.T) {
 		t.Fatal("api.md shows no answer of GET /v1/events/stats")
 	}
 	const secret, admin = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "usk_docs_admin_key_0001"
-	base, _, _ := start(t, map[string]string{"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": t.TempDir(),
+	base, _, _ := start(t, map[string]string{"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": repotest.DataDir(t),
 		"CLERK_WEBHOOK_SECRET": secret, "USERSYNC_ADMIN_KEYS": admin})
 	body, err := os.ReadFile(filepath.Join(repoRoot, "models", "testdata", "user.created.json"))
 	if err != nil {

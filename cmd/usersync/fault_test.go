@@ -229,7 +229,7 @@ func TestFault_KilledServerLosesNoAcknowledgedEvent(t *testing.T) {
 		t.Skip("runs the embedded engine in child processes")
 	}
 	addr := freeAddr(t)
-	server := &process{t: t, mode: "serve", env: serverEnv(addr, "USERSYNC_DATA_DIR="+t.TempDir(), "MONGODB_URI=")}
+	server := &process{t: t, mode: "serve", env: serverEnv(addr, "USERSYNC_DATA_DIR="+repotest.DataDir(t), "MONGODB_URI=")}
 	server.start()
 	t.Cleanup(server.kill)
 	users, versions, kills := faultSize()

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/usersync/usersync/repository/repotest"
 )
 
 // k8sObject is what the test reads of a Kubernetes manifest: a
@@ -172,7 +174,7 @@ func TestKubernetes_ManifestsRunUsersyncAsItReadsAndServes(t *testing.T) {
 		}
 	}
 	// The probes' paths, on the main listener: what usersync serves there.
-	base, _, _ := start(t, map[string]string{"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": t.TempDir()})
+	base, _, _ := start(t, map[string]string{"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": repotest.DataDir(t)})
 	for what, p := range map[string]*k8sProbe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
 		want := map[string]string{"liveness": "/healthz", "readiness": "/readyz"}[what]
 		if p == nil || p.HTTPGet.Path != want || p.HTTPGet.Port != "http" {

@@ -30,7 +30,7 @@ func TestRun_TheWebhookApartAndTheMetricsBehindAKey(t *testing.T) {
 		metricsKey = "usk_apart_metrics_0123456789"
 	)
 	env := map[string]string{
-		"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_WEBHOOK_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": t.TempDir(),
+		"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_WEBHOOK_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": repotest.DataDir(t),
 		"CLERK_WEBHOOK_SECRET": secret, "USERSYNC_API_KEYS": apiKey, "USERSYNC_METRICS_KEY": metricsKey,
 	}
 	base, out, _ := start(t, env)
@@ -135,7 +135,7 @@ func TestRun_ConfigurationErrorsComeBeforeTheDatabaseIsOpened(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			env := map[string]string{"USERSYNC_DATA_DIR": t.TempDir()}
+			env := map[string]string{"USERSYNC_DATA_DIR": repotest.DataDir(t)}
 			for k, v := range base {
 				env[k] = v
 			}

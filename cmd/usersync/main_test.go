@@ -192,7 +192,7 @@ func TestRun_RefusesToStartWithoutWhatItNeeds(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.env["USERSYNC_DATA_DIR"] = t.TempDir()
+			tc.env["USERSYNC_DATA_DIR"] = repotest.DataDir(t)
 			tc.env["USERSYNC_ADDR"] = cmp.Or(tc.env["USERSYNC_ADDR"], "127.0.0.1:0")
 			// A server that starts after all is stopped, and fails the test.
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -218,7 +218,7 @@ func TestRun_NeverLogsSecrets(t *testing.T) {
 		t.Skip("runs the embedded engine")
 	}
 	env := map[string]string{
-		"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": t.TempDir(),
+		"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": repotest.DataDir(t),
 		"CLERK_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
 		"USERSYNC_API_KEYS":    "usk_configured_api", "USERSYNC_ADMIN_KEYS": "usk_configured_admin",
 	}

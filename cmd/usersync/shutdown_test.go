@@ -19,7 +19,7 @@ func TestServe_ShutdownEndsInTimeAndExits0WithASlowClient(t *testing.T) {
 		t.Fatalf("readTimeout %v exceeds the shutdown budget %v", readTimeout, shutdownTimeout)
 	}
 	// A budget well under readTimeout: only closing the connection ends it.
-	base, out, stop := startSeams(t, map[string]string{"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": t.TempDir()},
+	base, out, stop := startSeams(t, map[string]string{"USERSYNC_ADDR": "127.0.0.1:0", "USERSYNC_DATA_DIR": repotest.DataDir(t)},
 		seams{shutdownTimeout: time.Second})
 	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
