@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	stdsync "sync"
+	"sync/atomic"
 	"time"
 
 	svix "github.com/svix/svix-webhooks/go"
@@ -65,6 +66,9 @@ type receiver struct {
 	latency time.Duration // taken to answer each delivery (Config.EndpointLatency)
 	// changed is signalled after each recorded delivery.
 	changed chan struct{}
+	// window, once sending starts, counts the run's deliveries per window
+	// of sending.
+	window atomic.Pointer[windows]
 
 	mu         stdsync.Mutex
 	hook       *svix.Webhook // nil until the endpoint is registered
@@ -160,6 +164,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	rc.ids[id] = struct{}{}
+	rc.window.Load().add(at)
 	u := rc.users[d.Data.UserID]
 	if u == nil {
 		u = &received{ids: map[string]struct{}{}, arrivals: map[userState]time.Time{}}
@@ -349,6 +354,7 @@ type Outbound struct {
 	Waited      time.Duration // how long the run waited after the check
 	DeleteError string        // the endpoint could not be deleted
 	Hanging     *Hanging      // the endpoints that never answer (-hanging-endpoints); nil without
+	Steady      *Steady       // the backlog and what went out while sending
 	Problems    []string
 	More        int
 }

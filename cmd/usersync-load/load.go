@@ -44,21 +44,24 @@ const (
 
 // Config is one load run.
 type Config struct {
-	URL         string        // usersync's base URL; loopback addresses only
-	Secret      string        // webhook signing secret (whsec_...)
-	APIKey      string        // key for the users API
-	Template    []byte        // a Clerk user event body that events are built from
-	Users       int           // new users in the run
-	Updates     int           // user.updated events per user
-	Duplicates  float64       // fraction of events delivered a second time
-	Shuffled    float64       // fraction of users whose updates are sent at once, shuffled
-	Reads       int           // API reads, single users and list pages, half each
-	PageSize    int           // limit of a list page; 0 means 50
-	Concurrency int           // requests in flight at most; 0 means 8
-	Attempts    int           // attempts per delivery, retries included; 0 means 4
-	Timeout     time.Duration // bound of the whole run; 0 means 2 minutes
-	Seed        int64         // the mix; the same seed sends the same mix
-	RunID       string        // part of the run's user ids; "" picks a fresh one
+	URL         string  // usersync's base URL; loopback addresses only
+	Secret      string  // webhook signing secret (whsec_...)
+	APIKey      string  // key for the users API
+	Template    []byte  // a Clerk user event body that events are built from
+	Users       int     // new users in the run
+	Updates     int     // user.updated events per user
+	Duplicates  float64 // fraction of events delivered a second time
+	Shuffled    float64 // fraction of users whose updates are sent at once, shuffled
+	Reads       int     // API reads, single users and list pages, half each
+	PageSize    int     // limit of a list page; 0 means 50
+	Concurrency int     // requests in flight at most; 0 means 8
+	// Rate, if not 0, spaces the webhook's requests evenly at that many a
+	// second (a steady stream), within Concurrency in flight.
+	Rate     int
+	Attempts int           // attempts per delivery, retries included; 0 means 4
+	Timeout  time.Duration // bound of the whole run; 0 means 2 minutes
+	Seed     int64         // the mix; the same seed sends the same mix
+	RunID    string        // part of the run's user ids; "" picks a fresh one
 	// Naive says the target is the naive handler of the baseline, not
 	// usersync: its answers are not usersync's, and its end state is
 	// reported, not judged (see Report.OK).
@@ -123,6 +126,8 @@ func (c *Config) normalize() error {
 		return fmt.Errorf("%w: page size must be 1 to %d", errUsage, maxPageSize)
 	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
 		return fmt.Errorf("%w: concurrency must be 1 to %d", errUsage, maxConcurrency)
+	case c.Rate < 0 || c.Rate > maxRate:
+		return fmt.Errorf("%w: rate must be 0 (as fast as the concurrency allows) to %d a second", errUsage, maxRate)
 	case c.Attempts < 1 || c.Attempts > maxAttempts:
 		return fmt.Errorf("%w: attempts must be 1 to %d", errUsage, maxAttempts)
 	case c.Timeout < 0 || c.Timeout > maxTimeout:
@@ -240,6 +245,8 @@ type runner struct {
 
 	stats  *recorder
 	ledger *ledger
+	pace   *pacer       // with Rate
+	acked  *windows     // with Endpoint: the webhooks acknowledged, per window of sending
 	finals []finalState // the users the check read back, as it read them
 
 	cursorMu stdsync.Mutex
@@ -298,11 +305,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer cancelSend()
 	p := r.plan()
 	start := time.Now()
+	if cfg.Rate > 0 {
+		r.pace = newPacer(cfg.Rate)
+	}
+	var backlog chan []int64
+	if ep != nil {
+		r.acked = newWindows(start)
+		ep.recv.window.Store(newWindows(start))
+		backlog = make(chan []int64, 1)
+		go func() { backlog <- r.sampleBacklog(sendCtx, ep) }()
+	}
 	r.runJobs(sendCtx, p.creates)
 	r.runJobs(sendCtx, p.mixed)
 	sentAt := time.Now()
 	sent := sentAt.Sub(start)
 	cancelSend()
+	var stream *Steady
+	if ep != nil {
+		stream = steady(<-backlog, r.acked, ep.recv.window.Load(), sent)
+	}
 
 	rep := &Report{
 		RunID: cfg.RunID, Seed: cfg.Seed, URL: r.base, Config: cfg, Plan: p.counts,
@@ -313,6 +334,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if ep != nil {
 		// The wait has a bound of its own, after the run's.
 		rep.Outbound = r.awaitOutbound(parent, ep, sentAt)
+		rep.Outbound.Steady = stream
 		if hg != nil {
 			_ = hg.stop(parent) // its error is in the report
 			rep.Outbound.Hanging = hg.report()
@@ -585,6 +607,7 @@ func (r *runner) deliver(ctx context.Context, e event, dup bool, orig delivered)
 			r.ledger.problem("event %s: answer %q is not the webhook's JSON: %v", id, clip(resp), err)
 		}
 		r.ledger.ack(e, dup, orig, a, id)
+		r.acked.add(time.Now())
 		return delivered{acked: true, answer: a}
 	}
 	if sent {
@@ -614,8 +637,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// post sends one signed webhook request.
+// post sends one signed webhook request, in its slot of the steady
+// stream (Rate).
 func (r *runner) post(ctx context.Context, id string, body []byte) (code int, resp []byte, took time.Duration, err error) {
+	if r.pace != nil && !r.pace.wait(ctx) {
+		return 0, nil, 0, ctx.Err()
+	}
 	now := time.Now()
 	sig, err := r.hook.Sign(id, now, body)
 	if err != nil {

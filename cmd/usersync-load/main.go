@@ -8,7 +8,7 @@
 // exists.
 //
 //	go run ./cmd/usersync-load [-url http://127.0.0.1:8080] [-users 100] [-updates 3]
-//	    [-duplicates 0.1] [-shuffled 0.25] [-reads 200] [-concurrency 8] [-timeout 2m] [-seed N]
+//	    [-duplicates 0.1] [-shuffled 0.25] [-reads 200] [-concurrency 8] [-rate 0] [-timeout 2m] [-seed N]
 //	    [-baseline mongodb://...] [-endpoint [-endpoint-wait 60s] [-hanging-endpoints 0]]
 //
 // Run it from the repository root: events are built from
@@ -41,6 +41,12 @@
 // run with USERSYNC_ENDPOINTS_ALLOW_PRIVATE=true to deliver to a loopback
 // address. The report gains an outbound section; a user not received in
 // its final state, or a signature that does not verify, fails the check.
+// With -rate N, the webhook's requests are spaced evenly at N a second (a
+// steady stream) instead of sent as fast as -concurrency allows. With
+// -endpoint, the outbound section also says, while the load was sent, the
+// endpoint's backlog read every second (its trend, and whether it grew by
+// more than a second of the acknowledged webhooks) and, per 5 s window,
+// the deliveries received against the webhooks acknowledged.
 // With -hanging-endpoints N as well, the program also registers N
 // endpoints on one more loopback server that reads each delivery and never
 // answers it (it holds the request until usersync gives up or the run
@@ -171,6 +177,7 @@ func parseArgs(args []string, getenv func(string) string, out io.Writer) (cmdLin
 	fs.IntVar(&cfg.Reads, "reads", 200, "API reads during the updates: single users and list pages, half each")
 	fs.IntVar(&cfg.PageSize, "page-size", 50, "limit of each list page read")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 8, "requests in flight at most")
+	fs.IntVar(&cfg.Rate, "rate", 0, "webhook requests a second, evenly spaced (a steady stream); 0 sends them as fast as -concurrency allows")
 	fs.IntVar(&cfg.Attempts, "attempts", 4, "attempts per delivery: one, then retries after a 5xx or a transport error")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "bound of the whole run; the last quarter is kept for the check")
 	fs.Int64Var(&seed, "seed", 0, "seed of the mix; 0 picks one (printed, to run the same mix again)")

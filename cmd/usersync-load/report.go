@@ -211,6 +211,9 @@ func (r *Report) printOutbound(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  final state: %d of %d users received; lag %s from the end of sending to the last (waited %s after the check)\n",
 		o.Received, o.Users, lag, o.Waited.Round(time.Millisecond))
+	if st := o.Steady; st != nil {
+		st.print(w)
+	}
 	if len(o.AfterAck) > 0 {
 		sorted := slices.Clone(o.AfterAck)
 		slices.Sort(sorted)
