@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	stdsync "sync"
 	"testing"
 
 	"github.com/usersync/usersync/models"
@@ -55,13 +56,30 @@ func TestOutbound_ADisabledEndpointEnabledAgainReceivesEachObjectsNewestState(t 
 		t.Fatalf("disable: %s", r)
 	}
 	const users = 1000
-	for i := range users {
-		u := clerkUser{ID: fmt.Sprintf("user_away%04d", i), UpdatedAt: t0, First: "first"}
-		h.mustDeliver(newID(), userBody(t, "user.created", u))
-		if i%2 == 0 {
-			u.UpdatedAt, u.First = t0+1000, "second"
-			h.mustDeliver(newID(), userBody(t, "user.updated", u))
-		}
+	// Eight senders, as Clerk's deliveries come several at once; each
+	// user's events in order, from one of them.
+	var wg stdsync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < users; i += 8 {
+				u := clerkUser{ID: fmt.Sprintf("user_away%04d", i), UpdatedAt: t0, First: "first"}
+				bodies := [][]byte{userBody(t, "user.created", u)}
+				if i%2 == 0 {
+					u.UpdatedAt, u.First = t0+1000, "second"
+					bodies = append(bodies, userBody(t, "user.updated", u))
+				}
+				for _, b := range bodies {
+					if r := h.deliver(newID(), b); r.Code != http.StatusOK {
+						t.Errorf("deliver %s's event: %s", u.ID, r)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
 	}
 	if ms := h.drain(app, 3); len(ms) != 0 {
 		t.Fatalf("a disabled endpoint received %d messages", len(ms))
