@@ -120,7 +120,11 @@ func testSessionLastActiveFollowsTheNewestActivity(t *testing.T, s repository.St
 	// stays, whichever event id is larger).
 	created := change("", "msg_created", 5*time.Second, "")
 	steps := []func(string) models.Change{
-		func(id string) models.Change { c := created; c.UserID, c.EventID = id, sid(id, "msg_created"); return c },
+		func(id string) models.Change {
+			c := created
+			c.UserID, c.EventID = id, sid(id, "msg_created")
+			return c
+		},
 		func(id string) models.Change { return session(id, sid(id, "msg_s10"), 10*time.Second, nil) },
 		func(id string) models.Change { return session(id, sid(id, "msg_s30"), 30*time.Second, nil) },
 		func(id string) models.Change {
