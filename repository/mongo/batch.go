@@ -229,15 +229,24 @@ func (s *Store) applyBatch(ctx context.Context, fresh []*delivery) {
 		for i, o := range ops {
 			writes[i] = mongo.NewUpdateOneModel().SetFilter(o.filter).SetUpdate(o.update).SetUpsert(true)
 		}
-		_, err := coll.BulkWrite(ctx, writes, options.BulkWrite().SetOrdered(false))
+		res, err := coll.BulkWrite(ctx, writes, options.BulkWrite().SetOrdered(false))
 		failed, ok := writeErrors(err)
 		if !ok {
 			continue
 		}
 		for i, o := range ops {
-			if _, refused := failed[i]; !refused {
-				o.r.d.Outcome = models.OutcomeApplied
+			if _, refused := failed[i]; refused {
+				continue
 			}
+			if _, inserted := upserted(res)[int64(i)]; inserted && coll == s.users.coll {
+				// A new user reads back the activity of its session
+				// events stored before it (sessions.go); if it cannot,
+				// the delivery goes on alone.
+				if s.users.catchUpActivity(ctx, o.r.ch.(models.UserChange).UserID) != nil {
+					continue
+				}
+			}
+			o.r.d.Outcome = models.OutcomeApplied
 		}
 	}
 }
@@ -280,6 +289,14 @@ func (s *Store) storeBatch(ctx context.Context, fresh []*delivery) {
 			r.step, r.d = stepFound, models.Delivered{}
 		}
 	}
+}
+
+// upserted are the writes of a bulkWrite that inserted, by index.
+func upserted(res *mongo.BulkWriteResult) map[int64]any {
+	if res == nil {
+		return nil
+	}
+	return res.UpsertedIDs
 }
 
 // writeErrors says which writes of an unordered insertMany or bulkWrite
