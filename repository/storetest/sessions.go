@@ -252,3 +252,39 @@ func testSessionCreatesAnUnknownUserOnlyFromItsState(t *testing.T, s repository.
 		t.Errorf("outbox of the user = %v, want msg_f1 and msg_f2 only", sent)
 	}
 }
+
+func testSessionEventsAreErasedWithTheirUser(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	var ids []string
+	deliverBody := func(ch models.Change) {
+		ev := userEvent(models.UserChange{})
+		switch c := ch.(type) {
+		case models.SessionChange:
+			ev = sessionEvent(c)
+		case models.UserChange:
+			ev = userEvent(c)
+		}
+		ev.RawBody = []byte(`{"data":{"latest_activity":{"ip_address":"192.0.2.1","city":"Lyon"}}}`)
+		d, err := s.Deliver(ctx, ev, ch, sessionNow)
+		if err != nil {
+			t.Fatalf("Deliver(%s): %v", ev.EventID, err)
+		}
+		ids = append(ids, d.Event.ID)
+	}
+	// A session before the user is known, one of the user, its deletion,
+	// and one after it.
+	deliverBody(session("user_ses", "msg_es1", time.Second, nil))
+	deliverBody(change("user_ses", "msg_es2", 2*time.Second, ""))
+	deliverBody(session("user_ses", "msg_es3", 3*time.Second, nil))
+	deliverBody(deletion("user_ses", "msg_es4", 4*time.Second))
+	deliverBody(session("user_ses", "msg_es5", 5*time.Second, nil))
+	res, err := s.EraseDeletedBefore(ctx, t0.Add(time.Hour), t0.Add(time.Hour))
+	if err != nil || res.Users != 1 || res.Events != len(ids) {
+		t.Errorf("erasure = %+v, %v; want 1 user, %d events", res, err, len(ids))
+	}
+	for _, id := range ids {
+		if ev := getEvent(t, s, id); len(ev.RawBody) != 0 || ev.ErasedAt == nil {
+			t.Errorf("event %s (%s) after erasure: body %q", id, ev.Type, ev.RawBody)
+		}
+	}
+}

@@ -37,6 +37,7 @@ func Run(t *testing.T, open Opener) {
 		{"Sessions_LastActiveAtFollowsTheNewestActivityInEveryOrderAndSendsNothing", testSessionLastActiveFollowsTheNewestActivity},
 		{"Sessions_NeverMoveADeletedUserInEveryOrder", testSessionNeverMovesADeletedUser},
 		{"Sessions_CreateAnUnknownUserOnlyFromACompleteStateAndApplyANewerOne", testSessionCreatesAnUnknownUserOnlyFromItsState},
+		{"Sessions_TheirEventsAreErasedWithTheirDeletedUser", testSessionEventsAreErasedWithTheirUser},
 		{"Organizations_OrderingAndTombstones", testOrgOrdering},
 		{"Organizations_EveryOrderOfDeliveryEndsTheSame", testOrgEveryOrder},
 		{"Organizations_ListPagesAndSlug", testOrgList},
