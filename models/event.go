@@ -87,7 +87,7 @@ const (
 )
 
 // Outcomes are every outcome, in the order stats list them.
-var Outcomes = []Outcome{OutcomeApplied, OutcomeStale, OutcomeDeleted, OutcomeIgnored, OutcomeActive}
+var Outcomes = []Outcome{OutcomeApplied, OutcomeStale, OutcomeDeleted, OutcomeIgnored, OutcomeActivity}
 
 // ReadOutcome is the outcome a stored outcome (or a name given for one)
 // means: OutcomeDeletedUserLegacy is OutcomeDeleted, and any other value

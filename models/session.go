@@ -28,9 +28,9 @@ var sessionTypes = []TypeSpec{
 	{TypeSessionRemoved, EventSession}, {TypeSessionRevoked, EventSession},
 }
 
-// OutcomeActive: a session event moved its user's lastActiveAt, and
+// OutcomeActivity: a session event moved its user's lastActiveAt, and
 // nothing else (the user state it carried, if any, was not newer).
-const OutcomeActive Outcome = "active"
+const OutcomeActivity Outcome = "activity"
 
 // SessionChange is what a session event says of its user: the session's
 // activity time and, when the event embeds a complete user, that user's
@@ -232,7 +232,7 @@ func (d SessionDecision) Outcome(known bool) Outcome {
 	case d.State == DecideCreate || d.State == DecideUpdate || d.State == DecideUnchanged:
 		return OutcomeApplied
 	case d.Active:
-		return OutcomeActive
+		return OutcomeActivity
 	case !known:
 		return OutcomeIgnored
 	}

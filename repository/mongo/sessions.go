@@ -34,7 +34,7 @@ var sessionTypes = func() bson.A {
 //   - OutcomeApplied when the user state it embeds applied (the user
 //     created or updated, its activity with it; also when this very event
 //     had been applied before);
-//   - OutcomeActive when it moved only the user's lastActiveAt;
+//   - OutcomeActivity when it moved only the user's lastActiveAt;
 //   - OutcomeDeleted when the user is deleted;
 //   - OutcomeIgnored when the user is unknown and the event carries no
 //     state to create it with (the user's creation reads its activity back
@@ -58,7 +58,7 @@ func (u *Users) ApplySession(ctx context.Context, ch models.SessionChange, now t
 		return "", fmt.Errorf("apply event %s to user %s: %w", ch.EventID, ch.UserID, err)
 	}
 	if moved {
-		return models.OutcomeActive, nil
+		return models.OutcomeActivity, nil
 	}
 	cur, err := u.state(ctx, docID(ch.UserID))
 	switch {
