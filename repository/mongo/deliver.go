@@ -94,7 +94,7 @@ func (s *Store) deliverOne(ctx context.Context, ev models.Event, ch models.Chang
 var oneWrites = map[models.Kind]func(s *Store, ch models.Change, now time.Time) (coll *mongo.Collection, filter, update bson.D, ok bool){
 	models.KindUser: func(s *Store, ch models.Change, now time.Time) (*mongo.Collection, bson.D, bson.D, bool) {
 		u, ok := ch.(models.UserChange)
-		if !ok || u.Deleted { // a session event (sessions.go), or a deletion
+		if !ok || u.Deleted { // a session event (the batch writes its own), or a deletion
 			return nil, nil, nil, false
 		}
 		w, err := newUserWrite(u, now)

@@ -109,19 +109,32 @@ func (w userWrite) again(ch models.UserChange, now time.Time) (userWrite, error)
 // was active at or after at. updatedAt stays: it is not a change of the
 // user.
 func (u *Users) setActivity(ctx context.Context, userID string, at time.Time) (moved bool, err error) {
-	at = at.UTC()
-	res, err := updateOne(ctx, u.coll, bson.D{
-		{Key: "_id", Value: docID(userID)},
-		{Key: "deletedAt", Value: nil},
-		{Key: "$or", Value: bson.A{
-			bson.D{{Key: "lastActiveAt", Value: nil}},
-			bson.D{{Key: "lastActiveAt", Value: bson.D{{Key: "$lt", Value: at}}}},
-		}},
-	}, bson.D{{Key: "$set", Value: bson.D{{Key: "lastActiveAt", Value: at}}}})
+	filter, update := activityWrite(userID, at)
+	res, err := updateOne(ctx, u.coll, filter, update)
 	if err != nil {
 		return false, fmt.Errorf("set the user's activity: %w", translate(err))
 	}
 	return res.MatchedCount > 0, nil
+}
+
+// activityWrite is the conditional write that moves the active user's
+// lastActiveAt to at, never backwards, by _id. In a batch (batch.go) it
+// is an upsert, as every write there: the user was read, so it never
+// inserts; a user that no longer matches refuses it by _id, and the
+// delivery goes on alone.
+func activityWrite(userID string, at time.Time) (filter, update bson.D) {
+	at = at.UTC()
+	return bson.D{
+			{Key: "_id", Value: docID(userID)},
+			{Key: "userId", Value: userID},
+			{Key: "deletedAt", Value: nil},
+			{Key: "$or", Value: bson.A{
+				bson.D{{Key: "lastActiveAt", Value: nil}},
+				bson.D{{Key: "lastActiveAt", Value: bson.D{{Key: "$lt", Value: at}}}},
+			}},
+		}, bson.D{
+			{Key: "$set", Value: bson.D{{Key: "lastActiveAt", Value: at}}},
+		}
 }
 
 // catchUpActivity gives a user just created the newest activity of its
