@@ -144,7 +144,7 @@ func activityWrite(userID string, at time.Time) (filter, update bson.D) {
 // userId_1_receivedAt_-1__id_-1 index (a session event is stored before
 // it is applied, so one of the two writes sees the other).
 func (u *Users) catchUpActivity(ctx context.Context, userID string) error {
-	cur, err := u.events.Find(ctx, bson.D{{Key: "userId", Value: userID}, {Key: "type", Value: bson.D{{Key: "$in", Value: sessionTypes}}}},
+	cur, err := u.events.Find(ctx, sessionEventsFilter(userID),
 		options.Find().SetProjection(bson.D{{Key: "sourceTimestamp", Value: 1}}).SetHint(userEventsIndex))
 	if err != nil {
 		return fmt.Errorf("read the user's session events: %w", translate(err))
@@ -166,6 +166,11 @@ func (u *Users) catchUpActivity(ctx context.Context, userID string) error {
 	}
 	_, err = u.setActivity(ctx, userID, *newest)
 	return err
+}
+
+// sessionEventsFilter selects the session events of userID.
+func sessionEventsFilter(userID string) bson.D {
+	return bson.D{{Key: "userId", Value: userID}, {Key: "type", Value: bson.D{{Key: "$in", Value: sessionTypes}}}}
 }
 
 // userEventsIndex is the event log's index of a user's events.
