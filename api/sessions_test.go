@@ -1,10 +1,15 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/usersync/usersync/models"
 )
 
 // sessionBody is a session event of type typ for the user of u, active at
@@ -145,5 +150,36 @@ func TestSessions_AnInvalidSessionIsStoredFailedWithItsUser(t *testing.T) {
 	}
 	if ev := h.event("msg_sess3"); ev["status"] != "failed" || ev["userId"] != "user_sess3" {
 		t.Errorf("stored event = %v, want failed, of user_sess3", ev)
+	}
+}
+
+// TestSessions_AFailedSessionEventIsReplayedAsDelivered: a session event
+// whose apply failed is stored, failed, under its user, and an admin's
+// replay applies it on the delivery's path.
+func TestSessions_AFailedSessionEventIsReplayedAsDelivered(t *testing.T) {
+	t.Parallel()
+	var failed atomic.Bool
+	h := newHarness(t, func(o *harnessOptions) {
+		o.beforeApply = func(_ context.Context, ch models.Change) error {
+			if _, ok := ch.(models.SessionChange); ok && failed.CompareAndSwap(false, true) {
+				return errors.New("the disk hiccuped")
+			}
+			return nil
+		}
+	})
+	base := time.Now().Add(-time.Hour).UnixMilli()
+	u := clerkUser{ID: "user_sess4", UpdatedAt: base, Email: "s4@example.com", First: "Ada"}
+	h.mustDeliver("msg_sess4_created", userBody(t, "user.created", u))
+	if r := h.deliver("msg_sess4_a", sessionBody(t, "session.created", &u, u.ID, base+5000, nil)); r.Code < 500 {
+		t.Fatalf("a session event whose apply failed: %s, want a 5xx", r)
+	}
+	if ev := h.event("msg_sess4_a"); ev["status"] != "failed" || ev["userId"] != "user_sess4" {
+		t.Fatalf("stored event = %v, want failed, of user_sess4", ev)
+	}
+	if r := h.send("POST", "/v1/events/msg_sess4_a/replay", ""); r.Code != 200 || r.JSON(t)["outcome"] != "activity" {
+		t.Errorf("replay = %s, want 200, outcome activity", r)
+	}
+	if want := time.UnixMilli(base + 5000).UTC().Format("2006-01-02T15:04:05.000Z07:00"); h.user(u.ID)["lastActiveAt"] != want {
+		t.Errorf("lastActiveAt after the replay = %v, want %s", h.user(u.ID)["lastActiveAt"], want)
 	}
 }

@@ -288,3 +288,22 @@ func testSessionEventsAreErasedWithTheirUser(t *testing.T, s repository.Store) {
 		}
 	}
 }
+
+func testSessionStoredEventIsReappliedAsDelivered(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	deliverAt(t, s, change("user_sr", "msg_sr0", time.Second, ""), userNow)
+	// Stored, not applied (a crash after the store, or a failed apply):
+	// the sweep or a replay applies it as its delivery would have.
+	ch := session("user_sr", "msg_sr1", 10*time.Second, nil)
+	ev := record(t, s, sessionEvent(ch))
+	d, err := s.Reapply(ctx, ev, ch, sessionNow)
+	if err != nil || d.Outcome != models.OutcomeActivity || d.Event.Status != models.StatusProcessed {
+		t.Fatalf("Reapply = %s, %s, %v; want processed, outcome %s", d.Outcome, d.Event.Status, err, models.OutcomeActivity)
+	}
+	if got := getEvent(t, s, ev.ID); got.Status != models.StatusProcessed || got.Outcome != models.OutcomeActivity {
+		t.Errorf("the event = %s, %s; want processed, %s", got.Status, got.Outcome, models.OutcomeActivity)
+	}
+	if u, want := get(t, s, "user_sr"), t0.Add(10*time.Second); !sameTime(u.LastActiveAt, &want) || !u.UpdatedAt.Equal(userNow) {
+		t.Errorf("user = last active %s, updated %s; want %s, %s", timeString(u.LastActiveAt), u.UpdatedAt, timeString(&want), userNow)
+	}
+}

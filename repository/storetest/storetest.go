@@ -38,6 +38,7 @@ func Run(t *testing.T, open Opener) {
 		{"Sessions_NeverMoveADeletedUserInEveryOrder", testSessionNeverMovesADeletedUser},
 		{"Sessions_CreateAnUnknownUserOnlyFromACompleteStateAndApplyANewerOne", testSessionCreatesAnUnknownUserOnlyFromItsState},
 		{"Sessions_TheirEventsAreErasedWithTheirDeletedUser", testSessionEventsAreErasedWithTheirUser},
+		{"Sessions_AStoredSessionEventIsAppliedByTheSweepOrAReplayAsDelivered", testSessionStoredEventIsReappliedAsDelivered},
 		{"Organizations_OrderingAndTombstones", testOrgOrdering},
 		{"Organizations_EveryOrderOfDeliveryEndsTheSame", testOrgEveryOrder},
 		{"Organizations_ListPagesAndSlug", testOrgList},
