@@ -248,6 +248,7 @@ func (s *Store) applyBatch(ctx context.Context, fresh []*delivery) {
 		byColl[coll] = append(byColl[coll], op{r: r, id: filter[0].Value.(bson.ObjectID), filter: filter, update: update,
 			outcome: models.OutcomeApplied})
 	}
+	var created []*delivery // users the batch inserted
 	for coll, ops := range byColl {
 		slices.SortFunc(ops, func(a, b op) int { return bytes.Compare(a.id[:], b.id[:]) })
 		writes := make([]mongo.WriteModel, len(ops))
@@ -263,16 +264,25 @@ func (s *Store) applyBatch(ctx context.Context, fresh []*delivery) {
 			if _, refused := failed[i]; refused {
 				continue
 			}
-			if _, inserted := upserted(res)[int64(i)]; inserted && coll == s.users.coll {
-				// A new user reads back the activity of its session
-				// events stored before it (sessions.go); if it cannot,
-				// the delivery goes on alone. (A session's write never
-				// inserts: its user was read.)
-				if s.users.catchUpActivity(ctx, o.r.ch.(models.UserChange).UserID) != nil {
-					continue
-				}
-			}
 			o.r.d.Outcome = o.outcome
+			if _, inserted := upserted(res)[int64(i)]; inserted && coll == s.users.coll {
+				created = append(created, o.r) // a session's write never inserts: its user was read
+			}
+		}
+	}
+	if len(created) == 0 {
+		return
+	}
+	// New users read back the activity of their session events stored
+	// before them (sessions.go), one find for the batch; if they cannot,
+	// they go on alone (their write is done: the alone path finds it).
+	ids := make([]string, len(created))
+	for i, r := range created {
+		ids[i] = r.ch.(models.UserChange).UserID
+	}
+	if s.users.catchUpActivity(ctx, ids...) != nil {
+		for _, r := range created {
+			r.d.Outcome = ""
 		}
 	}
 }

@@ -110,8 +110,8 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		qs = append(qs, query{f.name, find(users, filter, mongo.ChangesOrder)})
 	}
 	userID := mongo.DocIDForTest("user_1")
-	sessionEvents := func(userID string) bson.D {
-		filter, index := mongo.SessionEventsFilter(userID)
+	sessionEvents := func(userIDs ...string) bson.D {
+		filter, index := mongo.SessionEventsFilter(userIDs...)
 		return append(find(events, filter, nil), bson.E{Key: "hint", Value: index})
 	}
 	qs = append(qs,
@@ -121,6 +121,7 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		query{"a session's user state write", update(users, mongo.SessionWriteFilter(sessionChange("user_1", "msg_3", now)))},
 		query{"a batch's session users", find(users, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{userID}}}}}, nil)},
 		query{"a new user's session events", sessionEvents("user_1")},
+		query{"a batch's new users' session events", sessionEvents("user_1", "user_2")},
 		query{"event by _id (Record's read, Get)", find(events, byID(oid), nil)},
 		query{"event by eventId (Get)", find(events, bson.D{{Key: "eventId", Value: "msg_1"}}, nil)},
 	)

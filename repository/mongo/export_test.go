@@ -270,6 +270,6 @@ func SessionWriteFilter(ch models.SessionChange) bson.D {
 
 // SessionEventsFilter is the find of a new user's session events, and
 // the index it names.
-func SessionEventsFilter(userID string) (bson.D, string) {
-	return sessionEventsFilter(userID), userEventsIndex
+func SessionEventsFilter(userIDs ...string) (bson.D, string) {
+	return sessionEventsFilter(userIDs...), userEventsIndex
 }

@@ -137,40 +137,51 @@ func activityWrite(userID string, at time.Time) (filter, update bson.D) {
 		}
 }
 
-// catchUpActivity gives a user just created the newest activity of its
-// session events stored before it existed (the event log keeps them until
-// retention deletes them), so that lastActiveAt is the same in every
-// order of arrival: the user's events, through the
-// userId_1_receivedAt_-1__id_-1 index (a session event is stored before
-// it is applied, so one of the two writes sees the other).
-func (u *Users) catchUpActivity(ctx context.Context, userID string) error {
-	cur, err := u.events.Find(ctx, sessionEventsFilter(userID),
-		options.Find().SetProjection(bson.D{{Key: "sourceTimestamp", Value: 1}}).SetHint(userEventsIndex))
+// catchUpActivity gives users just created the newest activity of their
+// session events stored before they existed (the event log keeps them
+// until retention deletes them), so that lastActiveAt is the same in
+// every order of arrival: one find of the users' events, through the
+// userId_1_receivedAt_-1__id_-1 index, then a write for each user that
+// has any (a session event is stored before it is applied, so of the
+// session's write and the user's creation one sees the other).
+func (u *Users) catchUpActivity(ctx context.Context, userIDs ...string) error {
+	cur, err := u.events.Find(ctx, sessionEventsFilter(userIDs...),
+		options.Find().SetProjection(bson.D{{Key: "userId", Value: 1}, {Key: "sourceTimestamp", Value: 1}}).SetHint(userEventsIndex))
 	if err != nil {
-		return fmt.Errorf("read the user's session events: %w", translate(err))
+		return fmt.Errorf("read the users' session events: %w", translate(err))
 	}
 	var docs []struct {
+		UserID          string     `bson:"userId"`
 		SourceTimestamp *time.Time `bson:"sourceTimestamp"`
 	}
 	if err := cur.All(ctx, &docs); err != nil {
-		return fmt.Errorf("read the user's session events: %w", translate(err))
+		return fmt.Errorf("read the users' session events: %w", translate(err))
 	}
-	var newest *time.Time
+	newest := map[string]time.Time{}
 	for _, d := range docs {
-		if d.SourceTimestamp != nil && (newest == nil || d.SourceTimestamp.After(*newest)) {
-			newest = d.SourceTimestamp
+		if d.SourceTimestamp != nil && d.SourceTimestamp.After(newest[d.UserID]) {
+			newest[d.UserID] = *d.SourceTimestamp
 		}
 	}
-	if newest == nil {
-		return nil
+	for userID, at := range newest {
+		if _, err := u.setActivity(ctx, userID, at); err != nil {
+			return err
+		}
 	}
-	_, err = u.setActivity(ctx, userID, *newest)
-	return err
+	return nil
 }
 
-// sessionEventsFilter selects the session events of userID.
-func sessionEventsFilter(userID string) bson.D {
-	return bson.D{{Key: "userId", Value: userID}, {Key: "type", Value: bson.D{{Key: "$in", Value: sessionTypes}}}}
+// sessionEventsFilter selects the session events of userIDs.
+func sessionEventsFilter(userIDs ...string) bson.D {
+	user := bson.E{Key: "userId", Value: userIDs[0]}
+	if len(userIDs) > 1 {
+		in := make(bson.A, len(userIDs))
+		for i, id := range userIDs {
+			in[i] = id
+		}
+		user.Value = bson.D{{Key: "$in", Value: in}}
+	}
+	return bson.D{user, {Key: "type", Value: bson.D{{Key: "$in", Value: sessionTypes}}}}
 }
 
 // userEventsIndex is the event log's index of a user's events.

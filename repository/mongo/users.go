@@ -241,6 +241,9 @@ func (u *Users) write(ctx context.Context, w userWrite) (models.Outcome, error) 
 		return "", err
 	}
 	d := w.decide(cur.version())
+	if d == models.DecideUnchanged && !w.ch.Deleted {
+		return outcomeCreated, nil
+	}
 	if !d.Writes() {
 		return d.Outcome(), u.keepErasable(ctx, d, cur)
 	}
@@ -334,8 +337,11 @@ func (u *Users) keepErasable(ctx context.Context, d models.Decision, cur userDoc
 	return u.rearmErasure(ctx, cur.UserID, due)
 }
 
-// outcomeCreated is write's word for applied by inserting the user, which
-// then reads back its activity (sessions.go); never an event's outcome.
+// outcomeCreated is write's word for applied by inserting the user, or
+// found applied by this very event before (a retry: the insert may have
+// been its own, and a crash may have come before what follows it); the
+// user then reads back its activity (sessions.go). Never an event's
+// outcome.
 const outcomeCreated models.Outcome = "created"
 
 // userWrite is ch as the write of Apply.
