@@ -113,7 +113,7 @@ func TestEvents_ListFiltersAndPagesNewestFirst(t *testing.T) {
 			t.Errorf("GET /v1/events?%s lists %d events, want %d", query, got, want)
 		}
 	}
-	for _, bad := range []string{"status=done", "eventType=session", "since=yesterday", "cursor=x", "limit=0"} {
+	for _, bad := range []string{"status=done", "eventType=sessions", "since=yesterday", "cursor=x", "limit=0"} {
 		if r := h.get("/v1/events?"+bad, testAdminKey); r.Code != http.StatusBadRequest {
 			t.Errorf("GET /v1/events?%s = %s, want 400", bad, r)
 		}
@@ -163,7 +163,7 @@ func TestEvents_StatsCountPerStatusAndOutcome(t *testing.T) {
 	delete(got, "asOf")
 	want := map[string]any{
 		"status":  map[string]any{"stored": 0.0, "processed": 4.0, "failed": 1.0, "discarded": 0.0},
-		"outcome": map[string]any{"applied": 2.0, "stale": 1.0, "deleted": 1.0, "ignored": 0.0},
+		"outcome": map[string]any{"applied": 2.0, "stale": 1.0, "deleted": 1.0, "ignored": 0.0, "activity": 0.0},
 		"gaveUp":  1.0,
 		"kind": map[string]any{
 			"user":         map[string]any{"stored": 0.0, "failed": 1.0, "gaveUp": 1.0},

@@ -84,7 +84,7 @@ func TestMetrics_CountWebhooksEventsAndRequests(t *testing.T) {
 	body := userBody(t, "user.created", clerkUser{ID: "user_m", UpdatedAt: t0})
 	h.mustDeliver(id, body)
 	h.mustDeliver(id, body)
-	h.mustDeliver(newID(), fixture(t, "session.created.json"))
+	h.mustDeliver(newID(), []byte(`{"type":"role.created","object":"event","data":{"id":"role_1","object":"role"}}`))
 	h.post(body, sign(t, otherSecret, newID(), time.Now(), body))
 	h.deliver(newID(), []byte(`{"type":"user.updated","data":{"id":"user_bad"}}`))
 

@@ -162,7 +162,7 @@ func TestWebhook_IgnoredEventsAreCountedByClerksTypeOnly(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	exposition := string(h.get("/metrics", "").Body)
-	for _, typ := range []string{"session.created", "organizationInvitation.accepted", "other"} {
+	for _, typ := range []string{"role.created", "organizationInvitation.accepted", "other"} {
 		if v := metricValue(t, exposition, fmt.Sprintf(`usersync_webhook_ignored_total{type=%q}`, typ)); v != 0 {
 			t.Errorf("%s ignored before any delivery = %v", typ, v)
 		}
@@ -173,13 +173,13 @@ func TestWebhook_IgnoredEventsAreCountedByClerksTypeOnly(t *testing.T) {
 			t.Errorf("%s, a type usersync stores, has an ignored series", typ)
 		}
 	}
-	h.mustDeliver(newID(), fixture(t, "session.created.json"))
+	h.mustDeliver(newID(), []byte(`{"type":"role.created","object":"event","data":{"id":"role_1","object":"role"}}`))
 	for i := range 50 {
 		h.mustDeliver(newID(), []byte(fmt.Sprintf(`{"type":"made.up.%d","data":{}}`, i)))
 	}
 	exposition = string(h.get("/metrics", "").Body)
-	if v := metricValue(t, exposition, `usersync_webhook_ignored_total{type="session.created"}`); v != 1 {
-		t.Errorf("session.created ignored = %v, want 1", v)
+	if v := metricValue(t, exposition, `usersync_webhook_ignored_total{type="role.created"}`); v != 1 {
+		t.Errorf("role.created ignored = %v, want 1", v)
 	}
 	if v := metricValue(t, exposition, `usersync_webhook_ignored_total{type="other"}`); v != 50 {
 		t.Errorf("other ignored = %v, want 50", v)

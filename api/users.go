@@ -25,6 +25,9 @@ type userJSON struct {
 	PhoneNumber  *string `json:"phoneNumber"`
 	ExternalID   *string `json:"externalId"`
 	LastSignInAt *string `json:"lastSignInAt"`
+	// LastActiveAt is the newest activity of the user's sessions (Clerk's
+	// session events); null when none told of one.
+	LastActiveAt *string `json:"lastActiveAt"`
 	Banned       bool    `json:"banned"`
 	Locked       bool    `json:"locked"`
 	// Deprovisioned: off-boarded by Directory Sync; such a user is out of
@@ -86,6 +89,7 @@ func newUserJSON(u models.User) userJSON {
 		PhoneNumber:     optString(u.PhoneNumber),
 		ExternalID:      optString(u.ExternalID),
 		LastSignInAt:    optTime(u.LastSignInAt),
+		LastActiveAt:    optTime(u.LastActiveAt),
 		Banned:          u.Banned,
 		Locked:          u.Locked,
 		Deprovisioned:   u.Deprovisioned,

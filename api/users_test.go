@@ -137,7 +137,7 @@ func TestUsers_ShapeIsTheDataModel(t *testing.T) {
 	h.mustDeliver(newID(), fixture(t, "user.created.multi-email.json"))
 	u := h.get("/v1/users/user_2SS3GNsVEHibIcFNY6OA4j9lef2", testAPIKey).JSON(t)
 	fields := []string{"userId", "email", "displayName", "metadata",
-		"firstName", "lastName", "username", "imageUrl", "phoneNumber", "externalId", "lastSignInAt", "banned", "locked",
+		"firstName", "lastName", "username", "imageUrl", "phoneNumber", "externalId", "lastSignInAt", "lastActiveAt", "banned", "locked",
 		"deprovisioned", "sourceCreatedAt", "createdAt", "updatedAt", "deletedAt"}
 	for _, k := range fields {
 		if _, ok := u[k]; !ok {

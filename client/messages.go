@@ -50,8 +50,9 @@ type Message struct {
 	// Changed names the fields of Data that differ from the last state
 	// the endpoint received of the object; every field the first time.
 	Changed []string
-	// Origin is what applied the change: webhook, sweep, replay,
-	// backfill, reconcile, sync, cascade or resync (test for TypeTest).
+	// Origin is what applied the change: webhook, session (a Clerk
+	// session event's embedded user), sweep, replay, backfill, reconcile,
+	// sync, cascade or resync (test for TypeTest).
 	Origin string
 	// Data is the object's state as sent: as the REST API shows it to
 	// an admin (a deleted object: its tombstone).

@@ -41,7 +41,7 @@ func signed(t *testing.T, secret, id string, ts time.Time, body []byte) http.Hea
 
 const userMessage = `{"type":"user.updated","timestamp":"2026-11-27T10:15:02.114Z","data":{"userId":"user_2abc","email":"ada@example.com",` +
 	`"displayName":"Ada","metadata":{},"firstName":"Ada","lastName":null,"username":null,"imageUrl":null,"phoneNumber":null,` +
-	`"externalId":null,"lastSignInAt":null,"banned":false,"locked":false,"deprovisioned":false,"sourceCreatedAt":null,` +
+	`"externalId":null,"lastSignInAt":null,"lastActiveAt":null,"banned":false,"locked":false,"deprovisioned":false,"sourceCreatedAt":null,` +
 	`"createdAt":"2026-11-27T10:15:01.870Z","updatedAt":"2026-11-27T10:15:01.870Z","deletedAt":null},"changed":["email"],"origin":"webhook"}`
 
 // TestVerifier_VerifiesWhatSvixSigns: a message svix's library signs

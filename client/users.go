@@ -22,8 +22,12 @@ type User struct {
 	PhoneNumber  *string         `json:"phoneNumber"`
 	ExternalID   *string         `json:"externalId"`
 	LastSignInAt *time.Time      `json:"lastSignInAt"`
-	Banned       bool            `json:"banned"`
-	Locked       bool            `json:"locked"`
+	// LastActiveAt is the newest activity of the user's sessions that
+	// Clerk's session events told of; nil when none did, and on a deleted
+	// user. It moves neither UpdatedAt nor the change feed.
+	LastActiveAt *time.Time `json:"lastActiveAt"`
+	Banned       bool       `json:"banned"`
+	Locked       bool       `json:"locked"`
 	// Deprovisioned users have left the active users, as deleted ones
 	// have.
 	Deprovisioned bool `json:"deprovisioned"`

@@ -17,11 +17,12 @@ const (
 	ActivityStale    = string(OutcomeStale)
 	ActivityDeleted  = string(OutcomeDeleted)
 	ActivityIgnored  = string(OutcomeIgnored)
+	ActivityActivity = string(OutcomeActivity)
 	ActivityFailed   = "failed"
 )
 
 // ActivityKinds are the activity kinds, in the order the console shows them.
-var ActivityKinds = []string{ActivityReceived, ActivityApplied, ActivityStale, ActivityDeleted, ActivityIgnored, ActivityFailed}
+var ActivityKinds = []string{ActivityReceived, ActivityApplied, ActivityStale, ActivityDeleted, ActivityIgnored, ActivityActivity, ActivityFailed}
 
 // ReadActivityKind is the activity kind a stored (or given) kind name
 // means: the name of an outcome reads as ReadOutcome reads it (deleted_user

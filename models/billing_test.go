@@ -470,8 +470,8 @@ func TestDecode_AnUnknownBillingTypeIsAnIgnoredChangeOfItsPrefixsKind(t *testing
 	if _, err := decode(t, []byte(`{"type":"subscription.created","data":[1,2]}`)).Decode("msg_3", billingNow); !errors.Is(err, models.ErrInvalid) {
 		t.Errorf("a known type's bad data: %v; want invalid", err)
 	}
-	if ev := decode(t, []byte(`{"type":"session.created","data":{}}`)); ev.IsStored() || ev.EventType() != "" {
-		t.Errorf("session.created is stored: %v", ev.EventType())
+	if ev := decode(t, []byte(`{"type":"session.created","data":{}}`)); !ev.IsStored() || ev.EventType() != models.EventSession {
+		t.Errorf("session.created: stored %v as %q; want stored as a session event of its user", ev.IsStored(), ev.EventType())
 	}
 }
 

@@ -45,7 +45,7 @@ func TestKind_OnlyOrganizationsAndMembershipsJoinUsers(t *testing.T) {
 		"openapi.organizationMembership.updated.json":  models.KindMembership,
 		"openapi.organizationMembership.deleted.json":  models.KindMembership,
 		"openapi.organizationInvitation.accepted.json": "",
-		"openapi.session.created.json":                 "",
+		"openapi.session.created.json":                 models.KindUser, // projected onto its user
 	} {
 		ev := decode(t, fixture(t, file))
 		if ev.Kind() != want || ev.IsStored() != (want != "") {

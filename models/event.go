@@ -74,7 +74,9 @@ const (
 	OutcomeDeleted Outcome = "deleted"
 	// OutcomeIgnored: the event is of a type usersync recognises as its
 	// kind's (a billing type it does not know: IsUnknownBillingType) and
-	// does not apply; it changed nothing.
+	// does not apply, or a session event of a user the copy does not know
+	// that carries no complete user state (its activity waits in the event
+	// log for the user's creation); it changed nothing.
 	OutcomeIgnored Outcome = "ignored"
 	// OutcomeDeletedUserLegacy is what earlier versions wrote instead of
 	// deleted for an event of a deleted user (they wrote deleted only for
@@ -85,7 +87,7 @@ const (
 )
 
 // Outcomes are every outcome, in the order stats list them.
-var Outcomes = []Outcome{OutcomeApplied, OutcomeStale, OutcomeDeleted, OutcomeIgnored}
+var Outcomes = []Outcome{OutcomeApplied, OutcomeStale, OutcomeDeleted, OutcomeIgnored, OutcomeActivity}
 
 // ReadOutcome is the outcome a stored outcome (or a name given for one)
 // means: OutcomeDeletedUserLegacy is OutcomeDeleted, and any other value

@@ -73,8 +73,15 @@ type TypeSpec struct {
 var kindTable = append([]KindSpec{
 	{
 		Kind: KindUser, Plural: "users", IDPrefix: "user_", Object: "user",
-		Types:    []TypeSpec{{TypeUserCreated, EventCreated}, {TypeUserUpdated, EventUpdated}, {TypeUserDeleted, EventDeleted}},
-		userID:   func(e ClerkEvent) string { return e.dataID() },
+		// Session events project onto their user (session.go).
+		Types: append([]TypeSpec{{TypeUserCreated, EventCreated}, {TypeUserUpdated, EventUpdated}, {TypeUserDeleted, EventDeleted}},
+			sessionTypes...),
+		userID: func(e ClerkEvent) string {
+			if IsSessionType(e.Type) {
+				return e.sessionUserID()
+			}
+			return e.dataID()
+		},
 		objectID: func(ClerkEvent) string { return "" },
 	},
 	{
@@ -101,6 +108,9 @@ var kindTable = append([]KindSpec{
 func decoders() map[Kind]func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
 	return map[Kind]func(e ClerkEvent, eventID string, now time.Time) (Change, error){
 		KindUser: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
+			if IsSessionType(e.Type) {
+				return e.SessionChange(eventID, now)
+			}
 			return e.UserChange(eventID, now)
 		},
 		KindOrganization: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {

@@ -386,6 +386,7 @@ var schemaFields = func() map[string]bool {
 		}
 	}
 	walk(reflect.TypeFor[ClerkUser]())
+	walk(reflect.TypeFor[clerkSession]())
 	walk(reflect.TypeFor[ClerkMembership]())   // its organization and public_user_data too
 	walk(reflect.TypeFor[ClerkSubscription]()) // its payer and items, their plans and seats
 	walk(reflect.TypeFor[ClerkSubscriptionItem]())

@@ -21,6 +21,7 @@ import (
 // Origins: where a change that applied came from.
 const (
 	OriginWebhook   = "webhook"   // a signed Clerk webhook
+	OriginSession   = "session"   // a signed Clerk session event, with the user state it embedded
 	OriginSweep     = "sweep"     // the recovery sweep, applying a stored event
 	OriginReplay    = "replay"    // an admin's replay of an event
 	OriginBackfill  = "backfill"  // a state read from Clerk's API by backfill
@@ -37,6 +38,8 @@ func OriginOf(ev Event) string {
 	switch {
 	case ev.Origin != "":
 		return ev.Origin
+	case IsSessionType(ev.Type):
+		return OriginSession
 	case strings.HasPrefix(ev.EventID, "reconcile_"):
 		return OriginReconcile
 	case strings.HasPrefix(ev.EventID, "backfill_"):

@@ -20,7 +20,12 @@ type User struct {
 	DeletedAt       *time.Time
 	SourceUpdatedAt time.Time
 	LastEventID     string
-	Profile         // empty on a tombstone
+	// LastActiveAt is the newest activity of the user's sessions that a
+	// session event told of; nil when none did, and on a tombstone. It is
+	// not a change of the user: it moves neither UpdatedAt nor the change
+	// feed, and is sent by no outbound webhook.
+	LastActiveAt *time.Time
+	Profile      // empty on a tombstone
 }
 
 // NormalizeEmail is an email as usersync stores, compares and looks it

@@ -11,8 +11,9 @@ import (
 
 // unwatched are the fields of a REST shape whose change alone is not a
 // change an app is told of: usersync's and Clerk's times of the write,
-// and the event that made it.
-var unwatched = map[string]bool{"updatedAt": true, "sourceUpdatedAt": true, "lastEventId": true}
+// the event that made it, and a user's last activity (a session event's:
+// a sign-in sends no user.updated).
+var unwatched = map[string]bool{"updatedAt": true, "sourceUpdatedAt": true, "lastEventId": true, "lastActiveAt": true}
 
 // Fingerprint is what a delivery keeps of a state it sent: each top-level
 // field of data (a JSON object) but the unwatched, with a hash of its

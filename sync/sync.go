@@ -160,7 +160,7 @@ func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
 		Status:         models.StatusStored,
 	}
 	if invalid == nil {
-		ts := ch.Version().SourceTime
+		ts := models.EventTime(ch)
 		ev.SourceTimestamp = &ts
 	} else {
 		// Stored (once) as failed, never applied.

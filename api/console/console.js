@@ -8,12 +8,13 @@
 
 (function () {
   const KEY = "usersync.adminKey";
-  const KINDS = ["received", "applied", "stale", "deleted", "ignored", "failed"];
-  const OUTCOMES = ["applied", "stale", "deleted", "ignored", "failed"];
-  const KIND_LABEL = { received: "received", applied: "applied", stale: "stale", deleted: "deleted", ignored: "ignored", failed: "failed" };
+  const KINDS = ["received", "applied", "stale", "deleted", "ignored", "activity", "failed"];
+  const OUTCOMES = ["applied", "stale", "deleted", "ignored", "activity", "failed"];
+  const KIND_LABEL = { received: "received", applied: "applied", stale: "stale", deleted: "deleted", ignored: "ignored", activity: "activity", failed: "failed" };
   const KIND_TITLE = { deleted: "an event of a deleted user, organization or membership, or of a membership of a deleted organization or user" +
     " (changed in this version: a deleted user's events were counted apart, as deleted_user; they are counted here now)",
-    ignored: "an event of a billing type usersync does not know: stored, never applied" };
+    ignored: "an event of a billing type usersync does not know (stored, never applied), or a session event of a user the copy does not know yet",
+    activity: "a session event that moved only its user's last activity" };
   // The kinds of objects reconcile counts, as the runs and dry runs name them.
   const OBJECTS = ["users", "organizations", "memberships", "subscriptionItems"];
   const OBJECT_NAMES = { subscriptionItems: "subscription items" };
@@ -498,7 +499,7 @@
       f("Username", u.username), f("Phone", u.phoneNumber), f("External id", u.externalId),
       f("Image URL", u.imageUrl ? h("span", { class: "mono" }, u.imageUrl) : null),
       f("Banned / locked", (u.banned ? "banned" : "not banned") + " · " + (u.locked ? "locked" : "not locked")),
-      f("Last sign-in", when(u.lastSignInAt)), f("Created here", when(u.createdAt)), f("Updated here", when(u.updatedAt)),
+      f("Last sign-in", when(u.lastSignInAt)), f("Last active", when(u.lastActiveAt)), f("Created here", when(u.createdAt)), f("Updated here", when(u.updatedAt)),
       f("Deleted", u.deletedAt ? when(u.deletedAt) : null),
       f("Public metadata", h("pre", { class: "payload" }, JSON.stringify(u.metadata, null, 2)))));
   }

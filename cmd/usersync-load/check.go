@@ -55,6 +55,7 @@ type ledger struct {
 	counts    WebhookCounts
 	problems  problems
 	naive     bool // the answers are the naive handler's: not checked
+	sessions  bool // the updates are sign-ins (-sessions)
 }
 
 func newLedger(users, updates int) *ledger {
@@ -122,12 +123,20 @@ func (l *ledger) ack(e event, dup bool, orig delivered, a answer, id string) {
 	if a.Status != "processed" {
 		l.problem("event %s answered status %q, want processed", id, a.Status)
 	}
-	switch e.kind {
-	case KindCreate, KindUpdate:
+	switch {
+	case l.sessions && e.kind == KindUpdate:
+		if a.Outcome != "activity" {
+			l.problem("event %s (an in-order sign-in) answered outcome %q, want activity", id, a.Outcome)
+		}
+	case l.sessions && e.kind == KindShuffled:
+		if a.Outcome != "activity" && a.Outcome != "stale" {
+			l.problem("event %s (a shuffled sign-in) answered outcome %q, want activity or stale", id, a.Outcome)
+		}
+	case e.kind == KindCreate, e.kind == KindUpdate:
 		if a.Outcome != "applied" {
 			l.problem("event %s (%s) answered outcome %q, want applied", id, e.kind, a.Outcome)
 		}
-	case KindShuffled:
+	case e.kind == KindShuffled:
 		if a.Outcome != "applied" && a.Outcome != "stale" {
 			l.problem("event %s (shuffled update) answered outcome %q, want applied or stale", id, a.Outcome)
 		}
@@ -305,6 +314,13 @@ func (r *runner) judge(n int, g getResult, listed map[string]int, probs *problem
 		}
 		return
 	}
+	if r.cfg.Sessions {
+		// Sign-ins leave the user as created and move its lastActiveAt
+		// to the newest of them acknowledged (or a newer one sent).
+		r.judgeActivity(n, g.user, attempted, acked, probs)
+		attempted, acked = attempted[:1], acked[:1]
+		newest = min(newest, 0)
+	}
 	v, ok := r.version(n, g.user)
 	switch {
 	case !ok:
@@ -320,6 +336,31 @@ func (r *runner) judge(n int, g getResult, listed map[string]int, probs *problem
 	}
 	if listed != nil && listed[uid] != 1 {
 		probs.add("user %s is active, but the list of users shows it %d times", uid, listed[uid])
+	}
+}
+
+// judgeActivity checks user n's lastActiveAt after -sessions' sign-ins:
+// the time of its newest acknowledged sign-in, or of a newer one sent
+// whose answer was lost.
+func (r *runner) judgeActivity(n int, u apiUser, attempted, acked []bool, probs *problems) {
+	newest := 0
+	for v := 1; v < len(acked); v++ {
+		if acked[v] {
+			newest = v
+		}
+	}
+	if newest == 0 {
+		return
+	}
+	got := -1
+	if u.LastActiveAt != nil {
+		got = int((u.LastActiveAt.UnixMilli() - r.t0) / 1000)
+	}
+	switch {
+	case got == newest:
+	case got > newest && got < len(attempted) && attempted[got] && !acked[got]:
+	default:
+		probs.add("user %s is last active at sign-in %d (%v), but sign-in %d was acknowledged", r.userID(n), got, u.LastActiveAt, newest)
 	}
 }
 

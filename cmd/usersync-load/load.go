@@ -44,12 +44,16 @@ const (
 
 // Config is one load run.
 type Config struct {
-	URL         string  // usersync's base URL; loopback addresses only
-	Secret      string  // webhook signing secret (whsec_...)
-	APIKey      string  // key for the users API
-	Template    []byte  // a Clerk user event body that events are built from
-	Users       int     // new users in the run
-	Updates     int     // user.updated events per user
+	URL      string // usersync's base URL; loopback addresses only
+	Secret   string // webhook signing secret (whsec_...)
+	APIKey   string // key for the users API
+	Template []byte // a Clerk user event body that events are built from
+	Users    int    // new users in the run
+	Updates  int    // user.updated events per user
+	// Sessions sends each update as a sign-in instead: a session.created
+	// of the user, active at the update's time, embedding the user's state
+	// as created (not newer), which moves only its lastActiveAt.
+	Sessions    bool
 	Duplicates  float64 // fraction of events delivered a second time
 	Shuffled    float64 // fraction of users whose updates are sent at once, shuffled
 	Reads       int     // API reads, single users and list pages, half each
@@ -275,7 +279,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		stats:  newRecorder(),
 		ledger: newLedger(cfg.Users, cfg.Updates),
 	}
-	r.ledger.naive = cfg.Naive
+	r.ledger.naive, r.ledger.sessions = cfg.Naive, cfg.Sessions
 	defer r.client.CloseIdleConnections()
 	if err := r.parseTemplate(cfg.Template); err != nil {
 		return nil, err
@@ -390,6 +394,9 @@ func (r *runner) email(n, v int) string {
 // body builds the Clerk event of e from the template: the same size and
 // shape, another user, name, email and time. The template is only read.
 func (r *runner) body(e event) ([]byte, error) {
+	if r.cfg.Sessions && e.version > 0 {
+		return r.sessionBody(e)
+	}
 	uid := r.userID(e.user)
 	at := r.t0 + int64(e.version)*1000
 	env := maps.Clone(r.env)
@@ -418,6 +425,38 @@ func (r *runner) body(e event) ([]byte, error) {
 	d["email_addresses"] = emails
 	d["primary_email_address_id"] = fmt.Sprintf("idn_%s_0", uid)
 	return json.Marshal(env)
+}
+
+// activeAt is the Clerk time of the sign-in of e (-sessions).
+func (r *runner) activeAt(e event) int64 { return r.t0 + int64(e.version)*1000 }
+
+// sessionBody builds the session.created of e (-sessions): user n signs
+// in at the update's time; the session embeds the user as created
+// (version 0), so only its activity is news.
+func (r *runner) sessionBody(e event) ([]byte, error) {
+	created, err := r.body(event{kind: KindCreate, user: e.user})
+	if err != nil {
+		return nil, err
+	}
+	var user struct {
+		Data map[string]any `json:"data"`
+	}
+	if err := json.Unmarshal(created, &user); err != nil {
+		return nil, err
+	}
+	user.Data["banned"], user.Data["locked"] = false, false // Clerk's user object today carries both
+	at := r.activeAt(e)
+	uid := r.userID(e.user)
+	return json.Marshal(map[string]any{
+		"object": "event", "type": "session.created", "timestamp": at + 40,
+		"data": map[string]any{
+			"object": "session", "id": fmt.Sprintf("sess_%s%d", strings.TrimPrefix(uid, "user_"), e.version),
+			"user_id": uid, "user": user.Data, "status": "active", "client_id": "client_load",
+			"last_active_at": at, "created_at": at - 500, "updated_at": at, "expire_at": at + 86_400_000,
+			"latest_activity": map[string]any{"object": "session_activity", "device_type": "desktop", "browser_name": "Chrome",
+				"ip_address": "192.0.2.1", "city": "Load", "country": "US"},
+		},
+	})
 }
 
 // PlanCounts is what a run means to send.
@@ -705,11 +744,13 @@ type usersPage struct {
 
 // apiUser is the part of an API user the check reads.
 type apiUser struct {
-	UserID      string  `json:"userId"`
-	Email       string  `json:"email"`
-	DisplayName string  `json:"displayName"`
-	UpdatedAt   string  `json:"updatedAt"`
-	DeletedAt   *string `json:"deletedAt"`
+	UserID      string `json:"userId"`
+	Email       string `json:"email"`
+	DisplayName string `json:"displayName"`
+	UpdatedAt   string `json:"updatedAt"`
+	// LastActiveAt is the newest sign-in of -sessions.
+	LastActiveAt *time.Time `json:"lastActiveAt"`
+	DeletedAt    *string    `json:"deletedAt"`
 }
 
 // readPage reads the list page after the last one read, and starts again

@@ -5,10 +5,12 @@
 // key meanwhile; it prints throughput and latency percentiles per kind of
 // operation; and it checks through the REST API that every user ends in the
 // newest state that usersync acknowledged, and that no user it never sent
-// exists.
+// exists. With -sessions, the updates are sign-ins (session.created events
+// that move only the user's lastActiveAt), so that a session event's cost
+// reads beside a user update's of another run.
 //
 //	go run ./cmd/usersync-load [-url http://127.0.0.1:8080] [-users 100] [-updates 3]
-//	    [-duplicates 0.1] [-shuffled 0.25] [-reads 200] [-concurrency 8] [-rate 0] [-timeout 2m] [-seed N]
+//	    [-duplicates 0.1] [-shuffled 0.25] [-sessions] [-reads 200] [-concurrency 8] [-rate 0] [-timeout 2m] [-seed N]
 //	    [-baseline mongodb://...] [-endpoint [-endpoint-wait 60s] [-hanging-endpoints 0]]
 //
 // Run it from the repository root: events are built from
@@ -172,6 +174,7 @@ func parseArgs(args []string, getenv func(string) string, out io.Writer) (cmdLin
 	fs.StringVar(&o.template, "template", filepath.Join("models", "testdata", "user.updated.json"), "Clerk user event to build events from")
 	fs.IntVar(&cfg.Users, "users", 100, "new users in the run")
 	fs.IntVar(&cfg.Updates, "updates", 3, "user.updated events per user")
+	fs.BoolVar(&cfg.Sessions, "sessions", false, "send each update as a sign-in instead: a session.created embedding the user as created, which moves only its lastActiveAt (checked)")
 	fs.Float64Var(&cfg.Duplicates, "duplicates", 0.1, "fraction of events delivered twice (same svix-id, signed again)")
 	fs.Float64Var(&cfg.Shuffled, "shuffled", 0.25, "fraction of users whose updates are sent at once in shuffled order")
 	fs.IntVar(&cfg.Reads, "reads", 200, "API reads during the updates: single users and list pages, half each")

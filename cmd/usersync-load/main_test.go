@@ -108,6 +108,43 @@ func TestLoad_EndStateMatchesEveryAcknowledgedEvent(t *testing.T) {
 	}
 }
 
+// TestLoad_SignInsMoveLastActiveAtOnly: with -sessions the updates are
+// session events, answered activity (stale when shuffled behind a newer
+// one), and the check finds every user as created, last active at its
+// newest acknowledged sign-in.
+func TestLoad_SignInsMoveLastActiveAtOnly(t *testing.T) {
+	url := newServer(t, nil)
+	cfg := config(t, url)
+	cfg.Sessions = true
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	t.Logf("report:\n%s", out.String())
+	if !rep.OK() || rep.Check.Users != 20 {
+		t.Fatalf("end-state check: %d users read back, problems %q", rep.Check.Users, rep.Check.Problems)
+	}
+	if !strings.Contains(out.String(), "sign-ins (session.created)") {
+		t.Errorf("the report does not say the updates were sign-ins")
+	}
+}
+
+// TestLoad_CheckFailsWhenASignInIsLost: a sign-in acknowledged and not
+// applied fails the check.
+func TestLoad_CheckFailsWhenASignInIsLost(t *testing.T) {
+	cfg := config(t, newServer(t, dropping))
+	cfg.Sessions, cfg.Reads, cfg.Duplicates = true, 0, 0
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK() || !strings.Contains(strings.Join(rep.Check.Problems, "\n"), "last active") {
+		t.Errorf("the check passed or did not name the activity: %q", rep.Check.Problems)
+	}
+}
+
 // dropUpdates acknowledges updates without writing them: it stores
 // them and answers applied.
 type dropUpdates struct{ repository.Store }
@@ -118,6 +155,10 @@ func (d dropUpdates) Deliver(ctx context.Context, ev models.Event, ch models.Cha
 	if u, ok := ch.(models.UserChange); ok && !u.New {
 		stored, created, err := d.Events().Record(ctx, ev)
 		return models.Delivered{Event: stored, Created: created, Outcome: models.OutcomeApplied}, err
+	}
+	if _, ok := ch.(models.SessionChange); ok {
+		stored, created, err := d.Events().Record(ctx, ev)
+		return models.Delivered{Event: stored, Created: created, Outcome: models.OutcomeActivity}, err
 	}
 	return d.Store.Deliver(ctx, ev, ch, now)
 }

@@ -152,8 +152,12 @@ func (r *Report) Print(w io.Writer) {
 		target = "the naive handler at " + r.URL
 	}
 	fmt.Fprintf(w, "usersync-load run %s against %s (seed %d)\n", r.RunID, target, r.Seed)
-	fmt.Fprintf(w, "  %d users × %d updates = %d events (%d users shuffled), %d duplicates, %d reads, concurrency %d\n\n",
-		c.Users, c.Updates, r.Plan.Events, r.Plan.Shuffled, r.Plan.Duplicates, r.Plan.Reads, c.Concurrency)
+	updates := "updates"
+	if c.Sessions {
+		updates = "sign-ins (session.created)"
+	}
+	fmt.Fprintf(w, "  %d users × %d %s = %d events (%d users shuffled), %d duplicates, %d reads, concurrency %d\n\n",
+		c.Users, c.Updates, updates, r.Plan.Events, r.Plan.Shuffled, r.Plan.Duplicates, r.Plan.Reads, c.Concurrency)
 	fmt.Fprintf(w, "%-10s %8s %7s %8s %9s %9s %9s %9s %9s\n", "kind", "requests", "errors", "retries", "req/s", "p50", "p95", "p99", "max")
 	for _, s := range r.Kinds {
 		fmt.Fprintln(w, row(s))

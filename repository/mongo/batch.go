@@ -206,40 +206,115 @@ func (s *Store) applyBatch(ctx context.Context, fresh []*delivery) {
 		r              *delivery
 		id             bson.ObjectID
 		filter, update bson.D
+		outcome        models.Outcome // when the write goes through
 	}
 	byColl := map[*mongo.Collection][]op{}
 	seen := map[string]bool{}
+	users := s.sessionUsers(ctx, fresh)
 	for _, r := range fresh {
+		user, object := r.ch.IDs()
+		key := string(r.ch.Kind()) + "/" + user + "/" + object
+		if seen[key] {
+			continue
+		}
+		if sc, ok := r.ch.(models.SessionChange); ok {
+			// A session event: its activity alone is one write (sessions.go).
+			doc, known := users[docID(sc.UserID)]
+			if !known {
+				continue
+			}
+			d := models.DecideSession(new(doc.version()), doc.LastActiveAt, sc)
+			switch {
+			case d.State == models.DecideStale && d.Active:
+				seen[key] = true
+				filter, update := activityWrite(sc.UserID, sc.ActiveAt)
+				byColl[s.users.coll] = append(byColl[s.users.coll], op{r: r, id: docID(sc.UserID), filter: filter, update: update,
+					outcome: models.OutcomeActivity})
+			case d.State == models.DecideStale:
+				seen[key] = true
+				r.d.Outcome = models.OutcomeStale // nothing to write: activity never moves back
+			}
+			continue
+		}
 		one, ok := oneWrites[r.ch.Kind()]
 		if !ok {
 			continue
 		}
 		coll, filter, update, ok := one(s, r.ch, r.now)
-		user, object := r.ch.IDs()
-		key := string(r.ch.Kind()) + "/" + user + "/" + object
-		if !ok || seen[key] {
+		if !ok {
 			continue
 		}
 		seen[key] = true
-		byColl[coll] = append(byColl[coll], op{r: r, id: filter[0].Value.(bson.ObjectID), filter: filter, update: update})
+		byColl[coll] = append(byColl[coll], op{r: r, id: filter[0].Value.(bson.ObjectID), filter: filter, update: update,
+			outcome: models.OutcomeApplied})
 	}
+	var created []*delivery // users the batch inserted
 	for coll, ops := range byColl {
 		slices.SortFunc(ops, func(a, b op) int { return bytes.Compare(a.id[:], b.id[:]) })
 		writes := make([]mongo.WriteModel, len(ops))
 		for i, o := range ops {
 			writes[i] = mongo.NewUpdateOneModel().SetFilter(o.filter).SetUpdate(o.update).SetUpsert(true)
 		}
-		_, err := coll.BulkWrite(ctx, writes, options.BulkWrite().SetOrdered(false))
+		res, err := coll.BulkWrite(ctx, writes, options.BulkWrite().SetOrdered(false))
 		failed, ok := writeErrors(err)
 		if !ok {
 			continue
 		}
 		for i, o := range ops {
-			if _, refused := failed[i]; !refused {
-				o.r.d.Outcome = models.OutcomeApplied
+			if _, refused := failed[i]; refused {
+				continue
+			}
+			o.r.d.Outcome = o.outcome
+			if _, inserted := upserted(res)[int64(i)]; inserted && coll == s.users.coll {
+				created = append(created, o.r) // a session's write never inserts: its user was read
 			}
 		}
 	}
+	if len(created) == 0 {
+		return
+	}
+	// New users read back the activity of their session events stored
+	// before them (sessions.go), one find for the batch; if they cannot,
+	// they go on alone (their write is done: the alone path finds it).
+	ids := make([]string, len(created))
+	for i, r := range created {
+		ids[i] = r.ch.(models.UserChange).UserID
+	}
+	if s.users.catchUpActivity(ctx, ids...) != nil {
+		for _, r := range created {
+			r.d.Outcome = ""
+		}
+	}
+}
+
+// sessionUsers reads, in one find from the primary, the users of the
+// session events of fresh, by _id: what models.DecideSession needs. A
+// user unknown, or every user on an error, is absent: its event goes on
+// alone.
+func (s *Store) sessionUsers(ctx context.Context, fresh []*delivery) map[bson.ObjectID]userDoc {
+	var ids bson.A
+	for _, r := range fresh {
+		if sc, ok := r.ch.(models.SessionChange); ok {
+			ids = append(ids, docID(sc.UserID))
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	var docs []userDoc
+	cur, err := s.users.primary.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}},
+		options.Find().SetProjection(append(bson.D{{Key: "lastActiveAt", Value: 1}}, versionProjection...)))
+	if err == nil {
+		err = cur.All(ctx, &docs)
+	}
+	if err != nil {
+		return nil
+	}
+	users := make(map[bson.ObjectID]userDoc, len(docs))
+	for _, d := range docs {
+		users[d.ID] = d
+	}
+	return users
 }
 
 // storeBatch inserts the events of fresh, unordered: processed already
@@ -280,6 +355,14 @@ func (s *Store) storeBatch(ctx context.Context, fresh []*delivery) {
 			r.step, r.d = stepFound, models.Delivered{}
 		}
 	}
+}
+
+// upserted are the writes of a bulkWrite that inserted, by index.
+func upserted(res *mongo.BulkWriteResult) map[int64]any {
+	if res == nil {
+		return nil
+	}
+	return res.UpsertedIDs
 }
 
 // writeErrors says which writes of an unordered insertMany or bulkWrite

@@ -214,3 +214,105 @@ func TestDeliver_AKindNoBatchWritesGoesAloneWithoutTheBatchsFind(t *testing.T) {
 		t.Errorf("commands %v; want the event's insert first, no batch's find", cmds)
 	}
 }
+
+// TestDeliver_ASessionsActivityIsOneWriteOfTheBatch writes session events
+// as one batch: the activity of known users shares the batch's one find
+// of their users and its one write of the users collection (an older
+// activity writes nothing); a session of an unknown user, of a deleted
+// one and one whose embedded state is newer go on alone, each with its
+// outcome; a user created in the batch gets the activity of its session,
+// which went alone.
+func TestDeliver_ASessionsActivityIsOneWriteOfTheBatch(t *testing.T) {
+	ctx := context.Background()
+	var mu stdsync.Mutex
+	var cmds []string
+	s := mongotest.OpenWith(t, mongo.Options{Monitor: &event.CommandMonitor{
+		Started: func(_ context.Context, e *event.CommandStartedEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch e.CommandName {
+			case "insert", "update", "find", "findAndModify", "delete":
+				cmds = append(cmds, e.CommandName)
+			}
+		},
+	}})
+	take := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		c := cmds
+		cmds = nil
+		return c
+	}
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	now := time.Now().UTC()
+	for _, ch := range []models.Change{
+		userState("user_s1", "msg_s1", t0, ""),
+		userState("user_s2", "msg_s2", t0, ""),
+		models.SessionChange{UserID: "user_s2", EventID: "msg_s2a", ActiveAt: t0.Add(time.Hour)},
+		userState("user_s3", "msg_s3", t0, ""),
+		models.UserChange{UserID: "user_gone", EventID: "msg_gone", SourceTime: t0, Deleted: true},
+	} {
+		typ := models.TypeUserCreated
+		if _, ok := ch.(models.SessionChange); ok {
+			typ = models.TypeSessionCreated
+		}
+		if _, err := s.Deliver(ctx, batchEvent(ch, typ), ch, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newer := userState("user_s3", "msg_s3b", t0.Add(time.Second), "s3@example.com")
+	chs := []models.Change{
+		models.SessionChange{UserID: "user_s1", EventID: "msg_b1", ActiveAt: t0.Add(time.Minute)},
+		models.SessionChange{UserID: "user_s2", EventID: "msg_b2", ActiveAt: t0.Add(time.Minute)}, // older than its hour
+		models.SessionChange{UserID: "user_new", EventID: "msg_b3", ActiveAt: t0.Add(2 * time.Minute)},
+		userState("user_new", "msg_b4", t0, ""),
+		models.SessionChange{UserID: "user_gone", EventID: "msg_b5", ActiveAt: t0.Add(time.Minute)},
+		models.SessionChange{UserID: "user_s3", EventID: "msg_s3b", ActiveAt: t0.Add(time.Minute), User: &newer},
+	}
+	// user_new's session, unknown to the batch's read, goes on alone after
+	// the batch created the user: its activity then moves it.
+	want := []models.Outcome{models.OutcomeActivity, models.OutcomeStale, models.OutcomeActivity, models.OutcomeApplied,
+		models.OutcomeDeleted, models.OutcomeApplied}
+	evs := make([]models.Event, len(chs))
+	for i, ch := range chs {
+		typ := models.TypeSessionCreated
+		if _, ok := ch.(models.UserChange); ok {
+			typ = models.TypeUserCreated
+		}
+		evs[i] = batchEvent(ch, typ)
+		ts := models.EventTime(ch)
+		evs[i].SourceTimestamp = &ts
+	}
+	take()
+	b := mongo.WriteBatch(ctx, s, evs, chs, now)
+	var updates, finds int
+	for _, c := range take() {
+		switch c {
+		case "update":
+			updates++
+		case "find":
+			finds++
+		}
+	}
+	if updates != 1 || finds != 3 {
+		t.Errorf("the batch sent %d updates and %d finds, want 1 write of the users and 3 finds (the events, the sessions' users, the new user's session events)", updates, finds)
+	}
+	ds, errs := b.Finish()
+	for i, d := range ds {
+		if errs[i] != nil || d.Outcome != want[i] || d.Event.Status != models.StatusProcessed {
+			t.Errorf("delivery %d (%s) = outcome %q, %s, %v; want %q, processed", i, evs[i].EventID, d.Outcome, d.Event.Status, errs[i], want[i])
+		}
+	}
+	for id, wantActive := range map[string]time.Time{"user_s1": t0.Add(time.Minute), "user_s2": t0.Add(time.Hour),
+		"user_new": t0.Add(2 * time.Minute), "user_s3": t0.Add(time.Minute)} {
+		if u, err := s.Users().Get(ctx, id); err != nil || u.LastActiveAt == nil || !u.LastActiveAt.Equal(wantActive) {
+			t.Errorf("%s's lastActiveAt = %v, %v; want %s", id, u.LastActiveAt, err, wantActive)
+		}
+	}
+	if u, err := s.Users().Get(ctx, "user_gone"); err != nil || u.LastActiveAt != nil {
+		t.Errorf("the deleted user's lastActiveAt = %v, %v; want none", u.LastActiveAt, err)
+	}
+	if u, err := s.Users().Get(ctx, "user_s3"); err != nil || u.Email != "s3@example.com" || u.LastEventID != "msg_s3b" {
+		t.Errorf("user_s3 = %s of %s, %v; want the session's newer state", u.Email, u.LastEventID, err)
+	}
+}

@@ -14,6 +14,9 @@ import (
 // to its collections.
 var appliers = map[models.Kind]func(ctx context.Context, s *Store, ch models.Change, now time.Time) (models.Outcome, error){
 	models.KindUser: func(ctx context.Context, s *Store, ch models.Change, now time.Time) (models.Outcome, error) {
+		if sc, ok := ch.(models.SessionChange); ok {
+			return s.users.ApplySession(ctx, sc, now)
+		}
 		return s.users.Apply(ctx, ch.(models.UserChange), now)
 	},
 	models.KindOrganization: func(ctx context.Context, s *Store, ch models.Change, now time.Time) (models.Outcome, error) {
@@ -90,8 +93,8 @@ func (s *Store) deliverOne(ctx context.Context, ev models.Event, ch models.Chang
 // one the kind's Apply makes first; that it went through means applied.
 var oneWrites = map[models.Kind]func(s *Store, ch models.Change, now time.Time) (coll *mongo.Collection, filter, update bson.D, ok bool){
 	models.KindUser: func(s *Store, ch models.Change, now time.Time) (*mongo.Collection, bson.D, bson.D, bool) {
-		u := ch.(models.UserChange)
-		if u.Deleted {
+		u, ok := ch.(models.UserChange)
+		if !ok || u.Deleted { // a session event (the batch writes its own), or a deletion
 			return nil, nil, nil, false
 		}
 		w, err := newUserWrite(u, now)

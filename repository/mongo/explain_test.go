@@ -22,6 +22,12 @@ import (
 // engine, the queries of documentDBExceptions may, and are reported. An
 // update or delete the engine refuses to explain (DocumentDB:
 // NotImplemented) is reported, not failed.
+// sessionChange is a session event of userID at now embedding a state.
+func sessionChange(userID, eventID string, now time.Time) models.SessionChange {
+	st := change(userID, eventID, 3*time.Second, "")
+	return models.SessionChange{UserID: userID, EventID: eventID, ActiveAt: now, User: &st}
+}
+
 func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	ctx := context.Background()
 	s := mongotest.Open(t)
@@ -104,9 +110,18 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		qs = append(qs, query{f.name, find(users, filter, mongo.ChangesOrder)})
 	}
 	userID := mongo.DocIDForTest("user_1")
+	sessionEvents := func(userIDs ...string) bson.D {
+		filter, index := mongo.SessionEventsFilter(userIDs...)
+		return append(find(events, filter, nil), bson.E{Key: "hint", Value: index})
+	}
 	qs = append(qs,
 		query{"user by _id (Get, Apply's state)", find(users, byID(userID), nil)},
 		query{"Apply's conditional update", update(users, mongo.UserWriteFilter(change("user_1", "msg_2", 2*time.Second, "a@example.com")))},
+		query{"a session's activity write", update(users, mongo.ActivityWriteFilter("user_1", now))},
+		query{"a session's user state write", update(users, mongo.SessionWriteFilter(sessionChange("user_1", "msg_3", now)))},
+		query{"a batch's session users", find(users, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{userID}}}}}, nil)},
+		query{"a new user's session events", sessionEvents("user_1")},
+		query{"a batch's new users' session events", sessionEvents("user_1", "user_2")},
 		query{"event by _id (Record's read, Get)", find(events, byID(oid), nil)},
 		query{"event by eventId (Get)", find(events, bson.D{{Key: "eventId", Value: "msg_1"}}, nil)},
 	)

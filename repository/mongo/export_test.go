@@ -251,3 +251,25 @@ func SendAttemptsWindowFilter(f models.AttemptFilter, top time.Time) (bson.D, er
 	return sendAttemptsFilter(f, attemptWindow{lo: bson.NewObjectIDFromTimestamp(top.Add(-time.Hour)),
 		hi: bson.NewObjectIDFromTimestamp(top), hasLo: true, hasHi: true})
 }
+
+// ActivityWriteFilter is the filter of a session's activity write.
+func ActivityWriteFilter(userID string, at time.Time) bson.D {
+	f, _ := activityWrite(userID, at)
+	return f
+}
+
+// SessionWriteFilter is the filter of the write of the user state a
+// session event embeds.
+func SessionWriteFilter(ch models.SessionChange) bson.D {
+	w, err := sessionWrite(ch, *ch.User, time.Now())
+	if err != nil {
+		panic(err)
+	}
+	return w.filter
+}
+
+// SessionEventsFilter is the find of a new user's session events, and
+// the index it names.
+func SessionEventsFilter(userIDs ...string) (bson.D, string) {
+	return sessionEventsFilter(userIDs...), userEventsIndex
+}

@@ -87,7 +87,8 @@ func TestStats_AnEarlierVersionsDeletedUserReadsAndCountsAsDeleted(t *testing.T)
 		if err != nil {
 			t.Fatal(err)
 		}
-		byOutcome := map[models.Outcome]int64{models.OutcomeApplied: 0, models.OutcomeStale: 0, models.OutcomeDeleted: deleted, models.OutcomeIgnored: 0}
+		byOutcome := map[models.Outcome]int64{models.OutcomeApplied: 0, models.OutcomeStale: 0, models.OutcomeDeleted: deleted, models.OutcomeIgnored: 0,
+			models.OutcomeActivity: 0}
 		if !maps.Equal(st.ByOutcome, byOutcome) || st.ByStatus[models.StatusProcessed] != deleted {
 			t.Errorf("%s: stats = %+v; want %d processed, by outcome %v", step, st, deleted, byOutcome)
 		}

@@ -40,6 +40,27 @@ func clerkBody(t *testing.T, typ, id string, updatedAt int64, email string) []by
 	return b
 }
 
+// sessionBody is the session.created fixture of package models as a
+// session of user id active at activeAt (Unix ms), its user null.
+func sessionBody(t *testing.T, id string, activeAt int64) []byte {
+	t.Helper()
+	raw, err := os.ReadFile("../../models/testdata/session.created.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]any
+	if err := json.Unmarshal(raw, &env); err != nil {
+		t.Fatal(err)
+	}
+	d := env["data"].(map[string]any)
+	d["user_id"], d["user"], d["last_active_at"], d["created_at"] = id, nil, activeAt, activeAt-1000
+	b, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // TestRoundTrips_PerDeliveryKind counts the commands one delivery sends
 // through the store, on the path of a webhook (sync.Service.Ingest), and
 // prints them per kind of delivery, through a batch (the default, alone
@@ -53,6 +74,13 @@ func clerkBody(t *testing.T, typ, id string, updatedAt int64, email string) []by
 //     is the find alone; a stale event leaves the batch once its write is
 //     refused (its event stored) and goes on alone: the write again, the
 //     read, the mark.
+//   - A new user reads back the activity of its session events stored
+//     before it: one find (one for all the new users of a batch).
+//   - A sign-in (a session event of a known user) is, in a batch, the
+//     find of its event, the find of the batch's session users, its
+//     activity's write in the batch's users command and the insert; an
+//     older activity writes nothing; alone, the insert, the activity's
+//     write and the mark.
 func TestRoundTrips_PerDeliveryKind(t *testing.T) {
 	ctx := context.Background()
 	var mu stdsync.Mutex
@@ -80,15 +108,18 @@ func TestRoundTrips_PerDeliveryKind(t *testing.T) {
 		body   string
 		want   []string
 	}{
-		{"new user", nil, "msg_a", "created", []string{"find", "update", "insert"}},
+		{"new user", nil, "msg_a", "created", []string{"find", "update", "find", "insert"}},
 		{"update", [][2]string{{"msg_a", "created"}}, "msg_b", "updated", []string{"find", "update", "insert"}},
 		{"duplicate", [][2]string{{"msg_a", "created"}}, "msg_a", "created", []string{"find"}},
 		{"stale", [][2]string{{"msg_a", "created"}, {"msg_b", "updated"}}, "msg_c", "old",
 			[]string{"find", "update", "insert", "update", "find", "update"}},
-		{"new user alone", nil, "msg_a", "created", []string{"insert", "update", "update"}},
+		{"new user alone", nil, "msg_a", "created", []string{"insert", "update", "find", "update"}},
 		{"update alone", [][2]string{{"msg_a", "created"}}, "msg_b", "updated", []string{"insert", "update", "update"}},
 		{"duplicate alone", [][2]string{{"msg_a", "created"}}, "msg_a", "created", []string{"insert", "find"}},
 		{"stale alone", [][2]string{{"msg_a", "created"}, {"msg_b", "updated"}}, "msg_c", "old", []string{"insert", "update", "find", "update"}},
+		{"sign-in", [][2]string{{"msg_a", "created"}}, "msg_s", "session", []string{"find", "find", "update", "insert"}},
+		{"older sign-in", [][2]string{{"msg_a", "created"}, {"msg_s", "session"}}, "msg_s0", "old session", []string{"find", "find", "insert"}},
+		{"sign-in alone", [][2]string{{"msg_a", "created"}}, "msg_s", "session", []string{"insert", "update", "update"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,6 +136,9 @@ func TestRoundTrips_PerDeliveryKind(t *testing.T) {
 				"created": clerkBody(t, "user.created", "user_rt", t0, "rt@example.com"),
 				"updated": clerkBody(t, "user.updated", "user_rt", t0+1000, "rt2@example.com"),
 				"old":     clerkBody(t, "user.updated", "user_rt", t0-1000, "rt0@example.com"),
+				// Sign-ins whose user is null: their activity alone.
+				"session":     sessionBody(t, "user_rt", t0+5000),
+				"old session": sessionBody(t, "user_rt", t0+4000),
 			}
 			deliver := func(id, kind string) sync.Result {
 				t.Helper()

@@ -132,7 +132,7 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		names:     names,
 		users: &Users{
 			coll: db.Collection(names.of(UsersCollection)), primary: db.Collection(names.of(UsersCollection), primary),
-			walkBatch: o.WalkBatch,
+			events: db.Collection(names.of(EventsCollection), primary), walkBatch: o.WalkBatch,
 		},
 		orgs: &Organizations{
 			coll: db.Collection(names.of(OrganizationsCollection)), primary: db.Collection(names.of(OrganizationsCollection), primary),

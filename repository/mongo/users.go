@@ -18,6 +18,7 @@ type Users struct {
 	coll    *mongo.Collection
 	primary *mongo.Collection // reads that decide a write
 	members *Memberships      // a deletion's cascade
+	events  *mongo.Collection // the event log, from the primary: a new user's activity (sessions.go)
 	// walkBatch is the batch size of WalkActive's cursor.
 	walkBatch int
 	// afterTake, if set, runs after Apply took an email from another user
@@ -42,7 +43,11 @@ type userDoc struct {
 	DeletedAt       *time.Time    `bson:"deletedAt"`
 	SourceUpdatedAt time.Time     `bson:"sourceUpdatedAt"`
 	LastEventID     string        `bson:"lastEventId"`
-	Profile         profileDoc    `bson:",inline"`
+	// LastActiveAt is written only by session events (sessions.go), never
+	// by a user state's write: absent until one tells of an activity, and
+	// on a tombstone.
+	LastActiveAt *time.Time `bson:"lastActiveAt,omitempty"`
+	Profile      profileDoc `bson:",inline"`
 	// EraseAfter is set on a tombstone whose events still hold personal
 	// data: the time erasure counts from (see erase.go). Sparse-indexed.
 	EraseAfter *time.Time `bson:"eraseAfter,omitempty"`
@@ -67,6 +72,7 @@ func (d userDoc) model() (models.User, error) {
 		UpdatedAt:       d.UpdatedAt.UTC(),
 		SourceUpdatedAt: d.SourceUpdatedAt.UTC(),
 		LastEventID:     d.LastEventID,
+		LastActiveAt:    utc(d.LastActiveAt),
 		Profile:         d.Profile.model(),
 	}
 	if d.DeletedAt != nil {
@@ -133,6 +139,13 @@ func (u *Users) Apply(ctx context.Context, ch models.UserChange, now time.Time) 
 	if err != nil {
 		return "", err
 	}
+	return u.applyWrite(ctx, w, now)
+}
+
+// applyWrite is Apply of the write w (a user event's, or a session's
+// embedded state: sessions.go).
+func (u *Users) applyWrite(ctx context.Context, w userWrite, now time.Time) (models.Outcome, error) {
+	ch := w.ch
 	fail := func(err error) (models.Outcome, error) {
 		return "", fmt.Errorf("apply event %s to user %s: %w", ch.EventID, ch.UserID, err)
 	}
@@ -149,7 +162,7 @@ func (u *Users) Apply(ctx context.Context, ch models.UserChange, now time.Time) 
 				return fail(err)
 			}
 			if drop {
-				if w, err = newUserWrite(withoutEmail(ch), now); err != nil {
+				if w, err = w.again(withoutEmail(ch), now); err != nil {
 					return fail(err)
 				}
 			}
@@ -159,6 +172,12 @@ func (u *Users) Apply(ctx context.Context, ch models.UserChange, now time.Time) 
 			continue
 		case err != nil:
 			return fail(err)
+		}
+		if outcome == outcomeCreated {
+			if err := u.catchUpActivity(ctx, ch.UserID); err != nil {
+				return fail(err)
+			}
+			outcome = models.OutcomeApplied
 		}
 		return u.applied(ctx, ch, outcome, now)
 	}
@@ -194,7 +213,10 @@ var (
 // errEmailHeld, errLostRace or another error. The driver's error for a
 // duplicate key is never returned: its message holds the key (an email).
 func (u *Users) write(ctx context.Context, w userWrite) (models.Outcome, error) {
-	_, err := updateOne(ctx, u.coll, w.filter, w.update, options.UpdateOne().SetUpsert(true))
+	res, err := updateOne(ctx, u.coll, w.filter, w.update, options.UpdateOne().SetUpsert(true))
+	if err == nil && res.UpsertedCount > 0 && !w.ch.Deleted {
+		return outcomeCreated, nil
+	}
 	if err == nil {
 		return models.OutcomeApplied, nil // updated, or inserted
 	}
@@ -218,7 +240,10 @@ func (u *Users) write(ctx context.Context, w userWrite) (models.Outcome, error) 
 	case err != nil:
 		return "", err
 	}
-	d := models.Decide(new(cur.version()), w.ch.Version())
+	d := w.decide(cur.version())
+	if d == models.DecideUnchanged && !w.ch.Deleted {
+		return outcomeCreated, nil
+	}
 	if !d.Writes() {
 		return d.Outcome(), u.keepErasable(ctx, d, cur)
 	}
@@ -312,12 +337,22 @@ func (u *Users) keepErasable(ctx context.Context, d models.Decision, cur userDoc
 	return u.rearmErasure(ctx, cur.UserID, due)
 }
 
+// outcomeCreated is write's word for applied by inserting the user, or
+// found applied by this very event before (a retry: the insert may have
+// been its own, and a crash may have come before what follows it); the
+// user then reads back its activity (sessions.go). Never an event's
+// outcome.
+const outcomeCreated models.Outcome = "created"
+
 // userWrite is ch as the write of Apply.
 type userWrite struct {
-	ch     models.UserChange
-	filter bson.D  // models.Decide's DecideUpdate, and the user's _id
-	update bson.D  // the user as ch says; with upsert, the new user
-	doc    userDoc // a new user as ch says (seeds)
+	ch models.UserChange
+	// session, when set, makes the write a session's (sessions.go): its
+	// embedded state and its activity.
+	session *models.SessionChange
+	filter  bson.D  // models.Decide's DecideUpdate, and the user's _id
+	update  bson.D  // the user as ch says; with upsert, the new user
+	doc     userDoc // a new user as ch says (seeds)
 }
 
 // newUserWrite builds, from ch, both the document of a new user and the
@@ -357,7 +392,7 @@ func newUserWrite(ch models.UserChange, now time.Time) (userWrite, error) {
 				{Key: "updatedAt", Value: now},
 				{Key: "eraseAfter", Value: ts},
 			}, profileDoc{}.set()...)},
-			{Key: "$unset", Value: bson.D{{Key: "email", Value: ""}}},
+			{Key: "$unset", Value: bson.D{{Key: "email", Value: ""}, {Key: "lastActiveAt", Value: ""}}},
 			onInsert,
 		}
 		return w, nil

@@ -12,6 +12,9 @@ import (
 // that maps a kind to its tables.
 var appliers = map[models.Kind]func(t *wtx, ch models.Change, now time.Time) (models.Outcome, error){
 	models.KindUser: func(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
+		if s, ok := ch.(models.SessionChange); ok {
+			return applySession(t, s, now)
+		}
 		return applyUser(t, ch.(models.UserChange), now)
 	},
 	models.KindOrganization: func(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {

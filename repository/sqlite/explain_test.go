@@ -32,6 +32,7 @@ func TestExplain_EveryQueryIsAnIndexSearchWithNoSort(t *testing.T) {
 	}{
 		{"get user", "PRIMARY KEY", qUserGet, []any{"user_1"}},
 		{"email holder", "users_email", qEmailHolder, []any{"a@example.com"}},
+		{"a new user's activity from its session events", "events_user", qUserActivity, []any{"user_1"}},
 		{"users by email", "users_email", qUsersByEmail, []any{"a@example.com", false, "", 10}},
 		{"active users page", "users_active", qUsersActive, []any{"user_5", 10}},
 		{"users page with deleted", "PRIMARY KEY", qUsersAll, []any{"user_5", 10}},

@@ -74,7 +74,8 @@ func TestOpen_AnEarlierVersionsDeletedUserReadsAndCountsAsDeleted(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[models.Outcome]int64{models.OutcomeApplied: 0, models.OutcomeStale: 0, models.OutcomeDeleted: 4, models.OutcomeIgnored: 0}
+	want := map[models.Outcome]int64{models.OutcomeApplied: 0, models.OutcomeStale: 0, models.OutcomeDeleted: 4, models.OutcomeIgnored: 0,
+		models.OutcomeActivity: 0}
 	if !maps.Equal(st.ByOutcome, want) || st.ByStatus[models.StatusProcessed] != 4 {
 		t.Errorf("stats = %+v; want 4 processed, by outcome %v", st, want)
 	}

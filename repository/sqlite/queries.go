@@ -8,6 +8,10 @@ package sqlite
 const (
 	// qUserGet: the primary key.
 	qUserGet = `SELECT ` + userColumns + ` FROM users WHERE user_id = ?`
+	// qUserActivity: events_user, the user's events: the newest activity
+	// of its stored session events, which a user's creation reads back.
+	qUserActivity = `SELECT MAX(source_timestamp) FROM events INDEXED BY events_user
+		WHERE user_id = ? AND kind = 'user' AND event_type = 'session'`
 	// qEmailHolder: users_email.
 	qEmailHolder = `SELECT user_id, source_updated_at, last_event_id FROM users
 		WHERE email = ? AND deleted_at IS NULL`

@@ -18,7 +18,7 @@ type Users struct{ s *Store }
 // userColumns are the columns a user is read from, in scanUser's order.
 const userColumns = `user_id, email, display_name, metadata, created_at, updated_at, deleted_at,
 	source_updated_at, last_event_id, first_name, last_name, username, image_url, phone_number,
-	external_id, last_sign_in_at, banned, locked, deprovisioned, source_created_at`
+	external_id, last_sign_in_at, banned, locked, deprovisioned, source_created_at, last_active_at`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -30,11 +30,12 @@ func scanUser(r scanner) (models.User, error) {
 		meta                                       string
 		created, updated, source                   int64
 		deleted, lastSignIn, sourceCreated         sql.NullInt64
+		lastActive                                 sql.NullInt64
 		banned, locked, deprovisioned              bool
 	)
 	err := r.Scan(&u.UserID, &email, &u.DisplayName, &meta, &created, &updated, &deleted,
 		&source, &u.LastEventID, &first, &last, &username, &image, &phone, &external, &lastSignIn, &banned, &locked,
-		&deprovisioned, &sourceCreated)
+		&deprovisioned, &sourceCreated, &lastActive)
 	if err != nil {
 		return models.User{}, translate(err)
 	}
@@ -43,7 +44,7 @@ func scanUser(r scanner) (models.User, error) {
 		return models.User{}, err
 	}
 	u.CreatedAt, u.UpdatedAt, u.SourceUpdatedAt = fromMS(created), fromMS(updated), fromMS(source)
-	u.DeletedAt = timePtr(deleted)
+	u.DeletedAt, u.LastActiveAt = timePtr(deleted), timePtr(lastActive)
 	u.Profile = models.Profile{
 		FirstName: first.String, LastName: last.String, Username: username.String, ImageURL: image.String,
 		PhoneNumber: phone.String, ExternalID: external.String, LastSignInAt: timePtr(lastSignIn),
@@ -56,6 +57,7 @@ func scanUser(r scanner) (models.User, error) {
 // erasure marks.
 type state struct {
 	models.Version
+	lastActive sql.NullInt64
 	deletedAt  sql.NullInt64
 	eraseAfter sql.NullInt64
 	erasedAt   sql.NullInt64
@@ -66,8 +68,8 @@ func readState(t *wtx, userID string) (*state, error) {
 		st     state
 		source int64
 	)
-	err := t.row(`SELECT source_updated_at, last_event_id, deleted_at, erase_after, erased_at
-		FROM users WHERE user_id = ?`, userID).Scan(&source, &st.EventID, &st.deletedAt, &st.eraseAfter, &st.erasedAt)
+	err := t.row(`SELECT source_updated_at, last_event_id, deleted_at, erase_after, erased_at, last_active_at
+		FROM users WHERE user_id = ?`, userID).Scan(&source, &st.EventID, &st.deletedAt, &st.eraseAfter, &st.erasedAt, &st.lastActive)
 	if err == sql.ErrNoRows {
 		return nil, nil
 	}
@@ -116,10 +118,17 @@ func applyUser(t *wtx, ch models.UserChange, now time.Time) (models.Outcome, err
 		v = &cur.Version
 	}
 	d := models.Decide(v, ch.Version())
+	return d.Outcome(), writeUser(t, ch, cur, d, meta, now)
+}
+
+// writeUser writes ch to its user, whose stored state is cur, as the
+// decision d says.
+func writeUser(t *wtx, ch models.UserChange, cur *state, d models.Decision, meta []byte, now time.Time) error {
+	var err error
 	if ch.Deleted {
 		// The user's memberships go with it, in this transaction.
 		if err := cascadeMemberships(t, qCascadeUser, ch.UserID, ch.SourceTime, ch.EventID, now); err != nil {
-			return "", err
+			return err
 		}
 	}
 	switch {
@@ -135,8 +144,68 @@ func applyUser(t *wtx, ch models.UserChange, now time.Time) (models.Outcome, err
 		if email, err = claimEmail(t, ch, now); err == nil {
 			err = writeState(t, ch, email, meta, now, d == models.DecideCreate)
 		}
+		if err == nil && d == models.DecideCreate {
+			err = catchUpActivity(t, ch.UserID)
+		}
 	}
-	return d.Outcome(), err
+	return err
+}
+
+// catchUpActivity gives a user just created the newest activity of its
+// session events stored before it existed (the event log keeps them until
+// retention deletes them), so that lastActiveAt is the same in every
+// order of arrival.
+func catchUpActivity(t *wtx, userID string) error {
+	var at sql.NullInt64
+	if err := t.row(qUserActivity, userID).Scan(&at); err != nil || !at.Valid {
+		return err
+	}
+	return setActivity(t, userID, at.Int64)
+}
+
+// setActivity moves the active user's lastActiveAt to at, never
+// backwards; updated_at stays (it is not a change of the user).
+func setActivity(t *wtx, userID string, at int64) error {
+	_, err := t.exec(`UPDATE users SET last_active_at = ?1 WHERE user_id = ?2 AND deleted_at IS NULL
+		AND (last_active_at IS NULL OR last_active_at < ?1)`, at, userID)
+	return err
+}
+
+// applySession applies a session event to its user in the transaction t,
+// as models.DecideSession says: the user state it carries under the user
+// rule (strictly newer only), and its activity, never backwards.
+func applySession(t *wtx, ch models.SessionChange, now time.Time) (models.Outcome, error) {
+	cur, err := readState(t, ch.UserID)
+	if err != nil {
+		return "", err
+	}
+	var (
+		v      *models.Version
+		active *time.Time
+	)
+	if cur != nil {
+		v, active = &cur.Version, timePtr(cur.lastActive)
+	}
+	d := models.DecideSession(v, active, ch)
+	if d.State == models.DecideDeleted {
+		u := models.UserChange{UserID: ch.UserID, EventID: ch.EventID}
+		return models.OutcomeDeleted, writeUser(t, u, cur, models.DecideDeleted, nil, now)
+	}
+	if d.State.Writes() {
+		meta, err := changeMetadata(*ch.User)
+		if err != nil {
+			return "", err
+		}
+		if err := writeUser(t, *ch.User, cur, d.State, meta, now); err != nil {
+			return "", err
+		}
+	}
+	if d.Active {
+		if err := setActivity(t, ch.UserID, ms(ch.ActiveAt)); err != nil {
+			return "", err
+		}
+	}
+	return d.Outcome(cur != nil), nil
 }
 
 // claimEmail returns the email ch writes: its own, taken from an active
@@ -196,7 +265,8 @@ func writeTombstone(t *wtx, ch models.UserChange, now time.Time, create bool) er
 	_, err := t.exec(`UPDATE users SET email = NULL, display_name = user_id, metadata = '{}', updated_at = ?,
 		deleted_at = ?, source_updated_at = ?, last_event_id = ?, first_name = NULL, last_name = NULL,
 		username = NULL, image_url = NULL, phone_number = NULL, external_id = NULL, last_sign_in_at = NULL,
-		banned = 0, locked = 0, deprovisioned = 0, source_created_at = NULL, erase_after = ? WHERE user_id = ?`, ms(now), ts, ts, ch.EventID, ts, ch.UserID)
+		banned = 0, locked = 0, deprovisioned = 0, source_created_at = NULL, last_active_at = NULL, erase_after = ?
+		WHERE user_id = ?`, ms(now), ts, ts, ch.EventID, ts, ch.UserID)
 	return err
 }
 

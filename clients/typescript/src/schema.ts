@@ -974,7 +974,7 @@ export interface paths {
                     cursor?: components["parameters"]["eventCursor"];
                     status?: "stored" | "processed" | "failed" | "discarded";
                     /** @description The short type, or Clerk's, which names the kind too (organization.created is kind organization, eventType created). */
-                    eventType?: "created" | "updated" | "deleted" | "active" | "past_due" | "canceled" | "upcoming" | "ended" | "abandoned" | "incomplete" | "free_trial_ending" | "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "subscription.created" | "subscription.updated" | "subscription.active" | "subscription.pastDue" | "subscription.past_due" | "subscriptionItem.created" | "subscriptionItem.updated" | "subscriptionItem.active" | "subscriptionItem.canceled" | "subscriptionItem.upcoming" | "subscriptionItem.ended" | "subscriptionItem.abandoned" | "subscriptionItem.incomplete" | "subscriptionItem.pastDue" | "subscriptionItem.past_due" | "subscriptionItem.freeTrialEnding" | "paymentAttempt.created" | "paymentAttempt.updated";
+                    eventType?: "created" | "updated" | "deleted" | "session" | "active" | "past_due" | "canceled" | "upcoming" | "ended" | "abandoned" | "incomplete" | "free_trial_ending" | "user.created" | "user.updated" | "user.deleted" | "session.created" | "session.ended" | "session.pending" | "session.removed" | "session.revoked" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "subscription.created" | "subscription.updated" | "subscription.active" | "subscription.pastDue" | "subscription.past_due" | "subscriptionItem.created" | "subscriptionItem.updated" | "subscriptionItem.active" | "subscriptionItem.canceled" | "subscriptionItem.upcoming" | "subscriptionItem.ended" | "subscriptionItem.abandoned" | "subscriptionItem.incomplete" | "subscriptionItem.pastDue" | "subscriptionItem.past_due" | "subscriptionItem.freeTrialEnding" | "paymentAttempt.created" | "paymentAttempt.updated";
                     /** @description The kind of object the events change. */
                     kind?: "user" | "organization" | "membership" | "subscription" | "subscription_item" | "payment_attempt";
                     userId?: string;
@@ -1643,7 +1643,7 @@ export interface paths {
                             /** Format: date-time */
                             to?: string;
                             /** @description deleted counts the deleted_user counts of earlier versions too. */
-                            kinds?: ("received" | "applied" | "stale" | "deleted" | "ignored" | "failed")[];
+                            kinds?: ("received" | "applied" | "stale" | "deleted" | "ignored" | "activity" | "failed")[];
                             totals?: {
                                 [key: string]: number;
                             };
@@ -1741,7 +1741,7 @@ export interface paths {
                 query?: {
                     status?: "failed" | "stored";
                     /** @description As GET /v1/events's. */
-                    eventType?: "created" | "updated" | "deleted" | "active" | "past_due" | "canceled" | "upcoming" | "ended" | "abandoned" | "incomplete" | "free_trial_ending" | "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "subscription.created" | "subscription.updated" | "subscription.active" | "subscription.pastDue" | "subscription.past_due" | "subscriptionItem.created" | "subscriptionItem.updated" | "subscriptionItem.active" | "subscriptionItem.canceled" | "subscriptionItem.upcoming" | "subscriptionItem.ended" | "subscriptionItem.abandoned" | "subscriptionItem.incomplete" | "subscriptionItem.pastDue" | "subscriptionItem.past_due" | "subscriptionItem.freeTrialEnding" | "paymentAttempt.created" | "paymentAttempt.updated";
+                    eventType?: "created" | "updated" | "deleted" | "session" | "active" | "past_due" | "canceled" | "upcoming" | "ended" | "abandoned" | "incomplete" | "free_trial_ending" | "user.created" | "user.updated" | "user.deleted" | "session.created" | "session.ended" | "session.pending" | "session.removed" | "session.revoked" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "subscription.created" | "subscription.updated" | "subscription.active" | "subscription.pastDue" | "subscription.past_due" | "subscriptionItem.created" | "subscriptionItem.updated" | "subscriptionItem.active" | "subscriptionItem.canceled" | "subscriptionItem.upcoming" | "subscriptionItem.ended" | "subscriptionItem.abandoned" | "subscriptionItem.incomplete" | "subscriptionItem.pastDue" | "subscriptionItem.past_due" | "subscriptionItem.freeTrialEnding" | "paymentAttempt.created" | "paymentAttempt.updated";
                     kind?: "user" | "organization" | "membership" | "subscription" | "subscription_item" | "payment_attempt";
                     userId?: string;
                     objectId?: string;
@@ -3356,6 +3356,11 @@ export interface components {
              * @description Clerk's last_sign_in_at; null when the user never signed in.
              */
             lastSignInAt: string | null;
+            /**
+             * Format: date-time
+             * @description The newest activity of the user's sessions that Clerk's session events (session.created, .ended, .pending, .removed, .revoked) told of: a session's last_active_at, else its created_at; never moves backwards. null when no session event told of one, and on a deleted user. It is not a change of the user: it moves neither updatedAt nor the change feed, and no outbound message is sent for it (nor names it in changed).
+             */
+            lastActiveAt: string | null;
             /** @description Clerk's banned; false when absent. A banned user stays active, flagged. */
             banned: boolean;
             /** @description Clerk's locked; false when absent. A locked user stays active, flagged. */
@@ -3683,7 +3688,7 @@ export interface components {
              */
             type: string;
             /** @enum {string} */
-            eventType: "created" | "updated" | "deleted" | "active" | "past_due" | "canceled" | "upcoming" | "ended" | "abandoned" | "incomplete" | "free_trial_ending" | "other";
+            eventType: "created" | "updated" | "deleted" | "session" | "active" | "past_due" | "canceled" | "upcoming" | "ended" | "abandoned" | "incomplete" | "free_trial_ending" | "other";
             /** @description A user event's user, or a membership event's member. */
             userId?: string;
             /** @description An organization or membership event's organization or membership. */
@@ -3694,10 +3699,10 @@ export interface components {
              */
             status: "stored" | "processed" | "failed" | "discarded";
             /**
-             * @description deleted: the user, organization or membership was deleted (or the membership's organization or user). Changed in this version: a user's was deleted_user, and events stored with it read deleted. ignored: an event of a billing type usersync does not know (eventType other), stored and never applied.
+             * @description deleted: the user, organization or membership was deleted (or the membership's organization or user). Changed in this version: a user's was deleted_user, and events stored with it read deleted. ignored: an event of a billing type usersync does not know (eventType other), stored and never applied; or a session event of a user the copy does not know, carrying no complete user state (the user's creation reads its activity back). activity: a session event that moved only its user's lastActiveAt (applied: the user state it carried applied).
              * @enum {string}
              */
-            outcome?: "applied" | "stale" | "deleted" | "ignored";
+            outcome?: "applied" | "stale" | "deleted" | "ignored" | "activity";
             attempts: number;
             error?: string;
             /**
@@ -3816,7 +3821,7 @@ export interface components {
             /** @enum {string} */
             status: "processed" | "ignored";
             /** @enum {string} */
-            outcome?: "applied" | "stale" | "deleted" | "ignored";
+            outcome?: "applied" | "stale" | "deleted" | "ignored" | "activity";
             duplicate: boolean;
             /** @description The Clerk type of an ignored event. */
             type?: string;
@@ -3953,7 +3958,7 @@ export interface components {
             /** @enum {string} */
             status: "processed" | "failed" | "stored";
             /** @enum {string} */
-            outcome?: "applied" | "stale" | "deleted" | "ignored";
+            outcome?: "applied" | "stale" | "deleted" | "ignored" | "activity";
             error?: string;
         };
         Endpoint: {
@@ -4043,7 +4048,7 @@ export interface components {
             /** @enum {string} */
             type: "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "subscription.created" | "subscription.updated" | "subscriptionItem.created" | "subscriptionItem.updated" | "paymentAttempt.created" | "paymentAttempt.updated" | "plan.changed";
             /** @enum {string} */
-            origin: "webhook" | "sweep" | "replay" | "backfill" | "reconcile" | "sync" | "cascade" | "resync";
+            origin: "webhook" | "session" | "sweep" | "replay" | "backfill" | "reconcile" | "sync" | "cascade" | "resync";
             /**
              * @description pending: waits to be sent (again); delivered: the newest change was received; failed: the retry schedule ran out (a replay sends it again); dropped: the endpoint answered 410, or the object was erased meanwhile.
              * @enum {string}
@@ -4069,10 +4074,10 @@ export interface components {
             deliveredAt?: string | null;
         };
         /**
-         * @description What applied the change: a Clerk webhook, the recovery sweep, an admin's replay of an event, backfill, reconcile, a sync route, a parent's deletion (cascade), or an endpoint's resync. A replay of a delivery (POST /v1/endpoints/{id}/replay) keeps the origin of the change.
+         * @description What applied the change: a Clerk webhook, a Clerk session event (the user state it embedded), the recovery sweep, an admin's replay of an event, backfill, reconcile, a sync route, a parent's deletion (cascade), or an endpoint's resync. A replay of a delivery (POST /v1/endpoints/{id}/replay) keeps the origin of the change.
          * @enum {string}
          */
-        MessageOrigin: "webhook" | "sweep" | "replay" | "backfill" | "reconcile" | "sync" | "cascade" | "resync";
+        MessageOrigin: "webhook" | "session" | "sweep" | "replay" | "backfill" | "reconcile" | "sync" | "cascade" | "resync";
         /** @description The top-level fields of data that differ from the last state this endpoint received of the object; every field the first time, and after a replay or a resync. */
         MessageChanged: string[];
         /** @description A user's outbound message: data is the user as GET /v1/users/{userId}?includeDeleted=true shows it to an admin (user.deleted: its tombstone, deletedAt set). */
@@ -4220,7 +4225,7 @@ export interface components {
             /** @description The fields changed since the last state this endpoint received; every field the first time, or after a replay. */
             changed: string[];
             /** @enum {string} */
-            origin: "webhook" | "sweep" | "replay" | "backfill" | "reconcile" | "sync" | "cascade" | "resync" | "test";
+            origin: "webhook" | "session" | "sweep" | "replay" | "backfill" | "reconcile" | "sync" | "cascade" | "resync" | "test";
         };
     };
     responses: {
