@@ -93,6 +93,7 @@ var kindTable = append([]KindSpec{
 		userID:   func(e ClerkEvent) string { return e.memberID() },
 		objectID: func(e ClerkEvent) string { return e.dataID() },
 	},
+	invitationSpec,
 }, BillingKindSpecs()...)
 
 // decoders are the kinds' decoders. They are put into the kinds table by
@@ -108,6 +109,9 @@ func decoders() map[Kind]func(e ClerkEvent, eventID string, now time.Time) (Chan
 		},
 		KindMembership: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
 			return e.MembershipChange(eventID, now)
+		},
+		KindInvitation: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
+			return e.InvitationChange(eventID, now)
 		},
 		KindSubscription:     DecodeBilling,
 		KindSubscriptionItem: DecodeBilling,

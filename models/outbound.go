@@ -71,13 +71,15 @@ func OutboundName(k Kind) string {
 var outboundChanges = []EventType{EventCreated, EventUpdated, EventDeleted}
 
 // OutboundTypes are every outbound type, in the order of the kinds table:
-// "<name>.created", "<name>.updated" and, for a kind Clerk deletes,
-// "<name>.deleted".
+// "<name>.created", "<name>.updated" and, for a kind Clerk deletes or
+// whose parents' deletions delete (KindSpec.Parents), "<name>.deleted".
 func OutboundTypes() []string {
 	var types []string
 	for _, k := range Kinds {
+		spec, _ := SpecOf(k)
 		for _, c := range outboundChanges {
-			if c == EventDeleted && !slices.ContainsFunc(TypesOf(k), func(t string) bool { return EventTypeOf(t) == EventDeleted }) {
+			if c == EventDeleted && len(spec.Parents) == 0 &&
+				!slices.ContainsFunc(TypesOf(k), func(t string) bool { return EventTypeOf(t) == EventDeleted }) {
 				continue
 			}
 			types = append(types, OutboundName(k)+"."+string(c))
