@@ -51,8 +51,12 @@ type subject struct {
 	// keeps the deletions, which an endpoint may still have to be told
 	// (pending, or failed for a replay), without the fingerprints of what
 	// it was told before.
-	deliveries func(eraseDoc) bson.D
-	count      func(*models.Erasure)
+	deliveries func(ctx context.Context, d eraseDoc) (bson.D, error)
+	// object, when set, erases what the object's own document holds of a
+	// person, in the state the pass read (its lastEventId): a newer state
+	// that came in meanwhile is due on its own schedule.
+	object func(ctx context.Context, t eraseDoc) error
+	count  func(*models.Erasure)
 }
 
 // subjects are the kinds of tombstones erased, users first.
@@ -60,10 +64,28 @@ func (s *Store) subjects() []subject {
 	return []subject{
 		{name: "user", coll: s.users.coll, id: func(d eraseDoc) string { return d.UserID },
 			events: userEventsToErase, count: func(e *models.Erasure) { e.Users++ },
-			deliveries: func(d eraseDoc) bson.D { return userDeliveriesFilter(d.UserID) }},
+			deliveries: func(_ context.Context, d eraseDoc) (bson.D, error) { return userDeliveriesFilter(d.UserID), nil }},
 		{name: "membership", coll: s.members.coll, id: func(d eraseDoc) string { return d.MembershipID },
 			events: membershipEventsToErase, count: func(e *models.Erasure) { e.Memberships++ },
-			deliveries: func(d eraseDoc) bson.D { return membershipDeliveriesFilter(d.MembershipID, d.UserID) }},
+			deliveries: func(_ context.Context, d eraseDoc) (bson.D, error) {
+				return membershipDeliveriesFilter(d.MembershipID, d.UserID), nil
+			}},
+		// An invitation that ended (accepted, revoked, expired, deleted
+		// with its organization) holds the email of someone who may never
+		// be a user: its email and metadata go with its events.
+		{name: "invitation", coll: s.invites.coll, id: func(d eraseDoc) string { return d.InvitationID },
+			events: membershipEventsToErase, count: func(e *models.Erasure) { e.Invitations++ },
+			deliveries: func(ctx context.Context, d eraseDoc) (bson.D, error) {
+				return s.outbound.objectDeliveriesFilter(ctx, models.KindInvitation, d.InvitationID)
+			},
+			object: func(ctx context.Context, d eraseDoc) error {
+				_, err := updateOne(ctx, s.invites.coll, bson.D{{Key: "_id", Value: docID(d.InvitationID)}, {Key: "lastEventId", Value: d.LastEventID}},
+					bson.D{{Key: "$set", Value: bson.D{{Key: "emailAddress", Value: nil}, {Key: "metadata", Value: bson.D{}}}}})
+				if err != nil {
+					return fmt.Errorf("erase invitation %s: %w", d.InvitationID, translate(err))
+				}
+				return nil
+			}},
 	}
 }
 
@@ -71,11 +93,14 @@ func (s *Store) subjects() []subject {
 type eraseDoc struct {
 	UserID       string     `bson:"userId"`
 	MembershipID string     `bson:"membershipId"`
+	InvitationID string     `bson:"invitationId"`
+	LastEventID  string     `bson:"lastEventId"`
 	DeletedAt    *time.Time `bson:"deletedAt"`
 	ErasedAt     *time.Time `bson:"erasedAt"`
 }
 
-var eraseProjection = bson.D{{Key: "userId", Value: 1}, {Key: "membershipId", Value: 1}, {Key: "deletedAt", Value: 1}, {Key: "erasedAt", Value: 1}}
+var eraseProjection = bson.D{{Key: "userId", Value: 1}, {Key: "membershipId", Value: 1}, {Key: "invitationId", Value: 1},
+	{Key: "lastEventId", Value: 1}, {Key: "deletedAt", Value: 1}, {Key: "erasedAt", Value: 1}}
 
 // rearmErasure marks the tombstone of userID as holding events to erase
 // again, due from dueAt. Apply calls it when an event arrives for a
@@ -132,10 +157,11 @@ func (s *Store) eraseDue(ctx context.Context, subj subject, cutoff, now time.Tim
 			// Marked again by an event that found it erased (see
 			// keepErasable), which its mark erased at once: nothing
 			// was left to erase, and no tombstone is counted erased.
-			res.Users, res.Memberships = 0, 0
+			res.Users, res.Memberships, res.Invitations = 0, 0, 0
 		}
 		total.Users += res.Users
 		total.Memberships += res.Memberships
+		total.Invitations += res.Invitations
 		total.Events += res.Events
 		total.Pending += res.Pending
 		if err != nil {
@@ -188,8 +214,17 @@ var erasable = bson.D{{Key: "erasedAt", Value: nil}, {Key: "$or", Value: bson.A{
 func (s *Store) eraseEvents(ctx context.Context, subj subject, t eraseDoc, now time.Time) (models.Erasure, error) {
 	var res models.Erasure
 	id := subj.id(t)
-	if err := s.outbound.eraseDeliveries(ctx, subj.deliveries(t)); err != nil {
+	filter, err := subj.deliveries(ctx, t)
+	if err != nil {
+		return res, fmt.Errorf("find the outbound deliveries of %s %s: %w", subj.name, id, err)
+	}
+	if err := s.outbound.eraseDeliveries(ctx, filter); err != nil {
 		return res, fmt.Errorf("erase the outbound deliveries of %s %s: %w", subj.name, id, err)
+	}
+	if subj.object != nil {
+		if err := subj.object(ctx, t); err != nil {
+			return res, err
+		}
 	}
 	docs, err := s.events.findAll(ctx, subj.events(id), options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "status", Value: 1}, {Key: "retryAt", Value: 1}}))
 	if err != nil {
@@ -302,7 +337,7 @@ func (e *Events) eraseIfErased(ctx context.Context, id bson.ObjectID, now time.T
 	for _, t := range []struct {
 		coll     *mongo.Collection
 		what, id string
-	}{{e.users, "user", ev.UserID}, {e.memberships, "membership", ev.ObjectID}} {
+	}{{e.users, "user", ev.UserID}, {e.memberships, "membership", ev.ObjectID}, {e.invitations, "invitation", ev.ObjectID}} {
 		if t.id == "" {
 			continue
 		}

@@ -275,8 +275,8 @@ func TestUpgrade_ASchema8FileGainsTheBillingTables(t *testing.T) {
 		('subscriptions', 'subscription_items', 'payment_attempts', 'billing_plans')`).Scan(&tables); err != nil || tables != 4 {
 		t.Errorf("after the upgrade: %d billing tables (%v), want 4", tables, err)
 	}
-	if rep, err := s.Migrate(ctx, false); err != nil || !strings.Contains(rep.Summary, "schema 16") {
-		t.Errorf("Migrate = %+v, %v; want schema 16", rep, err)
+	if rep, err := s.Migrate(ctx, false); err != nil || !strings.Contains(rep.Summary, "schema 17") {
+		t.Errorf("Migrate = %+v, %v; want schema 17", rep, err)
 	}
 	if u, err := s.Users().Get(ctx, "user_1"); err != nil || u.LastEventID != "msg_1" {
 		t.Errorf("the user after the upgrade = %+v, %v", u, err)
