@@ -194,7 +194,7 @@ func (r *Resync) Running() bool { return r != nil && r.DoneAt == nil }
 
 // ResyncKinds are the kinds a resync walks, in order: each kind the
 // endpoint wants at least one type of (a payer's plan with the items).
-var ResyncKinds = []Kind{KindUser, KindOrganization, KindMembership, KindSubscription, KindSubscriptionItem, KindPaymentAttempt, KindPlan}
+var ResyncKinds = []Kind{KindUser, KindOrganization, KindMembership, KindInvitation, KindSubscription, KindSubscriptionItem, KindPaymentAttempt, KindPlan}
 
 // MaxKeptWhileDisabled bounds the deliveries a disabled endpoint keeps
 // pending (one per object, the newest state): past it, it is marked
