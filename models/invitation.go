@@ -55,6 +55,22 @@ var invitationSpec = KindSpec{
 	Parents:  []Kind{KindOrganization},
 	userID:   func(e ClerkEvent) string { return e.invitationUserID() },
 	objectID: func(e ClerkEvent) string { return e.dataID() },
+	// A state read from Clerk's list is applied as the type of its
+	// status; a pending or expired one as created (the type of no status
+	// change).
+	stateType: func(data json.RawMessage) string {
+		var d struct {
+			Status string `json:"status"`
+		}
+		_ = json.Unmarshal(data, &d)
+		switch d.Status {
+		case InvitationAccepted:
+			return TypeInvitationAccepted
+		case InvitationRevoked:
+			return TypeInvitationRevoked
+		}
+		return TypeInvitationCreated
+	},
 }
 
 // invitationUserID reads data.user_id as UserID does.

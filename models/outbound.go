@@ -306,13 +306,16 @@ func PendingOf(ev Event, ch Change, now time.Time) Pending {
 		userID = objectID
 	}
 	c := EventUpdated
+	origin := OriginOf(ev)
 	switch {
 	case ch.Version().Deleted:
 		c = EventDeleted
-	case EventTypeOf(ev.Type) == EventCreated:
+	case EventTypeOf(ev.Type) == EventCreated && origin != OriginBackfill && origin != OriginReconcile:
+		// A state read from Clerk's API is no creation, even when the
+		// type it is applied as is (a pending invitation's).
 		c = EventCreated
 	}
-	return Pending{Kind: ch.Kind(), ObjectID: objectID, UserID: userID, Version: ch.Version(), Change: c, Origin: OriginOf(ev), At: now}
+	return Pending{Kind: ch.Kind(), ObjectID: objectID, UserID: userID, Version: ch.Version(), Change: c, Origin: origin, At: now}
 }
 
 // EventNested is the change of an outbox entry whose event did not change

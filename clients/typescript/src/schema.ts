@@ -4045,6 +4045,8 @@ export interface components {
             users?: components["schemas"]["ReconcileKindCounts"];
             organizations?: components["schemas"]["ReconcileKindCounts"];
             memberships?: components["schemas"]["ReconcileKindCounts"];
+            /** @description Organization invitations (local is null: a run reads none here, and deletes none: an organization's deletion deletes its invitations); null also for a run kept before they were counted. */
+            invitations?: components["schemas"]["ReconcileKindCounts"];
             /** @description Clerk Billing's subscription items (local is null: a run reads none here); null also for a run kept before they were counted. */
             subscriptionItems?: components["schemas"]["ReconcileKindCounts"];
         };
@@ -4128,6 +4130,8 @@ export interface components {
                 organizations?: components["schemas"]["DryRunKind"] | null;
                 /** @description Null when the Clerk instance has organizations turned off. */
                 memberships?: components["schemas"]["DryRunKind"] | null;
+                /** @description Organization invitations (local is null: none is read here). Null when the Clerk instance has organizations turned off. */
+                invitations?: components["schemas"]["DryRunKind"] | null;
                 /** @description Clerk Billing's subscription items (local is null: none is read here). Null when the Clerk instance has Billing turned off. */
                 subscriptionItems?: components["schemas"]["DryRunKind"] | null;
             } | null;
@@ -4135,7 +4139,7 @@ export interface components {
             /** @description The objects a run would create, update or delete, or could not apply. */
             changes?: {
                 /** @enum {string} */
-                kind?: "user" | "organization" | "membership" | "subscription_item";
+                kind?: "user" | "organization" | "membership" | "invitation" | "subscription_item";
                 /** @description The object's id; absent when it could not be read. */
                 id?: string;
                 /** @description A user's id, on a user's change only. */
