@@ -158,7 +158,24 @@ const SubscriptionItemsFile = "subscription_items.json"
 // with Billing and no item). Each must be a JSON object with a string
 // "id".
 func LoadSubscriptionItems(dir string) ([]json.RawMessage, error) {
-	name := filepath.Join(dir, SubscriptionItemsFile)
+	return loadList(filepath.Join(dir, SubscriptionItemsFile))
+}
+
+// InvitationsFile is the file LoadInvitations reads: a JSON array of
+// Clerk's organization invitations, in creation order, as GET
+// /v1/organization_invitations lists them.
+const InvitationsFile = "invitations.json"
+
+// LoadInvitations reads the organization invitations of a stand-in Clerk
+// from dir's InvitationsFile; a missing file is none. Each must be a JSON
+// object with a string "id".
+func LoadInvitations(dir string) ([]json.RawMessage, error) {
+	return loadList(filepath.Join(dir, InvitationsFile))
+}
+
+// loadList reads the JSON array of objects of the file name; a missing
+// file is none.
+func loadList(name string) ([]json.RawMessage, error) {
 	b, err := os.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -450,6 +467,14 @@ func (c *Server) AddMembership(m json.RawMessage) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.members = append(c.members[:len(c.members):len(c.members)], m)
+}
+
+// SetInvitations sets the organization invitations of the instance, in
+// creation order.
+func (c *Server) SetInvitations(invites []json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.invites = invites
 }
 
 // AddInvitation appends an organization invitation, as its sending does.
