@@ -211,8 +211,7 @@ func (iv *Invitations) write(ctx context.Context, ch models.InvitationChange, fi
 // organizationId_1_invitationId_1. It is idempotent: a second run finds
 // none.
 func (iv *Invitations) cascade(ctx context.Context, orgID string, at time.Time, eventID string, now time.Time) error {
-	if _, err := updateMany(ctx, iv.coll, bson.D{{Key: "organizationId", Value: orgID}, {Key: "deletedAt", Value: nil}},
-		invitationTombstone(at, at, eventID, now)); err != nil {
+	if _, err := updateMany(ctx, iv.coll, invitationCascadeFilter(orgID), invitationTombstone(at, at, eventID, now)); err != nil {
 		return fmt.Errorf("delete the invitations of organization %s: %w", orgID, translate(err))
 	}
 	return nil
@@ -239,15 +238,9 @@ func (iv *Invitations) List(ctx context.Context, f models.InvitationFilter) (mod
 	if err != nil {
 		return models.InvitationPage{}, models.ErrBadCursor()
 	}
-	base := bson.D{{Key: "organizationId", Value: f.OrgID}}
-	if f.Status != "" && f.Status != models.InvitationExpired && !f.IncludeDeleted {
-		base = append(base, bson.E{Key: "status", Value: f.Status}, bson.E{Key: "deletedAt", Value: nil})
-	}
 	read := func(after string, n int) ([]models.Invitation, error) {
-		filter := append(bson.D{}, base...)
-		filter = append(filter, bson.E{Key: "invitationId", Value: bson.D{{Key: "$gt", Value: after}}})
-		docs, err := findDocs[invitationDoc](ctx, iv.coll, filter,
-			options.Find().SetSort(bson.D{{Key: "invitationId", Value: 1}}).SetLimit(int64(n)))
+		docs, err := findDocs[invitationDoc](ctx, iv.coll, invitationListFilter(f, after),
+			options.Find().SetSort(invitationOrder).SetLimit(int64(n)))
 		if err != nil {
 			return nil, err
 		}
@@ -271,6 +264,28 @@ func (iv *Invitations) List(ctx context.Context, f models.InvitationFilter) (mod
 		page.NextCursor = hex.EncodeToString([]byte(next))
 	}
 	return page, nil
+}
+
+// invitationOrder is the order of an organization's invitations.
+var invitationOrder = bson.D{{Key: "invitationId", Value: 1}}
+
+// invitationListFilter selects the invitations of f's organization after
+// the id after: of f's stored status (pending, accepted, revoked: not
+// deleted), through organizationId_1_status_1_invitationId_1; else every
+// one, through organizationId_1_invitationId_1 (f.KeepInvitation decides
+// on the documents).
+func invitationListFilter(f models.InvitationFilter, after string) bson.D {
+	filter := bson.D{{Key: "organizationId", Value: f.OrgID}}
+	if f.Status != "" && f.Status != models.InvitationExpired && !f.IncludeDeleted {
+		filter = append(filter, bson.E{Key: "status", Value: f.Status}, bson.E{Key: "deletedAt", Value: nil})
+	}
+	return append(filter, bson.E{Key: "invitationId", Value: bson.D{{Key: "$gt", Value: after}}})
+}
+
+// invitationCascadeFilter selects the invitations of orgID that are not
+// tombstones, through organizationId_1_invitationId_1.
+func invitationCascadeFilter(orgID string) bson.D {
+	return bson.D{{Key: "organizationId", Value: orgID}, {Key: "deletedAt", Value: nil}}
 }
 
 // Changes returns one page of the invitations' change feed, as
