@@ -292,6 +292,8 @@ func TestReplayCommand_EveryKindsChangeReachesTheEndpointsFromReplay(t *testing.
 		models.KindUser:         {models.TypeUserCreated, userID(0), json.RawMessage(clerkUser(t, 0, updatedAt(0)))},
 		models.KindOrganization: {models.TypeOrganizationCreated, orgID(0), clerkOrgData(0, orgUpdatedAt(0))},
 		models.KindMembership:   {models.TypeMembershipCreated, memberID(0), clerkMemberData(0, 0, 0, memberUpdatedAt(0))},
+		models.KindInvitation: {models.TypeInvitationCreated, invitationID(0),
+			clerkInvitationData(0, 0, models.InvitationPending, invitationUpdatedAt(0))},
 		models.KindSubscription: {"subscription.created", subscriptionID, map[string]any{
 			"object": "commerce_subscription", "id": subscriptionID, "status": "active", "payer": teamActive()["payer"],
 			"items": []any{}, "created_at": baseUpdatedAt, "updated_at": teamStartedAt}},
