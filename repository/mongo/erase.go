@@ -56,7 +56,13 @@ type subject struct {
 	// person, in the state the pass read (its lastEventId): a newer state
 	// that came in meanwhile is due on its own schedule.
 	object func(ctx context.Context, t eraseDoc) error
-	count  func(*models.Erasure)
+	// guard, when set, is the condition that the object is still in the
+	// state the pass read (an object that is not a tombstone may take a
+	// newer state meanwhile, which holds personal data again and is due
+	// on its own schedule): the pass erases nothing of it otherwise, and
+	// does not mark it erased.
+	guard func(t eraseDoc) bson.D
+	count func(*models.Erasure)
 }
 
 // subjects are the kinds of tombstones erased, users first.
@@ -78,6 +84,7 @@ func (s *Store) subjects() []subject {
 			deliveries: func(ctx context.Context, d eraseDoc) (bson.D, error) {
 				return s.outbound.objectDeliveriesFilter(ctx, models.KindInvitation, d.InvitationID)
 			},
+			guard: func(d eraseDoc) bson.D { return bson.D{{Key: "lastEventId", Value: d.LastEventID}} },
 			object: func(ctx context.Context, d eraseDoc) error {
 				_, err := updateOne(ctx, s.invites.coll, bson.D{{Key: "_id", Value: docID(d.InvitationID)}, {Key: "lastEventId", Value: d.LastEventID}},
 					bson.D{{Key: "$set", Value: bson.D{{Key: "emailAddress", Value: nil}, {Key: "metadata", Value: bson.D{}}}}})
@@ -221,6 +228,15 @@ func (s *Store) eraseEvents(ctx context.Context, subj subject, t eraseDoc, now t
 	if err := s.outbound.eraseDeliveries(ctx, filter); err != nil {
 		return res, fmt.Errorf("erase the outbound deliveries of %s %s: %w", subj.name, id, err)
 	}
+	if subj.guard != nil {
+		n, err := subj.coll.CountDocuments(ctx, append(bson.D{{Key: "_id", Value: docID(id)}}, subj.guard(t)...), options.Count().SetLimit(1))
+		if err != nil {
+			return res, fmt.Errorf("read %s %s: %w", subj.name, id, translate(err))
+		}
+		if n == 0 {
+			return res, nil // a newer state came: due on its own schedule
+		}
+	}
 	if subj.object != nil {
 		if err := subj.object(ctx, t); err != nil {
 			return res, err
@@ -248,32 +264,41 @@ func (s *Store) eraseEvents(ctx context.Context, subj subject, t eraseDoc, now t
 	if res.Pending > 0 {
 		return res, nil
 	}
-	if err := s.unmarkErasure(ctx, subj, id, now); err != nil {
+	if done, err := s.unmarkErasure(ctx, subj, t, id, now); err != nil || !done {
 		return res, err
 	}
 	subj.count(&res)
 	return res, nil
 }
 
-// unmarkErasure removes eraseAfter from the tombstone id of subj and sets
-// erasedAt, then looks for an event of it that came in meanwhile, and
-// marks it again, due at once, if there is one.
-func (s *Store) unmarkErasure(ctx context.Context, subj subject, id string, now time.Time) error {
-	_, err := updateOne(ctx, subj.coll, bson.D{{Key: "_id", Value: docID(id)}}, bson.D{
+// unmarkErasure removes eraseAfter from the tombstone id of subj (t, as
+// the pass read it: subj.guard) and sets erasedAt, then looks for an event
+// of it that came in meanwhile, and marks it again, due at once, if there
+// is one. done is false when a newer state of the object came meanwhile
+// (subj.guard): it is left as that state wrote it.
+func (s *Store) unmarkErasure(ctx context.Context, subj subject, t eraseDoc, id string, now time.Time) (done bool, err error) {
+	filter := bson.D{{Key: "_id", Value: docID(id)}}
+	if subj.guard != nil {
+		filter = append(filter, subj.guard(t)...)
+	}
+	res, err := updateOne(ctx, subj.coll, filter, bson.D{
 		{Key: "$unset", Value: bson.D{{Key: "eraseAfter", Value: ""}}},
 		{Key: "$set", Value: bson.D{{Key: "erasedAt", Value: now}}},
 	})
 	if err != nil {
-		return fmt.Errorf("unmark %s %s for erasure: %w", subj.name, id, translate(err))
+		return false, fmt.Errorf("unmark %s %s for erasure: %w", subj.name, id, translate(err))
+	}
+	if subj.guard != nil && res.MatchedCount == 0 {
+		return false, nil
 	}
 	n, err := s.events.coll.CountDocuments(ctx, subj.events(id), options.Count().SetLimit(1))
 	if err != nil {
-		return fmt.Errorf("find events of %s %s: %w", subj.name, id, translate(err))
+		return true, fmt.Errorf("find events of %s %s: %w", subj.name, id, translate(err))
 	}
 	if n == 0 {
-		return nil
+		return true, nil
 	}
-	return rearm(ctx, subj.coll, subj.name, id, eraseEpoch)
+	return true, rearm(ctx, subj.coll, subj.name, id, eraseEpoch)
 }
 
 // erase removes the body of one event if it is erasable; done is false

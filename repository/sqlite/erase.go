@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -44,7 +45,12 @@ type subject struct {
 	// object, when set, erases what the object's own row holds of a
 	// person: (id).
 	object string
-	count  func(*models.Erasure)
+	// stillDue, when set, tells in the erasing transaction whether the
+	// object is still due as the pass read it: (id, its erase_after) → a
+	// row. An object that is not a tombstone may take a newer state
+	// meanwhile, which holds personal data again, due on its own schedule.
+	stillDue string
+	count    func(*models.Erasure)
 }
 
 var (
@@ -69,6 +75,7 @@ var (
 		soon:       `UPDATE invitations SET erase_after = 0 WHERE invitation_id = ?`,
 		deliveries: `endpoint_id IN (SELECT id FROM endpoints) AND kind = 'invitation' AND object_id = ?1`,
 		object:     `UPDATE invitations SET email_address = NULL, metadata = '{}' WHERE invitation_id = ?`,
+		stillDue:   `SELECT 1 FROM invitations WHERE invitation_id = ? AND erase_after = ?`,
 		count:      func(e *models.Erasure) { e.Invitations++ }}
 )
 
@@ -105,6 +112,16 @@ func (s *Store) eraseDue(ctx context.Context, subj subject, cutoff, now time.Tim
 		for _, d := range batch {
 			last, after = d.id, d.after
 			err := s.write(ctx, func(t *wtx) error {
+				if subj.stillDue != "" {
+					var one int
+					err := t.row(subj.stillDue, d.id, d.after).Scan(&one)
+					if err == sql.ErrNoRows {
+						return nil // a newer state came: due on its own schedule
+					}
+					if err != nil {
+						return translate(err)
+					}
+				}
 				res, err := s.eraseEvents(t, subj, d.id, now, false)
 				if err == nil {
 					total.Users += res.Users

@@ -335,4 +335,19 @@ func testEraseEndedInvitations(t *testing.T, s repository.Store) {
 	if res, err := s.EraseDeletedBefore(ctx, t0.Add(3*time.Hour), t0.Add(3*time.Hour)); err != nil || res != (models.Erasure{}) {
 		t.Errorf("a second pass = %+v, %v; want nothing to do", res, err)
 	}
+	// A newer state of an erased invitation (revoked after it expired)
+	// holds an email again: it is due from its own time.
+	deliver(invitationChange("orginv_e2", "org_e", "msg_e2_revoked", 4*time.Hour, models.InvitationRevoked, &expires))
+	if got := getInvitation(t, s, "orginv_e2"); got.EmailAddress == "" || got.ErasedAt != nil || got.Status != models.InvitationRevoked {
+		t.Errorf("a revoked state after the erasure = %+v; want it revoked, with its email, not erased", got)
+	}
+	if res, err := s.EraseDeletedBefore(ctx, t0.Add(3*time.Hour), t0.Add(3*time.Hour)); err != nil || res.Invitations != 0 {
+		t.Errorf("a pass before the revoke's time = %+v, %v; want nothing erased", res, err)
+	}
+	if res, err := s.EraseDeletedBefore(ctx, t0.Add(5*time.Hour), t0.Add(5*time.Hour)); err != nil || res.Invitations != 1 {
+		t.Errorf("a pass after the revoke's time = %+v, %v; want it erased", res, err)
+	}
+	if got := getInvitation(t, s, "orginv_e2"); got.EmailAddress != "" || got.ErasedAt == nil {
+		t.Errorf("the revoked invitation = %+v; want it erased", got)
+	}
 }
