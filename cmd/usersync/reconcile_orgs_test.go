@@ -51,8 +51,7 @@ func clerkMemberData(i, org, user int, updatedAt int64) map[string]any {
 
 func invitationID(i int) string { return fmt.Sprintf("orginv_rec%03d", i) }
 
-// invitationUpdatedAt is the Clerk time of invitation i as the helpers
-// make it.
+// invitationUpdatedAt is the Clerk time of invitation i in the tests.
 func invitationUpdatedAt(i int) int64 { return baseUpdatedAt + 300_000 + int64(i)*1000 }
 
 // clerkInvitationData is invitation i, of organization org, as Clerk's
