@@ -169,6 +169,7 @@ func TestEvents_StatsCountPerStatusAndOutcome(t *testing.T) {
 			"user":         map[string]any{"stored": 0.0, "failed": 1.0, "gaveUp": 1.0},
 			"organization": map[string]any{"stored": 0.0, "failed": 0.0, "gaveUp": 0.0},
 			"membership":   map[string]any{"stored": 0.0, "failed": 0.0, "gaveUp": 0.0},
+			"invitation":   map[string]any{"stored": 0.0, "failed": 0.0, "gaveUp": 0.0},
 			// Clerk Billing's kinds, with no events here.
 			"subscription":      map[string]any{"stored": 0.0, "failed": 0.0, "gaveUp": 0.0},
 			"subscription_item": map[string]any{"stored": 0.0, "failed": 0.0, "gaveUp": 0.0},

@@ -54,8 +54,8 @@ func (h *harness) list(path, key string) []map[string]any {
 
 // TestOrganizations_EveryTypeFromClerksFixturesIsIngested delivers Clerk's
 // examples of the six organization and membership events (the membership
-// first, as can happen) and an invitation, which is acknowledged and not
-// stored.
+// first, as can happen) and an invitation, stored and applied as its own
+// kind.
 func TestOrganizations_EveryTypeFromClerksFixturesIsIngested(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -69,7 +69,7 @@ func TestOrganizations_EveryTypeFromClerksFixturesIsIngested(t *testing.T) {
 		// event id wins the tie (Clerk keeps updated_at when only
 		// members_count moves).
 		{"openapi.organization.updated.json", "processed", "applied"},
-		{"openapi.organizationInvitation.accepted.json", "ignored", ""},
+		{"openapi.organizationInvitation.accepted.json", "processed", "applied"},
 	} {
 		id := newID()
 		if strings.HasSuffix(tc.file, "organization.created.json") {
@@ -80,8 +80,8 @@ func TestOrganizations_EveryTypeFromClerksFixturesIsIngested(t *testing.T) {
 			t.Errorf("%s: answer %v, want %s/%s", tc.file, got, tc.status, tc.outcome)
 		}
 	}
-	if n := h.countEvents(); n != 4 {
-		t.Errorf("%d events stored, want 4 (the invitation is not stored)", n)
+	if n := h.countEvents(); n != 5 {
+		t.Errorf("%d events stored, want 5", n)
 	}
 	org := h.get("/v1/organizations/"+fxOrg, testAPIKey).JSON(t)
 	if org["name"] != "Acme Corp Updated" || org["slug"] != "acme-corp-updated" || org["membersCount"] != 3.0 || org["deletedAt"] != nil {
@@ -356,7 +356,7 @@ func TestMetrics_WebhookDeliveriesPerKind(t *testing.T) {
 	h.mustDeliver(dup, fixture(t, "openapi.organizationMembership.created.json"))
 	h.mustDeliver(newID(), fixture(t, "openapi.organization.updated.json"))
 	h.mustDeliver(newID(), userBody(t, "user.created", clerkUser{ID: "user_m", UpdatedAt: t0}))
-	h.mustDeliver(newID(), fixture(t, "openapi.organizationInvitation.accepted.json"))
+	h.mustDeliver(newID(), []byte(`{"type":"role.created","object":"event","data":{"id":"role_1","object":"role"}}`))
 	body := string(h.get("/metrics", "").Body)
 	for _, want := range []string{
 		`usersync_webhook_events_total{kind="membership",result="processed"} 1`,

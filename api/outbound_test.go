@@ -314,6 +314,7 @@ func TestOutbound_EveryKindsChangeReachesTheAppAsItsRESTShape(t *testing.T) {
 		{models.KindUser, userBody(t, "user.created", clerkUser{ID: "user_k1", UpdatedAt: at, Email: "k1@example.com"}), "user.created"},
 		{models.KindOrganization, fixture(t, "openapi.organization.created.json"), "organization.created"},
 		{models.KindMembership, fixture(t, "openapi.organizationMembership.created.json"), "organizationMembership.created"},
+		{models.KindInvitation, fixture(t, "openapi.organizationInvitation.created.json"), "organizationInvitation.created"},
 		{models.KindSubscriptionItem, billingBody(t, "subscriptionItem.canceled.json", "subscriptionItem.active", nil), "subscriptionItem.updated"},
 		{models.KindSubscription, billingBody(t, "upstream.subscription.created.json", "", nil), "subscription.created"},
 		{models.KindPaymentAttempt, attemptBody("paymentAttempt.created", "pa_k1", "cpa_K1", billingUser, at), "paymentAttempt.created"},

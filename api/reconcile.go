@@ -29,6 +29,8 @@ type reconcileRunJSON struct {
 	Users         *reconcileCountsJSON `json:"users"`
 	Organizations *reconcileCountsJSON `json:"organizations"`
 	Memberships   *reconcileCountsJSON `json:"memberships"`
+	// null too for a run kept before invitations were counted.
+	Invitations *reconcileCountsJSON `json:"invitations"`
 	// null too for a run kept before subscription items were counted.
 	SubscriptionItems *reconcileCountsJSON `json:"subscriptionItems"`
 }
@@ -92,7 +94,8 @@ func newReconcileRunJSON(r models.ReconcileSummary) reconcileRunJSON {
 		DurationSeconds: r.Duration.Seconds(), Success: r.Success, Error: r.Error, Refused: r.Refused(),
 		usersAtTopJSON: newUsersAtTopJSON(r.Users),
 		Users:          newReconcileCountsJSON(r.Users), Organizations: newReconcileCountsJSON(r.Organizations),
-		Memberships: newReconcileCountsJSON(r.Memberships), SubscriptionItems: newReconcileCountsJSON(r.SubscriptionItems),
+		Memberships: newReconcileCountsJSON(r.Memberships), Invitations: newReconcileCountsJSON(r.Invitations),
+		SubscriptionItems: newReconcileCountsJSON(r.SubscriptionItems),
 	}
 	return j
 }
@@ -166,6 +169,7 @@ type dryRunReportJSON struct {
 	Users             *dryRunKindJSON `json:"users"`
 	Organizations     *dryRunKindJSON `json:"organizations"`
 	Memberships       *dryRunKindJSON `json:"memberships"`
+	Invitations       *dryRunKindJSON `json:"invitations"`
 	SubscriptionItems *dryRunKindJSON `json:"subscriptionItems"`
 }
 
@@ -196,6 +200,8 @@ func newDryRunReportJSON(rep sync.ReconcileReport) *dryRunReportJSON {
 			r.Organizations = j
 		case models.KindMembership:
 			r.Memberships = j
+		case models.KindInvitation:
+			r.Invitations = j
 		case models.KindSubscriptionItem:
 			r.SubscriptionItems = j
 		}

@@ -33,7 +33,7 @@ func newReconcileMetrics(reg *prometheus.Registry) *reconcileMetrics {
 		}, []string{"kind"}),
 		objects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "usersync_reconcile_last_run_objects",
-			Help: "Objects of the last scheduled reconcile run by this instance, by object (users, organizations, memberships, subscription_items) and kind: clerk (listed), local (active before the listing; never read for subscription_items), applied, stale, deleted, unchanged, failed. 0 of a kind the run did not read (organizations or Billing turned off in the Clerk instance), local left as it was.",
+			Help: "Objects of the last scheduled reconcile run by this instance, by object (users, organizations, memberships, invitations, subscription_items) and kind: clerk (listed), local (active before the listing; never read for invitations and subscription_items), applied, stale, deleted, unchanged, failed. 0 of a kind the run did not read (organizations or Billing turned off in the Clerk instance), local left as it was.",
 		}, []string{"object", "kind"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "usersync_reconcile_runs_total", Help: "Scheduled reconcile runs by this instance, by result: success or failure.",

@@ -44,8 +44,8 @@ func TestMetrics_TheLastScheduledRunIsGaugedPerObjectFromStartUp(t *testing.T) {
 		return got
 	}
 	got := scrape()
-	if len(got) != 28 {
-		t.Errorf("at start-up: %d series %v, want 28 (users, organizations, memberships, subscription_items × 7)", len(got), got)
+	if len(got) != 35 {
+		t.Errorf("at start-up: %d series %v, want 35 (users, organizations, memberships, invitations, subscription_items × 7)", len(got), got)
 	}
 	for k, v := range got {
 		if v != "0" {

@@ -162,7 +162,7 @@ func TestWebhook_IgnoredEventsAreCountedByClerksTypeOnly(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	exposition := string(h.get("/metrics", "").Body)
-	for _, typ := range []string{"role.created", "organizationInvitation.accepted", "other"} {
+	for _, typ := range []string{"role.created", "organizationDomain.created", "other"} {
 		if v := metricValue(t, exposition, fmt.Sprintf(`usersync_webhook_ignored_total{type=%q}`, typ)); v != 0 {
 			t.Errorf("%s ignored before any delivery = %v", typ, v)
 		}

@@ -27,6 +27,10 @@ var renderers = map[models.Kind]func(ctx context.Context, env renderEnv, id stri
 		m, err := env.s.Memberships().Get(ctx, id)
 		return newMembershipJSON(m, false), m.DeletedAt != nil, err
 	},
+	models.KindInvitation: func(ctx context.Context, env renderEnv, id string) (any, bool, error) {
+		i, err := env.s.Invitations().Get(ctx, id)
+		return newInvitationJSON(i, env.now().UTC()), i.DeletedAt != nil, err
+	},
 	models.KindSubscription: func(ctx context.Context, env renderEnv, id string) (any, bool, error) {
 		sub, err := env.s.Billing().Subscription(ctx, id)
 		return newSubscriptionJSON(sub), false, err

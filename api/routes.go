@@ -40,6 +40,8 @@ func (s *server) routes(e *echo.Echo) {
 	v1.GET("/organizations/:orgId", s.getOrganization, apiKey)
 	v1.POST("/organizations/:orgId/sync", s.syncOrganization, apiKey)
 	v1.GET("/organizations/:orgId/memberships", s.listMemberships, apiKey)
+	v1.GET("/organizations/:orgId/invitations", s.listInvitations, apiKey)
+	v1.GET("/organizations/:orgId/invitations/:invitationId", s.getInvitation, apiKey)
 	v1.GET("/organizations/:orgId/billing", s.organizationBilling, apiKey)
 	v1.GET("/memberships", s.membershipFeed, apiKey)
 	v1.GET("/billing/plans", s.planFeed, apiKey)

@@ -69,6 +69,7 @@ type Config struct {
 	Users         UserReader
 	Organizations OrganizationReader
 	Memberships   MembershipReader
+	Invitations   InvitationReader
 	Billing       BillingReader
 	Events        EventReader
 	Eraser        UserEraser
@@ -130,6 +131,7 @@ type server struct {
 	users    UserReader
 	orgs     OrganizationReader
 	members  MembershipReader
+	invites  InvitationReader
 	billing  BillingReader
 	events   EventReader
 	eraser   UserEraser
@@ -211,6 +213,7 @@ func newServer(cfg Config) (*server, error) {
 		users:        cfg.Users,
 		orgs:         cfg.Organizations,
 		members:      cfg.Memberships,
+		invites:      cfg.Invitations,
 		billing:      cfg.Billing,
 		events:       cfg.Events,
 		eraser:       cfg.Eraser,

@@ -156,6 +156,14 @@ func (c *Client) ListMemberships(ctx context.Context, offset, limit int) ([]json
 	return c.list(ctx, "/organization_memberships", "memberships", "memberships offset "+strconv.Itoa(offset), offset, limit, byCreation)
 }
 
+// ListInvitations returns the organization invitations of the whole
+// instance, of every status, at offset in Clerk's list (GET
+// /organization_invitations) in creation order, at most limit (1 to
+// MaxPageLimit) of them, as ListUsers does users.
+func (c *Client) ListInvitations(ctx context.Context, offset, limit int) ([]json.RawMessage, error) {
+	return c.list(ctx, "/organization_invitations", "invitations", "invitations offset "+strconv.Itoa(offset), offset, limit, byCreation)
+}
+
 // UserMemberships returns the organization memberships of one user at
 // offset (GET /users/{id}/organization_memberships), at most limit of
 // them, or an error wrapping models.ErrNotFound when Clerk does not know

@@ -1,5 +1,5 @@
 // Package client reads the copy usersync keeps of an application's Clerk
-// users, organizations, memberships and Clerk Billing over its REST API,
+// users, organizations, memberships, invitations and Clerk Billing over its REST API,
 // and verifies and parses the outbound webhooks it sends.
 //
 // It imports the standard library only, so an application that imports
@@ -20,9 +20,8 @@
 // than 2xx is an *Error carrying the API's code and request id; a 429 or
 // a 503 is tried again, after its Retry-After (see Options).
 //
-// Organization invitations are not in usersync's API yet: they come to
-// this package with their routes, as a type and a method each, over the
-// same List and Feed.
+// An organization's invitations are a List too (OrganizationInvitations),
+// and one invitation a method (OrganizationInvitation).
 //
 // A Verifier checks an outbound message's Standard Webhooks signature
 // and returns it as an Event, its data typed by its type.

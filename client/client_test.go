@@ -17,6 +17,7 @@ const (
 	userID         = "user_29w83sxmDNGwOuEthce5gg56FcC"
 	orgID          = "org_2g7np7Hrk0SN6kj5EDMLDaKNL0S"
 	membershipID   = "orgmem_2g7np7Hrk0SN6kj5EDMLDaKNL0S"
+	invitationID   = "orginv_2g7np7Hrk0SN6kj5EDMLDaKNL0S"
 	memberID       = "user_2h8op3Isl1QR7tKu5FGNfaLKEoU"
 	payerID        = "user_34D368EufHwugfYh4yyGNEheM0S"
 	subscriptionID = "csub_2g7np7Hrk0SN6kj5EDMLDaKNL0S"
@@ -91,6 +92,16 @@ func TestClient_ReadsEveryRoutesData(t *testing.T) {
 	if got := collect(t, c.UserMemberships(memberID, client.MembershipQuery{}).All(ctx)); len(got) != 1 ||
 		got[0].Organization == nil || got[0].Organization.OrganizationID != orgID {
 		t.Errorf("UserMemberships = %+v", got)
+	}
+	if got := collect(t, c.OrganizationInvitations(orgID, client.InvitationQuery{}).All(ctx)); len(got) != 1 ||
+		got[0].InvitationID != invitationID || got[0].Status != "accepted" || got[0].EmailAddress == nil || got[0].UserID == nil {
+		t.Errorf("OrganizationInvitations = %+v", got)
+	}
+	if got := collect(t, c.OrganizationInvitations(orgID, client.InvitationQuery{Status: "pending"}).All(ctx)); len(got) != 0 {
+		t.Errorf("OrganizationInvitations pending = %+v, want none", got)
+	}
+	if inv, err := c.OrganizationInvitation(ctx, orgID, invitationID); err != nil || inv.Status != "accepted" || inv.OrganizationID != orgID {
+		t.Errorf("OrganizationInvitation = %+v, %v", inv, err)
 	}
 	b, err := c.UserBilling(ctx, payerID)
 	if err != nil || b.Payer != (client.BillingPayer{Payer: client.Payer{Kind: "user", ID: payerID}, InCopy: true}) || b.Plan == nil || b.Plan.Plan == nil || len(b.Items) == 0 {
@@ -167,6 +178,13 @@ func TestClient_ReadsEveryRoutesData(t *testing.T) {
 	}
 	if got := collect(t, admin.OrganizationMemberships(orgID, client.MembershipQuery{IncludeDeleted: true}).All(ctx)); len(got) != 1 || got[0].DeletedAt == nil {
 		t.Errorf("OrganizationMemberships with the deleted = %+v", got)
+	}
+	if _, err := c.OrganizationInvitation(ctx, orgID, invitationID); !client.IsNotFound(err) {
+		t.Errorf("an invitation of a deleted organization reads %v, want not found", err)
+	}
+	if got := collect(t, admin.OrganizationInvitations(orgID, client.InvitationQuery{IncludeDeleted: true}).All(ctx)); len(got) != 1 ||
+		got[0].DeletedAt == nil || got[0].EmailAddress != nil {
+		t.Errorf("OrganizationInvitations with the deleted = %+v", got)
 	}
 }
 

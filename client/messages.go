@@ -25,6 +25,9 @@ const (
 	TypeOrganizationMembershipCreated = "organizationMembership.created"
 	TypeOrganizationMembershipUpdated = "organizationMembership.updated"
 	TypeOrganizationMembershipDeleted = "organizationMembership.deleted"
+	TypeOrganizationInvitationCreated = "organizationInvitation.created"
+	TypeOrganizationInvitationUpdated = "organizationInvitation.updated"
+	TypeOrganizationInvitationDeleted = "organizationInvitation.deleted"
 	TypeSubscriptionCreated           = "subscription.created"
 	TypeSubscriptionUpdated           = "subscription.updated"
 	TypeSubscriptionItemCreated       = "subscriptionItem.created"
@@ -61,6 +64,7 @@ type Message struct {
 	User             *User                  // user.*
 	Organization     *Organization          // organization.*
 	Membership       *Membership            // organizationMembership.*
+	Invitation       *Invitation            // organizationInvitation.*
 	Subscription     *Subscription          // subscription.*
 	SubscriptionItem *PayerSubscriptionItem // subscriptionItem.*
 	PaymentAttempt   *PaymentAttempt        // paymentAttempt.*
@@ -97,6 +101,7 @@ var decoders = map[string]func(m *Message) any{
 	"user":                   func(m *Message) any { m.User = new(User); return m.User },
 	"organization":           func(m *Message) any { m.Organization = new(Organization); return m.Organization },
 	"organizationMembership": func(m *Message) any { m.Membership = new(Membership); return m.Membership },
+	"organizationInvitation": func(m *Message) any { m.Invitation = new(Invitation); return m.Invitation },
 	"subscription":           func(m *Message) any { m.Subscription = new(Subscription); return m.Subscription },
 	"subscriptionItem":       func(m *Message) any { m.SubscriptionItem = new(PayerSubscriptionItem); return m.SubscriptionItem },
 	"paymentAttempt":         func(m *Message) any { m.PaymentAttempt = new(PaymentAttempt); return m.PaymentAttempt },

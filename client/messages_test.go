@@ -118,6 +118,7 @@ var messageTypes = []string{
 	client.TypeUserCreated, client.TypeUserUpdated, client.TypeUserDeleted,
 	client.TypeOrganizationCreated, client.TypeOrganizationUpdated, client.TypeOrganizationDeleted,
 	client.TypeOrganizationMembershipCreated, client.TypeOrganizationMembershipUpdated, client.TypeOrganizationMembershipDeleted,
+	client.TypeOrganizationInvitationCreated, client.TypeOrganizationInvitationUpdated, client.TypeOrganizationInvitationDeleted,
 	client.TypeSubscriptionCreated, client.TypeSubscriptionUpdated,
 	client.TypeSubscriptionItemCreated, client.TypeSubscriptionItemUpdated,
 	client.TypePaymentAttemptCreated, client.TypePaymentAttemptUpdated,
@@ -134,6 +135,8 @@ func objectOf(m client.Message) string {
 		return m.Organization.OrganizationID
 	case m.Membership != nil:
 		return m.Membership.MembershipID
+	case m.Invitation != nil:
+		return m.Invitation.InvitationID
 	case m.Subscription != nil:
 		return m.Subscription.ID
 	case m.SubscriptionItem != nil:

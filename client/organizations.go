@@ -147,3 +147,58 @@ func (c *Client) OrganizationChanges(o FeedOptions) *Feed[Organization] {
 func (c *Client) MembershipChanges(o FeedOptions) *Feed[Membership] {
 	return newFeed[Membership](c, "/v1/memberships", o)
 }
+
+// Invitation is an organization invitation as usersync serves it: never
+// its url (which holds its token) nor its private_metadata. Status is
+// what it reads as when served: a pending invitation past its ExpiresAt
+// is "expired". One deleted with its organization (an admin key) has
+// DeletedAt; one whose personal data was erased has ErasedAt, and no
+// EmailAddress.
+type Invitation struct {
+	InvitationID    string          `json:"invitationId"`
+	OrganizationID  string          `json:"organizationId"`
+	EmailAddress    *string         `json:"emailAddress"`
+	Role            *string         `json:"role"`
+	RoleName        *string         `json:"roleName"`
+	Status          string          `json:"status"` // pending, accepted, revoked, expired
+	Metadata        json.RawMessage `json:"metadata"`
+	UserID          *string         `json:"userId"` // the user who accepted it
+	ExpiresAt       *time.Time      `json:"expiresAt"`
+	SourceCreatedAt *time.Time      `json:"sourceCreatedAt"`
+	CreatedAt       time.Time       `json:"createdAt"`
+	UpdatedAt       time.Time       `json:"updatedAt"`
+	DeletedAt       *time.Time      `json:"deletedAt"`
+	ErasedAt        *time.Time      `json:"erasedAt"`
+}
+
+// InvitationQuery filters an organization's invitations.
+type InvitationQuery struct {
+	// Status lists only the invitations that read as this status now:
+	// "pending", "accepted", "revoked" or "expired"; "": every one.
+	Status string
+	// IncludeDeleted lists the invitations deleted with their
+	// organization too (an admin key).
+	IncludeDeleted bool
+	// Limit is the invitations per page, 1 to 200; 0: 200.
+	Limit int
+}
+
+// OrganizationInvitations is the list of an organization's invitations,
+// in invitation id order.
+func (c *Client) OrganizationInvitations(orgID string, q InvitationQuery) *List[Invitation] {
+	v := url.Values{}
+	if q.Status != "" {
+		v.Set("status", q.Status)
+	}
+	if q.IncludeDeleted {
+		v.Set("includeDeleted", "true")
+	}
+	return newList[Invitation](c, "/v1/organizations/"+url.PathEscape(orgID)+"/invitations", v, q.Limit)
+}
+
+// OrganizationInvitation returns one invitation of an organization;
+// IsNotFound(err) when usersync has none by that id in that
+// organization, or it was deleted with its organization.
+func (c *Client) OrganizationInvitation(ctx context.Context, orgID, invitationID string) (Invitation, error) {
+	return get[Invitation](ctx, c, "/v1/organizations/"+url.PathEscape(orgID)+"/invitations/"+url.PathEscape(invitationID), nil)
+}

@@ -44,7 +44,7 @@ func TestKind_OnlyOrganizationsAndMembershipsJoinUsers(t *testing.T) {
 		"openapi.organizationMembership.created.json":  models.KindMembership,
 		"openapi.organizationMembership.updated.json":  models.KindMembership,
 		"openapi.organizationMembership.deleted.json":  models.KindMembership,
-		"openapi.organizationInvitation.accepted.json": "",
+		"openapi.organizationInvitation.accepted.json": models.KindInvitation,
 		"openapi.session.created.json":                 models.KindUser, // projected onto its user
 	} {
 		ev := decode(t, fixture(t, file))

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +53,11 @@ type KindSpec struct {
 	// version (a membership's event nests its organization): a change of
 	// each is the event's too, and outbound webhooks send it as such.
 	Nests []Kind
+	// stateType, if set, is the Clerk type a state of the kind read from
+	// Clerk's API (data) is applied as, where no one type carries every
+	// state (an invitation's type names its status); else the kind's
+	// updated type (StateType).
+	stateType func(data json.RawMessage) string
 	// decode validates an event's data and returns the state it carries
 	// (its error wraps ErrInvalid); set from decoders.
 	decode func(e ClerkEvent, eventID string, now time.Time) (Change, error)
@@ -100,6 +106,7 @@ var kindTable = append([]KindSpec{
 		userID:   func(e ClerkEvent) string { return e.memberID() },
 		objectID: func(e ClerkEvent) string { return e.dataID() },
 	},
+	invitationSpec,
 }, BillingKindSpecs()...)
 
 // decoders are the kinds' decoders. They are put into the kinds table by
@@ -118,6 +125,9 @@ func decoders() map[Kind]func(e ClerkEvent, eventID string, now time.Time) (Chan
 		},
 		KindMembership: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
 			return e.MembershipChange(eventID, now)
+		},
+		KindInvitation: func(e ClerkEvent, eventID string, now time.Time) (Change, error) {
+			return e.InvitationChange(eventID, now)
 		},
 		KindSubscription:     DecodeBilling,
 		KindSubscriptionItem: DecodeBilling,
@@ -209,6 +219,18 @@ func (s KindSpec) TypeOf(change EventType) string {
 		}
 	}
 	return ""
+}
+
+// StateType is the Clerk type the webhook carrying data, a state of an
+// object of kind k read from Clerk's API (backfill, reconcile), would
+// have: the kind's updated type, or for a kind whose types name a status
+// the type of data's ("" when the kind has none).
+func StateType(k Kind, data json.RawMessage) string {
+	spec, _ := SpecOf(k)
+	if spec.stateType != nil {
+		return spec.stateType(data)
+	}
+	return spec.TypeOf(EventUpdated)
 }
 
 // Plural is how several objects of kind k are named: "users".

@@ -74,13 +74,15 @@ func OutboundName(k Kind) string {
 var outboundChanges = []EventType{EventCreated, EventUpdated, EventDeleted}
 
 // OutboundTypes are every outbound type, in the order of the kinds table:
-// "<name>.created", "<name>.updated" and, for a kind Clerk deletes,
-// "<name>.deleted".
+// "<name>.created", "<name>.updated" and, for a kind Clerk deletes or
+// whose parents' deletions delete (KindSpec.Parents), "<name>.deleted".
 func OutboundTypes() []string {
 	var types []string
 	for _, k := range Kinds {
+		spec, _ := SpecOf(k)
 		for _, c := range outboundChanges {
-			if c == EventDeleted && !slices.ContainsFunc(TypesOf(k), func(t string) bool { return EventTypeOf(t) == EventDeleted }) {
+			if c == EventDeleted && len(spec.Parents) == 0 &&
+				!slices.ContainsFunc(TypesOf(k), func(t string) bool { return EventTypeOf(t) == EventDeleted }) {
 				continue
 			}
 			types = append(types, OutboundName(k)+"."+string(c))
@@ -195,7 +197,7 @@ func (r *Resync) Running() bool { return r != nil && r.DoneAt == nil }
 
 // ResyncKinds are the kinds a resync walks, in order: each kind the
 // endpoint wants at least one type of (a payer's plan with the items).
-var ResyncKinds = []Kind{KindUser, KindOrganization, KindMembership, KindSubscription, KindSubscriptionItem, KindPaymentAttempt, KindPlan}
+var ResyncKinds = []Kind{KindUser, KindOrganization, KindMembership, KindInvitation, KindSubscription, KindSubscriptionItem, KindPaymentAttempt, KindPlan}
 
 // MaxKeptWhileDisabled bounds the deliveries a disabled endpoint keeps
 // pending (one per object, the newest state): past it, it is marked
@@ -307,13 +309,16 @@ func PendingOf(ev Event, ch Change, now time.Time) Pending {
 		userID = objectID
 	}
 	c := EventUpdated
+	origin := OriginOf(ev)
 	switch {
 	case ch.Version().Deleted:
 		c = EventDeleted
-	case EventTypeOf(ev.Type) == EventCreated:
+	case EventTypeOf(ev.Type) == EventCreated && origin != OriginBackfill && origin != OriginReconcile:
+		// A state read from Clerk's API is no creation, even when the
+		// type it is applied as is (a pending invitation's).
 		c = EventCreated
 	}
-	return Pending{Kind: ch.Kind(), ObjectID: objectID, UserID: userID, Version: ch.Version(), Change: c, Origin: OriginOf(ev), At: now}
+	return Pending{Kind: ch.Kind(), ObjectID: objectID, UserID: userID, Version: ch.Version(), Change: c, Origin: origin, At: now}
 }
 
 // EventNested is the change of an outbox entry whose event did not change

@@ -18,7 +18,7 @@ type ReconcileSummary struct {
 	Success bool
 	Error   string
 
-	// Users, Organizations, Memberships and SubscriptionItems are what
+	// Users, Organizations, Memberships, Invitations and SubscriptionItems are what
 	// the run did to each kind; nil when the kind was not part of the run
 	// (-kinds), when the Clerk instance has organizations or Billing
 	// turned off (nothing of theirs was read), or when the run was kept
@@ -27,6 +27,7 @@ type ReconcileSummary struct {
 	Users             *ReconcileCounts
 	Organizations     *ReconcileCounts
 	Memberships       *ReconcileCounts
+	Invitations       *ReconcileCounts
 	SubscriptionItems *ReconcileCounts
 }
 
@@ -47,7 +48,7 @@ type ReconcileCounts struct {
 
 // SummaryKinds are the kinds a ReconcileSummary keeps counts of: every
 // kind a reconcile reads.
-var SummaryKinds = []Kind{KindUser, KindOrganization, KindMembership, KindSubscriptionItem}
+var SummaryKinds = []Kind{KindUser, KindOrganization, KindMembership, KindInvitation, KindSubscriptionItem}
 
 // Of returns the counts of kind k, nil when the run did not read it.
 func (r ReconcileSummary) Of(k Kind) *ReconcileCounts {
@@ -58,6 +59,8 @@ func (r ReconcileSummary) Of(k Kind) *ReconcileCounts {
 		return r.Organizations
 	case KindMembership:
 		return r.Memberships
+	case KindInvitation:
+		return r.Invitations
 	case KindSubscriptionItem:
 		return r.SubscriptionItems
 	}
@@ -73,6 +76,8 @@ func (r *ReconcileSummary) Set(k Kind, c *ReconcileCounts) {
 		r.Organizations = c
 	case KindMembership:
 		r.Memberships = c
+	case KindInvitation:
+		r.Invitations = c
 	case KindSubscriptionItem:
 		r.SubscriptionItems = c
 	}
@@ -80,7 +85,7 @@ func (r *ReconcileSummary) Set(k Kind, c *ReconcileCounts) {
 
 // Refused reports whether the run refused to delete the objects of a kind.
 func (r ReconcileSummary) Refused() bool {
-	for _, c := range []*ReconcileCounts{r.Users, r.Organizations, r.Memberships, r.SubscriptionItems} {
+	for _, c := range []*ReconcileCounts{r.Users, r.Organizations, r.Memberships, r.Invitations, r.SubscriptionItems} {
 		if c != nil && c.Refused {
 			return true
 		}

@@ -161,6 +161,9 @@ type Erasure struct {
 	Users int // tombstones whose events are all erased now
 	// Memberships: membership tombstones whose events are all erased now.
 	Memberships int
+	// Invitations: ended invitations (accepted, revoked, expired, deleted
+	// with their organization) whose email and events are all erased now.
+	Invitations int
 	Events      int // events whose body and payload were removed
 	// Pending counts events that could not be erased yet: stored, or failed
 	// and still to be retried. They are erased once processed or given up.

@@ -559,6 +559,7 @@ var derivations = []derivation{
 		Read: cascaded(func(id string) models.MembershipFilter { return models.MembershipFilter{UserID: id} })},
 	{From: models.KindOrganization, To: models.KindMembership,
 		Read: cascaded(func(id string) models.MembershipFilter { return models.MembershipFilter{OrgID: id} })},
+	{From: models.KindOrganization, To: models.KindInvitation, Read: cascadedInvitations},
 	// Nested states (models.KindSpec.Nests): the organization a
 	// membership's event carries, the items a subscription's event lists.
 	{From: models.KindMembership, To: models.KindOrganization, Read: nestedOrganization},
@@ -643,6 +644,36 @@ func cascaded(filter func(parentID string) models.MembershipFilter) deriveFunc {
 			if f.After = page.NextCursor; f.After == "" {
 				return nil
 			}
+		}
+	}
+}
+
+// cascadedInvitations walks the invitations of a deleted organization
+// that its deletion deleted: tombstones whose last event is the
+// organization's deletion.
+func cascadedInvitations(ctx context.Context, s repository.Store, p models.Pending, queue func(...models.Pending) error) error {
+	if p.Change != models.EventDeleted {
+		return nil
+	}
+	f := models.InvitationFilter{OrgID: p.ObjectID, IncludeDeleted: true, Limit: cascadePage}
+	for {
+		page, err := s.Invitations().List(ctx, f)
+		if err != nil {
+			return err
+		}
+		var ps []models.Pending
+		for _, inv := range page.Invitations {
+			if inv.DeletedAt == nil || inv.LastEventID != p.Version.EventID {
+				continue
+			}
+			ps = append(ps, models.Pending{Kind: models.KindInvitation, ObjectID: inv.InvitationID, UserID: inv.UserID,
+				Version: inv.Version(), Change: models.EventDeleted, Origin: models.OriginCascade, At: p.At})
+		}
+		if err := queue(ps...); err != nil {
+			return err
+		}
+		if f.After = page.NextCursor; f.After == "" {
+			return nil
 		}
 	}
 }

@@ -64,6 +64,17 @@ var resyncWalks = map[models.Kind]resyncWalk{
 		}
 		return ps, feedNext(len(ps), n, page.NextCursor), nil
 	},
+	models.KindInvitation: func(ctx context.Context, s repository.Store, after string, n int) ([]models.Pending, string, error) {
+		page, err := s.Invitations().Changes(ctx, models.ChangeFilter{Until: farFuture, After: after, Limit: n})
+		if err != nil {
+			return nil, "", err
+		}
+		ps := make([]models.Pending, len(page.Invitations))
+		for i, inv := range page.Invitations {
+			ps[i] = resynced(models.KindInvitation, inv.InvitationID, inv.UserID, inv.Version())
+		}
+		return ps, feedNext(len(ps), n, page.NextCursor), nil
+	},
 	models.KindSubscription: func(ctx context.Context, s repository.Store, after string, n int) ([]models.Pending, string, error) {
 		page, err := s.Billing().Subscriptions(ctx, models.SubscriptionFilter{After: after, Limit: n})
 		if err != nil {

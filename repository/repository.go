@@ -31,6 +31,7 @@ type Store interface {
 	Users() Users
 	Organizations() Organizations
 	Memberships() Memberships
+	Invitations() Invitations
 	Events() Events
 	Leases() Leases
 	Activity() Activity
@@ -147,6 +148,25 @@ type Memberships interface {
 	// tombstone and was first written before writtenBefore, and stops at
 	// fn's first error.
 	WalkActive(ctx context.Context, writtenBefore time.Time, fn func(membershipID string) error) error
+}
+
+// Invitations is the organization invitations of a store. Clerk never
+// deletes an invitation; its organization's deletion makes it a
+// tombstone (Organizations.Apply, in every order of arrival).
+type Invitations interface {
+	// Apply applies ch to its invitation as models.Decide says. A state of
+	// an invitation whose organization is deleted is written as a
+	// tombstone; the outcome is then OutcomeDeleted.
+	Apply(ctx context.Context, ch models.InvitationChange, now time.Time) (models.Outcome, error)
+	// Get returns the invitation, deleted or not.
+	Get(ctx context.Context, invitationID string) (models.Invitation, error)
+	// List returns one page of the invitations of an organization in
+	// invitation id order, those f.KeepInvitation keeps. A page may hold
+	// fewer than the limit while NextCursor is set.
+	List(ctx context.Context, f models.InvitationFilter) (models.InvitationPage, error)
+	// Changes returns one page of the change feed of every invitation,
+	// oldest change first; NextCursor is always set.
+	Changes(ctx context.Context, f models.ChangeFilter) (models.InvitationPage, error)
 }
 
 // Billing is the Clerk Billing objects of a store: subscriptions, their

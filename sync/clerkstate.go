@@ -10,21 +10,15 @@ import (
 	"github.com/usersync/usersync/models"
 )
 
-// clerkUpdated is the webhook type a state of kind k read from Clerk's API
-// is applied as.
-func clerkUpdated(k models.Kind) string {
-	spec, _ := models.SpecOf(k)
-	return spec.TypeOf(models.EventUpdated)
-}
-
 // clerkStateDelivery wraps an object of kind k read from Clerk's API (a
-// user, an organization or a membership) in the envelope of the .updated
-// webhook carrying it, keeping its bytes as they are, so that applying it
+// user, an organization, a membership, an invitation…) in the envelope of
+// the webhook carrying it (models.StateType: the .updated one, or for an
+// invitation the one of its status), keeping its bytes as they are, so that applying it
 // follows the webhook's ordering rules: it never overwrites a newer state
 // and never revives a deleted object.
 func clerkStateDelivery(k models.Kind, raw json.RawMessage) (Delivery, error) {
 	eventID, timestamp := clerkStateEventID(raw)
-	typ := clerkUpdated(k)
+	typ := models.StateType(k, raw)
 	body := make([]byte, 0, len(raw)+112)
 	body = append(body, `{"object":"event","type":"`...)
 	body = append(body, typ...)

@@ -30,6 +30,10 @@ type ClerkOrganizations interface {
 	// creation order, at most limit of them, as Clerk sent them.
 	ListOrganizations(ctx context.Context, offset, limit int) ([]json.RawMessage, error)
 	ListMemberships(ctx context.Context, offset, limit int) ([]json.RawMessage, error)
+	// ListInvitations returns the organization invitations of the
+	// instance, of every status, at offset in Clerk's list, in creation
+	// order, at most limit of them, as Clerk sent them.
+	ListInvitations(ctx context.Context, offset, limit int) ([]json.RawMessage, error)
 	// GetOrganization returns one organization, or an error wrapping
 	// models.ErrNotFound when Clerk does not know it.
 	GetOrganization(ctx context.Context, orgID string) (json.RawMessage, error)
@@ -93,12 +97,20 @@ type LocalMemberships interface {
 	WalkActive(ctx context.Context, writtenBefore time.Time, fn func(membershipID string) error) error
 }
 
-// OrganizationSources are what a reconcile of organizations and
-// memberships reads: Clerk's lists and the stores.
+// LocalInvitations is what a reconcile reads of the invitations.
+type LocalInvitations interface {
+	// Get returns the invitation, deleted or not, or an error wrapping
+	// models.ErrNotFound.
+	Get(ctx context.Context, invitationID string) (models.Invitation, error)
+}
+
+// OrganizationSources are what a reconcile of organizations, memberships
+// and invitations reads: Clerk's lists and the stores.
 type OrganizationSources struct {
 	Clerk         ClerkOrganizations
 	Organizations LocalOrganizations
 	Memberships   LocalMemberships
+	Invitations   LocalInvitations
 }
 
 // Reconciler brings the users, organizations and memberships in line with

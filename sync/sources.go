@@ -39,6 +39,7 @@ var sourceOf = map[models.Kind]func(r *Reconciler) *source{
 	models.KindUser:         (*Reconciler).userSource,
 	models.KindOrganization: (*Reconciler).orgSource,
 	models.KindMembership:   (*Reconciler).membershipSource,
+	models.KindInvitation:   (*Reconciler).invitationSource,
 	// Subscriptions and payment attempts are not read from Clerk: a
 	// payer's plan is computed from its items alone.
 	models.KindSubscriptionItem: (*Reconciler).subscriptionItemSource,
@@ -209,6 +210,22 @@ func (r *Reconciler) membershipSource() *source {
 				return Delivery{}, err
 			}
 			return clerkDeletion(models.KindMembership, id, m.OrgID, m.UserID, runID, at)
+		},
+	}
+}
+
+// invitationSource is the organization invitations: their states are
+// applied, as the webhook of each one's status would carry them, and none
+// is deleted: Clerk never deletes one (its organization's deletion does,
+// here, as a webhook's). Clerk's list is in creation order: an invitation
+// sent during the listing comes last.
+func (r *Reconciler) invitationSource() *source {
+	o := r.Orgs
+	return &source{
+		kind: models.KindInvitation,
+		list: o.Clerk.ListInvitations,
+		stored: func(ctx context.Context, id string) (*models.Version, error) {
+			return models.VersionOf(o.Invitations.Get(ctx, id))
 		},
 	}
 }

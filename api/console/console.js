@@ -16,7 +16,7 @@
     ignored: "an event of a billing type usersync does not know (stored, never applied), or a session event of a user the copy does not know yet",
     activity: "a session event that moved only its user's last activity" };
   // The kinds of objects reconcile counts, as the runs and dry runs name them.
-  const OBJECTS = ["users", "organizations", "memberships", "subscriptionItems"];
+  const OBJECTS = ["users", "organizations", "memberships", "invitations", "subscriptionItems"];
   const OBJECT_NAMES = { subscriptionItems: "subscription items" };
   const objectName = (o) => OBJECT_NAMES[o] || o;
 
@@ -453,14 +453,16 @@
   }
 
   // organizationPage shows one organization: its fields, its Clerk Billing
-  // plan (an organization pays for its members) and its events.
+  // plan (an organization pays for its members), its pending invitations
+  // and its events.
   function organizationPage(root, orgId) {
     document.title = orgId + " · usersync";
     const head = h("div", {}, h("p", { class: "muted" }, "Loading…"));
     const plan = h("div", { id: "org-plan" });
+    const invs = h("div", { id: "org-invitations" });
     const evs = h("div", { id: "org-events" });
     put(root, h("p", {}, h("a", { href: "#/events" }, "← Events")), h("h1", { class: "mono" }, orgId), head,
-      h("h2", {}, "Clerk Billing plan"), plan, h("h2", {}, "Events, newest first"), evs);
+      h("h2", {}, "Clerk Billing plan"), plan, h("h2", {}, "Pending invitations"), invs, h("h2", {}, "Events, newest first"), evs);
     (async () => {
       try {
         const o = await api("GET", "/v1/organizations/" + encodeURIComponent(orgId), { includeDeleted: true });
@@ -480,6 +482,20 @@
         put(clear(plan), planFields(await api("GET", "/v1/organizations/" + encodeURIComponent(orgId) + "/billing")));
       } catch (e) {
         put(clear(plan), h("p", { class: "error" }, e.message));
+      }
+    })();
+    // The first page of its pending invitations (those past their expiry
+    // read as expired, and are not listed).
+    (async () => {
+      try {
+        const page = await api("GET", "/v1/organizations/" + encodeURIComponent(orgId) + "/invitations", { status: "pending", limit: 50 });
+        put(clear(invs), table(["Email", "Role", "Sent", "Expires", "Invitation"], page.data.map((i) =>
+          h("tr", {}, h("td", {}, i.emailAddress || ""), h("td", { class: "mono" }, i.role || ""),
+            h("td", {}, i.sourceCreatedAt ? when(i.sourceCreatedAt) : "—"), h("td", {}, i.expiresAt ? when(i.expiresAt) : "—"),
+            h("td", { class: "mono" }, i.invitationId))), "No pending invitation."),
+          page.nextCursor ? h("p", { class: "muted" }, "… and more: GET /v1/organizations/{orgId}/invitations?status=pending lists them all.") : null);
+      } catch (e) {
+        put(clear(invs), h("p", { class: "error" }, e.message));
       }
     })();
     const p = pager(async (cursor) => {
@@ -585,7 +601,7 @@
 
     const filters = h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); apply(); } },
       sel("status", "Status", ["", "stored", "processed", "failed", "discarded"]),
-      sel("kind", "Kind", ["", "user", "organization", "membership", "subscription", "subscription_item", "payment_attempt"]),
+      sel("kind", "Kind", ["", "user", "organization", "membership", "invitation", "subscription", "subscription_item", "payment_attempt"]),
       sel("eventType", "Type", ["", "created", "updated", "deleted"]),
       inp("userId", "User id", "text", "user_…"),
       inp("objectId", "Organization or membership id", "text", "org_… or orgmem_…"),
@@ -821,7 +837,7 @@
 
   // Secrets are shown only in the answer that carries one (a creation, a
   // rotation), in secretBox; no list or page of an endpoint has them.
-  const OUT_TYPES = ["user", "organization", "organizationMembership", "subscription", "subscriptionItem", "paymentAttempt", "plan"];
+  const OUT_TYPES = ["user", "organization", "organizationMembership", "organizationInvitation", "subscription", "subscriptionItem", "paymentAttempt", "plan"];
 
   // host is the host of an endpoint's URL: the rest may carry a token.
   function host(url) {

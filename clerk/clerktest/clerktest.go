@@ -1,7 +1,8 @@
 // Package clerktest is a stand-in for Clerk's Backend API: the paged
 // lists (limit and offset, as Clerk pages them) of users (GET /v1/users, a
 // JSON array), organizations (GET /v1/organizations) and every membership
-// of the instance (GET /v1/organization_memberships), a user's memberships
+// of the instance (GET /v1/organization_memberships) and every invitation
+// of the instance (GET /v1/organization_invitations), a user's memberships
 // (GET /v1/users/{id}/organization_memberships), the last three as
 // {"data", "total_count"}; single users and organizations (GET
 // /v1/users/{id}, GET /v1/organizations/{id}); Clerk Billing's
@@ -56,6 +57,8 @@ type Server struct {
 	users   []json.RawMessage
 	orgs    []json.RawMessage
 	members []json.RawMessage
+	// invites are the organization invitations, in creation order.
+	invites []json.RawMessage
 	// items are the subscription items, newest first.
 	items      []json.RawMessage
 	reqs       []Request
@@ -155,7 +158,24 @@ const SubscriptionItemsFile = "subscription_items.json"
 // with Billing and no item). Each must be a JSON object with a string
 // "id".
 func LoadSubscriptionItems(dir string) ([]json.RawMessage, error) {
-	name := filepath.Join(dir, SubscriptionItemsFile)
+	return loadList(filepath.Join(dir, SubscriptionItemsFile))
+}
+
+// InvitationsFile is the file LoadInvitations reads: a JSON array of
+// Clerk's organization invitations, in creation order, as GET
+// /v1/organization_invitations lists them.
+const InvitationsFile = "invitations.json"
+
+// LoadInvitations reads the organization invitations of a stand-in Clerk
+// from dir's InvitationsFile; a missing file is none. Each must be a JSON
+// object with a string "id".
+func LoadInvitations(dir string) ([]json.RawMessage, error) {
+	return loadList(filepath.Join(dir, InvitationsFile))
+}
+
+// loadList reads the JSON array of objects of the file name; a missing
+// file is none.
+func loadList(name string) ([]json.RawMessage, error) {
 	b, err := os.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -241,7 +261,7 @@ func (c *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	// As the answer may have changed them.
-	users, orgs, members, orgsOff := c.users, c.orgs, c.members, c.orgsOff
+	users, orgs, members, invites, orgsOff := c.users, c.orgs, c.members, c.invites, c.orgsOff
 	items, billingOff := c.items, c.billingOff
 	c.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
@@ -266,6 +286,8 @@ func (c *Server) serve(w http.ResponseWriter, r *http.Request) {
 		page(w, req, orgs, true)
 	case path == "/v1/organization_memberships":
 		page(w, req, members, true)
+	case path == "/v1/organization_invitations":
+		page(w, req, invites, true)
 	case strings.HasPrefix(path, "/v1/users/") && strings.HasSuffix(path, "/organization_memberships"):
 		id := strings.TrimSuffix(strings.TrimPrefix(path, "/v1/users/"), "/organization_memberships")
 		var theirs []json.RawMessage
@@ -383,7 +405,8 @@ func (c *Server) SetAnswer(f Answer) {
 // Remove deletes the object with id (a user, organization or membership,
 // told apart by the id's prefix), as a deletion in Clerk's dashboard
 // does: the objects after it move up one place in their list. Removing a
-// user or an organization removes its memberships too, as Clerk does.
+// user or an organization removes its memberships too, as Clerk does, and
+// removing an organization its invitations.
 func (c *Server) Remove(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -399,6 +422,15 @@ func (c *Server) Remove(id string) {
 		c.members = without(c.members, func(raw json.RawMessage) bool {
 			_, org, user := ids(raw)
 			return org == id || user == id
+		})
+	}
+	if strings.HasPrefix(id, "org_") {
+		c.invites = without(c.invites, func(raw json.RawMessage) bool {
+			var inv struct {
+				OrganizationID string `json:"organization_id"`
+			}
+			_ = json.Unmarshal(raw, &inv)
+			return inv.OrganizationID == id
 		})
 	}
 }
@@ -435,6 +467,44 @@ func (c *Server) AddMembership(m json.RawMessage) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.members = append(c.members[:len(c.members):len(c.members)], m)
+}
+
+// SetInvitations sets the organization invitations of the instance, in
+// creation order.
+func (c *Server) SetInvitations(invites []json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.invites = invites
+}
+
+// AddInvitation appends an organization invitation, as its sending does.
+// Clerk never deletes one; a later state of it replaces it in place
+// (SetInvitation).
+func (c *Server) AddInvitation(inv json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.invites = append(c.invites[:len(c.invites):len(c.invites)], inv)
+}
+
+// SetInvitation replaces the invitation with inv's id by inv (its
+// acceptance or revocation), in its place in the list; an unknown one is
+// appended.
+func (c *Server) SetInvitation(inv json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := userID(inv)
+	out := make([]json.RawMessage, 0, len(c.invites)+1)
+	found := false
+	for _, it := range c.invites {
+		if userID(it) == id {
+			it, found = inv, true
+		}
+		out = append(out, it)
+	}
+	if !found {
+		out = append(out, inv)
+	}
+	c.invites = out
 }
 
 // Requests returns the requests seen so far and forgets them.

@@ -42,7 +42,7 @@ func run(ctx context.Context, args []string, out io.Writer, ready func(url strin
 	fs := flag.NewFlagSet("clerk-standin", flag.ContinueOnError)
 	fs.SetOutput(out)
 	addr := fs.String("addr", "127.0.0.1:8081", "listen address, host:port (keep it on loopback: usersync sends its secret key to it over http only there)")
-	dir := fs.String("fixtures", "testdata/clerk-standin", "the directory of users.json, organizations.json, memberships.json and subscription_items.json")
+	dir := fs.String("fixtures", "testdata/clerk-standin", "the directory of users.json, organizations.json, memberships.json, invitations.json and subscription_items.json")
 	every := fs.Int("throttle-every", 5, "answer every Nth request 429 Too Many Requests, as Clerk past its rate limit; 0: never")
 	retryAfter := fs.Int("retry-after", 1, "the Retry-After, in seconds, of those 429s")
 	if err := fs.Parse(args); err != nil {
@@ -65,8 +65,13 @@ func run(ctx context.Context, args []string, out io.Writer, ready func(url strin
 	if err != nil {
 		return err
 	}
+	invites, err := clerktest.LoadInvitations(*dir)
+	if err != nil {
+		return err
+	}
 	c := clerktest.NewServer(users, orgs, members)
 	c.SetSubscriptionItems(items)
+	c.SetInvitations(invites)
 	c.KeepNoRequests()
 	c.Throttle(*every, *retryAfter)
 	ln, err := net.Listen("tcp", *addr)
@@ -75,8 +80,8 @@ func run(ctx context.Context, args []string, out io.Writer, ready func(url strin
 	}
 	url := "http://" + ln.Addr().String() + "/v1"
 	srv := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(out, "clerk-standin: %d users, %d organizations, %d memberships, %d subscription items from %s at %s (a 429 every %d requests; 0: none)\n",
-		len(users), len(orgs), len(members), len(items), *dir, url, *every)
+	fmt.Fprintf(out, "clerk-standin: %d users, %d organizations, %d memberships, %d invitations, %d subscription items from %s at %s (a 429 every %d requests; 0: none)\n",
+		len(users), len(orgs), len(members), len(invites), len(items), *dir, url, *every)
 	fmt.Fprintf(out, "clerk-standin: set CLERK_API_URL=%s and any CLERK_SECRET_KEY (sk_test_standin)\n", url)
 	if ready != nil {
 		ready(url)

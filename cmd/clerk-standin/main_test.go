@@ -80,6 +80,17 @@ func TestStandin_ServesTheFixturesInOffsetPagesAndA429EveryNthRequest(t *testing
 			t.Errorf("subscription items%s = %d %s, want %d items", tc.query, code, body, tc.want)
 		}
 	}
+	// Every invitation, of every status, in creation order.
+	var invs struct {
+		Data []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"data"`
+	}
+	code, body := getPast429("/organization_invitations?limit=10&offset=0")
+	if code != http.StatusOK || json.Unmarshal(body, &invs) != nil || len(invs.Data) != 3 || invs.Data[0].ID != "orginv_standin00" {
+		t.Errorf("invitations = %d %s, want the 3 of the fixtures in order", code, body)
+	}
 	if code, _ := getPast429("/users/user_standin03"); code != http.StatusOK {
 		t.Errorf("one user = %d", code)
 	}

@@ -25,7 +25,7 @@ func backfillCommand(fs *flag.FlagSet) func(context.Context, config, io.Writer) 
 	var opts backfillOptions
 	fs.IntVar(&opts.limit, "limit", clerk.MaxPageLimit, "objects per page read from Clerk, 1 to 500")
 	fs.IntVar(&opts.offset, "offset", 0, "start at this offset in the list of the one kind -kinds names (to resume a run that stopped)")
-	fs.StringVar(&opts.kinds, "kinds", "", "the kinds, comma-separated (default: "+allKinds+")")
+	fs.StringVar(&opts.kinds, "kinds", "", "comma-separated kinds (default "+allKinds+")")
 	return func(ctx context.Context, cfg config, out io.Writer) error { return runBackfill(ctx, cfg, opts, out) }
 }
 
@@ -79,7 +79,7 @@ func runBackfill(ctx context.Context, cfg config, opts backfillOptions, out io.W
 		return err
 	}
 	if opts.offset > 0 && len(kinds) != 1 {
-		return fmt.Errorf("-offset: an offset is in one list: name its kind with -kinds (users, organizations, memberships or subscription_items)")
+		return fmt.Errorf("-offset: an offset is in one list: name its kind with -kinds (users, organizations, memberships, invitations or subscription_items)")
 	}
 	rec, store, closeStore, err := openReconciler(ctx, cfg, cl)
 	if err != nil {

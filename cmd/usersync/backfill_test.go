@@ -468,7 +468,7 @@ func TestBackfill_RefusesBadFlagsAndURLs(t *testing.T) {
 		{"a negative offset", []string{"-offset", "-1"}, "", "-offset"},
 		{"an offset without its one kind", []string{"-offset", "2"}, "", "-kinds"},
 		{"an offset in two lists", []string{"-offset", "2", "-kinds", "users,memberships"}, "", "-kinds"},
-		{"a kind usersync does not know", []string{"-kinds", "users,invitations"}, "", "invitations"},
+		{"a kind usersync does not know", []string{"-kinds", "users,sessions"}, "", "sessions"},
 		{"a URL that is not http", nil, "ftp://api.clerk.com/v1", "CLERK_API_URL"},
 		{"plain http to another host", nil, "http://api.clerk.com/v1", "CLERK_API_URL"},
 	}

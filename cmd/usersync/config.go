@@ -141,7 +141,7 @@ var settings = []setting{
 	{Env: "USERSYNC_ADMIN_KEYS", Shown: "generated (embedded only)", Usage: "comma-separated keys that may also read deleted users and the event log, and replay events", Commands: serveOnly},
 	{Env: "USERSYNC_LOG_LEVEL", Flag: "log-level", Default: "info", Usage: "debug, info, warn or error"},
 	{Env: "USERSYNC_LOG_FORMAT", Flag: "log-format", Default: "json", Usage: "json or text"},
-	{Env: "CLERK_SECRET_KEY", Shown: "none", Usage: "Clerk's secret key (sk_live_... or sk_test_...), to read users, organizations, memberships and Clerk Billing's subscription items from Clerk's Backend API (backfill, reconcile, the sync routes)", Commands: clerkUsers},
+	{Env: "CLERK_SECRET_KEY", Shown: "none", Usage: "Clerk's secret key (sk_live_... or sk_test_...), to read users, organizations, memberships, invitations and Clerk Billing's subscription items from Clerk's Backend API (backfill, reconcile, the sync routes)", Commands: clerkUsers},
 	{Env: "CLERK_API_URL", Flag: "clerk-api-url", Default: "https://api.clerk.com/v1", Usage: "Clerk's Backend API base URL", Commands: clerkUsers},
 	{Env: "CLERK_API_RATE", Flag: "clerk-api-rate", Default: "100", Usage: "requests per 10 s this process sends to Clerk's Backend API, all reads together (Clerk allows 1000 on production instances, 100 on development ones)", Commands: clerkUsers},
 	{Env: "USERSYNC_SWEEP_INTERVAL", Flag: "sweep-interval", Default: "30s", Usage: "how often the recovery sweep and retention run; 0 turns them off", Commands: serveOnly},

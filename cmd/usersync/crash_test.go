@@ -166,9 +166,11 @@ func TestRun_AKilledProcessLosesNoStoredEvent(t *testing.T) {
 	attempt := fmt.Sprintf(`{"type":"paymentAttempt.updated","timestamp":%[1]d,"data":{"id":"pa_crash","payment_id":"cpa_crash",`+
 		`"status":"paid","payer":{"user_id":"user_crash","organization_id":""},"updated_at":%[1]d}}`, time.Now().Add(-time.Hour).UnixMilli())
 	fixtures := map[models.Kind]struct{ file, body, path string }{
-		models.KindUser:             {file: "user.created.json", path: "/v1/users/user_29w83sxmDNGwOuEthce5gg56FcC"},
-		models.KindOrganization:     {file: "openapi.organization.created.json", path: "/v1/organizations/org_2g7np7Hrk0SN6kj5EDMLDaKNL0S"},
-		models.KindMembership:       {file: "openapi.organizationMembership.created.json", path: "/v1/organizations/org_2g7np7Hrk0SN6kj5EDMLDaKNL0S/memberships"},
+		models.KindUser:         {file: "user.created.json", path: "/v1/users/user_29w83sxmDNGwOuEthce5gg56FcC"},
+		models.KindOrganization: {file: "openapi.organization.created.json", path: "/v1/organizations/org_2g7np7Hrk0SN6kj5EDMLDaKNL0S"},
+		models.KindMembership:   {file: "openapi.organizationMembership.created.json", path: "/v1/organizations/org_2g7np7Hrk0SN6kj5EDMLDaKNL0S/memberships"},
+		models.KindInvitation: {file: "openapi.organizationInvitation.accepted.json",
+			path: "/v1/organizations/org_2g7np7Hrk0SN6kj5EDMLDaKNL0S/invitations/orginv_2g7np7Hrk0SN6kj5EDMLDaKNL0S"},
 		models.KindSubscription:     {file: "billing/upstream.subscription.created.json"},
 		models.KindSubscriptionItem: {file: "billing/plan-change.2.subscriptionItem.active.json"},
 		models.KindPaymentAttempt:   {body: attempt},

@@ -17,7 +17,7 @@ var summaries = map[string]string{
 	"serve":     "serve the webhook and the REST API, run the recovery sweep and retention (the default)",
 	"replay":    "process stored or failed events again, in Clerk's order; results on standard output",
 	"discard":   "give up on one failed event for good: usersync discard <eventId> -reason why",
-	"backfill":  "apply each user, organization, membership and subscription item Clerk's API lists",
+	"backfill":  "apply each user, organization, membership, invitation, subscription item Clerk lists",
 	"reconcile": "backfill, then soft-delete the users, organizations, memberships Clerk no longer has",
 	"migrate":   "bring a database written by an earlier usersync up to date and build every index",
 }

@@ -32,7 +32,8 @@ type appEndpoint struct {
 
 // objectField is the field of data that names the object, per outbound
 // name; "id" for the others, a plan's is its payer's.
-var objectField = map[string]string{"user": "userId", "organization": "organizationId", "organizationMembership": "membershipId"}
+var objectField = map[string]string{"user": "userId", "organization": "organizationId", "organizationMembership": "membershipId",
+	"organizationInvitation": "invitationId"}
 
 func newAppEndpoint(t *testing.T) *appEndpoint {
 	t.Helper()
@@ -130,6 +131,8 @@ func TestBackfillAndReconcile_EveryKindTheyReadReachesTheEndpoints(t *testing.T)
 	e := newBackfillEnv(t, someUsers(t, 3))
 	e.clerkHas(t, []int{0, 1}, []membership{{0, 0, 0}, {1, 1, 1}, {2, 0, 1}})
 	e.clerkHasItems(t, teamActive(), proEnded())
+	e.clerk.AddInvitation(rawJSON(t, clerkInvitationData(0, 0, models.InvitationPending, invitationUpdatedAt(0))))
+	e.clerk.AddInvitation(rawJSON(t, clerkInvitationData(1, 1, models.InvitationPending, invitationUpdatedAt(1))))
 	app := newAppEndpoint(t)
 	now := time.Now().UTC()
 	if err := e.store.Outbound().CreateEndpoint(ctx, models.Endpoint{ID: "ep_app", URL: app.url, Enabled: true, Secret: app.secret,
@@ -179,6 +182,15 @@ func TestBackfillAndReconcile_EveryKindTheyReadReachesTheEndpoints(t *testing.T)
 				e.clerk.AddMembership(edited(t, rawJSON(t, clerkMemberData(0, 0, 0, memberUpdatedAt(0)+1000)), func(d map[string]any) { d["role"] = "org:admin" }))
 			},
 			deleted: memberID(2),
+		},
+		models.KindInvitation: {
+			ids:     []string{invitationID(0), invitationID(1)},
+			updated: invitationID(0),
+			newer: func() {
+				e.clerk.SetInvitation(rawJSON(t, clerkInvitationData(0, 0, models.InvitationAccepted, invitationUpdatedAt(0)+1000)))
+			},
+			// Invitation 1 goes with its organization, 1: a cascade.
+			noDelete: "Clerk never deletes an invitation (its organization's deletion does)",
 		},
 		// Clerk's API has no list of subscriptions or of payment attempts
 		// that a backfill or a reconcile reads: a payer's plan is computed
@@ -247,6 +259,7 @@ func TestBackfillAndReconcile_EveryKindTheyReadReachesTheEndpoints(t *testing.T)
 		}
 	}
 	add(models.KindMembership, memberID(1), models.OutboundType(models.KindMembership, models.EventDeleted), models.OriginCascade)
+	add(models.KindInvitation, invitationID(1), models.OutboundType(models.KindInvitation, models.EventDeleted), models.OriginCascade)
 	add(models.KindPlan, billingPayer, models.TypePlanChanged, models.OriginReconcile)
 	e.mustReconcile(t)
 	check("reconcile")
@@ -279,6 +292,8 @@ func TestReplayCommand_EveryKindsChangeReachesTheEndpointsFromReplay(t *testing.
 		models.KindUser:         {models.TypeUserCreated, userID(0), json.RawMessage(clerkUser(t, 0, updatedAt(0)))},
 		models.KindOrganization: {models.TypeOrganizationCreated, orgID(0), clerkOrgData(0, orgUpdatedAt(0))},
 		models.KindMembership:   {models.TypeMembershipCreated, memberID(0), clerkMemberData(0, 0, 0, memberUpdatedAt(0))},
+		models.KindInvitation: {models.TypeInvitationCreated, invitationID(0),
+			clerkInvitationData(0, 0, models.InvitationPending, invitationUpdatedAt(0))},
 		models.KindSubscription: {"subscription.created", subscriptionID, map[string]any{
 			"object": "commerce_subscription", "id": subscriptionID, "status": "active", "payer": teamActive()["payer"],
 			"items": []any{}, "created_at": baseUpdatedAt, "updated_at": teamStartedAt}},

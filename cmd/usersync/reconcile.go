@@ -36,7 +36,7 @@ type reconcileOptions struct {
 
 // allKinds are the kinds -kinds names when it is not given (its default,
 // "", is all of them: the help would be too wide with their names).
-const allKinds = "users,organizations,memberships,subscription_items"
+const allKinds = "users,organizations,memberships,invitations,subscription_items"
 
 // reconcileCommand is `usersync reconcile`.
 func reconcileCommand(fs *flag.FlagSet) func(context.Context, config, io.Writer) error {
@@ -44,12 +44,12 @@ func reconcileCommand(fs *flag.FlagSet) func(context.Context, config, io.Writer)
 	fs.IntVar(&opts.limit, "limit", clerk.MaxPageLimit, "objects per page read from Clerk, 1 to 500")
 	fs.IntVar(&opts.maxDeletes, "max-deletes", defaultMaxDeletes, "delete none of a kind with more to delete than this; -1 for no limit")
 	fs.BoolVar(&opts.dryRun, "dry-run", false, "change nothing; print what would change")
-	fs.StringVar(&opts.kinds, "kinds", "", "the kinds, comma-separated (default: "+allKinds+")")
+	fs.StringVar(&opts.kinds, "kinds", "", "comma-separated kinds (default "+allKinds+")")
 	return func(ctx context.Context, cfg config, out io.Writer) error { return runReconcile(ctx, cfg, opts, out) }
 }
 
 // parseKinds reads -kinds: users, organizations, memberships,
-// subscription_items (or their singulars), comma-separated, in any order.
+// invitations, subscription_items (or their singulars), comma-separated, in any order.
 func parseKinds(s string) ([]models.Kind, error) {
 	if strings.TrimSpace(s) == "" {
 		s = allKinds
@@ -64,7 +64,7 @@ func parseKinds(s string) ([]models.Kind, error) {
 			}
 		}
 		if k == "" {
-			return nil, fmt.Errorf("-kinds: %q is not users, organizations, memberships or subscription_items", f)
+			return nil, fmt.Errorf("-kinds: %q is not users, organizations, memberships, invitations or subscription_items", f)
 		}
 		if !slices.Contains(kinds, k) {
 			kinds = append(kinds, k)
@@ -340,7 +340,8 @@ func clerkForServe(cfg config, svc *sync.Service) (*clerk.Client, api.ClerkSynce
 func newReconciler(svc *sync.Service, store repository.Store, cl *clerk.Client) *sync.Reconciler {
 	return &sync.Reconciler{
 		Service: svc, Clerk: cl, Users: store.Users(),
-		Orgs:    &sync.OrganizationSources{Clerk: cl, Organizations: store.Organizations(), Memberships: store.Memberships()},
+		Orgs: &sync.OrganizationSources{Clerk: cl, Organizations: store.Organizations(), Memberships: store.Memberships(),
+			Invitations: store.Invitations()},
 		Billing: &sync.BillingSources{Clerk: cl, Billing: store.Billing()},
 	}
 }

@@ -49,6 +49,27 @@ func clerkMemberData(i, org, user int, updatedAt int64) map[string]any {
 	}
 }
 
+func invitationID(i int) string { return fmt.Sprintf("orginv_rec%03d", i) }
+
+// invitationUpdatedAt is the Clerk time of invitation i in the tests.
+func invitationUpdatedAt(i int) int64 { return baseUpdatedAt + 300_000 + int64(i)*1000 }
+
+// clerkInvitationData is invitation i, of organization org, as Clerk's
+// API serves it, in status (accepted ones by user i).
+func clerkInvitationData(i, org int, status string, updatedAt int64) map[string]any {
+	d := map[string]any{
+		"object": "organization_invitation", "id": invitationID(i), "email_address": fmt.Sprintf("invited%03d@example.org", i),
+		"role": "org:member", "role_name": "Member", "organization_id": orgID(org), "status": status,
+		"public_metadata": map[string]any{"i": i}, "private_metadata": map[string]any{"secret": i},
+		"url": "https://accounts.example.org/accept?token=secret", "user_id": nil,
+		"expires_at": updatedAt + 7*24*3600*1000, "created_at": baseUpdatedAt - int64(300-i), "updated_at": updatedAt,
+	}
+	if status == models.InvitationAccepted {
+		d["user_id"] = userID(i)
+	}
+	return d
+}
+
 func rawJSON(t testing.TB, v any) json.RawMessage {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -432,7 +453,7 @@ func TestBackfill_AppliesOrganizationsAndMembershipsAPageOfEachListInTurn(t *tes
 		}
 	}
 	// One limiter for all: the lists take turns, a page each.
-	if got, want := strings.Join(order, " "), "users@0 organizations@0 organization_memberships@0 billing/subscription_items@0 "+
+	if got, want := strings.Join(order, " "), "users@0 organizations@0 organization_memberships@0 organization_invitations@0 billing/subscription_items@0 "+
 		"users@2 organizations@2 organization_memberships@2"; got != want {
 		t.Errorf("requests = %s, want %s", got, want)
 	}
@@ -530,4 +551,56 @@ func TestReconcile_AnInstanceWithOrganizationsTurnedOffStillReconcilesUsers(t *t
 	}
 	out = e.mustBackfill(t)
 	wantLine(t, out, "backfill: organizations are not enabled in the Clerk instance: none read")
+}
+
+// TestBackfillAndReconcile_ApplyInvitationsOfEveryStatusAsTheirWebhooks:
+// Clerk's list of invitations (every status) is read a page at a time;
+// each is applied as the webhook of its status would carry it, so that a
+// webhook's newer state is never overwritten and a rerun applies nothing
+// twice; an invitation of an organization deleted here is deleted.
+func TestBackfillAndReconcile_ApplyInvitationsOfEveryStatusAsTheirWebhooks(t *testing.T) {
+	t.Parallel()
+	e := newBackfillEnv(t, someUsers(t, 1))
+	e.clerkHas(t, []int{0}, nil)
+	e.orgCreated(t, 0)
+	statuses := []string{models.InvitationPending, models.InvitationAccepted, models.InvitationRevoked, models.InvitationExpired}
+	for i, st := range statuses {
+		e.clerk.AddInvitation(rawJSON(t, clerkInvitationData(i, 0, st, invitationUpdatedAt(i))))
+	}
+	// A webhook brought a newer state of invitation 0 than Clerk's list has.
+	e.ingest(t, "msg_inv_revoked_0", webhook(t, models.TypeInvitationRevoked, invitationUpdatedAt(0)+5000,
+		clerkInvitationData(0, 0, models.InvitationRevoked, invitationUpdatedAt(0)+5000)))
+
+	out := e.mustBackfill(t, "-limit", "3", "-kinds", "invitations")
+	if got := clerktest.OffsetsOf(e.clerk.Requests(), "/v1/organization_invitations"); got != "0,3" {
+		t.Errorf("invitations read at offsets %s, want 0,3", got)
+	}
+	wantLine(t, out, "backfill: done, invitations offsets 0 to 4: 4 invitations (applied 3, stale 1, deleted 0, duplicate 0, failed 0)")
+	wantTypes := []string{models.TypeInvitationCreated, models.TypeInvitationAccepted, models.TypeInvitationRevoked, models.TypeInvitationCreated}
+	for i, st := range statuses {
+		inv, err := e.store.Invitations().Get(context.Background(), invitationID(i))
+		want := st
+		if i == 0 {
+			want = models.InvitationRevoked // the webhook's newer state stays
+		}
+		if err != nil || inv.Status != want || inv.OrgID != orgID(0) || inv.EmailAddress != fmt.Sprintf("invited%03d@example.org", i) {
+			t.Errorf("invitation %d = %+v, %v; want %s", i, inv, err, want)
+		}
+		eventID := fmt.Sprintf("backfill_%s_%d", invitationID(i), invitationUpdatedAt(i))
+		if ev, err := e.store.Events().Get(context.Background(), eventID); err != nil || ev.Type != wantTypes[i] || ev.SignatureValid != nil {
+			t.Errorf("event %s = %+v, %v; want %s, unsigned", eventID, ev, err, wantTypes[i])
+		}
+	}
+	out = e.mustBackfill(t, "-kinds", "invitations")
+	wantLine(t, out, "backfill: done, invitations offsets 0 to 4: 4 invitations (applied 0, stale 0, deleted 0, duplicate 4, failed 0)")
+
+	// The organization goes while webhooks are down: reconcile deletes it,
+	// and its invitations with it.
+	e.clerk.Remove(orgID(0))
+	e.mustReconcile(t)
+	for i := range statuses {
+		if inv, err := e.store.Invitations().Get(context.Background(), invitationID(i)); err != nil || !inv.Deleted() || inv.EmailAddress != "" {
+			t.Errorf("invitation %d after its organization's deletion = %+v, %v; want it deleted, without its email", i, inv, err)
+		}
+	}
 }

@@ -61,6 +61,9 @@ func API(store repository.Store, svc *sync.Service, c api.Config) api.Config {
 	if c.Memberships == nil {
 		c.Memberships = store.Memberships()
 	}
+	if c.Invitations == nil {
+		c.Invitations = store.Invitations()
+	}
 	if c.Billing == nil {
 		c.Billing = store.Billing()
 	}

@@ -72,6 +72,8 @@ func TestDeliver_ABatchTakesWhatItCanAndTheRestGoesOnAlone(t *testing.T) {
 		OrganizationProfile: models.OrganizationProfile{Name: "X"}}
 	member := models.MembershipChange{MembershipID: "orgmem_ax", OrgID: "org_x", UserID: "user_a", EventID: "msg_mem",
 		SourceTime: t0, Role: "admin", Metadata: json.RawMessage(`{}`)}
+	invite := models.InvitationChange{InvitationID: "orginv_ax", OrgID: "org_x", EventID: "msg_inv", SourceTime: t0,
+		EmailAddress: "invited@example.com", Status: models.InvitationPending, Metadata: json.RawMessage(`{}`)}
 	chs := []models.Change{
 		userState("user_a", "msg_a1", t0, "a@example.com"),
 		userState("user_b", "msg_b1", t0, "b@example.com"),
@@ -81,9 +83,11 @@ func TestDeliver_ABatchTakesWhatItCanAndTheRestGoesOnAlone(t *testing.T) {
 		org,
 		member,
 		models.UserChange{UserID: "user_d", EventID: "msg_d", SourceTime: t0, Deleted: true},
+		invite,
 	}
 	types := []string{models.TypeUserCreated, models.TypeUserCreated, models.TypeUserCreated, models.TypeUserUpdated,
-		models.TypeUserCreated, models.TypeOrganizationCreated, models.TypeMembershipCreated, models.TypeUserDeleted}
+		models.TypeUserCreated, models.TypeOrganizationCreated, models.TypeMembershipCreated, models.TypeUserDeleted,
+		models.TypeInvitationCreated}
 	evs := make([]models.Event, len(chs))
 	for i, ch := range chs {
 		evs[i] = batchEvent(ch, types[i])
@@ -127,6 +131,9 @@ func TestDeliver_ABatchTakesWhatItCanAndTheRestGoesOnAlone(t *testing.T) {
 	}
 	if m, err := s.Memberships().Get(ctx, "orgmem_ax"); err != nil || m.Deleted() || m.Role != "admin" {
 		t.Errorf("membership = %+v, %v; want it active, admin", m, err)
+	}
+	if i, err := s.Invitations().Get(ctx, "orginv_ax"); err != nil || i.Deleted() || i.EmailAddress != "invited@example.com" {
+		t.Errorf("invitation = %+v, %v; want it pending, with its email", i, err)
 	}
 	if o, err := s.Organizations().Get(ctx, "org_x"); err != nil || o.Name != "X" {
 		t.Errorf("organization = %+v, %v", o, err)

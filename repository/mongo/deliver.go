@@ -25,6 +25,9 @@ var appliers = map[models.Kind]func(ctx context.Context, s *Store, ch models.Cha
 	models.KindMembership: func(ctx context.Context, s *Store, ch models.Change, now time.Time) (models.Outcome, error) {
 		return s.members.Apply(ctx, ch.(models.MembershipChange), now)
 	},
+	models.KindInvitation: func(ctx context.Context, s *Store, ch models.Change, now time.Time) (models.Outcome, error) {
+		return s.invites.Apply(ctx, ch.(models.InvitationChange), now)
+	},
 	models.KindSubscription: func(ctx context.Context, s *Store, ch models.Change, now time.Time) (models.Outcome, error) {
 		return s.billing.applySubscription(ctx, ch.(models.SubscriptionChange), now)
 	},
@@ -59,8 +62,9 @@ func (s *Store) apply(ctx context.Context, ch models.Change, now time.Time) (mod
 //
 // Deliveries in flight at once share their round trips (batch.go), unless
 // Options.DeliveryBatch is 1. A change of a kind a batch cannot write
-// (none of oneWrites: a membership, Clerk Billing's) goes alone at once:
-// in a batch it would only add the batch's find to its own writes.
+// (none of oneWrites: a membership, an invitation, Clerk Billing's) goes
+// alone at once: in a batch it would only add the batch's find to its own
+// writes.
 func (s *Store) Deliver(ctx context.Context, ev models.Event, ch models.Change, now time.Time) (models.Delivered, error) {
 	if _, shared := oneWrites[ch.Kind()]; shared && s.batch != nil {
 		r := &delivery{ctx: ctx, ev: ev, ch: ch, now: now, done: make(chan struct{})}

@@ -51,8 +51,18 @@ type subject struct {
 	// keeps the deletions, which an endpoint may still have to be told
 	// (pending, or failed for a replay), without the fingerprints of what
 	// it was told before.
-	deliveries func(eraseDoc) bson.D
-	count      func(*models.Erasure)
+	deliveries func(ctx context.Context, d eraseDoc) (bson.D, error)
+	// object, when set, erases what the object's own document holds of a
+	// person, in the state the pass read (its lastEventId): a newer state
+	// that came in meanwhile is due on its own schedule.
+	object func(ctx context.Context, t eraseDoc) error
+	// guard, when set, is the condition that the object is still in the
+	// state the pass read (an object that is not a tombstone may take a
+	// newer state meanwhile, which holds personal data again and is due
+	// on its own schedule): the pass erases nothing of it otherwise, and
+	// does not mark it erased.
+	guard func(t eraseDoc) bson.D
+	count func(*models.Erasure)
 }
 
 // subjects are the kinds of tombstones erased, users first.
@@ -60,10 +70,29 @@ func (s *Store) subjects() []subject {
 	return []subject{
 		{name: "user", coll: s.users.coll, id: func(d eraseDoc) string { return d.UserID },
 			events: userEventsToErase, count: func(e *models.Erasure) { e.Users++ },
-			deliveries: func(d eraseDoc) bson.D { return userDeliveriesFilter(d.UserID) }},
+			deliveries: func(_ context.Context, d eraseDoc) (bson.D, error) { return userDeliveriesFilter(d.UserID), nil }},
 		{name: "membership", coll: s.members.coll, id: func(d eraseDoc) string { return d.MembershipID },
 			events: membershipEventsToErase, count: func(e *models.Erasure) { e.Memberships++ },
-			deliveries: func(d eraseDoc) bson.D { return membershipDeliveriesFilter(d.MembershipID, d.UserID) }},
+			deliveries: func(_ context.Context, d eraseDoc) (bson.D, error) {
+				return membershipDeliveriesFilter(d.MembershipID, d.UserID), nil
+			}},
+		// An invitation that ended (accepted, revoked, expired, deleted
+		// with its organization) holds the email of someone who may never
+		// be a user: its email and metadata go with its events.
+		{name: "invitation", coll: s.invites.coll, id: func(d eraseDoc) string { return d.InvitationID },
+			events: membershipEventsToErase, count: func(e *models.Erasure) { e.Invitations++ },
+			deliveries: func(ctx context.Context, d eraseDoc) (bson.D, error) {
+				return s.outbound.objectDeliveriesFilter(ctx, models.KindInvitation, d.InvitationID)
+			},
+			guard: func(d eraseDoc) bson.D { return bson.D{{Key: "lastEventId", Value: d.LastEventID}} },
+			object: func(ctx context.Context, d eraseDoc) error {
+				_, err := updateOne(ctx, s.invites.coll, bson.D{{Key: "_id", Value: docID(d.InvitationID)}, {Key: "lastEventId", Value: d.LastEventID}},
+					bson.D{{Key: "$set", Value: bson.D{{Key: "emailAddress", Value: nil}, {Key: "metadata", Value: bson.D{}}}}})
+				if err != nil {
+					return fmt.Errorf("erase invitation %s: %w", d.InvitationID, translate(err))
+				}
+				return nil
+			}},
 	}
 }
 
@@ -71,11 +100,14 @@ func (s *Store) subjects() []subject {
 type eraseDoc struct {
 	UserID       string     `bson:"userId"`
 	MembershipID string     `bson:"membershipId"`
+	InvitationID string     `bson:"invitationId"`
+	LastEventID  string     `bson:"lastEventId"`
 	DeletedAt    *time.Time `bson:"deletedAt"`
 	ErasedAt     *time.Time `bson:"erasedAt"`
 }
 
-var eraseProjection = bson.D{{Key: "userId", Value: 1}, {Key: "membershipId", Value: 1}, {Key: "deletedAt", Value: 1}, {Key: "erasedAt", Value: 1}}
+var eraseProjection = bson.D{{Key: "userId", Value: 1}, {Key: "membershipId", Value: 1}, {Key: "invitationId", Value: 1},
+	{Key: "lastEventId", Value: 1}, {Key: "deletedAt", Value: 1}, {Key: "erasedAt", Value: 1}}
 
 // rearmErasure marks the tombstone of userID as holding events to erase
 // again, due from dueAt. Apply calls it when an event arrives for a
@@ -132,10 +164,11 @@ func (s *Store) eraseDue(ctx context.Context, subj subject, cutoff, now time.Tim
 			// Marked again by an event that found it erased (see
 			// keepErasable), which its mark erased at once: nothing
 			// was left to erase, and no tombstone is counted erased.
-			res.Users, res.Memberships = 0, 0
+			res.Users, res.Memberships, res.Invitations = 0, 0, 0
 		}
 		total.Users += res.Users
 		total.Memberships += res.Memberships
+		total.Invitations += res.Invitations
 		total.Events += res.Events
 		total.Pending += res.Pending
 		if err != nil {
@@ -188,8 +221,26 @@ var erasable = bson.D{{Key: "erasedAt", Value: nil}, {Key: "$or", Value: bson.A{
 func (s *Store) eraseEvents(ctx context.Context, subj subject, t eraseDoc, now time.Time) (models.Erasure, error) {
 	var res models.Erasure
 	id := subj.id(t)
-	if err := s.outbound.eraseDeliveries(ctx, subj.deliveries(t)); err != nil {
+	filter, err := subj.deliveries(ctx, t)
+	if err != nil {
+		return res, fmt.Errorf("find the outbound deliveries of %s %s: %w", subj.name, id, err)
+	}
+	if err := s.outbound.eraseDeliveries(ctx, filter); err != nil {
 		return res, fmt.Errorf("erase the outbound deliveries of %s %s: %w", subj.name, id, err)
+	}
+	if subj.guard != nil {
+		n, err := subj.coll.CountDocuments(ctx, append(bson.D{{Key: "_id", Value: docID(id)}}, subj.guard(t)...), options.Count().SetLimit(1))
+		if err != nil {
+			return res, fmt.Errorf("read %s %s: %w", subj.name, id, translate(err))
+		}
+		if n == 0 {
+			return res, nil // a newer state came: due on its own schedule
+		}
+	}
+	if subj.object != nil {
+		if err := subj.object(ctx, t); err != nil {
+			return res, err
+		}
 	}
 	docs, err := s.events.findAll(ctx, subj.events(id), options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "status", Value: 1}, {Key: "retryAt", Value: 1}}))
 	if err != nil {
@@ -213,32 +264,41 @@ func (s *Store) eraseEvents(ctx context.Context, subj subject, t eraseDoc, now t
 	if res.Pending > 0 {
 		return res, nil
 	}
-	if err := s.unmarkErasure(ctx, subj, id, now); err != nil {
+	if done, err := s.unmarkErasure(ctx, subj, t, id, now); err != nil || !done {
 		return res, err
 	}
 	subj.count(&res)
 	return res, nil
 }
 
-// unmarkErasure removes eraseAfter from the tombstone id of subj and sets
-// erasedAt, then looks for an event of it that came in meanwhile, and
-// marks it again, due at once, if there is one.
-func (s *Store) unmarkErasure(ctx context.Context, subj subject, id string, now time.Time) error {
-	_, err := updateOne(ctx, subj.coll, bson.D{{Key: "_id", Value: docID(id)}}, bson.D{
+// unmarkErasure removes eraseAfter from the tombstone id of subj (t, as
+// the pass read it: subj.guard) and sets erasedAt, then looks for an event
+// of it that came in meanwhile, and marks it again, due at once, if there
+// is one. done is false when a newer state of the object came meanwhile
+// (subj.guard): it is left as that state wrote it.
+func (s *Store) unmarkErasure(ctx context.Context, subj subject, t eraseDoc, id string, now time.Time) (done bool, err error) {
+	filter := bson.D{{Key: "_id", Value: docID(id)}}
+	if subj.guard != nil {
+		filter = append(filter, subj.guard(t)...)
+	}
+	res, err := updateOne(ctx, subj.coll, filter, bson.D{
 		{Key: "$unset", Value: bson.D{{Key: "eraseAfter", Value: ""}}},
 		{Key: "$set", Value: bson.D{{Key: "erasedAt", Value: now}}},
 	})
 	if err != nil {
-		return fmt.Errorf("unmark %s %s for erasure: %w", subj.name, id, translate(err))
+		return false, fmt.Errorf("unmark %s %s for erasure: %w", subj.name, id, translate(err))
+	}
+	if subj.guard != nil && res.MatchedCount == 0 {
+		return false, nil
 	}
 	n, err := s.events.coll.CountDocuments(ctx, subj.events(id), options.Count().SetLimit(1))
 	if err != nil {
-		return fmt.Errorf("find events of %s %s: %w", subj.name, id, translate(err))
+		return true, fmt.Errorf("find events of %s %s: %w", subj.name, id, translate(err))
 	}
 	if n == 0 {
-		return nil
+		return true, nil
 	}
-	return rearm(ctx, subj.coll, subj.name, id, eraseEpoch)
+	return true, rearm(ctx, subj.coll, subj.name, id, eraseEpoch)
 }
 
 // erase removes the body of one event if it is erasable; done is false
@@ -302,7 +362,7 @@ func (e *Events) eraseIfErased(ctx context.Context, id bson.ObjectID, now time.T
 	for _, t := range []struct {
 		coll     *mongo.Collection
 		what, id string
-	}{{e.users, "user", ev.UserID}, {e.memberships, "membership", ev.ObjectID}} {
+	}{{e.users, "user", ev.UserID}, {e.memberships, "membership", ev.ObjectID}, {e.invitations, "invitation", ev.ObjectID}} {
 		if t.id == "" {
 			continue
 		}

@@ -7,5 +7,6 @@ import (
 
 // UnmarkErasureForTest is the last step of erasing a user's events.
 func UnmarkErasureForTest(ctx context.Context, s *Store, userID string, deletedAt time.Time) error {
-	return s.unmarkErasure(ctx, s.subjects()[0], userID, time.Now())
+	_, err := s.unmarkErasure(ctx, s.subjects()[0], eraseDoc{UserID: userID}, userID, time.Now())
+	return err
 }

@@ -26,6 +26,8 @@ type Events struct {
 	users   *mongo.Collection // the users (from the primary): is an event's user erased
 	// memberships (from the primary): is an event's membership erased
 	memberships *mongo.Collection
+	// invitations (from the primary): is an event's invitation erased
+	invitations *mongo.Collection
 	counters    *counters
 	// density and oldest size the windows of bounded pages (window.go).
 	density densities
@@ -843,8 +845,10 @@ func (e *Events) markProcessedWith(ctx context.Context, id string, outcome model
 	if err != nil {
 		return fmt.Errorf("mark event %s processed: %w", id, err)
 	}
-	if outcome == models.OutcomeDeleted {
-		// A user's event, or a membership event of a deleted member.
+	if outcome == models.OutcomeDeleted || outcome == models.OutcomeStale {
+		// A user's event, or a membership event of a deleted member; or
+		// a stale state of an invitation erased already (a newer state
+		// that applies holds an email again, and is due on its own).
 		if err := e.eraseIfErased(ctx, oid, now); err != nil {
 			return fmt.Errorf("mark event %s processed: %w", id, err)
 		}

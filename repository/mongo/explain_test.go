@@ -2,6 +2,7 @@ package mongo_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -228,6 +229,12 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	member := models.MembershipChange{MembershipID: "orgmem_1", OrgID: "org_1", UserID: "user_1", EventID: "msg_2", SourceTime: now}
+	invite := models.InvitationChange{InvitationID: "orginv_1", OrgID: "org_1", EventID: "msg_2", SourceTime: now,
+		Status: models.InvitationPending, Metadata: json.RawMessage(`{}`)}
+	if _, err := s.Invitations().Apply(ctx, invite, now); err != nil {
+		t.Fatal(err)
+	}
+	invs := s.CollectionName(mongo.InvitationsCollection)
 	org := models.OrganizationChange{OrgID: "org_1", EventID: "msg_2", SourceTime: now}
 	in := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{userID, mongo.DocIDForTest("user_2")}}}}}
 	qs = append(qs,
@@ -244,6 +251,14 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 		query{"cascade: an organization's memberships", update(members, mongo.CascadeFilter(bson.E{Key: "organizationId", Value: "org_1"}))},
 		query{"cascade: a user's memberships", update(members, mongo.CascadeFilter(bson.E{Key: "userId", Value: "user_1"}))},
 		query{"members of a page (join)", find(users, in, nil)},
+		query{"invitations of an organization", find(invs, mongo.InvitationListFilter(models.InvitationFilter{OrgID: "org_1"}, "orginv_0"), mongo.InvitationOrder)},
+		query{"invitations of an organization: one status", find(invs,
+			mongo.InvitationListFilter(models.InvitationFilter{OrgID: "org_1", Status: models.InvitationPending}, ""), mongo.InvitationOrder)},
+		query{"invitation by _id (Get, Apply's state)", find(invs, byID(mongo.DocIDForTest("orginv_1")), nil)},
+		query{"Invitations.Apply's conditional update", update(invs, mongo.InvitationWriteFilter(invite))},
+		query{"cascade: an organization's invitations", update(invs, mongo.InvitationCascadeFilter("org_1"))},
+		query{"invitation change feed", find(invs, feed, mongo.ChangesOrder)},
+		query{"erasure: invitations due", find(invs, mongo.EraseDueFilter(now), nil)},
 		query{"organizations of a page (join)", find(orgs, in, nil)},
 	)
 	// Clerk Billing (billing.go): a subscription, an item and an attempt,
@@ -520,6 +535,9 @@ var documentDBExceptions = map[string]string{
 	"reconcile: walk of active organizations": "the walk reads every active organization anyway, and sorts them first",
 	"reconcile: walk of active memberships":   "the walk reads every active membership anyway, and sorts them first",
 	"reconcile runs: latest first":            "the collection holds at most 51 documents",
+	"invitations of an organization": "the sort takes one organization's invitations after the cursor (its index range), " +
+		"not the collection's: an organization has few",
+	"invitations of an organization: one status": "as invitations of an organization: one organization's of one status",
 	"billing: every attempt": "the console's list of every payment attempt sorts them all on a DocumentDB engine; " +
 		"it is not walked in windows as the event log is (yet)",
 	"billing: every attempt, after a cursor": "as every attempt: the cursor bounds the sort from above only",

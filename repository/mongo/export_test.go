@@ -42,7 +42,17 @@ var (
 	ActivityOrder           = activityOrder
 	RunsOrder               = runsOrder
 	RunsPrune               = runsPruneFilter
+	InvitationListFilter    = invitationListFilter
+	InvitationOrder         = invitationOrder
+	InvitationCascadeFilter = invitationCascadeFilter
 )
+
+// InvitationWriteFilter is the filter of Invitations.Apply's conditional
+// upsert of ch.
+func InvitationWriteFilter(ch models.InvitationChange) bson.D {
+	filter, _, _ := invitationWrite(ch, time.Now())
+	return filter
+}
 
 // OrgWindowFilter is the filter of a page of organizations f within a
 // window of _id closed on both sides, from f.After (see idWindowForTest).

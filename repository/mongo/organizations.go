@@ -18,6 +18,7 @@ type Organizations struct {
 	coll    *mongo.Collection
 	primary *mongo.Collection // reads that decide a write
 	members *Memberships      // a deletion's cascade
+	invites *Invitations      // likewise
 	// density sizes the windows of the organizations' pages (pages.go).
 	density densities
 	// walkBatch is the batch size of WalkActive's cursor.
@@ -155,6 +156,9 @@ func (o *Organizations) apply(ctx context.Context, ch models.OrganizationChange,
 		// Every time, so that a crash between the two writes is healed by
 		// the next delivery of the deletion (or the sweep).
 		if err := o.members.cascade(ctx, bson.E{Key: "organizationId", Value: ch.OrgID}, ch.SourceTime, ch.EventID, now); err != nil {
+			return 0, err
+		}
+		if err := o.invites.cascade(ctx, ch.OrgID, ch.SourceTime, ch.EventID, now); err != nil {
 			return 0, err
 		}
 	}

@@ -1298,6 +1298,22 @@ func (o *Outbound) eraseDeliveries(ctx context.Context, filter bson.D) error {
 	return translate(err)
 }
 
+// objectDeliveriesFilter selects every endpoint's delivery of the object
+// id of kind k by _id (models.Delivery.Key), for an object whose
+// deliveries name no user: one key per endpoint (at most
+// models.MaxEndpoints, and those of the configuration).
+func (o *Outbound) objectDeliveriesFilter(ctx context.Context, k models.Kind, id string) (bson.D, error) {
+	eps, err := findDocs[idDoc](ctx, o.endpoints, bson.D{}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, err
+	}
+	keys := bson.A{}
+	for _, ep := range eps {
+		keys = append(keys, models.Delivery{EndpointID: ep.ID, Kind: k, ObjectID: id}.Key())
+	}
+	return bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}}, nil
+}
+
 func membershipDeliveriesFilter(membershipID, userID string) bson.D {
 	return bson.D{{Key: "userId", Value: userID}, {Key: "kind", Value: string(models.KindMembership)}, {Key: "objectId", Value: membershipID}}
 }

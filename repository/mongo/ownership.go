@@ -86,7 +86,7 @@ func (n collNames) of(base string) string { return n.prefix + base }
 // writes, the mark's included.
 var ownedCollections = []string{
 	UsersCollection, EventsCollection, CountersCollection, LeasesCollection, rekeyCollection, MetaCollection,
-	ActivityCollection, RunsCollection, OrganizationsCollection, MembershipsCollection,
+	ActivityCollection, RunsCollection, OrganizationsCollection, MembershipsCollection, InvitationsCollection,
 	SubscriptionsCollection, SubscriptionItemsCollection, PaymentAttemptsCollection, BillingPlansCollection,
 	EndpointsCollection, DeliveriesCollection, DeliveryAttemptsCollection,
 }
@@ -264,6 +264,10 @@ func foreignShape(base string, doc bson.Raw) string {
 		if id, ok := str("membershipId"); !ok || id == "" || !date("sourceUpdatedAt") {
 			return "a document is not one of usersync's memberships"
 		}
+	case InvitationsCollection:
+		if id, ok := str("invitationId"); !ok || id == "" || !date("sourceUpdatedAt") {
+			return "a document is not one of usersync's invitations"
+		}
 	case SubscriptionsCollection, SubscriptionItemsCollection, PaymentAttemptsCollection:
 		key := map[string]string{SubscriptionsCollection: "subscriptionId", SubscriptionItemsCollection: "itemId",
 			PaymentAttemptsCollection: "attemptId"}[base]
@@ -313,7 +317,7 @@ func foreignShape(base string, doc bson.Raw) string {
 // knownIndexNames are the indexes any usersync version made.
 var knownIndexNames = func() []string {
 	names := []string{"_id_"}
-	for _, ms := range [][]mongo.IndexModel{userIndexes, eventIndexes, orgIndexes, membershipIndexes, subIndexes, itemIndexes, attemptIndexes,
+	for _, ms := range [][]mongo.IndexModel{userIndexes, eventIndexes, orgIndexes, membershipIndexes, invitationIndexes, subIndexes, itemIndexes, attemptIndexes,
 		planIndexes, deliveryIndexes, deliveryAttemptIndexes} {
 		for _, m := range ms {
 			names = append(names, indexName(m.Keys.(bson.D)))

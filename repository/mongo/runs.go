@@ -56,6 +56,8 @@ type runKindsDoc struct {
 	Users         *runCountsDoc `bson:"users,omitempty"`
 	Organizations *runCountsDoc `bson:"organizations,omitempty"`
 	Memberships   *runCountsDoc `bson:"memberships,omitempty"`
+	// Absent from the runs kept before invitations were counted.
+	Invitations *runCountsDoc `bson:"invitations,omitempty"`
 	// Absent from the runs kept before subscription items were counted:
 	// not read.
 	SubscriptionItems *runCountsDoc `bson:"subscriptionItems,omitempty"`
@@ -101,7 +103,7 @@ func newRunDoc(sum models.ReconcileSummary) runDoc {
 		ToDelete: users.ToDelete,
 		Kinds: &runKindsDoc{
 			Users: newRunCountsDoc(sum.Users), Organizations: newRunCountsDoc(sum.Organizations), Memberships: newRunCountsDoc(sum.Memberships),
-			SubscriptionItems: newRunCountsDoc(sum.SubscriptionItems),
+			Invitations: newRunCountsDoc(sum.Invitations), SubscriptionItems: newRunCountsDoc(sum.SubscriptionItems),
 		},
 	}
 }
@@ -119,7 +121,7 @@ func (d runDoc) model() models.ReconcileSummary {
 		return s
 	}
 	s.Users, s.Organizations, s.Memberships = d.Kinds.Users.model(), d.Kinds.Organizations.model(), d.Kinds.Memberships.model()
-	s.SubscriptionItems = d.Kinds.SubscriptionItems.model()
+	s.Invitations, s.SubscriptionItems = d.Kinds.Invitations.model(), d.Kinds.SubscriptionItems.model()
 	return s
 }
 

@@ -154,6 +154,7 @@ var uniqueRules = []uniqueRule{
 	{OrganizationsCollection, "organizationId_1", false, "one document per Clerk organization"},
 	{MembershipsCollection, "membershipId_1", false, "one document per Clerk membership"},
 	{MembershipsCollection, activeKeyIndex, true, "at most one active membership per organization and user"},
+	{InvitationsCollection, "invitationId_1", false, "one document per Clerk invitation"},
 }
 
 // checkUniqueIndexes checks, with the listIndexes answers of each

@@ -118,6 +118,9 @@ const (
 		{"v": 2, "key": {"_id": 1}, "name": "_id_"},
 		{"v": 2, "key": {"membershipId": 1}, "name": "membershipId_1", "unique": true},
 		{"v": 2, "key": {"activeKey": 1}, "name": "activeKey_1", "unique": true, "sparse": true}]`
+	invitationIndexesMongoDB = `[
+		{"v": 2, "key": {"_id": 1}, "name": "_id_"},
+		{"v": 2, "key": {"invitationId": 1}, "name": "invitationId_1", "unique": true}]`
 	membershipIndexesNoPair = `[
 		{"v": 2, "key": {"membershipId": 1}, "name": "membershipId_1", "unique": true},
 		{"v": 2, "key": {"activeKey": 1}, "name": "activeKey_1"}]`
@@ -168,6 +171,7 @@ func TestCheckUniqueIndexes_RefusesAnEngineThatDidNotKeepTheRules(t *testing.T) 
 			err := checkUniqueIndexes(tc.srv, map[string][]indexSpec{
 				UsersCollection: specsOf(t, tc.users), EventsCollection: specsOf(t, tc.events),
 				OrganizationsCollection: specsOf(t, orgIndexesMongoDB), MembershipsCollection: specsOf(t, tc.memberships),
+				InvitationsCollection: specsOf(t, invitationIndexesMongoDB),
 			})
 			switch {
 			case tc.want == "" && err != nil:

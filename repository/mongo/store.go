@@ -54,6 +54,7 @@ type Store struct {
 	users    *Users
 	orgs     *Organizations
 	members  *Memberships
+	invites  *Invitations
 	events   *Events
 	activity *Activity
 	runs     *Runs
@@ -142,10 +143,15 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 			coll: db.Collection(names.of(MembershipsCollection)), primary: db.Collection(names.of(MembershipsCollection), primary),
 			users: db.Collection(names.of(UsersCollection), primary), walkBatch: o.WalkBatch,
 		},
+		invites: &Invitations{
+			coll: db.Collection(names.of(InvitationsCollection)), primary: db.Collection(names.of(InvitationsCollection), primary),
+			orgs: db.Collection(names.of(OrganizationsCollection), primary),
+		},
 		events: &Events{
 			coll: db.Collection(names.of(EventsCollection)), primary: db.Collection(names.of(EventsCollection), primary),
 			users:       db.Collection(names.of(UsersCollection), primary),
-			memberships: db.Collection(names.of(MembershipsCollection), primary), counters: counters,
+			memberships: db.Collection(names.of(MembershipsCollection), primary),
+			invitations: db.Collection(names.of(InvitationsCollection), primary), counters: counters,
 		},
 		activity: &Activity{coll: db.Collection(names.of(ActivityCollection))},
 		runs:     &Runs{coll: db.Collection(names.of(RunsCollection))},
@@ -163,6 +169,7 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		attempts:   db.Collection(names.of(DeliveryAttemptsCollection)),
 	}
 	s.users.members, s.orgs.members, s.members.orgs = s.members, s.members, s.orgs
+	s.orgs.invites = s.invites
 	if o.DeliveryBatch <= 0 {
 		o.DeliveryBatch = DefaultDeliveryBatch
 	}
@@ -331,7 +338,7 @@ func (s *Store) setUp(ctx context.Context, sv survey, mark bool) error {
 		return err
 	}
 	specs := map[string][]indexSpec{}
-	for _, coll := range []*mongo.Collection{s.users.primary, s.orgs.primary, s.members.primary, s.events.primary} {
+	for _, coll := range []*mongo.Collection{s.users.primary, s.orgs.primary, s.members.primary, s.invites.primary, s.events.primary} {
 		sp, err := listIndexes(ctx, coll)
 		if err != nil {
 			return err
@@ -360,7 +367,7 @@ func (s *Store) createCollections(ctx context.Context) error {
 	for _, n := range names {
 		have[n] = true
 	}
-	bases := []string{UsersCollection, OrganizationsCollection, MembershipsCollection, EventsCollection, CountersCollection, MetaCollection}
+	bases := []string{UsersCollection, OrganizationsCollection, MembershipsCollection, InvitationsCollection, EventsCollection, CountersCollection, MetaCollection}
 	for _, base := range slices.Concat(bases, billingCollections, outboundCollections) {
 		n := s.names.of(base)
 		if have[n] {
@@ -434,6 +441,7 @@ func (s *Store) ensureIndexes(ctx context.Context, uniqueOnly bool) error {
 		{s.users.coll, userIndexes, obsoleteUserIndexes},
 		{s.orgs.coll, orgIndexes, nil},
 		{s.members.coll, membershipIndexes, nil},
+		{s.invites.coll, invitationIndexes, nil},
 		{s.events.coll, eventIndexes, obsoleteEventIndexes},
 		{s.billing.subs, subIndexes, nil},
 		{s.billing.items, itemIndexes, nil},
@@ -603,6 +611,9 @@ func (s *Store) Organizations() repository.Organizations { return s.orgs }
 
 // Memberships returns the memberships collection.
 func (s *Store) Memberships() repository.Memberships { return s.members }
+
+// Invitations returns the invitations collection.
+func (s *Store) Invitations() repository.Invitations { return s.invites }
 
 // Events returns the events collection.
 func (s *Store) Events() repository.Events { return s.events }

@@ -24,6 +24,9 @@ var appliers = map[models.Kind]func(t *wtx, ch models.Change, now time.Time) (mo
 	models.KindMembership: func(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
 		return applyMembership(t, ch.(models.MembershipChange), now)
 	},
+	models.KindInvitation: func(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
+		return applyInvitation(t, ch.(models.InvitationChange), now)
+	},
 	models.KindSubscription: func(t *wtx, ch models.Change, now time.Time) (models.Outcome, error) {
 		return applySubscription(t, ch.(models.SubscriptionChange), now)
 	},

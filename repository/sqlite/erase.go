@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -41,7 +42,15 @@ type subject struct {
 	// have to be told (pending, or failed for a replay), without the
 	// fingerprints of what it was told before.
 	deliveries string
-	count      func(*models.Erasure)
+	// object, when set, erases what the object's own row holds of a
+	// person: (id).
+	object string
+	// stillDue, when set, tells in the erasing transaction whether the
+	// object is still due as the pass read it: (id, its erase_after) → a
+	// row. An object that is not a tombstone may take a newer state
+	// meanwhile, which holds personal data again, due on its own schedule.
+	stillDue string
+	count    func(*models.Erasure)
 }
 
 var (
@@ -57,15 +66,27 @@ var (
 		deliveries: `user_id IN (SELECT user_id FROM memberships WHERE membership_id = ?1)
 			AND kind = 'membership' AND object_id = ?1`,
 		count: func(e *models.Erasure) { e.Memberships++ }}
+	// An invitation that ended (accepted, revoked, expired, deleted with
+	// its organization) holds the email of someone who may never be a
+	// user: its row's email and metadata are erased with its events.
+	invitationSubject = subject{name: "invitation", due: qInvitationsEraseDue, events: qEraseMembershipEvents,
+		pending:    qMembershipErasePending,
+		done:       `UPDATE invitations SET erase_after = NULL, erased_at = ? WHERE invitation_id = ?`,
+		soon:       `UPDATE invitations SET erase_after = 0 WHERE invitation_id = ?`,
+		deliveries: `endpoint_id IN (SELECT id FROM endpoints) AND kind = 'invitation' AND object_id = ?1`,
+		object:     `UPDATE invitations SET email_address = NULL, metadata = '{}' WHERE invitation_id = ?`,
+		stillDue:   `SELECT 1 FROM invitations WHERE invitation_id = ? AND erase_after = ?`,
+		count:      func(e *models.Erasure) { e.Invitations++ }}
 )
 
 // EraseDeletedBefore erases the events of every user and membership
-// tombstone due for erasure since before cutoff. Events still stored, or
+// tombstone, and the email and events of every invitation, due for
+// erasure since before cutoff. Events still stored, or
 // failed and to be retried, are left (Pending) until they are processed or
 // given up; the tombstone stays due until then.
 func (s *Store) EraseDeletedBefore(ctx context.Context, cutoff, now time.Time) (models.Erasure, error) {
 	var total models.Erasure
-	for _, subj := range []subject{userSubject, membershipSubject} {
+	for _, subj := range []subject{userSubject, membershipSubject, invitationSubject} {
 		if err := s.eraseDue(ctx, subj, cutoff, now, &total); err != nil {
 			return total, err
 		}
@@ -91,10 +112,21 @@ func (s *Store) eraseDue(ctx context.Context, subj subject, cutoff, now time.Tim
 		for _, d := range batch {
 			last, after = d.id, d.after
 			err := s.write(ctx, func(t *wtx) error {
+				if subj.stillDue != "" {
+					var one int
+					err := t.row(subj.stillDue, d.id, d.after).Scan(&one)
+					if err == sql.ErrNoRows {
+						return nil // a newer state came: due on its own schedule
+					}
+					if err != nil {
+						return translate(err)
+					}
+				}
 				res, err := s.eraseEvents(t, subj, d.id, now, false)
 				if err == nil {
 					total.Users += res.Users
 					total.Memberships += res.Memberships
+					total.Invitations += res.Invitations
 					total.Events += res.Events
 					total.Pending += res.Pending
 				}
@@ -144,6 +176,11 @@ func (s *Store) eraseEvents(t *wtx, subj subject, id string, now time.Time, aske
 		AND (fields IS NOT NULL OR sent IS NOT NULL)`, id); err != nil {
 		return res, err
 	}
+	if subj.object != "" {
+		if _, err := t.exec(subj.object, id); err != nil {
+			return res, err
+		}
+	}
 	n, err := t.execN(subj.events, ms(now), id)
 	if err != nil {
 		return res, err
@@ -175,7 +212,9 @@ func (s *Store) eraseIfErased(t *wtx, id int64, now time.Time) error {
 	n, err := t.execN(`UPDATE events SET raw_body = NULL, erased_at = ? WHERE id = ? AND erased_at IS NULL
 		AND (EXISTS (SELECT 1 FROM users WHERE users.user_id = events.user_id AND users.erased_at IS NOT NULL)
 		OR EXISTS (SELECT 1 FROM memberships WHERE memberships.membership_id = events.object_id
-			AND memberships.erased_at IS NOT NULL))`, ms(now), id)
+			AND memberships.erased_at IS NOT NULL)
+		OR EXISTS (SELECT 1 FROM invitations WHERE invitations.invitation_id = events.object_id
+			AND invitations.erased_at IS NOT NULL))`, ms(now), id)
 	if n > 0 {
 		s.noteErased()
 	}

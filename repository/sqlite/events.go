@@ -515,8 +515,10 @@ func markProcessedTx(s *Store, t *wtx, id int64, outcome models.Outcome, now tim
 	if err := addCounter(t, outcomeCounter(outcome), 1); err != nil {
 		return true, err
 	}
-	if outcome == models.OutcomeDeleted {
-		// A user's event, or a membership event of a deleted member.
+	if outcome == models.OutcomeDeleted || outcome == models.OutcomeStale {
+		// A user's event, or a membership event of a deleted member; or
+		// a stale state of an invitation erased already (a newer state
+		// that applies holds an email again, and is due on its own).
 		return true, s.eraseIfErased(t, id, now)
 	}
 	return true, nil

@@ -120,6 +120,9 @@ func applyOrg(t *wtx, ch models.OrganizationChange, now time.Time) (models.Decis
 		if err := cascadeMemberships(t, qCascadeOrg, ch.OrgID, ch.SourceTime, ch.EventID, now); err != nil {
 			return 0, err
 		}
+		if err := cascadeInvitations(t, ch.OrgID, ch.SourceTime, ch.EventID, now); err != nil {
+			return 0, err
+		}
 	}
 	if !d.Writes() {
 		return d, nil

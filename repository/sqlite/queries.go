@@ -138,6 +138,36 @@ const (
 	qCascadeUser = `UPDATE memberships INDEXED BY memberships_user SET ` + membershipTombstone + `
 		WHERE user_id = ?5 AND deleted_at IS NULL`
 
+	// qInvitationGet, qInvitationVersion: the primary key.
+	qInvitationGet     = `SELECT ` + invitationColumns + ` FROM invitations WHERE invitation_id = ?`
+	qInvitationVersion = `SELECT source_updated_at, last_event_id, deleted_at FROM invitations WHERE invitation_id = ?`
+	// qInvitationUpsert: by primary key (created_at stays the first
+	// write's); a newer state clears erased_at: it holds an email again.
+	qInvitationUpsert = `INSERT INTO invitations (invitation_id, org_id, email_address, role, role_name, status, metadata,
+		user_id, expires_at, source_created_at, created_at, updated_at, source_updated_at, last_event_id, erase_after)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13, ?14)
+		ON CONFLICT (invitation_id) DO UPDATE SET org_id = excluded.org_id, email_address = excluded.email_address,
+		role = excluded.role, role_name = excluded.role_name, status = excluded.status, metadata = excluded.metadata,
+		user_id = excluded.user_id, expires_at = excluded.expires_at, source_created_at = excluded.source_created_at,
+		updated_at = excluded.updated_at, source_updated_at = excluded.source_updated_at,
+		last_event_id = excluded.last_event_id, erase_after = excluded.erase_after, erased_at = NULL`
+	// qOrgInvitations: invitations_org, from the cursor on.
+	qOrgInvitations = `SELECT ` + invitationColumns + ` FROM invitations INDEXED BY invitations_org
+		WHERE org_id = ? AND invitation_id > ? ORDER BY invitation_id LIMIT ?`
+	// qOrgInvitationsOfStatus: invitations_status, from the cursor on.
+	qOrgInvitationsOfStatus = `SELECT ` + invitationColumns + ` FROM invitations INDEXED BY invitations_status
+		WHERE org_id = ? AND status = ? AND deleted_at IS NULL AND invitation_id > ? ORDER BY invitation_id LIMIT ?`
+	// qInvitationChanges: invitations_changes, from the cursor on.
+	qInvitationChanges = `SELECT ` + invitationColumns + ` FROM invitations INDEXED BY invitations_changes
+		WHERE updated_at >= ? AND updated_at <= ? AND (updated_at, invitation_id) > (?, ?)
+		ORDER BY updated_at, invitation_id LIMIT ?`
+	// qCascadeInvitations: invitations_org (an organization's invitations).
+	qCascadeInvitations = `UPDATE invitations INDEXED BY invitations_org SET ` + invitationTombstone + `
+		WHERE org_id = ?5 AND deleted_at IS NULL`
+	// qInvitationsEraseDue: invitations_erase.
+	qInvitationsEraseDue = `SELECT invitation_id, erase_after FROM invitations INDEXED BY invitations_erase
+		WHERE erase_after <= ? AND (erase_after, invitation_id) > (?, ?) ORDER BY erase_after, invitation_id LIMIT ?`
+
 	// qSubscriptionGet, qSubscriptionVersion: the primary key.
 	qSubscriptionGet     = `SELECT ` + subscriptionColumns + ` FROM subscriptions WHERE subscription_id = ?`
 	qSubscriptionVersion = `SELECT source_updated_at, last_event_id FROM subscriptions WHERE subscription_id = ?`

@@ -23,6 +23,8 @@ type runKinds struct {
 	Users         *runCounts `json:"users,omitempty"`
 	Organizations *runCounts `json:"organizations,omitempty"`
 	Memberships   *runCounts `json:"memberships,omitempty"`
+	// Absent from the runs kept before invitations were counted.
+	Invitations *runCounts `json:"invitations,omitempty"`
 	// Absent from the runs kept before subscription items were counted:
 	// not read.
 	SubscriptionItems *runCounts `json:"subscriptionItems,omitempty"`
@@ -63,7 +65,7 @@ func (r *Runs) Record(ctx context.Context, sum models.ReconcileSummary) (models.
 	sum = sum.Bounded()
 	kinds, err := json.Marshal(runKinds{
 		Users: newRunCounts(sum.Users), Organizations: newRunCounts(sum.Organizations), Memberships: newRunCounts(sum.Memberships),
-		SubscriptionItems: newRunCounts(sum.SubscriptionItems),
+		Invitations: newRunCounts(sum.Invitations), SubscriptionItems: newRunCounts(sum.SubscriptionItems),
 	})
 	if err != nil {
 		return sum, fmt.Errorf("record reconcile run: %w", err)
@@ -128,7 +130,7 @@ func (r *Runs) Last(ctx context.Context, n int) ([]models.ReconcileSummary, erro
 				return nil, fmt.Errorf("read reconcile run %d: its kinds: %w", id, err)
 			}
 			s.Users, s.Organizations, s.Memberships = k.Users.model(), k.Organizations.model(), k.Memberships.model()
-			s.SubscriptionItems = k.SubscriptionItems.model()
+			s.Invitations, s.SubscriptionItems = k.Invitations.model(), k.SubscriptionItems.model()
 		}
 		out = append(out, s)
 	}

@@ -114,6 +114,7 @@ type Store struct {
 	users    *Users
 	orgs     *Organizations
 	mships   *Memberships
+	invs     *Invitations
 	events   *Events
 	leases   *Leases
 	activity *Activity
@@ -173,6 +174,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	s.users = &Users{s: s}
 	s.orgs = &Organizations{s: s}
 	s.mships = &Memberships{s: s}
+	s.invs = &Invitations{s: s}
 	s.events = &Events{s: s}
 	s.leases = &Leases{s: s}
 	s.activity = &Activity{s: s}
@@ -220,6 +222,9 @@ func (s *Store) Organizations() repository.Organizations { return s.orgs }
 
 // Memberships returns the organization memberships.
 func (s *Store) Memberships() repository.Memberships { return s.mships }
+
+// Invitations returns the organization invitations.
+func (s *Store) Invitations() repository.Invitations { return s.invs }
 
 // Events returns the event inbox and log.
 func (s *Store) Events() repository.Events { return s.events }

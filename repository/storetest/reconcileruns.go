@@ -94,9 +94,9 @@ func runString(r models.ReconcileSummary) string {
 		}
 		return fmt.Sprintf("%+v", *c)
 	}
-	return fmt.Sprintf("{ID:%s Kind:%s Trigger:%s StartedAt:%v Duration:%v Success:%v Error:%q Users:%s Organizations:%s Memberships:%s SubscriptionItems:%s}",
+	return fmt.Sprintf("{ID:%s Kind:%s Trigger:%s StartedAt:%v Duration:%v Success:%v Error:%q Users:%s Organizations:%s Memberships:%s Invitations:%s SubscriptionItems:%s}",
 		r.ID, r.Kind, r.Trigger, r.StartedAt, r.Duration, r.Success, r.Error, counts(r.Users), counts(r.Organizations), counts(r.Memberships),
-		counts(r.SubscriptionItems))
+		counts(r.Invitations), counts(r.SubscriptionItems))
 }
 
 // testReconcileRunKinds checks that a summary's counts of each kind come
@@ -113,6 +113,7 @@ func testReconcileRunKinds(t *testing.T, s repository.Store) {
 			Users:             &models.ReconcileCounts{Clerk: 1234, Local: 1236, Applied: 5, Stale: 1, Unchanged: 1228, Deleted: 2},
 			Organizations:     &models.ReconcileCounts{Clerk: 12, Local: 13, Unchanged: 12, Deleted: 1},
 			Memberships:       &models.ReconcileCounts{Clerk: 40, Local: 41, Applied: 1, Stale: 2, Unchanged: 37, Deleted: 1, Failed: 3},
+			Invitations:       &models.ReconcileCounts{Clerk: 6, Local: -1, Applied: 2, Stale: 1, Unchanged: 3},
 			SubscriptionItems: &models.ReconcileCounts{Clerk: 9, Local: -1, Applied: 2, Stale: 1, Unchanged: 5, Failed: 1},
 		},
 		{

@@ -9,6 +9,7 @@ import type {
   Event,
   EventStats,
   EventTypes,
+  Invitation,
   Membership,
   Organization,
   Payer,
@@ -183,13 +184,19 @@ export type UserQuery = {
 export type OrganizationQuery = { slug?: string; includeDeleted?: boolean; limit?: number };
 /** Without includeDeleted (an admin key), only the active memberships. */
 export type MembershipQuery = { includeDeleted?: boolean; limit?: number };
+/** An organization's invitations: of one status as they read now, those deleted with their organization too with includeDeleted (an admin key). */
+export type InvitationQuery = {
+  status?: "pending" | "accepted" | "revoked" | "expired";
+  includeDeleted?: boolean;
+  limit?: number;
+};
 export type SubscriptionQuery = { payer?: Payer; status?: string; limit?: number };
 export type PaymentAttemptQuery = { paymentId?: string; payer?: Payer; limit?: number };
 export type EventQuery = {
   status?: "stored" | "processed" | "failed" | "discarded";
   /** A change (updated) or a type (user.updated). */
   eventType?: string;
-  kind?: "user" | "organization" | "membership" | "subscription" | "subscription_item" | "payment_attempt";
+  kind?: "user" | "organization" | "membership" | "invitation" | "subscription" | "subscription_item" | "payment_attempt";
   userId?: string;
   objectId?: string;
   since?: Date;
@@ -204,10 +211,6 @@ const maxLimit = 200;
  * A client of one usersync with one key: an API key reads the copy, an
  * admin key also the deleted objects, the event log and Clerk Billing's
  * subscriptions and payment attempts. Keep the key on a server.
- *
- * Organization invitations are not in usersync's API yet: they come to
- * this client with their routes, as a type and a method each, over the
- * same List and Feed.
  */
 export class Usersync {
   private readonly base: string;
@@ -264,6 +267,14 @@ export class Usersync {
   }
   organizationMemberships(orgId: string, q: MembershipQuery = {}): List<Membership> {
     return this.list(`/v1/organizations/${encodeURIComponent(orgId)}/memberships`, q);
+  }
+  /** An organization's invitations, in invitation id order. */
+  organizationInvitations(orgId: string, q: InvitationQuery = {}): List<Invitation> {
+    return this.list(`/v1/organizations/${encodeURIComponent(orgId)}/invitations`, q);
+  }
+  /** One invitation of an organization; isNotFound when there is none, or it was deleted with its organization. */
+  organizationInvitation(orgId: string, invitationId: string): Promise<Invitation> {
+    return this.get(`/v1/organizations/${encodeURIComponent(orgId)}/invitations/${encodeURIComponent(invitationId)}`);
   }
   /** A user's memberships, each with its organization. */
   userMemberships(userId: string, q: MembershipQuery = {}): List<Membership> {

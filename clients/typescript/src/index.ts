@@ -1,5 +1,5 @@
 // @usersync/client: reads usersync's copy of an application's Clerk users,
-// organizations, memberships and Clerk Billing, and verifies and parses
+// organizations, memberships, invitations and Clerk Billing, and verifies and parses
 // the outbound webhooks it sends.
 export * from "./client.js";
 export * from "./messages.js";

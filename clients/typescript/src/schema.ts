@@ -15,7 +15,7 @@ export interface paths {
         put?: never;
         /**
          * Receive one Clerk webhook (via Svix)
-         * @description Verifies the signature on the raw body (several secrets and signatures allowed, 5-minute tolerance), stores the events of users (user.*), organizations (organization.created, updated, deleted) and memberships (organizationMembership.created, updated, deleted) in the inbox and applies them in Clerk's order. Other event types (sessions, invitations, domains, roles, permissions…) are acknowledged and not stored. 503 asks Svix to retry (code `overloaded`, with Retry-After, when the instance has as many deliveries in flight as it takes). Limits: body at most 256 KiB (413 above); svix-id at most 128 characters; a body that is not UTF-8 or names a key twice is 400 and not stored; a user event whose public_metadata is over 64 KiB, which nests deeper than 100 levels, holds a number beyond float64's range or a time more than a day ahead is 400 and stored as failed. POST /webhooks/clerk/ (trailing slash) is the same endpoint.
+         * @description Verifies the signature on the raw body (several secrets and signatures allowed, 5-minute tolerance), stores the events of users (user.*), organizations (organization.created, updated, deleted), memberships (organizationMembership.created, updated, deleted) and invitations (organizationInvitation.created, accepted, revoked) in the inbox and applies them in Clerk's order. Other event types (sessions, domains, roles, permissions…) are acknowledged and not stored. 503 asks Svix to retry (code `overloaded`, with Retry-After, when the instance has as many deliveries in flight as it takes). Limits: body at most 256 KiB (413 above); svix-id at most 128 characters; a body that is not UTF-8 or names a key twice is 400 and not stored; a user event whose public_metadata is over 64 KiB, which nests deeper than 100 levels, holds a number beyond float64's range or a time more than a day ahead is 400 and stored as failed. POST /webhooks/clerk/ (trailing slash) is the same endpoint.
          */
         post: {
             parameters: {
@@ -663,6 +663,109 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/organizations/{orgId}/invitations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An organization's invitations, of one status with status; those deleted with their organization too for an admin with includeDeleted
+         * @description In invitation id order. status filters by the status an invitation reads as now: pending ones past their expiresAt are expired. An unknown or deleted organization has none: an empty list. A page may hold fewer than limit and be followed by more while nextCursor is a string.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Anything else is 400. */
+                    status?: "pending" | "accepted" | "revoked" | "expired";
+                    /** @description Page size: a whole number from 1 to 200; anything else is 400. */
+                    limit?: components["parameters"]["limit"];
+                    /** @description The nextCursor of the previous page (of users, organizations or memberships, or of their change feeds and the plans'): at most 1024 characters, the longest a store answers. */
+                    cursor?: components["parameters"]["cursor"];
+                    /** @description Admin keys only. */
+                    includeDeleted?: components["parameters"]["includeDeleted"];
+                };
+                header?: never;
+                path: {
+                    /** @description Percent-decoded. */
+                    orgId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description One page of invitations; it ends early, with a nextCursor, once it holds about 4 MiB of invitations. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["InvitationPage"];
+                    };
+                };
+                400: components["responses"]["error"];
+                401: components["responses"]["error"];
+                403: components["responses"]["error"];
+                503: components["responses"]["listRead"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/{orgId}/invitations/{invitationId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One invitation of an organization; one of another organization is 404, and so is one deleted with its organization unless an admin asks with includeDeleted */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Admin keys only. */
+                    includeDeleted?: components["parameters"]["includeDeleted"];
+                };
+                header?: never;
+                path: {
+                    /** @description Percent-decoded. */
+                    orgId: string;
+                    /** @description Percent-decoded. */
+                    invitationId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The invitation. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Invitation"];
+                    };
+                };
+                400: components["responses"]["error"];
+                401: components["responses"]["error"];
+                403: components["responses"]["error"];
+                404: components["responses"]["error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/organizations/{orgId}/billing": {
         parameters: {
             query?: never;
@@ -974,9 +1077,9 @@ export interface paths {
                     cursor?: components["parameters"]["eventCursor"];
                     status?: "stored" | "processed" | "failed" | "discarded";
                     /** @description The short type, or Clerk's, which names the kind too (organization.created is kind organization, eventType created). */
-                    eventType?: "created" | "updated" | "deleted" | "session" | "active" | "past_due" | "canceled" | "upcoming" | "ended" | "abandoned" | "incomplete" | "free_trial_ending" | "user.created" | "user.updated" | "user.deleted" | "session.created" | "session.ended" | "session.pending" | "session.removed" | "session.revoked" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "subscription.created" | "subscription.updated" | "subscription.active" | "subscription.pastDue" | "subscription.past_due" | "subscriptionItem.created" | "subscriptionItem.updated" | "subscriptionItem.active" | "subscriptionItem.canceled" | "subscriptionItem.upcoming" | "subscriptionItem.ended" | "subscriptionItem.abandoned" | "subscriptionItem.incomplete" | "subscriptionItem.pastDue" | "subscriptionItem.past_due" | "subscriptionItem.freeTrialEnding" | "paymentAttempt.created" | "paymentAttempt.updated";
+                    eventType?: "created" | "updated" | "deleted" | "session" | "accepted" | "revoked" | "active" | "past_due" | "canceled" | "upcoming" | "ended" | "abandoned" | "incomplete" | "free_trial_ending" | "user.created" | "user.updated" | "user.deleted" | "session.created" | "session.ended" | "session.pending" | "session.removed" | "session.revoked" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "organizationInvitation.created" | "organizationInvitation.accepted" | "organizationInvitation.revoked" | "subscription.created" | "subscription.updated" | "subscription.active" | "subscription.pastDue" | "subscription.past_due" | "subscriptionItem.created" | "subscriptionItem.updated" | "subscriptionItem.active" | "subscriptionItem.canceled" | "subscriptionItem.upcoming" | "subscriptionItem.ended" | "subscriptionItem.abandoned" | "subscriptionItem.incomplete" | "subscriptionItem.pastDue" | "subscriptionItem.past_due" | "subscriptionItem.freeTrialEnding" | "paymentAttempt.created" | "paymentAttempt.updated";
                     /** @description The kind of object the events change. */
-                    kind?: "user" | "organization" | "membership" | "subscription" | "subscription_item" | "payment_attempt";
+                    kind?: "user" | "organization" | "membership" | "invitation" | "subscription" | "subscription_item" | "payment_attempt";
                     userId?: string;
                     /** @description The organization or membership the events change (data.id). */
                     objectId?: string;
@@ -1741,8 +1844,8 @@ export interface paths {
                 query?: {
                     status?: "failed" | "stored";
                     /** @description As GET /v1/events's. */
-                    eventType?: "created" | "updated" | "deleted" | "session" | "active" | "past_due" | "canceled" | "upcoming" | "ended" | "abandoned" | "incomplete" | "free_trial_ending" | "user.created" | "user.updated" | "user.deleted" | "session.created" | "session.ended" | "session.pending" | "session.removed" | "session.revoked" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "subscription.created" | "subscription.updated" | "subscription.active" | "subscription.pastDue" | "subscription.past_due" | "subscriptionItem.created" | "subscriptionItem.updated" | "subscriptionItem.active" | "subscriptionItem.canceled" | "subscriptionItem.upcoming" | "subscriptionItem.ended" | "subscriptionItem.abandoned" | "subscriptionItem.incomplete" | "subscriptionItem.pastDue" | "subscriptionItem.past_due" | "subscriptionItem.freeTrialEnding" | "paymentAttempt.created" | "paymentAttempt.updated";
-                    kind?: "user" | "organization" | "membership" | "subscription" | "subscription_item" | "payment_attempt";
+                    eventType?: "created" | "updated" | "deleted" | "session" | "accepted" | "revoked" | "active" | "past_due" | "canceled" | "upcoming" | "ended" | "abandoned" | "incomplete" | "free_trial_ending" | "user.created" | "user.updated" | "user.deleted" | "session.created" | "session.ended" | "session.pending" | "session.removed" | "session.revoked" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "organizationInvitation.created" | "organizationInvitation.accepted" | "organizationInvitation.revoked" | "subscription.created" | "subscription.updated" | "subscription.active" | "subscription.pastDue" | "subscription.past_due" | "subscriptionItem.created" | "subscriptionItem.updated" | "subscriptionItem.active" | "subscriptionItem.canceled" | "subscriptionItem.upcoming" | "subscriptionItem.ended" | "subscriptionItem.abandoned" | "subscriptionItem.incomplete" | "subscriptionItem.pastDue" | "subscriptionItem.past_due" | "subscriptionItem.freeTrialEnding" | "paymentAttempt.created" | "paymentAttempt.updated";
+                    kind?: "user" | "organization" | "membership" | "invitation" | "subscription" | "subscription_item" | "payment_attempt";
                     userId?: string;
                     objectId?: string;
                     /** @description Received at or after. */
@@ -2036,7 +2139,7 @@ export interface paths {
                     "application/json": {
                         url: string;
                         /** @description Empty or absent: every type. */
-                        eventTypes?: ("*" | "user.*" | "organization.*" | "organizationMembership.*" | "subscription.*" | "subscriptionItem.*" | "paymentAttempt.*" | "plan.*" | "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "subscription.created" | "subscription.updated" | "subscriptionItem.created" | "subscriptionItem.updated" | "paymentAttempt.created" | "paymentAttempt.updated" | "plan.changed")[];
+                        eventTypes?: ("*" | "user.*" | "organization.*" | "organizationMembership.*" | "organizationInvitation.*" | "subscription.*" | "subscriptionItem.*" | "paymentAttempt.*" | "plan.*" | "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "organizationInvitation.created" | "organizationInvitation.updated" | "organizationInvitation.deleted" | "subscription.created" | "subscription.updated" | "subscriptionItem.created" | "subscriptionItem.updated" | "paymentAttempt.created" | "paymentAttempt.updated" | "plan.changed")[];
                         description?: string;
                         /** @default true */
                         enabled?: boolean;
@@ -2168,7 +2271,7 @@ export interface paths {
                 content: {
                     "application/json": {
                         url?: string;
-                        eventTypes?: ("*" | "user.*" | "organization.*" | "organizationMembership.*" | "subscription.*" | "subscriptionItem.*" | "paymentAttempt.*" | "plan.*" | "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "subscription.created" | "subscription.updated" | "subscriptionItem.created" | "subscriptionItem.updated" | "paymentAttempt.created" | "paymentAttempt.updated" | "plan.changed")[];
+                        eventTypes?: ("*" | "user.*" | "organization.*" | "organizationMembership.*" | "organizationInvitation.*" | "subscription.*" | "subscriptionItem.*" | "paymentAttempt.*" | "plan.*" | "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "organizationInvitation.created" | "organizationInvitation.updated" | "organizationInvitation.deleted" | "subscription.created" | "subscription.updated" | "subscriptionItem.created" | "subscriptionItem.updated" | "paymentAttempt.created" | "paymentAttempt.updated" | "plan.changed")[];
                         description?: string;
                         enabled?: boolean;
                     };
@@ -2460,7 +2563,7 @@ export interface paths {
                          * @description A kind of the kinds table: a payer's plan is replayed with since.
                          * @enum {string}
                          */
-                        kind?: "user" | "organization" | "membership" | "subscription" | "subscription_item" | "payment_attempt";
+                        kind?: "user" | "organization" | "membership" | "invitation" | "subscription" | "subscription_item" | "payment_attempt";
                         objectId?: string;
                         /** Format: date-time */
                         since?: string;
@@ -2942,6 +3045,141 @@ export interface webhooks {
             requestBody: {
                 content: {
                     "application/json": components["schemas"]["MembershipMessage"];
+                };
+            };
+            responses: {
+                /** @description Delivered. Anything else is retried (410: the endpoint is disabled); see docs/outbound.md. */
+                "2XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "organizationInvitation.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An invitation was sent (or first seen): data is the invitation. */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /** @description msg_…: the id of this change of this object, the same on every retry and replay of it: the app's idempotency key. */
+                    "webhook-id": components["parameters"]["webhookId"];
+                    /** @description Unix seconds of this attempt; a receiver refuses one more than 5 minutes off its clock. */
+                    "webhook-timestamp": components["parameters"]["webhookTimestamp"];
+                    /** @description v1,<base64 of HMAC-SHA256 of `webhook-id.webhook-timestamp.body` with the endpoint's secret>; during a rotation two, separated by a space: one verifying is enough (Standard Webhooks). */
+                    "webhook-signature": components["parameters"]["webhookSignature"];
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["InvitationMessage"];
+                };
+            };
+            responses: {
+                /** @description Delivered. Anything else is retried (410: the endpoint is disabled); see docs/outbound.md. */
+                "2XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "organizationInvitation.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An invitation changed (accepted, revoked): data is the invitation. */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /** @description msg_…: the id of this change of this object, the same on every retry and replay of it: the app's idempotency key. */
+                    "webhook-id": components["parameters"]["webhookId"];
+                    /** @description Unix seconds of this attempt; a receiver refuses one more than 5 minutes off its clock. */
+                    "webhook-timestamp": components["parameters"]["webhookTimestamp"];
+                    /** @description v1,<base64 of HMAC-SHA256 of `webhook-id.webhook-timestamp.body` with the endpoint's secret>; during a rotation two, separated by a space: one verifying is enough (Standard Webhooks). */
+                    "webhook-signature": components["parameters"]["webhookSignature"];
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["InvitationMessage"];
+                };
+            };
+            responses: {
+                /** @description Delivered. Anything else is retried (410: the endpoint is disabled); see docs/outbound.md. */
+                "2XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "organizationInvitation.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An invitation was deleted with its organization: data is its tombstone. */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /** @description msg_…: the id of this change of this object, the same on every retry and replay of it: the app's idempotency key. */
+                    "webhook-id": components["parameters"]["webhookId"];
+                    /** @description Unix seconds of this attempt; a receiver refuses one more than 5 minutes off its clock. */
+                    "webhook-timestamp": components["parameters"]["webhookTimestamp"];
+                    /** @description v1,<base64 of HMAC-SHA256 of `webhook-id.webhook-timestamp.body` with the endpoint's secret>; during a rotation two, separated by a space: one verifying is enough (Standard Webhooks). */
+                    "webhook-signature": components["parameters"]["webhookSignature"];
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["InvitationMessage"];
                 };
             };
             responses: {
@@ -3509,6 +3747,52 @@ export interface components {
             data: (components["schemas"]["Membership"] | components["schemas"]["DeletedMembership"])[];
             nextCursor: string | null;
         };
+        /** @description An organization invitation; never its url (which holds the invitation's token) nor its private_metadata. Clerk never deletes one: it is deleted with its organization (deletedAt). Accepted, revoked, expired and deleted ones are erased USERSYNC_ERASE_AFTER after they ended (erasedAt; emailAddress null, metadata {}). */
+        Invitation: {
+            /** @example orginv_2g7np7Hrk0SN6kj5EDMLDaKNL0S */
+            invitationId: string;
+            organizationId: string;
+            /** @description As Clerk sent it, its ASCII letters lowercased; null once erased, and on a deleted invitation. */
+            emailAddress: string | null;
+            /** @example org:member */
+            role: string | null;
+            roleName: string | null;
+            /**
+             * @description As it reads now: a pending invitation whose expiresAt has come is expired (Clerk sends no event then).
+             * @enum {string}
+             */
+            status: "pending" | "accepted" | "revoked" | "expired";
+            /** @description Clerk public_metadata of the invitation. */
+            metadata: Record<string, unknown>;
+            /** @description The user who accepted it. */
+            userId: string | null;
+            /**
+             * Format: date-time
+             * @description Clerk's expires_at.
+             */
+            expiresAt: string | null;
+            /**
+             * Format: date-time
+             * @description Clerk's created_at: when it was sent.
+             */
+            sourceCreatedAt: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+            /**
+             * Format: date-time
+             * @description Its organization's deletion.
+             */
+            deletedAt: string | null;
+            /** Format: date-time */
+            erasedAt: string | null;
+        };
+        /** @description A page of invitations. */
+        InvitationPage: {
+            data: components["schemas"]["Invitation"][];
+            nextCursor: string | null;
+        };
         BillingPlan: {
             id: string;
             slug: string;
@@ -3688,7 +3972,7 @@ export interface components {
              */
             type: string;
             /** @enum {string} */
-            eventType: "created" | "updated" | "deleted" | "session" | "active" | "past_due" | "canceled" | "upcoming" | "ended" | "abandoned" | "incomplete" | "free_trial_ending" | "other";
+            eventType: "created" | "updated" | "deleted" | "session" | "accepted" | "revoked" | "active" | "past_due" | "canceled" | "upcoming" | "ended" | "abandoned" | "incomplete" | "free_trial_ending" | "other";
             /** @description A user event's user, or a membership event's member. */
             userId?: string;
             /** @description An organization or membership event's organization or membership. */
@@ -3852,6 +4136,8 @@ export interface components {
             users?: components["schemas"]["ReconcileKindCounts"];
             organizations?: components["schemas"]["ReconcileKindCounts"];
             memberships?: components["schemas"]["ReconcileKindCounts"];
+            /** @description Organization invitations (local is null: a run reads none here, and deletes none: an organization's deletion deletes its invitations); null also for a run kept before they were counted. */
+            invitations?: components["schemas"]["ReconcileKindCounts"];
             /** @description Clerk Billing's subscription items (local is null: a run reads none here); null also for a run kept before they were counted. */
             subscriptionItems?: components["schemas"]["ReconcileKindCounts"];
         };
@@ -3935,6 +4221,8 @@ export interface components {
                 organizations?: components["schemas"]["DryRunKind"] | null;
                 /** @description Null when the Clerk instance has organizations turned off. */
                 memberships?: components["schemas"]["DryRunKind"] | null;
+                /** @description Organization invitations (local is null: none is read here). Null when the Clerk instance has organizations turned off. */
+                invitations?: components["schemas"]["DryRunKind"] | null;
                 /** @description Clerk Billing's subscription items (local is null: none is read here). Null when the Clerk instance has Billing turned off. */
                 subscriptionItems?: components["schemas"]["DryRunKind"] | null;
             } | null;
@@ -3942,7 +4230,7 @@ export interface components {
             /** @description The objects a run would create, update or delete, or could not apply. */
             changes?: {
                 /** @enum {string} */
-                kind?: "user" | "organization" | "membership" | "subscription_item";
+                kind?: "user" | "organization" | "membership" | "invitation" | "subscription_item";
                 /** @description The object's id; absent when it could not be read. */
                 id?: string;
                 /** @description A user's id, on a user's change only. */
@@ -3968,7 +4256,7 @@ export interface components {
             url: string;
             description: string;
             /** @description The outbound types the endpoint wants; empty: every type. */
-            eventTypes: ("*" | "user.*" | "organization.*" | "organizationMembership.*" | "subscription.*" | "subscriptionItem.*" | "paymentAttempt.*" | "plan.*" | "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "subscription.created" | "subscription.updated" | "subscriptionItem.created" | "subscriptionItem.updated" | "paymentAttempt.created" | "paymentAttempt.updated" | "plan.changed")[];
+            eventTypes: ("*" | "user.*" | "organization.*" | "organizationMembership.*" | "organizationInvitation.*" | "subscription.*" | "subscriptionItem.*" | "paymentAttempt.*" | "plan.*" | "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "organizationInvitation.created" | "organizationInvitation.updated" | "organizationInvitation.deleted" | "subscription.created" | "subscription.updated" | "subscriptionItem.created" | "subscriptionItem.updated" | "paymentAttempt.created" | "paymentAttempt.updated" | "plan.changed")[];
             enabled: boolean;
             /**
              * @description Why usersync disabled it: it answered 410 (gone), or failed every delivery for 5 days (failing). Absent when it is enabled, or an admin disabled it.
@@ -4011,7 +4299,7 @@ export interface components {
                  * @description The kind being walked; null once done.
                  * @enum {string|null}
                  */
-                kind: "user" | "organization" | "membership" | "subscription" | "subscription_item" | "payment_attempt" | "plan" | null;
+                kind: "user" | "organization" | "membership" | "invitation" | "subscription" | "subscription_item" | "payment_attempt" | "plan" | null;
                 /** @description Objects queued so far. */
                 queued: number;
                 /** Format: date-time */
@@ -4024,7 +4312,7 @@ export interface components {
             id: string;
             webhookId: string;
             /** @enum {string} */
-            type: "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "subscription.created" | "subscription.updated" | "subscriptionItem.created" | "subscriptionItem.updated" | "paymentAttempt.created" | "paymentAttempt.updated" | "plan.changed";
+            type: "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "organizationInvitation.created" | "organizationInvitation.updated" | "organizationInvitation.deleted" | "subscription.created" | "subscription.updated" | "subscriptionItem.created" | "subscriptionItem.updated" | "paymentAttempt.created" | "paymentAttempt.updated" | "plan.changed";
             objectId: string;
             /** Format: date-time */
             at: string;
@@ -4041,12 +4329,12 @@ export interface components {
              * @description plan: a payer's plan (plan.changed); objectId is the payer's id.
              * @enum {string}
              */
-            kind: "user" | "organization" | "membership" | "subscription" | "subscription_item" | "payment_attempt" | "plan";
+            kind: "user" | "organization" | "membership" | "invitation" | "subscription" | "subscription_item" | "payment_attempt" | "plan";
             objectId: string;
             /** @description The webhook-id of the change waiting, or last sent. */
             webhookId: string;
             /** @enum {string} */
-            type: "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "subscription.created" | "subscription.updated" | "subscriptionItem.created" | "subscriptionItem.updated" | "paymentAttempt.created" | "paymentAttempt.updated" | "plan.changed";
+            type: "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "organizationInvitation.created" | "organizationInvitation.updated" | "organizationInvitation.deleted" | "subscription.created" | "subscription.updated" | "subscriptionItem.created" | "subscriptionItem.updated" | "paymentAttempt.created" | "paymentAttempt.updated" | "plan.changed";
             /** @enum {string} */
             origin: "webhook" | "session" | "sweep" | "replay" | "backfill" | "reconcile" | "sync" | "cascade" | "resync";
             /**
@@ -4116,6 +4404,19 @@ export interface components {
              */
             timestamp: string;
             data: components["schemas"]["Membership"];
+            changed: components["schemas"]["MessageChanged"];
+            origin: components["schemas"]["MessageOrigin"];
+        };
+        /** @description An invitation's outbound message: data is the invitation as GET /v1/organizations/{orgId}/invitations/{invitationId} shows it to an admin (a deleted one whole, with its deletedAt). */
+        InvitationMessage: {
+            /** @enum {string} */
+            type: "organizationInvitation.created" | "organizationInvitation.updated" | "organizationInvitation.deleted";
+            /**
+             * Format: date-time
+             * @description When this attempt was sent.
+             */
+            timestamp: string;
+            data: components["schemas"]["Invitation"];
             changed: components["schemas"]["MessageChanged"];
             origin: components["schemas"]["MessageOrigin"];
         };
@@ -4214,7 +4515,7 @@ export interface components {
              * @description usersync.test: a test event (POST /v1/endpoints/{id}/test).
              * @enum {string}
              */
-            type: "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "subscription.created" | "subscription.updated" | "subscriptionItem.created" | "subscriptionItem.updated" | "paymentAttempt.created" | "paymentAttempt.updated" | "plan.changed" | "usersync.test";
+            type: "user.created" | "user.updated" | "user.deleted" | "organization.created" | "organization.updated" | "organization.deleted" | "organizationMembership.created" | "organizationMembership.updated" | "organizationMembership.deleted" | "organizationInvitation.created" | "organizationInvitation.updated" | "organizationInvitation.deleted" | "subscription.created" | "subscription.updated" | "subscriptionItem.created" | "subscriptionItem.updated" | "paymentAttempt.created" | "paymentAttempt.updated" | "plan.changed" | "usersync.test";
             /**
              * Format: date-time
              * @description When this attempt was sent.

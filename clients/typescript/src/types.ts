@@ -15,6 +15,8 @@ export type Membership = Schemas["Membership"];
 /** A deleted membership in its change feed: its ids and times. */
 export type DeletedMembership = Schemas["DeletedMembership"];
 export type Member = Schemas["Member"];
+/** An organization invitation: its status as it reads now (a pending one past expiresAt is expired). */
+export type Invitation = Schemas["Invitation"];
 export type Billing = Schemas["Billing"];
 /** A payer: a user or an organization (a billing read's says inCopy too). */
 export type Payer = Schemas["PlanChange"]["payer"];
@@ -31,6 +33,7 @@ export type EventTypes = Schemas["EventTypes"];
 export type UserMessage = Schemas["UserMessage"];
 export type OrganizationMessage = Schemas["OrganizationMessage"];
 export type MembershipMessage = Schemas["MembershipMessage"];
+export type InvitationMessage = Schemas["InvitationMessage"];
 export type SubscriptionMessage = Schemas["SubscriptionMessage"];
 export type SubscriptionItemMessage = Schemas["SubscriptionItemMessage"];
 export type PaymentAttemptMessage = Schemas["PaymentAttemptMessage"];
@@ -42,6 +45,7 @@ export type Message =
   | UserMessage
   | OrganizationMessage
   | MembershipMessage
+  | InvitationMessage
   | SubscriptionMessage
   | SubscriptionItemMessage
   | PaymentAttemptMessage

@@ -21,6 +21,7 @@ const messageTypes: MessageType[] = [
   "user.created", "user.updated", "user.deleted",
   "organization.created", "organization.updated", "organization.deleted",
   "organizationMembership.created", "organizationMembership.updated", "organizationMembership.deleted",
+  "organizationInvitation.created", "organizationInvitation.updated", "organizationInvitation.deleted",
   "subscription.created", "subscription.updated", "subscriptionItem.created", "subscriptionItem.updated",
   "paymentAttempt.created", "paymentAttempt.updated", "plan.changed", "usersync.test",
 ]; // prettier-ignore
@@ -102,6 +103,12 @@ test("an endpoint verifies and parses a message of every type usersync sends", {
         case "organizationMembership.deleted":
           assert.equal(m.data.organizationId, orgId);
           break;
+        case "organizationInvitation.created":
+        case "organizationInvitation.updated":
+        case "organizationInvitation.deleted":
+          assert.equal(m.data.organizationId, orgId);
+          assert.equal(m.data.deletedAt !== null, m.type === "organizationInvitation.deleted");
+          break;
         case "subscription.created":
         case "subscription.updated":
           assert.equal(m.data.id, subscriptionId);
@@ -158,6 +165,11 @@ test("the client reads every route's data", { skip: noServer }, async () => {
   assert.equal(mine.length, 1);
   assert.equal(mine[0].organization?.organizationId, "org_2tsreads");
   assert.equal((await all(adminApi.organizationMemberships(orgId, { includeDeleted: true }))).length, 1);
+  // testdata/outbound's invitation was accepted, then deleted with its organization.
+  const invitations = await all(adminApi.organizationInvitations(orgId, { includeDeleted: true }));
+  assert.deepEqual(invitations.map((i) => [i.status, i.deletedAt !== null, i.emailAddress]), [["accepted", true, null]]);
+  assert.deepEqual(await all(api.organizationInvitations(orgId, { status: "accepted" })), []);
+  await assert.rejects(api.organizationInvitation(orgId, invitations[0].invitationId), (e) => isNotFound(e));
 
   const billing = await api.userBilling(payerId);
   assert.ok(billing.plan?.plan, JSON.stringify(billing));
