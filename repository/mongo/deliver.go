@@ -125,7 +125,7 @@ func (s *Store) Reapply(ctx context.Context, ev models.Event, ch models.Change, 
 	if err != nil {
 		return d, err
 	}
-	if err := s.events.markProcessedWith(ctx, ev.ID, outcome, now, s.outbound.outboxEntry(ev, ch, outcome, now)); err != nil {
+	if err := s.events.markProcessedWith(ctx, ev.ID, outcome, now, s.outbound.outboxEntry(ev, ch, outcome, now), ch.Kind()); err != nil {
 		// The object is written; the event stays unmarked, and applying
 		// it again changes nothing.
 		return d, err

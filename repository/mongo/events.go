@@ -827,12 +827,16 @@ func (e *Events) Discard(ctx context.Context, id string, d models.Discard) (mode
 // data was erased already is erased at once (see eraseIfErased).
 // Its error wraps models.ErrNotFound for an id that is not an event id.
 func (e *Events) MarkProcessed(ctx context.Context, id string, outcome models.Outcome, now time.Time) error {
-	return e.markProcessedWith(ctx, id, outcome, now, nil)
+	return e.markProcessedWith(ctx, id, outcome, now, nil, "")
 }
 
 // markProcessedWith is MarkProcessed whose write also records the outbox
 // entry entry of the change that applied, if not nil (see outbound.go).
-func (e *Events) markProcessedWith(ctx context.Context, id string, outcome models.Outcome, now time.Time, entry *outboxDoc) error {
+// kind is the kind of the event's change, "" when not known: a stale
+// event is looked at for erasure only if it may be an invitation's (the
+// one kind whose object is erased while it is not deleted), so that a
+// stale user's delivery costs no reads more.
+func (e *Events) markProcessedWith(ctx context.Context, id string, outcome models.Outcome, now time.Time, entry *outboxDoc, kind models.Kind) error {
 	oid, err := bson.ObjectIDFromHex(id)
 	if err != nil {
 		return fmt.Errorf("event %s: %w", id, models.ErrNotFound)
@@ -845,7 +849,7 @@ func (e *Events) markProcessedWith(ctx context.Context, id string, outcome model
 	if err != nil {
 		return fmt.Errorf("mark event %s processed: %w", id, err)
 	}
-	if outcome == models.OutcomeDeleted || outcome == models.OutcomeStale {
+	if outcome == models.OutcomeDeleted || outcome == models.OutcomeStale && (kind == "" || kind == models.KindInvitation) {
 		// A user's event, or a membership event of a deleted member; or
 		// a stale state of an invitation erased already (a newer state
 		// that applies holds an email again, and is due on its own).
