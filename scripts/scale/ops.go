@@ -248,7 +248,7 @@ func (b *bench) ops(s size, cursor string) []op {
 		{name: "GET /v1/events?userId=", call: get(adminKey, func(i int) string {
 			return events + "&userId=" + seedUser(b.pick(i, min(n, m)))
 		}, nonEmpty)},
-		{name: "GET /v1/events?kind=user (3 ranges merged)", call: get(adminKey, fixed(events+"&kind=user"), nonEmpty)},
+		{name: "GET /v1/events?kind=user (one range per type, merged)", call: get(adminKey, fixed(events+"&kind=user"), nonEmpty)},
 		{name: "GET /v1/events?status=processed&kind=user", call: get(adminKey, fixed(events+"&status=processed&kind=user"), nonEmpty)},
 		{name: "GET /v1/events?kind=membership (a rare kind)", call: get(adminKey, fixed(events+"&kind=membership"), nil)},
 		{name: "GET /v1/events?eventType=organization.deleted", call: get(adminKey, fixed(events+"&eventType=organization.deleted"), nil)},
