@@ -83,6 +83,14 @@ const (
 	// organizations and memberships); it is read as deleted (ReadOutcome),
 	// wherever it was stored: an event's outcome, an outcome counter, an
 	// activity count. Nothing writes it any more.
+	//
+	// Reads: events, outcome counters and activity counts written by
+	// versions before fcbe2fa (2026-11-27, "A deletion's outcome is
+	// deleted for every kind"), on both stores; no upgrade rewrites them.
+	// Remove: only after an upgrade step rewrites them to deleted (the
+	// events' outcomes, the counters, the activity counts), in the first
+	// release after no store is left that has not run it; until then
+	// keep it, as the outcomes the MongoDB store folds and counts.
 	OutcomeDeletedUserLegacy Outcome = "deleted_user"
 )
 

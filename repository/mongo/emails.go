@@ -28,6 +28,14 @@ import (
 // was erased or cannot be read keeps its email. The operator runs
 // reconcile afterwards: Clerk's current state settles whatever a
 // look-alike changed before the upgrade.
+//
+// Reads: the active users and their last applied events of a database of
+// schema below 3 (written by versions before c0b5adc, 2026-11-26,
+// "Upgrade: every active user's email is recomputed from its last applied
+// payload"), whose emails were folded the Unicode way.
+// Remove: with fillCreated, in the first release after no database of
+// schema below 3 is left; payloadFixes, recomputeEmails, emailFix and
+// their tests go with it.
 
 // emailFix is one active user whose recomputed email differs from the
 // stored one.
@@ -102,6 +110,13 @@ func (s *Store) payloadFixes(ctx context.Context) ([]emailFix, []createdFill, er
 // own). It does not move updatedAt: the user's REST shape gains a field
 // it always had in Clerk, and the change feed need not serve every user
 // again. It returns how many users it filled.
+//
+// Reads: the active users without sourceCreatedAt of a database of schema
+// below 3, written by versions before ca3755c (2026-11-26, "Users keep
+// Clerk's created_at as sourceCreatedAt").
+// Remove: with the email recompute above (the same pass over users), in
+// the first release after no database of schema below 3 is left;
+// createdFill goes with it.
 func (s *Store) fillCreated(ctx context.Context, fills []createdFill) (int, error) {
 	n := 0
 	for _, f := range fills {

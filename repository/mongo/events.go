@@ -132,7 +132,15 @@ var eventIndexes = []mongo.IndexModel{
 
 // obsoleteEventIndexes were made by earlier versions; their successors
 // end in _id, so that pages need no sort in memory, and the type index
-// serves the kind and the event type.
+// serves the kind and the event type. EnsureIndexes drops them;
+// knownIndexNames takes them as usersync's.
+//
+// Reads: the indexes of a database of schema 0 (the first four, made by
+// versions before a6aede5, 2026-11-21) or of schema 2 (the last, made by
+// versions before c2846b1, 2026-11-25, "MongoDB store: the event log by
+// kind and by object").
+// Remove: with obsoleteUserIndexes, in the first release after no
+// database of schema below 3 is left.
 var obsoleteEventIndexes = []string{
 	"receivedAt_-1", "eventType_1_receivedAt_-1", "status_1_receivedAt_-1", "userId_1_receivedAt_-1",
 	"eventType_1_receivedAt_-1__id_-1", // the event type filter reads type_1_receivedAt_-1__id_-1

@@ -31,6 +31,15 @@ import (
 // escaped it as "%2E" (FerretDB 1.x refused it); decoding still reverses
 // that, and since "%" is always escaped, no key stored now reads as one of
 // those. Duplicate keys keep the last value, as encoding/json does.
+//
+// Reads (the "%2E" of keyUnescaper): keys of metadata and payloads
+// written by versions before 730d0a2 (2026-11-25, "The MongoDB store
+// stops carrying FerretDB"), in databases of any schema: no upgrade
+// rewrites them, and such a document stays until a newer state replaces
+// it.
+// Remove: only after an upgrade step rewrites those keys, in the first
+// release after no database is left that has not run it; until then
+// keep it.
 
 var keyEscaper = strings.NewReplacer("%", "%25", "\x00", "%00")
 var keyUnescaper = strings.NewReplacer("%25", "%", "%2E", ".", "%00", "\x00", "%24", "$")

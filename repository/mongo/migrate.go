@@ -62,6 +62,12 @@ func checkedDocID(key string) (bson.ObjectID, error) {
 //     obsolete ones (EnsureIndexes).
 //
 // No older usersync may write to the database meanwhile.
+//
+// Each step for older data says, with a Reads and a Remove line, which
+// data it reads and when it may go (the table "Upgrade code and when it
+// goes" in docs/operations.md). Once the steps for a schema go, Migrate
+// refuses a database of that schema and names the rebuild from Clerk
+// instead of marking it unchanged.
 func (s *Store) Migrate(ctx context.Context, dryRun bool) (repository.MigrateReport, error) {
 	// One deadline for the whole run: the client's operation timeout would
 	// otherwise bound the cursor over every user.
@@ -267,6 +273,12 @@ func eachDoc(ctx context.Context, coll *mongo.Collection, fn func(bson.Raw) erro
 // recount sets the outcome counters to the processed events there are.
 // A run stopped half-way leaves the counters wrong and the database
 // unmarked: the next run counts again.
+//
+// Reads: the event log of a database of schema 0 (no mark: written by
+// versions before 26e2129, 2026-11-21, "migrate: re-key users, count
+// processed events into the counters"), whose counters may not count it.
+// Remove: with rekeyUsers, in the first release after no database of
+// schema 0 is left.
 func (s *Store) recount(ctx context.Context, m *migration) error {
 	c := s.events.counters
 	if _, err := c.coll.DeleteMany(ctx, outcomeCountersFilter); err != nil {
@@ -293,6 +305,13 @@ func (s *Store) recount(ctx context.Context, m *migration) error {
 // finishing what a stopped run left aside, then in passes over users
 // until one finds nothing to do (a cursor over a collection that changes
 // may skip documents).
+//
+// Reads: the users of a database of schema 0 (no mark: written by
+// versions before 26e2129, 2026-11-21); only versions before a6aede5, the
+// same day ("Users keyed by a derived _id"), drew random _ids.
+// Remove: with recount, in the first release after no database of schema
+// 0 is left; rekeyUser, rekeyTarget, checkedDocID, withID, the re-key
+// count of planMigration, rekeyCollection and their tests go with it.
 func (s *Store) rekeyUsers(ctx context.Context, m *migration) error {
 	aside := s.db.Collection(s.names.of(rekeyCollection))
 	err := eachDoc(ctx, aside, func(raw bson.Raw) error {

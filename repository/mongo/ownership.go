@@ -56,6 +56,15 @@ const schemaRekeyed = 2
 
 // legacySchemaMark is the counters document by which earlier versions
 // marked a database as migrated to schemaVersion.
+//
+// Reads: the mark of a database of schema 2 written by versions from
+// 26e2129 (2026-11-21) to before a2f1dd2 (2026-11-25, "Prepare names the
+// engine, works only in a database that is usersync's"), which wrote no
+// usersync_meta mark.
+// Remove: with the steps for schema below 3 (see Migrate), in the first
+// release after no database of schema below 3 is left. The document stays
+// in the databases Migrate marked since: foreignShape keeps taking a
+// counters document named migration:* as usersync's.
 const legacySchemaMark = "migration:schema_2"
 
 // schemaOf is the schema of the data a survey found: its mark's, schema 2

@@ -98,6 +98,13 @@ var userIndexes = []mongo.IndexModel{
 
 // obsoleteUserIndexes were made by earlier versions and serve no query:
 // the planner intersected deletedAt_1_updatedAt_-1 with userId_1.
+// EnsureIndexes drops them; knownIndexNames takes them as usersync's.
+//
+// Reads: the indexes of a database of schema 0, made by versions before
+// a6aede5 (2026-11-21, "Users keyed by a derived _id").
+// Remove: with obsoleteEventIndexes, in the first release after no
+// database of schema below 3 is left (Migrate drops them before it
+// leaves a database at schema 3, and serve drops what a stopped run left).
 var obsoleteUserIndexes = []string{"updatedAt_-1", "deletedAt_1_updatedAt_-1"}
 
 // maxApplyTries bounds the writes of one Apply: a write that lost a race

@@ -22,6 +22,16 @@ import (
 // "sjson": ObjectIDs as hex, dates as Unix milliseconds, a "$s" key with
 // the types), metadata keys escaped by usersync ("." as %2E, a leading "$"
 // as %24, "%" as %25, NUL as %00).
+//
+// Reads: a data dir of the versions before 1fd81c2 (2026-11-25, "api
+// tests run on the store the suite chooses"), whose embedded engine was
+// FerretDB 1.24: users and events only (those versions kept nothing
+// else), outcome counters recounted from the events.
+// Remove: in the first release after no data dir of those versions is
+// left; with it go importEarlier and its call in cmd/usersync, the tests
+// and testdata/ferretdb-1.24. What stays in its place refuses a data dir
+// that holds db/<database>.sqlite and names the rebuild from Clerk
+// (docs/operations.md), so that such data is never passed over in silence.
 
 // ImportReport says what ImportEarlier did.
 type ImportReport struct {

@@ -30,5 +30,10 @@ CREATE INDEX events_object ON events (object_id, received_at, id) WHERE object_i
 -- all erased, as users' tombstones do.
 ALTER TABLE memberships ADD COLUMN erase_after INTEGER;
 ALTER TABLE memberships ADD COLUMN erased_at INTEGER;
+-- Reads: the membership tombstones of a store below schema 4 (written by
+-- versions before 9358268, 2026-11-25).
+-- Remove: this UPDATE alone, in the first release after no store below
+-- schema 4 is left; the file stays (a store's schema number counts the
+-- files).
 UPDATE memberships SET erase_after = deleted_at WHERE deleted_at IS NOT NULL;
 CREATE INDEX memberships_erase ON memberships (erase_after) WHERE erase_after IS NOT NULL;

@@ -10,6 +10,14 @@
 -- holder. A user whose last payload was erased or cannot be read keeps
 -- its email. The operator runs reconcile after the upgrade: Clerk's
 -- current state settles whatever a look-alike changed before it.
+--
+-- Reads: the active users and their last applied events of a store below
+-- schema 6 (written by versions before c0b5adc, 2026-11-26, "Upgrade:
+-- every active user's email is recomputed from its last applied
+-- payload").
+-- Remove: every statement below, in the first release after no store
+-- below schema 6 is left; the file stays, with these lines (a store's
+-- schema number counts the files).
 
 -- The recomputed email of every active user whose last applied event
 -- still has its body (events by event_id: its unique index).

@@ -12,6 +12,12 @@ ALTER TABLE users ADD COLUMN source_created_at INTEGER;
 -- index), as applying it again would: a number, in milliseconds (seconds
 -- below 10^12), positive and at most 10^15; anything else, an erased body
 -- or a body that is not JSON leaves it NULL.
+-- Reads: the active users and their last applied events of a store below
+-- schema 7 (written by versions before ca3755c, 2026-11-26, "Users keep
+-- Clerk's created_at as sourceCreatedAt").
+-- Remove: this UPDATE alone, in the first release after no store below
+-- schema 7 is left; the file stays (a store's schema number counts the
+-- files).
 UPDATE users SET source_created_at = (
 	SELECT CASE WHEN typeof(v) IN ('integer', 'real') AND v > 0 AND v <= 1e15
 		THEN CASE WHEN v < 1e12 THEN CAST(v AS INTEGER) * 1000 ELSE CAST(v AS INTEGER) END END

@@ -7,6 +7,11 @@ DROP INDEX events_type;
 DROP INDEX events_status_type;
 ALTER TABLE events DROP COLUMN kind;
 ALTER TABLE events ADD COLUMN kind TEXT;
+-- Reads: the events of a store below schema 8 (written by versions before
+-- 9d4d5e2, 2026-11-27, "A test-only kind, added by its row").
+-- Remove: this UPDATE alone, in the first release after no store below
+-- schema 8 is left; the file stays (a store's schema number counts the
+-- files).
 UPDATE events SET kind = CASE substr(type, 1, instr(type, '.'))
 		WHEN 'user.' THEN 'user'
 		WHEN 'organization.' THEN 'organization'
