@@ -122,7 +122,7 @@ func TestOutbound_AnEndpointEnabledAgainIsSentWhatFailedWhileItWasAway(t *testin
 	}
 	r := d
 	r.Status, r.Attempts = models.DeliveryFailed, 8
-	if err := h.store.Outbound().Settle(ctx, d, r, models.Attempt{}); err != nil {
+	if err := h.store.Outbound().Settle(ctx, models.Settlement{Sent: d, Result: r, Attempt: models.Attempt{}}); err != nil {
 		t.Fatal(err)
 	}
 	h.send(http.MethodPatch, "/v1/endpoints/"+id, `{"enabled": false}`)

@@ -470,6 +470,14 @@ func (d Delivery) Resend(endpointID string, p Pending, now time.Time) (Delivery,
 	return q, true
 }
 
+// Settlement is what became of one attempt to send a delivery: Sent is
+// the delivery as it was sent, Result what it becomes (Settled), Attempt
+// the attempt made (none when its MessageID is "": nothing was sent).
+type Settlement struct {
+	Sent, Result Delivery
+	Attempt      Attempt
+}
+
 // Settled returns the stored delivery cur once the attempt to send
 // sent.MessageID ended as result says (result is sent with the attempt's
 // outcome written in). When cur still waits for that message, it becomes

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -548,8 +547,8 @@ func TestDispatch_OneEndpointsBacklogHoldsNoOtherEndpointUp(t *testing.T) {
 	}
 }
 
-// TestDispatch_AnEndpointCreatedSinceTheLastReadMissesNoChange: Run reads
-// the endpoints once a Tick, but a fan-out reads them again, so a change
+// TestDispatch_AnEndpointCreatedSinceTheLastReadMissesNoChange: a round
+// reads the endpoints before the outbox, but the relay reads them again, so a change
 // recorded for an endpoint created since is sent to it.
 func TestDispatch_AnEndpointCreatedSinceTheLastReadMissesNoChange(t *testing.T) {
 	f := newFixture(t)
@@ -558,7 +557,7 @@ func TestDispatch_AnEndpointCreatedSinceTheLastReadMissesNoChange(t *testing.T) 
 		t.Fatal(err)
 	}
 	d := outbound.NewDispatcher(outbound.Options{Store: f.store, Render: render(f.store), Owner: "run",
-		Sender: outbound.NewSender(outbound.SenderOptions{AllowPrivate: true}), Tick: time.Hour})
+		Sender: outbound.NewSender(outbound.SenderOptions{AllowPrivate: true}), Poll: time.Hour})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); d.Run(runCtx) }()
@@ -582,59 +581,6 @@ func TestDispatch_AnEndpointCreatedSinceTheLastReadMissesNoChange(t *testing.T) 
 		if time.Now().After(deadline) {
 			t.Fatal("the change recorded for the new endpoint was never sent")
 		}
-	}
-}
-
-// TestDispatch_ABurstHoldsTheDispatcherOffThenItGivesWay: while Busy
-// says changes are being ingested, nothing is fanned out or sent for
-// BusyHold, a moment without Busy inside the burst included; past it, one
-// send at a time per endpoint and one small fan-out a second; once Busy
-// has been off for BusyLinger, the burst is over: as many as PerEndpoint.
-func TestDispatch_ABurstHoldsTheDispatcherOffThenItGivesWay(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	var busy atomic.Bool
-	busy.Store(true)
-	f.d = outbound.NewDispatcher(outbound.Options{Store: f.store, Render: render(f.store), Owner: "test",
-		Sender: outbound.NewSender(outbound.SenderOptions{AllowPrivate: true}), Now: f.clock.Now, Busy: busy.Load})
-	if err := f.d.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 4 {
-		f.deliver(t, user(fmt.Sprintf("user_%d", i), fmt.Sprintf("msg_%d", i), time.Second, ""), models.TypeUserCreated)
-	}
-	f.step(t)
-	f.clock.Add(time.Second)
-	busy.Store(false) // a moment inside the burst, shorter than BusyLinger
-	f.step(t)
-	busy.Store(true)
-	f.clock.Add(outbound.BusyHold - 2*time.Second)
-	f.step(t)
-	if ob, err := f.store.Outbound().Outbox(ctx, 10); err != nil || len(ob) != 4 || len(f.rcv.messages()) != 0 {
-		t.Fatalf("outbox = %d entries, %v, %d sent; want every change held in the outbox during the burst's first %v",
-			len(ob), err, len(f.rcv.messages()), outbound.BusyHold)
-	}
-	f.clock.Add(time.Second)
-	f.step(t)
-	if n := len(f.rcv.messages()); n != 1 {
-		t.Fatalf("%d sent in a round while busy, want 1", n)
-	}
-	// A change recorded now waits for the next fan-out, a second after
-	// the last one while busy.
-	f.deliver(t, user("user_late", "msg_late", time.Second, ""), models.TypeUserCreated)
-	f.step(t)
-	if ob, err := f.store.Outbound().Outbox(ctx, 10); err != nil || len(ob) != 1 {
-		t.Fatalf("outbox = %+v, %v; want the change left for a later fan-out while busy", ob, err)
-	}
-	busy.Store(false)
-	f.step(t)
-	if n := len(f.rcv.messages()); n >= 5 {
-		t.Fatalf("%d sent in all just after the burst, want still one a round (it is over after %v)", n, outbound.BusyLinger)
-	}
-	f.clock.Add(outbound.BusyLinger)
-	f.step(t)
-	if n := len(f.rcv.messages()); n != 5 {
-		t.Errorf("%d sent in all once the burst is over, want 5 (each user once)", n)
 	}
 }
 

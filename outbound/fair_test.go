@@ -94,7 +94,7 @@ func TestDispatch_HangingEndpointsTakeNoSlotOfAHealthyOne(t *testing.T) {
 	f.change(t, func(e *models.Endpoint) { e.URL = f.rcv.srv.URL + "/hook" }) // ep_test: after ep_hang…
 	f.d = outbound.NewDispatcher(outbound.Options{Store: f.store, Render: render(f.store), Owner: "test",
 		Sender: outbound.NewSender(outbound.SenderOptions{AllowPrivate: true, Timeout: time.Hour}), SendTimeout: time.Hour,
-		Now: f.clock.Now, Lease: 24 * time.Hour, Tick: 20 * time.Millisecond, MaxInFlight: 32, PerEndpoint: 8})
+		Now: f.clock.Now, Lease: 24 * time.Hour, Poll: 20 * time.Millisecond, MaxInFlight: 32, PerEndpoint: 8})
 	f.store.Outbound().SetRecording(true)
 	const users = 40
 	for i := range users {
@@ -123,7 +123,7 @@ func TestDispatch_AnEndpointThatDoesNotAnswerGetsOneSendAtATime(t *testing.T) {
 	f.d = outbound.NewDispatcher(outbound.Options{Store: f.store, Render: render(f.store), Owner: "test",
 		Sender:      outbound.NewSender(outbound.SenderOptions{AllowPrivate: true, Timeout: 200 * time.Millisecond}),
 		SendTimeout: 200 * time.Millisecond, Now: f.clock.Now, Jitter: func() float64 { return 0.5 }, Lease: 24 * time.Hour,
-		Tick: 20 * time.Millisecond, MaxInFlight: 32, PerEndpoint: 8})
+		Poll: 20 * time.Millisecond, MaxInFlight: 32, PerEndpoint: 8})
 	f.store.Outbound().SetRecording(true)
 	for i := range 20 {
 		f.deliver(t, user(fmt.Sprintf("user_%02d", i), fmt.Sprintf("msg_%02d", i), time.Second, ""), models.TypeUserCreated)

@@ -282,10 +282,11 @@ type Outbound interface {
 	// now, soonest first where the store reads its index in order (a
 	// DocumentDB engine does not: each is due).
 	Due(ctx context.Context, endpointID string, now time.Time, limit int) ([]models.Delivery, error)
-	// Settle records result, what became of the attempt to send sent
-	// (models.Settled), and the attempt a (none when a.MessageID is "":
-	// nothing was sent).
-	Settle(ctx context.Context, sent, result models.Delivery, a models.Attempt) error
+	// Settle records what became of each attempt of ss (models.Settled)
+	// and the attempt: a batch in one write where the store can (one
+	// transaction; on MongoDB one bulk write of the deliveries still
+	// waiting for the message sent, and one insert of the attempts).
+	Settle(ctx context.Context, ss ...models.Settlement) error
 	// Delivery returns an endpoint's delivery of one object
 	// (models.ErrNotFound: none).
 	Delivery(ctx context.Context, endpointID string, kind models.Kind, objectID string) (models.Delivery, error)

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/usersync/usersync/models"
@@ -48,8 +47,6 @@ type Service struct {
 	activity *Activity
 	// applied, if set, is told that a change applied (see OnApplied).
 	applied func()
-	// ingesting counts the Ingest calls under way (see Ingesting).
-	ingesting atomic.Int64
 }
 
 // New returns a service over the given stores. now may be nil for
@@ -61,10 +58,6 @@ func New(events EventStore, store Store, now func() time.Time) *Service {
 	}
 	return &Service{events: events, store: store, now: now, retry: DefaultBackoff}
 }
-
-// Ingesting is the number of deliveries being ingested now (webhooks,
-// and states read from Clerk): outbound webhooks give way to them.
-func (s *Service) Ingesting() int64 { return s.ingesting.Load() }
 
 // OnApplied makes the service call fn after each change that applied,
 // whatever the path (the outbound dispatcher wakes on it).
@@ -137,8 +130,6 @@ const markTimeout = 5 * time.Second
 // succeed, models.ErrUnavailable when the database is down. An event is
 // durably stored before Ingest returns a nil error.
 func (s *Service) Ingest(ctx context.Context, d Delivery) (Result, error) {
-	s.ingesting.Add(1)
-	defer s.ingesting.Add(-1)
 	var valid *bool
 	if d.Signature != "" {
 		valid = new(true)

@@ -82,8 +82,6 @@ func TestLoad_HangingEndpointsHoldRequestsWhileTheReceiverGetsEveryUser(t *testi
 	cfg.Users, cfg.Updates, cfg.Reads = 5, 1, 4
 	cfg.Endpoint, cfg.AdminKey, cfg.EndpointWait = true, testAdminKey, 2*time.Minute
 	cfg.HangingEndpoints = 2
-	// Two requests in flight: usersync's dispatcher does not give way to
-	// a burst (4 being ingested), which would hold every send for seconds.
 	cfg.Concurrency = 2
 	start := time.Now()
 	rep, err := Run(context.Background(), cfg)

@@ -450,7 +450,7 @@ func startOutbound(ctx context.Context, cfg config, store repository.Store, svc 
 	host, _ := os.Hostname()
 	d, ob := service.Outbound(store, svc, service.OutboundOptions{AllowPrivate: cfg.EndpointsAllowPrivate, AllowHTTP: cfg.EndpointsAllowHTTP,
 		Owner: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()), Log: log, Observer: metrics.Outbound(),
-		Lease: cfg.outboundLease, Timeout: cfg.outboundTimeout, BillingGrace: cfg.BillingGrace, GiveWay: true})
+		Lease: cfg.outboundLease, Timeout: cfg.outboundTimeout, BillingGrace: cfg.BillingGrace})
 	// Before the first request: the changes it applies are recorded for
 	// the endpoints of the file.
 	if err := d.Refresh(ctx); err != nil {

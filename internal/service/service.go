@@ -113,19 +113,7 @@ type OutboundOptions struct {
 	// BillingGrace is how long a plan reads as pending (api.Config's);
 	// a plan.changed waits for the plan to settle.
 	BillingGrace time.Duration
-	// GiveWay: the dispatcher gives way to a burst of Clerk's deliveries
-	// (outbound.Options.Busy), as serve's does on both stores: sending
-	// during a burst costs the webhook path on two cores a third of its
-	// throughput on the embedded store too, whose writer takes Clerk's
-	// writes first (the CPU of rendering, signing and sending is the
-	// cost). Tests leave it off.
-	GiveWay bool
 }
-
-// busyIngesting is how many deliveries being ingested at once make the
-// outbound dispatcher give way (outbound.Options.Busy): a burst, not a
-// steady trickle, which it keeps up with at full speed.
-const busyIngesting = 4
 
 // Outbound is outbound webhooks over store: the dispatcher, woken by each
 // change svc applies, and what the API's endpoints routes need. The
@@ -136,12 +124,8 @@ func Outbound(store repository.Store, svc *sync.Service, o OutboundOptions) (*ou
 		timeout = outbound.DefaultTimeout
 	}
 	sender := outbound.NewSender(outbound.SenderOptions{AllowPrivate: o.AllowPrivate, AllowHTTP: o.AllowHTTP, Timeout: timeout})
-	var busy func() bool
-	if o.GiveWay {
-		busy = func() bool { return svc.Ingesting() >= busyIngesting }
-	}
 	d := outbound.NewDispatcher(outbound.Options{Store: store, Render: api.Renderer(store, o.Now, o.BillingGrace), Sender: sender, SendTimeout: timeout,
-		Owner: o.Owner, Now: o.Now, Jitter: o.Jitter, Log: o.Log, Observer: o.Observer, Lease: o.Lease, Busy: busy})
+		Owner: o.Owner, Now: o.Now, Jitter: o.Jitter, Log: o.Log, Observer: o.Observer, Lease: o.Lease})
 	svc.OnApplied(d.Notify)
 	return d, &api.Outbound{Store: store.Outbound(), Sender: sender, AllowPrivate: o.AllowPrivate, AllowHTTP: o.AllowHTTP, Notify: d.Notify,
 		RecordNow: d.RecordNow}

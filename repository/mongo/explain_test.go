@@ -364,7 +364,7 @@ func TestMongoDB_EveryQueryUsesAnIndexAndNoSortInMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Settle(ctx, sent, sent, models.Attempt{EndpointID: "ep_1", MessageID: sent.MessageID, At: now}); err != nil {
+	if err := o.Settle(ctx, models.Settlement{Sent: sent, Result: sent, Attempt: models.Attempt{EndpointID: "ep_1", MessageID: sent.MessageID, At: now}}); err != nil {
 		t.Fatal(err)
 	}
 	sendAttempts, _, err := o.Attempts(ctx, models.AttemptFilter{Limit: 1})

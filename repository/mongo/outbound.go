@@ -921,11 +921,127 @@ func deliveryModels(docs []deliveryDoc) []models.Delivery {
 	return out
 }
 
-// Settle records what became of an attempt (models.Settled, by
-// compare-and-set on the delivery's revision, read again after a
-// concurrent write), then the attempt. A delivery gone meanwhile (its
-// endpoint deleted, its user erased) records the attempt only.
-func (o *Outbound) Settle(ctx context.Context, sent, result models.Delivery, a models.Attempt) error {
+// Settle records what became of each attempt (models.Settled) and the
+// attempts. The common case, a delivery still waiting for the message
+// sent, is one bulk write for the whole batch: each becomes its result,
+// conditionally on that message id (its revision moved on, so that a
+// compare-and-set under way refuses). When some did not match (a newer
+// change was queued meanwhile, or the delivery is gone), the batch's
+// deliveries are read once and each that is not its result is settled
+// alone (settleOne). The attempts are one insert.
+func (o *Outbound) Settle(ctx context.Context, ss ...models.Settlement) error {
+	if len(ss) == 0 {
+		return nil
+	}
+	if o.beforeWrite != nil {
+		o.beforeWrite()
+	}
+	writes := make([]mongo.WriteModel, len(ss))
+	keys := make([]string, len(ss))
+	for i, st := range ss {
+		keys[i] = st.Sent.Key()
+		set, unset, err := settledFields(st.Result)
+		if err != nil {
+			return err
+		}
+		update := bson.D{{Key: "$set", Value: set}, {Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}}}
+		if len(unset) > 0 {
+			update = append(update, bson.E{Key: "$unset", Value: unset})
+		}
+		writes[i] = mongo.NewUpdateOneModel().
+			SetFilter(bson.D{{Key: "_id", Value: keys[i]}, {Key: "messageId", Value: st.Sent.MessageID}}).SetUpdate(update)
+	}
+	res, err := retryConflicts(ctx, func() (*mongo.BulkWriteResult, error) {
+		return o.deliveries.BulkWrite(ctx, writes, options.BulkWrite().SetOrdered(false))
+	})
+	if err != nil {
+		return fmt.Errorf("record %d deliveries: %w", len(ss), translate(err))
+	}
+	if res.MatchedCount < int64(len(ss)) {
+		if err := o.settleRest(ctx, ss, keys); err != nil {
+			return err
+		}
+	}
+	var attempts []any
+	for _, st := range ss {
+		if st.Attempt.MessageID != "" { // else nothing was sent
+			attempts = append(attempts, newSendAttemptDoc(st.Attempt))
+		}
+	}
+	if len(attempts) == 0 {
+		return nil
+	}
+	if _, err := retryConflicts(ctx, func() (*mongo.InsertManyResult, error) {
+		return o.attempts.InsertMany(ctx, attempts, options.InsertMany().SetOrdered(false))
+	}); err != nil {
+		return fmt.Errorf("record %d attempts: %w", len(attempts), translate(err))
+	}
+	return nil
+}
+
+// settleRest settles alone each delivery of ss that the bulk write did not
+// make its result: read again, one that holds its result's message id took
+// it (a settle of a delivery that waited with nothing to send gives it the
+// id of the state received).
+func (o *Outbound) settleRest(ctx context.Context, ss []models.Settlement, keys []string) error {
+	docs, err := findDocs[deliveryDoc](ctx, o.deliveries, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}},
+		options.Find().SetProjection(bson.D{{Key: "messageId", Value: 1}}))
+	if err != nil {
+		return fmt.Errorf("read %d deliveries: %w", len(keys), err)
+	}
+	now := make(map[string]string, len(docs))
+	for _, d := range docs {
+		now[d.ID] = d.MessageID
+	}
+	for i, st := range ss {
+		if id, ok := now[keys[i]]; !ok || id == st.Result.MessageID {
+			continue // gone, or settled by the bulk write
+		}
+		if err := o.settleOne(ctx, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settledFields are the fields of a delivery that a settle writes, as a
+// $set and an $unset (those its result leaves out): every field but the
+// key's and the revision.
+func settledFields(result models.Delivery) (set, unset bson.D, err error) {
+	raw, err := bson.Marshal(newDeliveryDoc(result, 0))
+	if err != nil {
+		return nil, nil, err
+	}
+	var doc bson.D
+	if err := bson.Unmarshal(raw, &doc); err != nil {
+		return nil, nil, err
+	}
+	present := map[string]bool{}
+	for _, e := range doc {
+		if e.Key == "_id" || e.Key == "rev" {
+			continue
+		}
+		present[e.Key] = true
+		set = append(set, e)
+	}
+	for _, k := range settleOptional {
+		if !present[k] {
+			unset = append(unset, bson.E{Key: k, Value: ""})
+		}
+	}
+	return set, unset, nil
+}
+
+// settleOptional are the fields of deliveryDoc a settle may leave out
+// (omitempty).
+var settleOptional = []string{"userId", "dueKey", "pendingKey", "sent", "lastAt", "deliveredAt"}
+
+// settleOne records what became of one attempt on the delivery as it is
+// now (models.Settled, by compare-and-set on the delivery's revision,
+// read again after a concurrent write). A delivery gone meanwhile (its
+// endpoint deleted, its user erased) has nothing to record.
+func (o *Outbound) settleOne(ctx context.Context, st models.Settlement) error {
+	sent, result := st.Sent, st.Result
 	key := sent.Key()
 	for try := 1; ; try++ {
 		if try > deliveryTries {
@@ -935,7 +1051,7 @@ func (o *Outbound) Settle(ctx context.Context, sent, result models.Delivery, a m
 		var cur deliveryDoc
 		err := o.deliveries.FindOne(ctx, bson.D{{Key: "_id", Value: key}}).Decode(&cur)
 		if errors.Is(err, mongo.ErrNoDocuments) {
-			break
+			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("record a delivery to endpoint %s: %w", models.Quote(sent.EndpointID), translate(err))
@@ -952,16 +1068,9 @@ func (o *Outbound) Settle(ctx context.Context, sent, result models.Delivery, a m
 			return fmt.Errorf("record a delivery to endpoint %s: %w", models.Quote(sent.EndpointID), translate(err))
 		}
 		if res.MatchedCount > 0 {
-			break
+			return nil
 		}
 	}
-	if a.MessageID == "" {
-		return nil // nothing was sent
-	}
-	if err := insertOne(ctx, o.attempts, newSendAttemptDoc(a)); err != nil {
-		return fmt.Errorf("record an attempt to endpoint %s: %w", models.Quote(sent.EndpointID), translate(err))
-	}
-	return nil
 }
 
 // Delivery returns an endpoint's delivery of one object.

@@ -71,7 +71,7 @@ func TestOutbound_ASettleRacingAFanoutKeepsTheChangeQueuedMeanwhile(t *testing.T
 			}
 		}
 	})
-	if err := o.Settle(ctx, sent, result, models.Attempt{EndpointID: "ep_race", MessageID: sent.MessageID, At: at, Status: 200, Delivered: true}); err != nil {
+	if err := o.Settle(ctx, models.Settlement{Sent: sent, Result: result, Attempt: models.Attempt{EndpointID: "ep_race", MessageID: sent.MessageID, At: at, Status: 200, Delivered: true}}); err != nil {
 		t.Fatal(err)
 	}
 	mongo.SetBeforeDeliveryWrite(s, nil)

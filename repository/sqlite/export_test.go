@@ -38,6 +38,11 @@ func WriteBackground(ctx context.Context, s *Store, fn func()) error {
 	return s.writeBackground(ctx, func(*wtx) error { fn(); return nil })
 }
 
+// WriteBackgroundN is WriteBackground for a write that weighs n (a batch).
+func WriteBackgroundN(ctx context.Context, s *Store, n int, fn func()) error {
+	return s.writeBackgroundN(ctx, n, func(*wtx) error { fn(); return nil })
+}
+
 // Busy reports whether the writer has begun a transaction it has not
 // finished; Queued counts the writes waiting for it.
 func (s *Store) Busy() bool  { return s.busySince.Load() != 0 }

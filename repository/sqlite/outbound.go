@@ -343,7 +343,7 @@ func (o *Outbound) OutboxOldest(ctx context.Context) (time.Time, bool, error) {
 // Fanout queues each change for its endpoints and deletes the outbox rows
 // done, in one transaction.
 func (o *Outbound) Fanout(ctx context.Context, fs []models.Fanout, done []string, now time.Time) error {
-	err := o.s.writeBackground(ctx, func(t *wtx) error {
+	err := o.s.writeBackgroundN(ctx, max(len(fs), len(done)), func(t *wtx) error {
 		exists := map[string]bool{}
 		for _, f := range fs {
 			for _, ep := range f.Endpoints {
@@ -469,49 +469,66 @@ func (o *Outbound) Due(ctx context.Context, endpointID string, now time.Time, li
 		WHERE endpoint_id = ? AND status = 'pending' AND next_at <= ? ORDER BY next_at LIMIT ?`, endpointID, ms(now), limit)
 }
 
-// Settle records what became of an attempt, and the attempt, in one
-// transaction.
-func (o *Outbound) Settle(ctx context.Context, sent, result models.Delivery, a models.Attempt) error {
-	err := o.s.writeBackground(ctx, func(t *wtx) error {
-		// The common case in one statement: the delivery still waits for
-		// the message sent, and becomes result (models.Settled). It sets
-		// only what a settle changes, so the index of users is not
-		// written.
-		fields, err := fieldsText(result.Fields)
-		if err != nil {
-			return err
-		}
-		n, err := t.execN(`UPDATE deliveries SET message_id = ?, status = ?, attempts = ?, next_at = ?, fields = ?, sent = ?,
-			last_status = ?, last_error = ?, last_at = ?, delivered_at = ?, delivered_msg = ?
-			WHERE endpoint_id = ? AND kind = ? AND object_id = ? AND message_id = ?`,
-			result.MessageID, result.Status, result.Attempts, ms(result.NextAt), fields, text(string(result.Sent)),
-			result.LastStatus, result.LastError, msPtr(result.LastAt), msPtr(result.DeliveredAt), result.DeliveredMsg,
-			sent.EndpointID, string(sent.Kind), sent.ObjectID, sent.MessageID)
-		if err != nil {
-			return err
-		}
-		if n == 1 {
-			return addAttempt(t, a)
-		}
-		// A newer change was queued meanwhile, or the delivery is gone.
-		cur, err := readDelivery(t.row(`SELECT `+deliveryColumns+` FROM deliveries
-			WHERE endpoint_id = ? AND kind = ? AND object_id = ?`, sent.EndpointID, string(sent.Kind), sent.ObjectID))
-		switch {
-		case errors.Is(err, models.ErrNotFound):
-			// Its endpoint was deleted, or its user erased, meanwhile.
-		case err != nil:
-			return err
-		default:
-			if err := putDelivery(t, models.Settled(cur, sent, result)); err != nil {
-				return err
+// Settle records what became of each attempt, and the attempt, in one
+// transaction: a background write, as many writes as ss has.
+func (o *Outbound) Settle(ctx context.Context, ss ...models.Settlement) error {
+	if len(ss) == 0 {
+		return nil
+	}
+	err := o.s.writeBackgroundN(ctx, len(ss), func(t *wtx) error {
+		for _, st := range ss {
+			if err := settle(t, st); err != nil {
+				return fmt.Errorf("record a delivery to endpoint %s: %w", models.Quote(st.Sent.EndpointID), err)
 			}
 		}
-		return addAttempt(t, a)
+		return nil
 	})
+	if err != nil && len(ss) == 1 {
+		return err
+	}
 	if err != nil {
-		return fmt.Errorf("record a delivery to endpoint %s: %w", models.Quote(sent.EndpointID), err)
+		return fmt.Errorf("record %d deliveries: %w", len(ss), err)
 	}
 	return nil
+}
+
+// settle records one settlement.
+func settle(t *wtx, st models.Settlement) error {
+	sent, result := st.Sent, st.Result
+	// The common case in one statement: the delivery still waits for
+	// the message sent, and becomes result (models.Settled). It sets
+	// only what a settle changes, so the index of users is not
+	// written.
+	fields, err := fieldsText(result.Fields)
+	if err != nil {
+		return err
+	}
+	n, err := t.execN(`UPDATE deliveries SET message_id = ?, status = ?, attempts = ?, next_at = ?, fields = ?, sent = ?,
+		last_status = ?, last_error = ?, last_at = ?, delivered_at = ?, delivered_msg = ?
+		WHERE endpoint_id = ? AND kind = ? AND object_id = ? AND message_id = ?`,
+		result.MessageID, result.Status, result.Attempts, ms(result.NextAt), fields, text(string(result.Sent)),
+		result.LastStatus, result.LastError, msPtr(result.LastAt), msPtr(result.DeliveredAt), result.DeliveredMsg,
+		sent.EndpointID, string(sent.Kind), sent.ObjectID, sent.MessageID)
+	if err != nil {
+		return err
+	}
+	if n == 1 {
+		return addAttempt(t, st.Attempt)
+	}
+	// A newer change was queued meanwhile, or the delivery is gone.
+	cur, err := readDelivery(t.row(`SELECT `+deliveryColumns+` FROM deliveries
+		WHERE endpoint_id = ? AND kind = ? AND object_id = ?`, sent.EndpointID, string(sent.Kind), sent.ObjectID))
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+		// Its endpoint was deleted, or its user erased, meanwhile.
+	case err != nil:
+		return err
+	default:
+		if err := putDelivery(t, models.Settled(cur, sent, result)); err != nil {
+			return err
+		}
+	}
+	return addAttempt(t, st.Attempt)
 }
 
 // addAttempt records a, unless nothing was sent (no message id).

@@ -89,6 +89,9 @@ type Store struct {
 	stop  chan struct{}
 	done  chan struct{}
 	batch int
+	// kept are the statements prepared on the write connection (the
+	// writer's alone: see wtx).
+	kept map[string]*sql.Stmt
 	// erased is set by a write that erased personal data, and cleared
 	// once a checkpoint has emptied the write-ahead log after it, so that
 	// the erased bytes leave the log as well as the database
@@ -168,7 +171,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	r.SetMaxOpenConns(o.Readers)
 	r.SetMaxIdleConns(o.Readers)
 	s := &Store{
-		path: path, w: w, r: r, batch: o.MaxBatch, gate: o.WriteGate,
+		path: path, w: w, r: r, batch: o.MaxBatch, gate: o.WriteGate, kept: map[string]*sql.Stmt{},
 		reqs: make(chan *writeReq, 256), bg: make(chan *writeReq, 256), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.users = &Users{s: s}
@@ -409,6 +412,9 @@ type writeReq struct {
 	ctx context.Context
 	fn  func(tx *wtx) error
 	err chan error
+	// n is how many writes fn makes of the kind the writer shares out (a
+	// batch of settles is as many): a background write's weight.
+	n int
 	// state goes from reqQueued to reqStarted (the writer runs it) or to
 	// reqAbandoned (its deadline passed first: it is never run), once.
 	state atomic.Int32
@@ -445,7 +451,7 @@ var errClosed = fmt.Errorf("the store is closed: %w", models.ErrUnavailable)
 // returns then (notStarted), however long the writer is held up: a disk
 // that does not answer holds the writer, not the callers.
 func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
-	return s.enqueue(ctx, s.reqs, fn)
+	return s.enqueue(ctx, s.reqs, 1, fn)
 }
 
 // writeBackground is write for work that no caller waits on with a
@@ -455,16 +461,24 @@ func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
 // many while they wait), so that they never stop and never hold up
 // Clerk's deliveries by more than their share.
 func (s *Store) writeBackground(ctx context.Context, fn func(tx *wtx) error) error {
-	return s.enqueue(ctx, s.bg, fn)
+	return s.enqueue(ctx, s.bg, 1, fn)
 }
 
-// backgroundShare is the part of a transaction's writes (MaxBatch's)
-// that background writes take at least, while there are some.
-const backgroundShare = 4 // a quarter
+// writeBackgroundN is writeBackground for fn that makes n writes (a batch
+// of settles): it counts as n in the background's share.
+func (s *Store) writeBackgroundN(ctx context.Context, n int, fn func(tx *wtx) error) error {
+	return s.enqueue(ctx, s.bg, max(n, 1), fn)
+}
 
-func (s *Store) enqueue(ctx context.Context, queue chan *writeReq, fn func(tx *wtx) error) error {
+// backgroundShare: in a transaction begun by other writes, background
+// writes take one for every backgroundShare of those (one at least),
+// a share kept over transactions for a background write that weighs
+// more; in one begun by a background write, as many as it has room for.
+const backgroundShare = 4
+
+func (s *Store) enqueue(ctx context.Context, queue chan *writeReq, n int, fn func(tx *wtx) error) error {
 	s.writes.Add(1)
-	req := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
+	req := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1), n: n}
 	select {
 	case queue <- req:
 	case <-ctx.Done():
@@ -500,6 +514,10 @@ func (s *Store) drain() {
 
 func (s *Store) writer() {
 	defer close(s.done)
+	// held is a background write taken from its queue that waits for the
+	// share to reach its weight; credit is the share earned and not used.
+	var held *writeReq
+	credit := 0
 	for {
 		var first *writeReq
 		var retry <-chan time.Time
@@ -507,10 +525,13 @@ func (s *Store) writer() {
 			// An outside reader held the log: try again once it may be gone.
 			retry = time.After(checkpointRetry)
 		}
-		background := 0
 		select {
 		case first = <-s.reqs: // one waiting goes first
 		default:
+		}
+		bgLed := false
+		if first == nil && held != nil {
+			first, held, bgLed = held, nil, true
 		}
 		if first == nil {
 			select {
@@ -519,15 +540,25 @@ func (s *Store) writer() {
 				continue
 			case first = <-s.reqs:
 			case first = <-s.bg:
-				background = 1
+				bgLed = true
 			case <-s.stop:
+				if held != nil {
+					s.commit([]*writeReq{held})
+				}
 				s.drain()
 				return
 			}
 		}
-		// The writes waiting first, then the background ones: as many as
-		// the transaction has room for, and at least its share.
+		// The writes waiting first, then the background ones: in a
+		// transaction the other writes began (they were waiting), up to
+		// the share they earn (backgroundShare); in one that began with a
+		// background write (none other waited), as many as it has room
+		// for.
 		batch := []*writeReq{first}
+		background := 0
+		if bgLed {
+			background = first.n
+		}
 	fill:
 		for len(batch) < s.batch {
 			select {
@@ -537,15 +568,44 @@ func (s *Store) writer() {
 				break fill
 			}
 		}
-		room := max(s.batch/backgroundShare, s.batch-len(batch))
-	fillBackground:
-		for background < room {
-			select {
-			case r := <-s.bg:
+		if bgLed {
+			credit = 0
+			for background < s.batch {
+				r := held
+				if r == nil {
+					select {
+					case r = <-s.bg:
+					default:
+					}
+				}
+				if r == nil {
+					break
+				}
+				held = nil
 				batch = append(batch, r)
-				background++
-			default:
-				break fillBackground
+				background += r.n
+			}
+		} else {
+			credit = min(credit+max(1, (len(batch)+backgroundShare-1)/backgroundShare), s.batch)
+			for {
+				r := held
+				if r == nil {
+					select {
+					case r = <-s.bg:
+					default:
+					}
+				}
+				if r == nil {
+					credit = 0 // none waits: no share is kept for later
+					break
+				}
+				if r.n > credit && credit < s.batch {
+					held = r // its turn comes once the share reaches it
+					break
+				}
+				held = nil
+				batch = append(batch, r)
+				credit = max(0, credit-r.n)
 			}
 		}
 		s.commit(batch)
@@ -579,7 +639,9 @@ func (s *Store) commit(batch []*writeReq) {
 		}
 		return
 	}
-	t := &wtx{tx: tx}
+	var fresh []string
+	defer func() { s.keepStatements(fresh) }()
+	t := &wtx{tx: tx, kept: s.kept, fresh: &fresh}
 	ran := 0
 	for i, r := range batch {
 		if r.ctx.Err() != nil && r.state.CompareAndSwap(reqQueued, reqAbandoned) {
@@ -666,16 +728,30 @@ func (s *Store) checkpointErased() {
 type wtx struct {
 	tx    *sql.Tx
 	stmts map[string]*sql.Stmt // closed with the transaction
+	// kept are the statements prepared on the write connection, which
+	// outlive transactions (the writer's alone); fresh, those a
+	// transaction prepared for itself, to keep once it has ended.
+	kept  map[string]*sql.Stmt
+	fresh *[]string
 }
 
-// stmt is q prepared once in the transaction and reused by every write of
-// it (the statements of a batch, the rows of a seed).
+// stmt is q prepared once and reused by every write of it: by the
+// transaction's statement of a statement kept on the write connection,
+// which compiles nothing again, or else prepared in the transaction and
+// kept once it ends (keepStatements).
 func (t *wtx) stmt(q string) (*sql.Stmt, error) {
 	st, ok := t.stmts[q]
 	if !ok {
-		var err error
-		if st, err = t.tx.PrepareContext(context.Background(), q); err != nil {
-			return nil, translate(err)
+		if kept := t.kept[q]; kept != nil {
+			st = t.tx.StmtContext(context.Background(), kept)
+		} else {
+			var err error
+			if st, err = t.tx.PrepareContext(context.Background(), q); err != nil {
+				return nil, translate(err)
+			}
+			if t.fresh != nil {
+				*t.fresh = append(*t.fresh, q)
+			}
 		}
 		if t.stmts == nil {
 			t.stmts = map[string]*sql.Stmt{}
@@ -683,6 +759,30 @@ func (t *wtx) stmt(q string) (*sql.Stmt, error) {
 		t.stmts[q] = st
 	}
 	return st, nil
+}
+
+// maxKept bounds the statements kept on the write connection: the
+// store's writes are a fixed set (a few are built per call, and those
+// past the bound are prepared per transaction).
+const maxKept = 512
+
+// keepStatements prepares on the write connection, now free, the
+// statements a transaction prepared for itself: SQLite compiles each
+// once for the store's life rather than once a transaction.
+func (s *Store) keepStatements(qs []string) {
+	for _, q := range qs {
+		if len(s.kept) >= maxKept {
+			return
+		}
+		if _, ok := s.kept[q]; ok {
+			continue
+		}
+		st, err := s.w.PrepareContext(context.Background(), q)
+		if err != nil {
+			continue // prepared per transaction, as before
+		}
+		s.kept[q] = st
+	}
 }
 
 func (t *wtx) exec(q string, args ...any) (sql.Result, error) {

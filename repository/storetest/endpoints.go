@@ -286,7 +286,7 @@ func testOutboundErasureKeepsTheDeletionNotices(t *testing.T, s repository.Store
 		}
 		r := d
 		r.Status, r.Fields, r.DeliveredAt, r.DeliveredMsg = models.DeliveryDelivered, map[string]string{"email": "a1b2"}, &now, d.MessageID
-		if err := o.Settle(ctx, d, r, models.Attempt{}); err != nil {
+		if err := o.Settle(ctx, models.Settlement{Sent: d, Result: r, Attempt: models.Attempt{}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -405,7 +405,7 @@ func testForcedFanoutSendsTheStateWhole(t *testing.T, s repository.Store) {
 	}
 	r := d
 	r.Status, r.Fields, r.DeliveredAt, r.DeliveredMsg = models.DeliveryDelivered, map[string]string{"a": "1"}, &now, d.MessageID
-	if err := o.Settle(ctx, d, r, models.Attempt{}); err != nil {
+	if err := o.Settle(ctx, models.Settlement{Sent: d, Result: r, Attempt: models.Attempt{}}); err != nil {
 		t.Fatal(err)
 	}
 	same := first
@@ -428,7 +428,7 @@ func testForcedFanoutSendsTheStateWhole(t *testing.T, s repository.Store) {
 	for _, dl := range due(t, s, now, "ep_ff") {
 		r := dl
 		r.Status, r.Attempts = models.DeliveryFailed, 8
-		if err := o.Settle(ctx, dl, r, models.Attempt{}); err != nil {
+		if err := o.Settle(ctx, models.Settlement{Sent: dl, Result: r, Attempt: models.Attempt{}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -275,7 +275,7 @@ func testOutboundSettleKeepsAChangeQueuedMeanwhile(t *testing.T, s repository.St
 		t.Fatal(err)
 	}
 	at := now.Add(time.Second)
-	if err := o.Settle(ctx, sent, delivered(sent, at), attempt); err != nil {
+	if err := o.Settle(ctx, models.Settlement{Sent: sent, Result: delivered(sent, at), Attempt: attempt}); err != nil {
 		t.Fatal(err)
 	}
 	d, err := o.Delivery(ctx, "ep_st", models.KindUser, "user_st")
@@ -284,7 +284,7 @@ func testOutboundSettleKeepsAChangeQueuedMeanwhile(t *testing.T, s repository.St
 		t.Fatalf("delivery = %+v, %v; want the newer change pending, due now, the first one received", d, err)
 	}
 	// Sent and received: delivered.
-	if err := o.Settle(ctx, d, delivered(d, at), attempt); err != nil {
+	if err := o.Settle(ctx, models.Settlement{Sent: d, Result: delivered(d, at), Attempt: attempt}); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := o.Delivery(ctx, "ep_st", models.KindUser, "user_st"); err != nil || d.Status != models.DeliveryDelivered ||
@@ -296,7 +296,7 @@ func testOutboundSettleKeepsAChangeQueuedMeanwhile(t *testing.T, s repository.St
 	}
 	// A delivery settled after its endpoint was deleted records the
 	// attempt only.
-	if err := o.Settle(ctx, models.Delivery{EndpointID: "ep_gone", Kind: models.KindUser, ObjectID: "user_st"}, d, attempt); err != nil {
+	if err := o.Settle(ctx, models.Settlement{Sent: models.Delivery{EndpointID: "ep_gone", Kind: models.KindUser, ObjectID: "user_st"}, Result: d, Attempt: attempt}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := o.Delivery(ctx, "ep_gone", models.KindUser, "user_st"); !errors.Is(err, models.ErrNotFound) {
@@ -304,7 +304,7 @@ func testOutboundSettleKeepsAChangeQueuedMeanwhile(t *testing.T, s repository.St
 	}
 	// A settle of a delivery that sent nothing (a state already received)
 	// records no attempt.
-	if err := o.Settle(ctx, d, d, models.Attempt{}); err != nil {
+	if err := o.Settle(ctx, models.Settlement{Sent: d, Result: d, Attempt: models.Attempt{}}); err != nil {
 		t.Fatal(err)
 	}
 	as, _, err := o.Attempts(ctx, models.AttemptFilter{EndpointID: "ep_st", Limit: 10})
@@ -382,7 +382,7 @@ func testOutboundAttemptsPageAndAge(t *testing.T, s repository.Store) {
 		if i == 4 {
 			a.Status, a.Error = 200, ""
 		}
-		if err := o.Settle(ctx, d, d, a); err != nil {
+		if err := o.Settle(ctx, models.Settlement{Sent: d, Result: d, Attempt: a}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -437,7 +437,7 @@ func testOutboundRequeueAndBacklog(t *testing.T, s repository.Store) {
 		if i == 2 {
 			r.Status, r.DeliveredAt, r.DeliveredMsg, r.Fields = models.DeliveryFailed, nil, "", nil
 		}
-		if err := o.Settle(ctx, d, r, models.Attempt{EndpointID: "ep_rq", MessageID: d.MessageID, At: at}); err != nil {
+		if err := o.Settle(ctx, models.Settlement{Sent: d, Result: r, Attempt: models.Attempt{EndpointID: "ep_rq", MessageID: d.MessageID, At: at}}); err != nil {
 			t.Fatal(err)
 		}
 	}

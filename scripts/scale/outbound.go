@@ -35,7 +35,7 @@ const (
 	scaleEndpoint = "ep_scale"
 	minDeliveries = 2000 // 10 pending deliveries due now: a Due of 8 finds 8
 	outboxSeed    = 300
-	fanoutEntries = 64 // the dispatcher's fan-out while it gives way to a burst
+	fanoutEntries = 64 // a relay batch (the relay writes up to 256 at once)
 	outboxRead    = 256
 )
 
@@ -115,7 +115,7 @@ func (b *bench) seedDeliveries(ctx context.Context, lo, hi int, at time.Time) er
 		if err != nil {
 			return err
 		}
-		return ob.Settle(ctx, sent, result, a)
+		return ob.Settle(ctx, models.Settlement{Sent: sent, Result: result, Attempt: a})
 	})
 }
 
@@ -292,7 +292,7 @@ func (b *bench) outboundOps(s size, get getter) []op {
 				return err
 			},
 			call: func(ctx context.Context, _ int) (string, error) {
-				return "", ob.Settle(ctx, settle.sent, settle.result, settle.a)
+				return "", ob.Settle(ctx, models.Settlement{Sent: settle.sent, Result: settle.result, Attempt: settle.a})
 			}},
 		{name: "outbound: backlog (Backlog)", skip: skip, call: func(ctx context.Context, _ int) (string, error) {
 			bl, err := ob.Backlog(ctx)
