@@ -17,7 +17,6 @@ type pool struct {
 	held      map[string]int  // unsettled deliveries per endpoint
 	sending   int             // sends under way: at most MaxInFlight
 	sends     map[string]int  // sends under way per endpoint
-	retries   map[string]int  // of those, retries
 	// silent: the endpoints whose last send got no answer (a timeout, a
 	// refused connection); each has one send at a time until it answers.
 	silent map[string]bool
@@ -30,8 +29,8 @@ type pool struct {
 }
 
 func newPool() pool {
-	return pool{unsettled: map[string]bool{}, held: map[string]int{}, sends: map[string]int{}, retries: map[string]int{},
-		silent: map[string]bool{}, ended: map[string]int64{}}
+	return pool{unsettled: map[string]bool{}, held: map[string]int{}, sends: map[string]int{}, silent: map[string]bool{},
+		ended: map[string]int64{}}
 }
 
 // forget drops what the pool knows of endpoints gone (eps: those there
@@ -48,10 +47,8 @@ func (p *pool) forget(eps map[string]models.Endpoint) {
 // free slots are handed out round-robin, one per endpoint with work at a
 // turn, from an endpoint one further each round, and an endpoint holds at
 // most its share (share): no endpoint, nor a group of endpoints that do
-// not answer, takes the slots of another; of an endpoint's share, retries
-// take half at most, so that first attempts never wait behind them. The
-// deliveries of a disabled endpoint wait, and are sent once it is enabled
-// again.
+// not answer, takes the slots of another. The deliveries of a disabled
+// endpoint wait, and are sent once it is enabled again.
 func (d *Dispatcher) sendDue(ctx context.Context) error {
 	d.mu.Lock()
 	eps := make([]models.Endpoint, 0, len(d.endpoints))
@@ -124,8 +121,7 @@ func (d *Dispatcher) share(id string, n int) int {
 
 // take claims a slot for dl if it is not unsettled already, no settle of
 // it was written since the deliveries due were read (read: settledN
-// then), and its endpoint is within its share (and its retries within
-// half of it); full when no slot is left at all, too many settles wait,
+// then), and its endpoint is within its share; full when no slot is left at all, too many settles wait,
 // or the lease has too little left to run for a send.
 func (d *Dispatcher) take(dl models.Delivery, n int, now time.Time, read int64) (ok, full bool) {
 	d.mu.Lock()
@@ -135,18 +131,14 @@ func (d *Dispatcher) take(dl models.Delivery, n int, now time.Time, read int64) 
 		!now.Add(d.sendBudget()).Before(d.leaseUntil) {
 		return false, true
 	}
-	key, share := dl.Key(), d.share(dl.EndpointID, n)
-	if p.unsettled[key] || p.ended[key] > read || p.sends[dl.EndpointID] >= share ||
-		(dl.Attempts > 0 && p.retries[dl.EndpointID] >= max(1, share/2)) {
+	key := dl.Key()
+	if p.unsettled[key] || p.ended[key] > read || p.sends[dl.EndpointID] >= d.share(dl.EndpointID, n) {
 		return false, false
 	}
 	p.unsettled[key] = true
 	p.held[dl.EndpointID]++
 	p.sending++
 	p.sends[dl.EndpointID]++
-	if dl.Attempts > 0 {
-		p.retries[dl.EndpointID]++
-	}
 	return true, false
 }
 
@@ -171,11 +163,6 @@ func (p *pool) sent(dl models.Delivery) {
 	p.sending--
 	if p.sends[dl.EndpointID]--; p.sends[dl.EndpointID] <= 0 {
 		delete(p.sends, dl.EndpointID)
-	}
-	if dl.Attempts > 0 {
-		if p.retries[dl.EndpointID]--; p.retries[dl.EndpointID] <= 0 {
-			delete(p.retries, dl.EndpointID)
-		}
 	}
 }
 

@@ -80,3 +80,4 @@ func TestDispatch_ASendFreesItsSlotBeforeItsSettleIsWritten(t *testing.T) {
 		}
 	}
 }
+
