@@ -88,8 +88,8 @@ type Options struct {
 	Jitter      func() float64 // in [0, 1): the retry schedule's jitter
 	Log         *slog.Logger
 	Observer    Observer
-	MaxInFlight int           // sends at once, in all (32)
-	PerEndpoint int           // sends at once to one endpoint (16)
+	MaxInFlight int           // sends at once, in all (64)
+	PerEndpoint int           // sends at once to one endpoint (32)
 	Lease       time.Duration // the lease's length (60 s)
 	Poll        time.Duration // Run's round when nothing wakes it (500 ms at most)
 }
@@ -130,10 +130,10 @@ func NewDispatcher(o Options) *Dispatcher {
 		o.SendTimeout = DefaultTimeout
 	}
 	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = 32
+		o.MaxInFlight = 64
 	}
 	if o.PerEndpoint <= 0 {
-		o.PerEndpoint = 16
+		o.PerEndpoint = 32
 	}
 	if o.Lease <= 0 {
 		o.Lease = 60 * time.Second
@@ -195,7 +195,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 }
 
 // MinRound is the least time between two rounds of Run that Notify woke.
-const MinRound = 20 * time.Millisecond
+const MinRound = 10 * time.Millisecond
 
 // observeBacklog reads the endpoints and their backlogs: it marks a
 // disabled endpoint that keeps too many changes as needing a resync, and

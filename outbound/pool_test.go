@@ -80,4 +80,3 @@ func TestDispatch_ASendFreesItsSlotBeforeItsSettleIsWritten(t *testing.T) {
 		}
 	}
 }
-

@@ -213,13 +213,16 @@ func NewSender(o SenderOptions) *Sender {
 // newTransport is a sender's transport, dialling with dial.
 func newTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
 	return &http.Transport{
-		Proxy:                  nil, // never a proxy from the environment
-		DialContext:            dial,
-		ForceAttemptHTTP2:      true,
-		TLSHandshakeTimeout:    10 * time.Second,
-		MaxIdleConns:           32,
-		MaxIdleConnsPerHost:    2,
-		MaxConnsPerHost:        16,
+		Proxy:               nil, // never a proxy from the environment
+		DialContext:         dial,
+		ForceAttemptHTTP2:   true,
+		TLSHandshakeTimeout: 10 * time.Second,
+		// As many idle connections to a host as sends to it at once (an
+		// endpoint's share): fewer closed most connections after one
+		// request, and the next send dialled again.
+		MaxIdleConns:           128,
+		MaxIdleConnsPerHost:    32,
+		MaxConnsPerHost:        32,
 		IdleConnTimeout:        90 * time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
 		DisableCompression:     true,

@@ -280,6 +280,25 @@ func (r *runner) openEndpoint(ctx context.Context) (*endpoint, error) {
 	return ep, nil
 }
 
+// resyncEndpoint registers the endpoint (-drain) and starts its resync:
+// usersync queues every user for it. It returns when the resync started.
+func (r *runner) resyncEndpoint(ctx context.Context) (*endpoint, time.Time, error) {
+	ep, err := r.openEndpoint(ctx)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	start := time.Now()
+	code, resp, _, err := r.admin(ctx, http.MethodPost, "/v1/endpoints/"+url.PathEscape(ep.id)+"/resync", []byte(`{}`))
+	if err == nil && code/100 != 2 {
+		err = fmt.Errorf("answered %d: %s", code, clip(resp))
+	}
+	if err != nil {
+		_ = ep.close(ctx)
+		return nil, time.Time{}, fmt.Errorf("resync the endpoint: %w", err)
+	}
+	return ep, start, nil
+}
+
 // close deletes the endpoint, with a short time of its own even when ctx
 // has ended, and stops the receiver; it does so once.
 func (ep *endpoint) close(ctx context.Context) error {
@@ -355,8 +374,12 @@ type Outbound struct {
 	DeleteError string        // the endpoint could not be deleted
 	Hanging     *Hanging      // the endpoints that never answer (-hanging-endpoints); nil without
 	Steady      *Steady       // the backlog and what went out while sending
-	Problems    []string
-	More        int
+	// Drain: the endpoint was registered after the load and resynced
+	// (-drain); Lag is then from the resync's start to the last state
+	// received.
+	Drain    bool
+	Problems []string
+	More     int
 }
 
 // OK reports whether every user the load created was received in its
@@ -431,7 +454,7 @@ func (r *runner) awaitOutbound(ctx context.Context, ep *endpoint, sent time.Time
 		if at.After(last) {
 			last = at
 		}
-		if v, ok := r.version(f.n, f.user); ok {
+		if v, ok := r.version(f.n, f.user); ok && !r.cfg.Drain {
 			if acked := r.ledger.ackedAt(f.n, v); !acked.IsZero() {
 				o.AfterAck = append(o.AfterAck, max(at.Sub(acked), 0))
 			}

@@ -72,6 +72,34 @@ func TestLoad_EndpointReceivesEveryUserInItsFinalState(t *testing.T) {
 	}
 }
 
+// TestLoad_DrainSendsEveryUserFromAResyncAfterTheLoad: with -drain the
+// endpoint is registered after the load, which it then receives whole
+// from its resync, and the report gives the rate.
+func TestLoad_DrainSendsEveryUserFromAResyncAfterTheLoad(t *testing.T) {
+	url := newServer(t, nil)
+	cfg := config(t, url)
+	cfg.Endpoint, cfg.Drain, cfg.AdminKey, cfg.EndpointWait = true, true, testAdminKey, 2*time.Minute
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	t.Logf("report:\n%s", out.String())
+	if !rep.OK() {
+		t.Fatalf("check failed: end state %q, outbound %q", rep.Check.Problems, rep.Outbound.Problems)
+	}
+	if o := rep.Outbound; o.Users != 20 || o.Received != 20 || o.Lag <= 0 || len(o.AfterAck) != 0 {
+		t.Errorf("outbound = %+v; want 20 of 20 users received after the resync started, no arrival after an acknowledgment", o)
+	}
+	if !strings.Contains(out.String(), "drain: 20 of 20 users received, the last ") {
+		t.Errorf("printed report has no drain line")
+	}
+	if eps := endpoints(t, url); len(eps) != 0 {
+		t.Errorf("endpoints after the run = %v, want the run's deleted", eps)
+	}
+}
+
 // TestLoad_HangingEndpointsHoldRequestsWhileTheReceiverGetsEveryUser:
 // with two endpoints that never answer, the receiver still gets every
 // user in its final state, the hanging endpoints' requests are counted,

@@ -88,6 +88,11 @@ type Config struct {
 	// each delivery and never answers it, to measure the receiver's lag
 	// while other endpoints hang; they are deleted at the end.
 	HangingEndpoints int
+	// Drain, with Endpoint, registers the endpoint only after the load
+	// and its check, then resyncs it: every user's state is sent from a
+	// backlog of as many deliveries, and the report gives the rate they
+	// were received at.
+	Drain bool
 	// endpointSecret, if set, is the secret the receiver verifies with,
 	// given the one usersync answered: tests give it another.
 	endpointSecret func(string) string
@@ -148,6 +153,8 @@ func (c *Config) normalize() error {
 		return fmt.Errorf("%w: endpoint latency must be at most %s (usersync's time limit of a request is 15 s)", errUsage, maxEndpointLatency)
 	case c.HangingEndpoints < 0 || c.HangingEndpoints > maxHangingEndpoints:
 		return fmt.Errorf("%w: hanging endpoints must be 0 to %d", errUsage, maxHangingEndpoints)
+	case c.Drain && (!c.Endpoint || c.HangingEndpoints > 0 || c.Rate > 0):
+		return fmt.Errorf("%w: -drain needs -endpoint, and neither -hanging-endpoints nor -rate", errUsage)
 	case c.HangingEndpoints > 0 && !c.Endpoint:
 		return fmt.Errorf("%w: hanging endpoints need -endpoint, whose receiver measures the lag they may cause", errUsage)
 	case !models.KindUser.IsID("user_"+c.RunID) || len(c.RunID) > 32:
@@ -289,7 +296,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	var ep *endpoint
-	if cfg.Endpoint {
+	if cfg.Endpoint && !cfg.Drain {
 		var err error
 		if ep, err = r.openEndpoint(ctx); err != nil {
 			return nil, err
@@ -335,10 +342,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Webhooks = r.ledger.snapshot()
 	rep.Check = r.check(ctx)
+	if cfg.Drain {
+		var err error
+		if ep, sentAt, err = r.resyncEndpoint(ctx); err != nil {
+			return nil, err
+		}
+		defer func() { _ = ep.close(parent) }() // on every return; once
+	}
 	if ep != nil {
 		// The wait has a bound of its own, after the run's.
 		rep.Outbound = r.awaitOutbound(parent, ep, sentAt)
 		rep.Outbound.Steady = stream
+		rep.Outbound.Drain = cfg.Drain
 		if hg != nil {
 			_ = hg.stop(parent) // its error is in the report
 			rep.Outbound.Hanging = hg.report()

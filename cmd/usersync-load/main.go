@@ -185,6 +185,7 @@ func parseArgs(args []string, getenv func(string) string, out io.Writer) (cmdLin
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "bound of the whole run; the last quarter is kept for the check")
 	fs.Int64Var(&seed, "seed", 0, "seed of the mix; 0 picks one (printed, to run the same mix again)")
 	fs.BoolVar(&cfg.Endpoint, "endpoint", false, "also receive usersync's outbound webhooks on a loopback endpoint registered for the run (usersync needs USERSYNC_ENDPOINTS_ALLOW_PRIVATE=true), and check that every user arrives in its final state")
+	fs.BoolVar(&cfg.Drain, "drain", false, "with -endpoint, register the endpoint only after the load and its check, then resync it (POST /v1/endpoints/{id}/resync): every user's state is sent from a backlog of as many deliveries, and the report gives the rate the receiver got them at")
 	fs.DurationVar(&cfg.EndpointWait, "endpoint-wait", time.Minute, "with -endpoint, how long to wait after the check for every user's final state to arrive")
 	fs.DurationVar(&cfg.EndpointLatency, "endpoint-latency", 0, "with -endpoint, how long the receiver takes to answer each delivery; two deliveries of one user received at once fail the check")
 	fs.IntVar(&cfg.HangingEndpoints, "hanging-endpoints", 0, "with -endpoint, also register this many endpoints (at most 8) on a loopback server that reads each delivery and never answers it, to measure the receiver's lag while they hang; deleted at the end")

@@ -213,8 +213,17 @@ func (r *Report) printOutbound(w io.Writer) {
 	if o.Received > 0 {
 		lag = o.Lag.Round(time.Millisecond).String()
 	}
-	fmt.Fprintf(w, "  final state: %d of %d users received; lag %s from the end of sending to the last (waited %s after the check)\n",
-		o.Received, o.Users, lag, o.Waited.Round(time.Millisecond))
+	if o.Drain {
+		rate := "-"
+		if o.Lag > 0 {
+			rate = fmt.Sprintf("%.0f", float64(o.Received)/o.Lag.Seconds())
+		}
+		fmt.Fprintf(w, "  drain: %d of %d users received, the last %s after the resync started: %s a second\n",
+			o.Received, o.Users, lag, rate)
+	} else {
+		fmt.Fprintf(w, "  final state: %d of %d users received; lag %s from the end of sending to the last (waited %s after the check)\n",
+			o.Received, o.Users, lag, o.Waited.Round(time.Millisecond))
+	}
 	if st := o.Steady; st != nil {
 		st.print(w)
 	}

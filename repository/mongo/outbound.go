@@ -56,6 +56,9 @@ type Outbound struct {
 	// beforeWrite, if set, runs between the read of deliveries and their
 	// compare-and-set write (tests make a concurrent write happen there).
 	beforeWrite func()
+	// share paces the relay's and the settles' writes by the engine's
+	// answer time (share.go).
+	share *share
 }
 
 var _ repository.Outbound = (*Outbound)(nil)
@@ -742,6 +745,10 @@ func (o *Outbound) readDeliveries(ctx context.Context, keys []string) (map[strin
 // deliveryTries rounds the error wraps models.ErrRetryLater, and the
 // outbox keeps its entries.
 func (o *Outbound) Fanout(ctx context.Context, fs []models.Fanout, done []string, now time.Time) error {
+	return o.share.do(ctx, max(len(fs), len(done)), func() error { return o.fanout(ctx, fs, done, now) })
+}
+
+func (o *Outbound) fanout(ctx context.Context, fs []models.Fanout, done []string, now time.Time) error {
 	var keys []string
 	seen := map[string]bool{}
 	for _, f := range fs {
@@ -933,6 +940,10 @@ func (o *Outbound) Settle(ctx context.Context, ss ...models.Settlement) error {
 	if len(ss) == 0 {
 		return nil
 	}
+	return o.share.do(ctx, len(ss), func() error { return o.settle(ctx, ss) })
+}
+
+func (o *Outbound) settle(ctx context.Context, ss []models.Settlement) error {
 	if o.beforeWrite != nil {
 		o.beforeWrite()
 	}

@@ -166,7 +166,7 @@ func Open(ctx context.Context, uri, dbName string, o Options) (*Store, error) {
 		events: db.Collection(names.of(EventsCollection), primary), endpoints: db.Collection(names.of(EndpointsCollection), primary),
 		slots:      db.Collection(names.of(LeasesCollection), primary),
 		deliveries: db.Collection(names.of(DeliveriesCollection), primary),
-		attempts:   db.Collection(names.of(DeliveryAttemptsCollection)),
+		attempts:   db.Collection(names.of(DeliveryAttemptsCollection)), share: newShare(),
 	}
 	s.users.members, s.orgs.members, s.members.orgs = s.members, s.members, s.orgs
 	s.orgs.invites = s.invites

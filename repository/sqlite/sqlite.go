@@ -42,6 +42,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -476,6 +477,13 @@ func (s *Store) writeBackgroundN(ctx context.Context, n int, fn func(tx *wtx) er
 // more; in one begun by a background write, as many as it has room for.
 const backgroundShare = 4
 
+// quietFor is how long the writer waits, with only background writes
+// queued, for another write before it begins a transaction with them: a
+// burst of Clerk's deliveries, whose writes come more often, keeps the
+// writer for them and gives the background writes their share of it; a
+// steady stream leaves them the writer between its writes.
+const quietFor = 2 * time.Millisecond
+
 func (s *Store) enqueue(ctx context.Context, queue chan *writeReq, n int, fn func(tx *wtx) error) error {
 	s.writes.Add(1)
 	req := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1), n: n}
@@ -530,23 +538,38 @@ func (s *Store) writer() {
 		default:
 		}
 		bgLed := false
-		if first == nil && held != nil {
-			first, held, bgLed = held, nil, true
-		}
 		if first == nil {
-			select {
-			case <-retry:
-				s.checkpointErased()
-				continue
-			case first = <-s.reqs:
-			case first = <-s.bg:
-				bgLed = true
-			case <-s.stop:
-				if held != nil {
-					s.commit([]*writeReq{held})
+			cand := held
+			held = nil
+			if cand == nil {
+				select {
+				case <-retry:
+					s.checkpointErased()
+					continue
+				case first = <-s.reqs:
+				case cand = <-s.bg:
+				case <-s.stop:
+					s.drain()
+					return
 				}
-				s.drain()
-				return
+			}
+			if cand != nil {
+				// Clerk's writes first: a background write begins a
+				// transaction only once no other write has come for
+				// quietFor; one that comes meanwhile begins it, and the
+				// background write waits for its share.
+				quiet := time.NewTimer(quietFor)
+				select {
+				case first = <-s.reqs:
+					held = cand
+				case <-quiet.C:
+					first, bgLed = cand, true
+				case <-s.stop:
+					s.commit([]*writeReq{cand})
+					s.drain()
+					return
+				}
+				quiet.Stop()
 			}
 		}
 		// The writes waiting first, then the background ones: in a
@@ -746,7 +769,7 @@ func (t *wtx) stmt(q string) (*sql.Stmt, error) {
 			st = t.tx.StmtContext(context.Background(), kept)
 		} else {
 			var err error
-			if st, err = t.tx.PrepareContext(context.Background(), q); err != nil {
+			if st, err = t.tx.PrepareContext(context.Background(), strings.TrimSpace(q)); err != nil {
 				return nil, translate(err)
 			}
 			if t.fresh != nil {
@@ -777,7 +800,10 @@ func (s *Store) keepStatements(qs []string) {
 		if _, ok := s.kept[q]; ok {
 			continue
 		}
-		st, err := s.w.PrepareContext(context.Background(), q)
+		// Trimmed: the driver keeps the compiled form of a statement
+		// with nothing after it, and compiles a text with a tail (were
+		// it only white space) at each run.
+		st, err := s.w.PrepareContext(context.Background(), strings.TrimSpace(q))
 		if err != nil {
 			continue // prepared per transaction, as before
 		}
