@@ -34,7 +34,8 @@ type Outbound struct {
 	// AllowHTTP: USERSYNC_ENDPOINTS_ALLOW_HTTP (plain http to a public
 	// address is allowed).
 	AllowHTTP bool
-	// Notify wakes the dispatcher (a replay is due at once).
+	// Notify wakes the dispatcher for a round that reads the endpoints
+	// first: one changed, or a replay or resync is due at once.
 	Notify func()
 	// RecordNow turns the outbox's recording on at once (an endpoint was
 	// enabled); nil: Store.SetRecording(true).
@@ -224,6 +225,7 @@ func (s *server) createEndpoint(c echo.Context) error {
 	}
 	e.Revision = 1
 	s.recordFor(e)
+	s.endpointsChanged()
 	s.logEndpoint(c, "endpoint created", e)
 	j := s.newEndpointJSON(e)
 	j.Secret = e.Secret
@@ -242,6 +244,14 @@ func (s *server) recordFor(e models.Endpoint) {
 		s.outbound.RecordNow()
 	default:
 		s.outbound.Store.SetRecording(true)
+	}
+}
+
+// endpointsChanged tells the dispatcher that an endpoint changed: its next
+// round reads them first.
+func (s *server) endpointsChanged() {
+	if s.outbound.Notify != nil {
+		s.outbound.Notify()
 	}
 }
 
@@ -379,6 +389,7 @@ func (s *server) patchEndpoint(c echo.Context) error {
 			return err
 		}
 	}
+	s.endpointsChanged()
 	s.logEndpoint(c, "endpoint changed", e)
 	return c.JSON(http.StatusOK, s.newEndpointJSON(e))
 }
@@ -426,6 +437,7 @@ func (s *server) resyncEndpoint(c echo.Context) error {
 	if s.outbound.Notify != nil {
 		s.outbound.Notify()
 	}
+	s.endpointsChanged()
 	s.logEndpoint(c, "endpoint resync started", e)
 	return c.JSON(http.StatusAccepted, s.newEndpointJSON(e))
 }
@@ -464,6 +476,7 @@ func (s *server) deleteEndpoint(c echo.Context) error {
 	if err := s.outbound.Store.DeleteEndpoint(c.Request().Context(), e.ID); err != nil {
 		return notFound(err, "endpoint", e.ID)
 	}
+	s.endpointsChanged()
 	s.logEndpoint(c, "endpoint deleted", e)
 	return c.NoContent(http.StatusNoContent)
 }
@@ -518,6 +531,7 @@ func (s *server) rotateSecret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.endpointsChanged()
 	s.logEndpoint(c, "endpoint secret rotated", e)
 	j := s.newEndpointJSON(e)
 	j.Secret = secret

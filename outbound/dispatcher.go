@@ -109,7 +109,13 @@ type Dispatcher struct {
 	// leaseUntil is when the lease held runs out (zero: not held).
 	leaseUntil  time.Time
 	prunedAt    time.Time
-	refreshedAt time.Time // a follower's last Refresh
+	refreshedAt time.Time // the last Refresh of a round
+	triedAt     time.Time // when a round last took or tried to take the lease
+	relayedAt   time.Time // when a round last relayed the outbox
+	relayMore   bool      // the last relay left entries to move
+	// endpointsChanged: this instance's API changed an endpoint since the
+	// last round read them (EndpointsChanged).
+	endpointsChanged atomic.Bool
 }
 
 // NewDispatcher returns a dispatcher with o's defaults filled in.
@@ -170,7 +176,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			observed = round
 			d.observeBacklog(ctx, round)
 		}
-		err := d.round(ctx)
+		err := d.round(ctx, false)
 		if err != nil && ctx.Err() == nil && err.Error() != lastErr {
 			lastErr = err.Error()
 			d.o.Log.LogAttrs(ctx, slog.LevelWarn, "outbound webhooks: a round failed", slog.String("err", lastErr))
@@ -236,40 +242,89 @@ func (d *Dispatcher) observeBacklog(ctx context.Context, now time.Time) {
 	}
 }
 
-// Step runs one round and waits for the sends it started and their
+// Step runs one round, the endpoints read and the outbox relayed whatever
+// the last round did, and waits for the sends it started and their
 // settles.
 func (d *Dispatcher) Step(ctx context.Context) error {
-	err := d.round(ctx)
+	err := d.round(ctx, true)
 	d.wg.Wait()
 	return err
 }
 
-// round takes or keeps the lease, reads the endpoints, relays the outbox,
-// takes the resyncs under way a page further, and starts the sends due.
-func (d *Dispatcher) round(ctx context.Context) error {
+// EndpointsChanged wakes Run for a round that reads the endpoints first:
+// this instance's API changed one.
+func (d *Dispatcher) EndpointsChanged() {
+	d.endpointsChanged.Store(true)
+	d.Notify()
+}
+
+// relayEvery is how often a round woken by changes relays the outbox
+// while some endpoint keeps changes (a round with more left to move
+// relays at once); with none, every Poll: the rounds a burst of changes
+// wakes read little beyond the deliveries due.
+const relayEvery = 25 * time.Millisecond
+
+// round takes or keeps the lease, reads the endpoints (when this
+// instance's API changed one, else every Poll), relays the outbox, takes
+// the resyncs under way a page further, and starts the sends due. With
+// all, every part runs.
+func (d *Dispatcher) round(ctx context.Context, all bool) error {
+	now := d.o.Now()
+	d.mu.Lock()
+	follower := d.leaseUntil.IsZero()
+	d.mu.Unlock()
+	if !all && follower && now.Sub(d.triedAt) < d.o.Poll {
+		return nil // another instance leads: try again a Poll later
+	}
+	d.triedAt = now
 	lead, err := d.lead(ctx)
 	if err != nil || !lead {
-		if err == nil && d.o.Now().Sub(d.refreshedAt) >= d.o.Poll {
+		if err == nil && now.Sub(d.refreshedAt) >= d.o.Poll {
 			// It records the changes it applies still.
-			d.refreshedAt = d.o.Now()
+			d.refreshedAt = now
 			err = d.Refresh(ctx)
 		}
 		return err
 	}
 	// The endpoints as they are now: a send never starts to an endpoint
-	// deleted or disabled before the round, nor signs with a secret
-	// rotated before it, and the relay queues for one created before it.
-	if err := d.Refresh(ctx); err != nil {
-		return err
+	// deleted or disabled through this instance's API before the round,
+	// nor signs with a secret rotated through it before it; through
+	// another instance's, within a Poll.
+	if all || d.endpointsChanged.Swap(false) || now.Sub(d.refreshedAt) >= d.o.Poll {
+		d.refreshedAt = now
+		if err := d.Refresh(ctx); err != nil {
+			return err
+		}
 	}
-	if err := d.relay(ctx); err != nil {
-		return err
+	every := relayEvery
+	if !d.keeping() {
+		every = d.o.Poll
+	}
+	if all || d.relayMore || now.Sub(d.relayedAt) >= every {
+		d.relayedAt = now
+		more, err := d.relay(ctx)
+		d.relayMore = more
+		if err != nil {
+			return err
+		}
 	}
 	if err := d.resync(ctx); err != nil {
 		return err
 	}
 	d.prune(ctx)
 	return d.sendDue(ctx)
+}
+
+// keeping reports whether some endpoint keeps changes (enabled, or
+// disabled and keeping them until it is enabled).
+func (d *Dispatcher) keeping() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	eps := make([]models.Endpoint, 0, len(d.endpoints))
+	for _, e := range d.endpoints {
+		eps = append(eps, e)
+	}
+	return models.Recording(eps)
 }
 
 // Refresh reads the endpoints, and turns the outbox's recording on while

@@ -23,16 +23,16 @@ const (
 // endpoint created since the last read must not miss a change recorded for
 // it). Each write is the store's background work: it shares the store with
 // Clerk's deliveries, never ahead of them.
-func (d *Dispatcher) relay(ctx context.Context) error {
+func (d *Dispatcher) relay(ctx context.Context) (more bool, err error) {
 	ob := d.o.Store.Outbound()
 	for i := range relayBatches {
 		entries, err := ob.Outbox(ctx, relayBatch)
 		if err != nil || len(entries) == 0 {
-			return err
+			return false, err
 		}
 		if i == 0 {
 			if err := d.Refresh(ctx); err != nil {
-				return err
+				return false, err
 			}
 		}
 		now := d.o.Now()
@@ -56,23 +56,23 @@ func (d *Dispatcher) relay(ctx context.Context) error {
 		for _, e := range entries {
 			if e.Change != models.EventNested { // its own object did not change
 				if err := queue(e.Pending); err != nil {
-					return err
+					return false, err
 				}
 			}
 			if err := d.derive(ctx, e.Pending, queue); err != nil {
-				return err
+				return false, err
 			}
 			done = append(done, e.Key)
 		}
 		if err := ob.Fanout(ctx, fs, done, now); err != nil {
-			return err
+			return false, err
 		}
 		if len(entries) < relayBatch {
-			return nil
+			return false, nil
 		}
 	}
 	d.Notify() // more wait: the next round moves them
-	return nil
+	return true, nil
 }
 
 // wanting returns the endpoints that keep p's type (models.Endpoint.Keeps:

@@ -127,6 +127,6 @@ func Outbound(store repository.Store, svc *sync.Service, o OutboundOptions) (*ou
 	d := outbound.NewDispatcher(outbound.Options{Store: store, Render: api.Renderer(store, o.Now, o.BillingGrace), Sender: sender, SendTimeout: timeout,
 		Owner: o.Owner, Now: o.Now, Jitter: o.Jitter, Log: o.Log, Observer: o.Observer, Lease: o.Lease})
 	svc.OnApplied(d.Notify)
-	return d, &api.Outbound{Store: store.Outbound(), Sender: sender, AllowPrivate: o.AllowPrivate, AllowHTTP: o.AllowHTTP, Notify: d.Notify,
+	return d, &api.Outbound{Store: store.Outbound(), Sender: sender, AllowPrivate: o.AllowPrivate, AllowHTTP: o.AllowHTTP, Notify: d.EndpointsChanged,
 		RecordNow: d.RecordNow}
 }
