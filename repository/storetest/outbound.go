@@ -313,6 +313,60 @@ func testOutboundSettleKeepsAChangeQueuedMeanwhile(t *testing.T, s repository.St
 	}
 }
 
+// testOutboundBatchOfSettles: one Settle of a batch settles each delivery
+// as a Settle of it alone would: one still waiting for the message sent
+// becomes its result, one with a newer change queued meanwhile keeps it
+// pending with what was received, one gone (its endpoint deleted) stays
+// gone; the attempts of those sent are all recorded.
+func testOutboundBatchOfSettles(t *testing.T, s repository.Store) {
+	ctx := context.Background()
+	o := s.Outbound()
+	now := t0.Add(2 * time.Hour)
+	endpoints(t, s, "ep_bs")
+	var sent []models.Delivery
+	for _, id := range []string{"user_bs1", "user_bs2"} {
+		p := pendingUser(id, "msg_"+id, time.Second, models.EventCreated)
+		if err := o.Fanout(ctx, []models.Fanout{{Pending: p, Endpoints: []string{"ep_bs"}}}, nil, now); err != nil {
+			t.Fatal(err)
+		}
+		d, err := o.Delivery(ctx, "ep_bs", models.KindUser, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, d)
+	}
+	newer := pendingUser("user_bs2", "msg_user_bs2_newer", 2*time.Second, models.EventUpdated)
+	if err := o.Fanout(ctx, []models.Fanout{{Pending: newer, Endpoints: []string{"ep_bs"}}}, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	at := now.Add(time.Second)
+	var batch []models.Settlement
+	for _, d := range append(sent, models.Delivery{EndpointID: "ep_bs_gone", Kind: models.KindUser, ObjectID: "user_bs1", MessageID: "msg_x"}) {
+		r := d
+		r.Status, r.Attempts, r.Fields = models.DeliveryDelivered, 1, map[string]string{"email": "h_" + d.ObjectID}
+		r.LastStatus, r.LastAt, r.DeliveredAt, r.DeliveredMsg = 204, &at, &at, d.MessageID
+		batch = append(batch, models.Settlement{Sent: d, Result: r, Attempt: models.Attempt{EndpointID: "ep_bs", MessageID: d.MessageID,
+			Type: "user.created", ObjectID: d.ObjectID, At: at, Status: 204, Delivered: true}})
+	}
+	if err := o.Settle(ctx, batch...); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := o.Delivery(ctx, "ep_bs", models.KindUser, "user_bs1"); err != nil || d.Status != models.DeliveryDelivered ||
+		d.DeliveredMsg != sent[0].MessageID || d.Fields["email"] != "h_user_bs1" {
+		t.Errorf("the first delivery = %+v, %v; want it delivered", d, err)
+	}
+	if d, err := o.Delivery(ctx, "ep_bs", models.KindUser, "user_bs2"); err != nil || d.Status != models.DeliveryPending ||
+		d.MessageID != newer.MessageID() || d.DeliveredMsg != sent[1].MessageID || d.Fields["email"] != "h_user_bs2" {
+		t.Errorf("the second delivery = %+v, %v; want the newer change pending, the first one received", d, err)
+	}
+	if _, err := o.Delivery(ctx, "ep_bs_gone", models.KindUser, "user_bs1"); !errors.Is(err, models.ErrNotFound) {
+		t.Errorf("a settle revived a delivery of an endpoint gone: %v", err)
+	}
+	if as, _, err := o.Attempts(ctx, models.AttemptFilter{EndpointID: "ep_bs", Limit: 10}); err != nil || len(as) != 3 {
+		t.Errorf("attempts = %+v, %v; want the three recorded", as, err)
+	}
+}
+
 func testOutboundEndpointsRoundTrip(t *testing.T, s repository.Store) {
 	ctx := context.Background()
 	o := s.Outbound()

@@ -94,6 +94,7 @@ func Run(t *testing.T, open Opener) {
 		{"Outbound_AStaleEventThatNestsStatesIsRecordedForThem", testOutboundStaleEventThatNests},
 		{"Outbound_TheFanoutKeepsTheNewestChangePerEndpointAndObject", testOutboundFanoutKeepsTheNewestChange},
 		{"Outbound_ASettleKeepsAChangeQueuedMeanwhile", testOutboundSettleKeepsAChangeQueuedMeanwhile},
+		{"Outbound_ABatchOfSettlesSettlesEachAsItsOwn", testOutboundBatchOfSettles},
 		{"Outbound_TheOutboxAndTheDeliveriesDueGiveEachEntryOnceWithinTheirLimit", testOutboundReadsWithinLimit},
 		{"Outbound_TheOutboxsOldestEntryIsTheFirstRecordedNotFannedOut", testOutboundOldest},
 		{"Outbound_EndpointsRoundTripAndTakeTheirDeliveriesWithThem", testOutboundEndpointsRoundTrip},
